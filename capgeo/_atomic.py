@@ -1,0 +1,41 @@
+"""Atomic file writes: a reader never sees a half-written output file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; rename it over ``target`` on success.
+
+    On any exception the temporary file is removed and ``target`` is untouched.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+
+
+@contextlib.contextmanager
+def atomic_open(target: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary file for writing; it replaces ``target`` only if the block succeeds."""
+    if "b" in mode:
+        encoding = None
+    with atomic_path(target) as tmp:
+        with open(tmp, mode, encoding=encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())

@@ -1,0 +1,87 @@
+"""The table every command works on: one row per caption."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+#: Column names of CaptionSet.table, in order.
+COLUMNS = ("caption_id", "group_id", "split", "text")
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Rows left out while loading, with why and where (e.g. 'line 12', 'id 000123')."""
+
+    reason: str
+    count: int
+    examples: tuple[str, ...] = ()
+
+
+@dataclass
+class CaptionSet:
+    """Captions of one dataset.
+
+    ``table`` has the columns ``caption_id`` (unique str), ``group_id`` (str: the
+    image a caption describes; captions of one image share it), ``split`` (str or
+    null) and ``text`` (str). Captions of one group are positives of each other,
+    never negatives.
+    """
+
+    table: pl.DataFrame
+    source: Path
+    format: str
+    skipped: list[Skipped] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return self.table.height
+
+    @property
+    def texts(self) -> list[str]:
+        return self.table["text"].to_list()
+
+    @property
+    def ids(self) -> list[str]:
+        return self.table["caption_id"].to_list()
+
+    @property
+    def groups(self) -> list[str]:
+        return self.table["group_id"].to_list()
+
+    @cached_property
+    def group_codes(self) -> np.ndarray:
+        """Integer group label per caption (0..n_groups-1), in first-seen order."""
+        groups = self.table["group_id"].to_numpy()
+        _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+        # renumber so codes follow first appearance, which keeps output stable
+        order = np.argsort(np.argsort(first))
+        return order[inverse].astype(np.int64)
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.table["group_id"].n_unique())
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """sha256 of the source file (or of a folder's files, by name and content)."""
+        digest = hashlib.sha256()
+        paths = sorted(p for p in self.source.rglob("*") if p.is_file()) if self.source.is_dir() else [self.source]
+        for path in paths:
+            digest.update(str(path.relative_to(self.source) if self.source.is_dir() else path.name).encode())
+            with open(path, "rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+        return digest.hexdigest()
+
+    def texts_digest(self) -> str:
+        """sha256 over the caption texts in order: the identity of what gets encoded."""
+        digest = hashlib.sha256()
+        for text in self.texts:
+            digest.update(text.encode("utf-8"))
+            digest.update(b"\x00")
+        return digest.hexdigest()

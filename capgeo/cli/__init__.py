@@ -1,0 +1,64 @@
+"""The command line: a thin click shell over the library.
+
+Each command lives in its own module and is imported only when it runs (or
+when --help lists it), and each command module imports torch/open_clip only
+inside its function body, so ``capgeo --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from capgeo import __version__
+from capgeo.errors import CapgeoError
+
+# command name -> "module:attribute"; order is the order in --help
+COMMANDS = {
+    "info": "capgeo.cli.info:info",
+    "datasets": "capgeo.cli.info:datasets",
+    "encoders": "capgeo.cli.encode:encoders",
+    "encode": "capgeo.cli.encode:encode",
+    "profile": "capgeo.cli.profile:profile",
+    "dupes": "capgeo.cli.dupes:dupes",
+    "gamma": "capgeo.cli.gamma:gamma",
+    "truncation": "capgeo.cli.truncation:truncation",
+    "report": "capgeo.cli.report:report",
+    "compare": "capgeo.cli.report:compare",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attribute = target.split(":")
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except CapgeoError as error:
+            # a user mistake: one line, no traceback
+            click.echo(f"Error: {error}", err=True)
+            ctx.exit(error.exit_code)
+        except KeyboardInterrupt:
+            click.echo("Interrupted.", err=True)
+            ctx.exit(130)
+        except BrokenPipeError:
+            sys.stderr.close()
+            ctx.exit(0)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="capgeo")
+def main():
+    """Profile the geometry of an image-caption dataset's captions before fine-tuning
+    a CLIP-style model on it: near-duplicates, hardest companions, in-batch hardness,
+    and a starting gamma for HN-CLIP."""

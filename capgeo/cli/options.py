@@ -1,0 +1,95 @@
+"""Options shared by every command that reads a dataset or encodes it."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+FORMATS = [
+    "auto", "docci", "docci-json", "urban1k", "coco", "karpathy", "coco-list", "dci", "dci-json",
+    "sharegpt4v", "jsonl", "json", "csv", "tsv", "parquet", "text",
+]
+
+
+def dataset_options(command):
+    """DATA argument plus the options that say how to read it."""
+    decorators = [
+        click.argument("data", type=click.Path(exists=True, dir_okay=True, path_type=str)),
+        click.option("--format", "data_format", type=click.Choice(FORMATS), default="auto", show_default=True,
+                     help="Dataset format; detected from the file or folder when 'auto'."),
+        click.option("--text-column", help="Column/key holding the caption text."),
+        click.option("--captions-column", help="Column/key holding a list of captions (one group per row)."),
+        click.option("--id-column", help="Column/key holding a unique caption id."),
+        click.option("--group-column", help="Column/key naming the image a caption describes."),
+        click.option("--split", "split", help="Keep only rows of this split (e.g. test)."),
+        click.option("--limit", "limit", type=click.IntRange(min=1), help="Keep only the first N captions."),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def load_from_options(options: dict):
+    """Pop the dataset options from a command's kwargs and load the captions."""
+    from capgeo.captions import load_captions
+
+    return load_captions(
+        options.pop("data"),
+        format=options.pop("data_format"),
+        text_column=options.pop("text_column"),
+        captions_column=options.pop("captions_column"),
+        id_column=options.pop("id_column"),
+        group_column=options.pop("group_column"),
+        split=options.pop("split"),
+        limit=options.pop("limit"),
+    )
+
+
+def encoder_options(command):
+    """--encoder and how/where to run and cache it."""
+    decorators = [
+        click.option("--encoder", "encoder", default=None, metavar="SPEC",
+                     help="Text encoder (see `capgeo encoders`); default: the embedded all-MiniLM-L6-v2."),
+        click.option("--device", default=None, help="cuda, mps or cpu; default: the best available."),
+        click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
+                     help="Embedding cache folder (default: $CAPGEO_CACHE or ~/.cache/capgeo)."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the embedding cache."),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def embed_from_options(captions, options: dict, max_tokens: int | None = None):
+    """Pop the encoder options from a command's kwargs and return the captions' Embeddings."""
+    from capgeo.encoders import embed
+
+    return embed(
+        captions,
+        options.pop("encoder"),
+        device=options.pop("device"),
+        cache_dir=options.pop("cache_dir"),
+        use_cache=not options.pop("no_cache"),
+        max_tokens=max_tokens,
+    )
+
+
+def json_option(command):
+    return click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
+                        help="Write the result as JSON to FILE, or to stdout when no file is given.")(command)
+
+
+def print_json(payload: dict, destination: str) -> None:
+    """Write JSON to stdout ('-') or atomically to a file."""
+    import json
+
+    text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False)
+    if destination == "-":
+        click.echo(text)
+        return
+    from capgeo._atomic import atomic_open
+
+    with atomic_open(destination) as handle:
+        handle.write(text + "\n")
+    click.echo(f"Wrote {destination}", err=True)

@@ -1,0 +1,56 @@
+"""What every text encoder provides."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class EncoderInfo:
+    """Identity of an encoder, stored with every result and used as a cache key."""
+
+    spec: str               # what the user typed, e.g. "ViT-B-32/openai", "longclip-L", "minilm"
+    kind: str               # "open_clip" | "longclip" | "sentence-transformers" | "precomputed"
+    name: str               # model name, e.g. "ViT-L-14"
+    width: int              # embedding dimension
+    context_length: int     # tokens, start/end tokens included
+    logit_scale: float | None  # exp(logit_scale) from the checkpoint, when it has one
+    fingerprint: str        # hash of the weights (or of the vector file)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TextEncoder(Protocol):
+    info: EncoderInfo
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """Untruncated token count of each caption with the encoder's own tokenizer
+        (start/end tokens included). A count above ``info.context_length`` means truncated."""
+        ...
+
+    def encode(self, texts: Sequence[str], *, max_tokens: int | None = None, batch_size: int = 64,
+               progress: bool | None = None) -> np.ndarray:
+        """L2-normalised float32 embeddings, shape (len(texts), width), in input order.
+
+        ``max_tokens`` truncates every caption to at most that many tokens
+        (default: the encoder's context length)."""
+        ...
+
+
+@dataclass
+class Embeddings:
+    """A dataset's caption embeddings, row i for caption i of the CaptionSet."""
+
+    vectors: np.ndarray        # (N, width) float32, L2-normalised
+    token_counts: np.ndarray   # (N,) int, untruncated token count with the encoder's tokenizer
+    max_tokens: int            # the length captions were cut to (<= info.context_length)
+    info: EncoderInfo
+
+    @property
+    def truncated(self) -> np.ndarray:
+        """(N,) bool: the caption was longer than ``max_tokens`` and was cut."""
+        return self.token_counts > self.max_tokens
