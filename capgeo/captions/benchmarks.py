@@ -1,0 +1,291 @@
+"""Readers for the published layouts of caption benchmarks.
+
+Each reader takes a DatasetContent and returns RawCaptions; checking and
+cleaning happen afterwards, the same for every format (see clean.py).
+What each reader takes from its files is documented in docs/formats.md.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+from capgeo.captions.clean import RawCaptions
+from capgeo.captions.content import DatasetContent
+from capgeo.captions.sources import iter_json_lines, json_kind, parse_json, read_text
+from capgeo.errors import DataError
+
+#: DOCCI example ids carry their split: train_00001, test_00042, qual_dev_00003, qual_test_00099
+DOCCI_ID = re.compile(r"^(train|test|qual_dev|qual_test)_\d+$")
+
+
+def read_docci(content: DatasetContent) -> RawCaptions:
+    """Official ``docci_descriptions.jsonlines``: example_id, split, image_file, description."""
+    path = content.path
+    ids, splits, texts, lines = [], [], [], []
+    first_keys: list[str] = []
+    for line_number, record in iter_json_lines(content.text, path):
+        if "example_id" not in record or "description" not in record:
+            raise DataError(
+                f"{path}:{line_number}: DOCCI record needs 'example_id' and 'description'; "
+                f"found keys: {', '.join(record) or 'none'}"
+            )
+        first_keys = first_keys or list(record)
+        ids.append(record["example_id"])
+        splits.append(record.get("split"))
+        texts.append(record["description"])
+        lines.append(line_number)
+    return RawCaptions(
+        source=path, format="docci", texts=texts, where=lambda row: f"line {lines[row]}",
+        ids=ids, groups=ids, splits=splits if any(value is not None for value in splits) else None,
+        fields=first_keys,
+    )
+
+
+def read_filename_caption(content: DatasetContent, format: str = "filename-caption") -> RawCaptions:
+    """A JSON list of ``{"filename", "caption"}``: the image's basename without extension is the id and group.
+
+    Used for DOCCI (GOAL / HN-CLIP evaluation copies) and DCI. With format
+    'docci-json' the split is read off the DOCCI id (``test_00042`` -> test).
+    """
+    path = content.path
+    records = _list_of_objects(content, "a JSON list of {\"filename\", \"caption\"} objects")
+    ids, texts = [], []
+    for index, record in enumerate(records):
+        if "filename" not in record:
+            raise DataError(
+                f"{path}: record {index + 1}: expected a 'filename' key; found keys: {', '.join(record) or 'none'}"
+            )
+        filename = record["filename"]
+        ids.append(PurePosixPath(str(filename).replace("\\", "/")).stem if filename not in (None, "") else None)
+        texts.append(record.get("caption"))
+    splits = None
+    if format == "docci-json":
+        matches = [DOCCI_ID.match(caption_id or "") for caption_id in ids]
+        if any(matches):
+            splits = [match.group(1) if match else None for match in matches]
+    return RawCaptions(
+        source=path, format=format, texts=texts, where=lambda row: f"record {row + 1}",
+        ids=ids, groups=ids, splits=splits, fields=list(records[0]) if records else [],
+    )
+
+
+def read_docci_json(content: DatasetContent) -> RawCaptions:
+    return read_filename_caption(content, "docci-json")
+
+
+def read_dci_json(content: DatasetContent) -> RawCaptions:
+    return read_filename_caption(content, "dci-json")
+
+
+def read_urban1k(content: DatasetContent) -> RawCaptions:
+    """Urban-1K: a folder of ``N.txt``, one caption per file (or the dataset root holding ``caption/``)."""
+    folder = content.path
+    if (folder / "caption").is_dir():
+        folder = folder / "caption"
+    files = [path for path in folder.iterdir() if path.is_file() and path.suffix.lower() == ".txt"]
+    if not files:
+        found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
+        raise DataError(f"{folder}: expected Urban-1K caption files N.txt; found: {found}")
+    # numeric order (1, 2, ..., 10), not string order (1, 10, 100, 2)
+    files.sort(key=lambda path: (0, int(path.stem), "") if path.stem.isdigit() else (1, 0, path.stem))
+    ids = [path.stem for path in files]
+    texts = [read_text(path) for path in files]
+    return RawCaptions(
+        source=folder, format="urban1k", texts=texts, where=lambda row: f"file {files[row].name}",
+        ids=ids, groups=ids, fields=["N.txt"],
+    )
+
+
+def read_coco(content: DatasetContent) -> RawCaptions:
+    """Official COCO captions: ``images`` (id, file_name) + ``annotations`` (image_id, id, caption)."""
+    path = content.path
+    data = content.json
+    if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
+        raise DataError(
+            f"{path}: COCO captions need an object with an 'annotations' list (and 'images'); found {json_kind(data)}"
+        )
+    file_names = {}
+    for image in data.get("images") or []:
+        if isinstance(image, dict) and "id" in image:
+            file_names[image["id"]] = image.get("file_name")
+    annotations = data["annotations"]
+    ids, groups, texts = [], [], []
+    for index, annotation in enumerate(annotations):
+        if not isinstance(annotation, dict):
+            raise DataError(f"{path}: annotations[{index}]: expected an object, found {json_kind(annotation)}")
+        image_id = annotation.get("image_id")
+        ids.append(annotation.get("id"))
+        groups.append(file_names.get(image_id) or image_id)
+        texts.append(annotation.get("caption"))
+    return RawCaptions(
+        source=path, format="coco", texts=texts, where=lambda row: f"annotations[{row}]",
+        ids=ids, groups=groups, fields=list(annotations[0]) if annotations else [],
+    )
+
+
+def read_karpathy(content: DatasetContent) -> RawCaptions:
+    """Karpathy split files (dataset_coco.json, dataset_flickr30k.json): images[].sentences[].raw."""
+    path = content.path
+    data = content.json
+    images = data.get("images") if isinstance(data, dict) else None
+    if not isinstance(images, list):
+        raise DataError(f"{path}: Karpathy layout needs an object with an 'images' list; found {json_kind(data)}")
+    ids, groups, splits, texts, image_index, sentence_index = [], [], [], [], [], []
+    for index, image in enumerate(images):
+        if not isinstance(image, dict) or not isinstance(image.get("sentences"), list):
+            raise DataError(f"{path}: images[{index}]: expected an object with a 'sentences' list")
+        sentids = image.get("sentids") or []
+        group = image.get("filename") or image.get("cocoid") or image.get("imgid")
+        for k, sentence in enumerate(image["sentences"]):
+            if not isinstance(sentence, dict):
+                raise DataError(f"{path}: images[{index}].sentences[{k}]: expected an object, found {json_kind(sentence)}")
+            sentid = sentence.get("sentid", sentids[k] if k < len(sentids) else None)
+            ids.append(sentid)
+            groups.append(group)
+            splits.append(image.get("split"))
+            texts.append(sentence.get("raw"))
+            image_index.append(index)
+            sentence_index.append(k)
+    return RawCaptions(
+        source=path, format="karpathy", texts=texts,
+        where=lambda row: f"images[{image_index[row]}].sentences[{sentence_index[row]}]",
+        ids=ids, groups=groups, splits=splits if any(value is not None for value in splits) else None,
+        fields=list(images[0]) if images else [],
+    )
+
+
+def read_coco_list(content: DatasetContent) -> RawCaptions:
+    """A JSON list of ``{"image_name", "captions": [...], "split"}``: one image, several captions."""
+    path = content.path
+    records = _list_of_objects(content, "a JSON list of {\"image_name\", \"captions\": [...]} objects")
+    groups, splits, texts, record_index, caption_index = [], [], [], [], []
+    for index, record in enumerate(records):
+        captions = record.get("captions")
+        if not isinstance(captions, list):
+            raise DataError(
+                f"{path}: record {index + 1}: expected 'captions' to be a list of strings; "
+                f"found {json_kind(captions)} (keys: {', '.join(record)})"
+            )
+        for k, caption in enumerate(captions):
+            groups.append(record.get("image_name"))
+            splits.append(record.get("split"))
+            texts.append(caption)
+            record_index.append(index)
+            caption_index.append(k)
+    return RawCaptions(
+        source=path, format="coco-list", texts=texts,
+        where=lambda row: f"record {record_index[row] + 1}, caption {caption_index[row] + 1}",
+        groups=groups, splits=splits if any(value is not None for value in splits) else None,
+        fields=list(records[0]) if records else [],
+    )
+
+
+def read_sharegpt4v(content: DatasetContent) -> RawCaptions:
+    """ShareGPT4V: ``{"id", "image", "conversations": [{"from": "human"|"gpt", "value"}]}``.
+
+    The caption is the first model turn (``from`` gpt or assistant). JSON-lines
+    files of the same records are read too.
+    """
+    path = content.path
+    if not content.text.lstrip().startswith("["):  # JSON lines rather than one JSON list
+        numbered = list(iter_json_lines(content.text, path))
+        records = [record for _, record in numbered]
+        lines = [number for number, _ in numbered]
+        where = lambda row: f"line {lines[row]}"  # noqa: E731
+    else:
+        records = _list_of_objects(content, "a JSON list of {\"id\", \"image\", \"conversations\"} objects")
+        where = lambda row: f"record {row + 1}"  # noqa: E731
+    ids, groups, texts = [], [], []
+    for row, record in enumerate(records):
+        turns = record.get("conversations")
+        if not isinstance(turns, list):
+            raise DataError(f"{path}: {where(row)}: expected a 'conversations' list; found keys: {', '.join(record)}")
+        answer = next(
+            (turn.get("value") for turn in turns if isinstance(turn, dict) and turn.get("from") in ("gpt", "assistant")),
+            None,
+        )
+        ids.append(record.get("id"))
+        groups.append(record.get("image"))
+        texts.append(answer)
+    return RawCaptions(
+        source=path, format="sharegpt4v", texts=texts, where=where, ids=ids, groups=groups,
+        fields=list(records[0]) if records else [],
+    )
+
+
+def read_dci(content: DatasetContent) -> RawCaptions:
+    """DCI per-image annotation folder (``complete/`` of densely_captioned_images).
+
+    Per file ``<stem>.json``: the long caption is ``extra_caption`` (id and group
+    ``<stem>``). When the file has LLM ``summaries`` (sDCI), the summaries of the
+    whole image (``summaries["base"]``, a string or list; or the list itself when
+    ``summaries`` is a list) become more captions of the same group, ids
+    ``<stem>#summary-<k>``. Summaries of mask regions (``m-<idx>-sc`` keys) and
+    mask captions describe parts of the image, so they are not taken.
+    A ``splits.json`` beside ``complete/`` (``{"train": [file, ...], ...}``) sets the split.
+    """
+    folder = content.path
+    root = folder
+    if (folder / "complete").is_dir():
+        folder = folder / "complete"
+    files = sorted(path for path in folder.iterdir() if path.is_file() and path.suffix.lower() == ".json")
+    if not files:
+        found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
+        raise DataError(f"{folder}: expected DCI annotation files <image>.json; found: {found}")
+    split_of = _dci_splits(root if root != folder else folder.parent)
+    ids, groups, splits, texts, places = [], [], [], [], []
+    fields: list[str] = []
+    for file in files:
+        data = parse_json(read_text(file), file)
+        if not isinstance(data, dict) or "extra_caption" not in data:
+            raise DataError(
+                f"{file}: DCI annotation needs an 'extra_caption' key; found {json_kind(data)}"
+            )
+        fields = fields or list(data)
+        split = split_of.get(file.name, split_of.get(file.stem))
+        ids.append(file.stem)
+        texts.append(data["extra_caption"])
+        places.append(f"file {file.name}")
+        for k, summary in enumerate(_image_summaries(data.get("summaries"), file)):
+            ids.append(f"{file.stem}#summary-{k}")
+            texts.append(summary)
+            places.append(f"file {file.name}, summary {k + 1}")
+        groups.extend([file.stem] * (len(ids) - len(groups)))
+        splits.extend([split] * (len(ids) - len(splits)))
+    return RawCaptions(
+        source=folder, format="dci", texts=texts, where=lambda row: places[row],
+        ids=ids, groups=groups, splits=splits if split_of else None, fields=fields,
+    )
+
+
+def _image_summaries(summaries, file: Path) -> list:
+    if summaries is None:
+        return []
+    if isinstance(summaries, dict):
+        summaries = summaries.get("base", [])
+    if isinstance(summaries, str):
+        return [summaries]
+    if isinstance(summaries, list):
+        return summaries
+    raise DataError(f"{file}: 'summaries' should be an object or a list; found {json_kind(summaries)}")
+
+
+def _dci_splits(root: Path) -> dict[str, str]:
+    splits_file = root / "splits.json"
+    if not splits_file.is_file():
+        return {}
+    data = parse_json(read_text(splits_file), splits_file)
+    if not isinstance(data, dict):
+        raise DataError(f"{splits_file}: expected an object {{split: [file, ...]}}; found {json_kind(data)}")
+    return {str(name): split for split, names in data.items() if isinstance(names, list) for name in names}
+
+
+def _list_of_objects(content: DatasetContent, expected: str) -> list[dict]:
+    data = content.json
+    if not isinstance(data, list):
+        raise DataError(f"{content.path}: expected {expected}; found {json_kind(data)}")
+    for index, record in enumerate(data):
+        if not isinstance(record, dict):
+            raise DataError(f"{content.path}: record {index + 1}: expected an object, found {json_kind(record)}")
+    return data

@@ -1,0 +1,165 @@
+"""From what a reader found to a checked CaptionSet.
+
+Readers hand over ``RawCaptions``: parallel columns as they appear in the file.
+``to_caption_set`` then applies the same rules to every format:
+
+- caption ids: taken from the file when it has them; otherwise ``<group>#<k>``
+  (k = 0, 1, ... counting that group's captions in file order, as Flickr30k does)
+  or, without a group either, the record's number (readers pass line numbers);
+- duplicate caption ids stop the load with an error naming both occurrences,
+  since every later result is keyed by caption id;
+- a missing group means one caption per image: group = caption id;
+- text is stripped of surrounding whitespace, inner text kept as is; empty,
+  whitespace-only and null captions are skipped and counted in ``skipped``;
+- ``split`` keeps only matching rows (error if the file has no split field or
+  nothing matches); ``limit`` keeps the first N captions that remain;
+- nothing left is an error.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+
+from capgeo.captions.model import COLUMNS, CaptionSet, Skipped
+from capgeo.errors import DataError
+
+#: how many places to quote per kind of skipped row
+MAX_EXAMPLES = 5
+
+
+@dataclass
+class RawCaptions:
+    """Columns of one dataset as read, before any checking.
+
+    ``ids``/``groups``/``splits`` are None when the file has no such field;
+    single entries may also be None (missing in that record). ``where(i)`` says
+    where caption i came from (e.g. 'line 12', 'record 3, caption 2').
+    ``fields`` lists what the file does have, for error messages.
+    """
+
+    source: Path
+    format: str
+    texts: list
+    where: Callable[[int], str]
+    ids: list | None = None
+    groups: list | None = None
+    splits: list | None = None
+    fields: Sequence[str] = field(default_factory=list)
+
+
+def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | None = None) -> CaptionSet:
+    n_rows = len(raw.texts)
+    ids = _caption_ids(raw)
+    _check_unique(ids, raw)
+    groups = _group_ids(raw.groups, ids)
+    splits = [None if value is None else str(value) for value in raw.splits] if raw.splits is not None else None
+
+    rows = range(n_rows)
+    if split is not None:
+        rows = _rows_of_split(splits, split, raw)
+
+    kept_rows: list[int] = []
+    kept_texts: list[str] = []
+    skipped: dict[str, list[str]] = {}
+    for row in rows:
+        text, reason = _clean_text(raw.texts[row], raw, row)
+        if reason is not None:
+            skipped.setdefault(reason, []).append(raw.where(row))
+            continue
+        kept_rows.append(row)
+        kept_texts.append(text)
+        if limit is not None and len(kept_rows) >= limit:
+            break
+
+    skipped_list = [Skipped(reason, len(places), tuple(places[:MAX_EXAMPLES])) for reason, places in skipped.items()]
+    if not kept_rows:
+        detail = f"{n_rows} rows read"
+        if split is not None:
+            detail += f", {len(rows)} in split {split!r}"
+        for item in skipped_list:
+            detail += f"; skipped {item.count}: {item.reason}"
+        raise DataError(f"{raw.source}: no captions to use ({detail})")
+
+    table = pl.DataFrame(
+        {
+            "caption_id": [ids[row] for row in kept_rows],
+            "group_id": [groups[row] for row in kept_rows],
+            "split": [splits[row] for row in kept_rows] if splits is not None else [None] * len(kept_rows),
+            "text": kept_texts,
+        },
+        schema={name: pl.String for name in COLUMNS},
+    )
+    return CaptionSet(table, raw.source, raw.format, skipped_list)
+
+
+def _caption_ids(raw: RawCaptions) -> list[str]:
+    n_rows = len(raw.texts)
+    counters: Counter = Counter()
+    ids: list[str] = []
+    for row in range(n_rows):
+        given = raw.ids[row] if raw.ids is not None else None
+        if given is not None and given != "":
+            ids.append(str(given))
+            continue
+        group = raw.groups[row] if raw.groups is not None else None
+        if group is not None and group != "":
+            group = str(group)
+            ids.append(f"{group}#{counters[group]}")
+            counters[group] += 1
+        else:
+            # readers of line-based files pass line numbers as ids; this is the last resort
+            ids.append(str(row + 1))
+    return ids
+
+
+def _check_unique(ids: list[str], raw: RawCaptions) -> None:
+    if len(set(ids)) == len(ids):
+        return
+    first_seen: dict[str, int] = {}
+    for row, caption_id in enumerate(ids):
+        earlier = first_seen.setdefault(caption_id, row)
+        if earlier != row:
+            raise DataError(
+                f"{raw.source}: duplicate caption id {caption_id!r} at {raw.where(earlier)} and {raw.where(row)}; "
+                "caption ids must be unique (fix the file, or pass --id-column with a unique column)"
+            )
+
+
+def _group_ids(groups: list | None, ids: list[str]) -> list[str]:
+    if groups is None:
+        return list(ids)
+    return [caption_id if group is None or group == "" else str(group) for group, caption_id in zip(groups, ids)]
+
+
+def _rows_of_split(splits: list | None, split: str, raw: RawCaptions) -> list[int]:
+    if splits is None:
+        found = ", ".join(map(str, raw.fields)) or "none"
+        raise DataError(
+            f"{raw.source}: --split {split!r} given but the {raw.format} data has no split field (fields: {found})"
+        )
+    rows = [row for row, value in enumerate(splits) if value == split]
+    if not rows:
+        counts = Counter("(none)" if value is None else value for value in splits)
+        present = ", ".join(f"{name} ({count})" for name, count in counts.most_common())
+        raise DataError(f"{raw.source}: no rows in split {split!r}; splits present: {present}")
+    return rows
+
+
+def _clean_text(value, raw: RawCaptions, row: int) -> tuple[str, str | None]:
+    """(stripped text, None) or ('', reason to skip)."""
+    if value is None:
+        return "", "missing caption (null or absent)"
+    if isinstance(value, bool) or isinstance(value, (dict, list, tuple)):
+        raise DataError(
+            f"{raw.source}: {raw.where(row)}: caption should be text, found {type(value).__name__}: "
+            f"{str(value)[:60]!r}" + ("; a list of captions is read with --captions-column" if isinstance(value, list) else "")
+        )
+    text = value.strip() if isinstance(value, str) else str(value).strip()
+    if not text:
+        return "", "empty or whitespace-only caption"
+    return text, None

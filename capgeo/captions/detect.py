@@ -1,0 +1,123 @@
+"""Which format a dataset path is in: from its extension, then from its first record's keys."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from capgeo.captions.benchmarks import DOCCI_ID
+from capgeo.captions.content import DatasetContent
+from capgeo.captions.sources import first_json_line, json_kind
+from capgeo.errors import DataError
+
+JSON_LINES_SUFFIXES = (".jsonl", ".jsonlines", ".ndjson")
+SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet",
+                  ".txt": "text", ".text": "text"}
+
+#: benchmark formats -> the generic format of the same file, used when the user names columns
+GENERIC_OF = {"docci": "jsonl", "sharegpt4v": "json", "coco": "json", "karpathy": "json", "coco-list": "json",
+              "docci-json": "json", "dci-json": "json", "filename-caption": "json"}
+
+
+def detect_format(content: DatasetContent, *, generic: bool = False) -> str:
+    """The format name of ``content``; with ``generic`` the container format (jsonl, json, ...) of a benchmark file."""
+    path = content.path
+    if path.is_dir():
+        if generic:
+            raise DataError(f"{path}: column options apply to a file, not a folder")
+        return _detect_folder(content)
+    suffix = content.suffix
+    if suffix in SUFFIX_FORMATS:
+        return SUFFIX_FORMATS[suffix]
+    if suffix in JSON_LINES_SUFFIXES:
+        found = _detect_json_lines(content)
+    elif suffix == ".json":
+        found = _detect_json(content)
+    else:
+        found = _detect_unknown(content)
+    if generic and found in GENERIC_OF:
+        return "jsonl" if suffix in JSON_LINES_SUFFIXES else GENERIC_OF[found]
+    return found
+
+
+def _detect_folder(content: DatasetContent) -> str:
+    folder = content.path
+    if (folder / "caption").is_dir():
+        return "urban1k"
+    if (folder / "complete").is_dir():
+        return "dci"
+    suffixes = {path.suffix.lower() for path in folder.iterdir() if path.is_file()}
+    if ".txt" in suffixes and ".json" not in suffixes:
+        return "urban1k"
+    if ".json" in suffixes and ".txt" not in suffixes:
+        return "dci"
+    found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
+    raise DataError(
+        f"{folder}: cannot tell the folder's format (found: {found}); expected an Urban-1K folder of N.txt "
+        "or a DCI folder of <image>.json; pass --format urban1k or --format dci"
+    )
+
+
+def _detect_json_lines(content: DatasetContent) -> str:
+    first = first_json_line(content.text, content.path)
+    if first is None:
+        raise DataError(f"{content.path}: the file is empty; expected one JSON object per line")
+    if {"example_id", "description"} <= first.keys():
+        return "docci"
+    if "conversations" in first:
+        return "sharegpt4v"
+    return "jsonl"
+
+
+def _detect_json(content: DatasetContent) -> str:
+    data = content.json
+    if isinstance(data, dict):
+        images = data.get("images")
+        if isinstance(data.get("annotations"), list) and isinstance(images, list):
+            return "coco"
+        if isinstance(images, list) and images and isinstance(images[0], dict) and "sentences" in images[0]:
+            return "karpathy"
+        return "json"
+    if isinstance(data, list):
+        if not data:
+            raise DataError(f"{content.path}: the JSON list is empty; no captions to read")
+        first = data[0]
+        if not isinstance(first, dict):
+            return "json"
+        if {"image_name", "captions"} <= first.keys():
+            return "coco-list"
+        if "conversations" in first:
+            return "sharegpt4v"
+        if {"filename", "caption"} <= first.keys():
+            return _filename_caption_kind(data)
+        return "json"
+    raise DataError(f"{content.path}: expected a JSON list or object of captions; found {json_kind(data)}")
+
+
+def _filename_caption_kind(records: list) -> str:
+    """DOCCI and DCI share the {"filename","caption"} layout; their image names tell them apart."""
+    stems = [PurePosixPath(str(record.get("filename", "")).replace("\\", "/")).stem
+             for record in records[:50] if isinstance(record, dict)]
+    if stems and all(DOCCI_ID.match(stem) for stem in stems):
+        return "docci-json"
+    if stems and all(stem.startswith("sa_") for stem in stems):  # DCI images come from SA-1B: sa_<n>.jpg
+        return "dci-json"
+    return "filename-caption"
+
+
+def _detect_unknown(content: DatasetContent) -> str:
+    head = content.text.lstrip()[:1]
+    if head == "{":
+        # one object per line (a one-line file is valid JSON too, so try lines first)
+        try:
+            return _detect_json_lines(content)
+        except DataError:
+            pass
+    if head in ("[", "{"):
+        try:
+            return _detect_json(content)
+        except DataError:
+            pass
+    raise DataError(
+        f"{content.path}: cannot tell the format from the extension {content.suffix or '(none)'!r} or the content; "
+        "expected .jsonl, .jsonlines, .json, .csv, .tsv, .parquet, .txt or a folder; pass --format"
+    )

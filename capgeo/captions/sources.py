@@ -1,0 +1,100 @@
+"""Reading bytes off disk into text and JSON, turning every failure into a DataError.
+
+Each helper names the file and, where it can, the line, column or byte offset,
+so a bad file is reported in one line instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from capgeo.errors import DataError
+
+
+def read_text(path: Path) -> str:
+    """The file decoded as UTF-8 (a leading byte-order mark is dropped)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise DataError(f"{path}: cannot read: {error.strerror or error}") from None
+    return decode_utf8(data, path)
+
+
+def decode_utf8(data: bytes, path: Path) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise DataError(
+            f"{path}: not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start} (line {line}); "
+            "re-encode the file as UTF-8"
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def parse_json(text: str, path: Path):
+    """The whole file as one JSON value."""
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty; expected a JSON document")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise DataError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
+    except RecursionError:
+        raise DataError(f"{path}: invalid JSON: nested too deeply") from None
+
+
+def iter_json_lines(text: str, path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON-lines file."""
+    for line_number, line in enumerate(split_lines(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            hint = ""
+            if line.strip() in ("[", "{") or line.lstrip().startswith("[{"):
+                hint = "; this looks like one JSON document, not one object per line"
+            raise DataError(
+                f"{path}:{line_number}: invalid JSON line: {error.msg} (column {error.colno}){hint}"
+            ) from None
+        if not isinstance(record, dict):
+            raise DataError(
+                f"{path}:{line_number}: expected a JSON object on each line, found {json_kind(record)}"
+            )
+        yield line_number, record
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines split at \\n (and \\r\\n) only: str.splitlines would also split at U+2028 and
+    other separators that may sit inside a caption or a JSON string."""
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def first_json_line(text: str, path: Path) -> dict | None:
+    """The first object of a JSON-lines file, or None if it has no non-blank line."""
+    # the generator parses lazily, so only the first non-blank line is read
+    for _, record in iter_json_lines(text, path):
+        return record
+    return None
+
+
+def json_kind(value) -> str:
+    """A short name of a JSON value's type, for messages."""
+    if isinstance(value, dict):
+        keys = ", ".join(list(map(str, value))[:12])
+        return f"an object with keys [{keys}]"
+    if isinstance(value, list):
+        return f"a list of {len(value)} items"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null"

@@ -1,0 +1,295 @@
+"""Generic files: JSON lines, JSON, CSV, TSV, Parquet and plain text.
+
+A generic file is read as a table (records x columns); the caption, id, group
+and split columns are then found by name (the user's choice first, then common
+names), and a column holding a list of captions becomes one row per caption.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from capgeo.captions.clean import RawCaptions
+from capgeo.captions.content import DatasetContent
+from capgeo.captions.sources import iter_json_lines, json_kind, split_lines
+from capgeo.errors import DataError
+
+# recognised column names, in order of preference
+TEXT_NAMES = ("caption", "text", "description", "sentence", "raw", "long_caption", "prompt")
+CAPTIONS_NAMES = ("captions", "sentences", "texts", "descriptions")
+ID_NAMES = ("id", "caption_id", "example_id", "sentid", "key")
+GROUP_NAMES = ("image", "image_id", "image_file", "filename", "image_name", "img", "file_name", "image_path", "img_path")
+SPLIT_NAMES = ("split",)
+
+
+@dataclass(frozen=True)
+class ColumnChoice:
+    """Column names the user gave (None = find it by its usual names)."""
+
+    text: str | None = None
+    captions: str | None = None
+    id: str | None = None
+    group: str | None = None
+
+    def given(self) -> list[str]:
+        names = {"--text-column": self.text, "--captions-column": self.captions,
+                 "--id-column": self.id, "--group-column": self.group}
+        return [option for option, value in names.items() if value is not None]
+
+
+@dataclass
+class Table:
+    """Rows of a generic file, column by column."""
+
+    columns: list[str]
+    get: Callable[[str], list]
+    height: int
+    where: Callable[[int], str]
+    #: ids to use when the file has neither an id nor a group column (line/record numbers)
+    numbers: list[str]
+    kind: str  # 'columns' or 'keys', for messages
+
+
+def read_generic(content: DatasetContent, format: str, columns: ColumnChoice) -> RawCaptions:
+    if format == "text":
+        if columns.given():
+            raise DataError(f"{content.path}: {', '.join(columns.given())} do not apply to plain text (one caption per line)")
+        return _read_text_lines(content)
+    table = {
+        "jsonl": _jsonl_table, "json": _json_table, "csv": _csv_table, "tsv": _csv_table, "parquet": _parquet_table,
+    }[format](content, columns, format)
+    return _captions_from_table(table, content, format, columns)
+
+
+def _read_text_lines(content: DatasetContent) -> RawCaptions:
+    lines = split_lines(content.text)
+    numbers = [str(number) for number in range(1, len(lines) + 1)]
+    return RawCaptions(source=content.path, format="text", texts=lines, where=lambda row: f"line {row + 1}",
+                       ids=numbers, fields=["(one caption per line)"])
+
+
+def _records_table(records: list[dict], where: Callable[[int], str], numbers: list[str]) -> Table:
+    keys: dict[str, None] = {}
+    for record in records:
+        keys.update(dict.fromkeys(record))
+    return Table(list(map(str, keys)), lambda name: [record.get(name) for record in records], len(records), where,
+                 numbers, "keys")
+
+
+def _jsonl_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
+    numbered = list(iter_json_lines(content.text, content.path))
+    lines = [number for number, _ in numbered]
+    return _records_table([record for _, record in numbered], lambda row: f"line {lines[row]}", list(map(str, lines)))
+
+
+def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
+    path = content.path
+    data = content.json
+    record_where = lambda row: f"record {row + 1}"  # noqa: E731
+    if isinstance(data, list):
+        if all(isinstance(item, str) or item is None for item in data):
+            # a plain list of captions
+            data = [{"caption": item} for item in data]
+        for index, record in enumerate(data):
+            if not isinstance(record, dict):
+                raise DataError(f"{path}: record {index + 1}: expected an object, found {json_kind(record)}")
+        return _records_table(data, record_where, [str(row + 1) for row in range(len(data))])
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: expected a JSON list of objects or an object of columns; found {json_kind(data)}")
+    wanted = {name for name in (columns.text, columns.captions) if name} or set(TEXT_NAMES + CAPTIONS_NAMES)
+    lists = {key: value for key, value in data.items() if isinstance(value, list)}
+    if wanted & set(lists):
+        # {column: [values]}: columns of equal length
+        lengths = {key: len(value) for key, value in lists.items()}
+        if len(set(lengths.values())) > 1:
+            found = ", ".join(f"{key} ({length})" for key, length in lengths.items())
+            raise DataError(f"{path}: the columns of this JSON object differ in length: {found}")
+        height = next(iter(lengths.values()))
+        return Table(list(lists), lambda name: lists[name] if name in lists else [None] * height, height,
+                     record_where, [str(row + 1) for row in range(height)], "keys")
+    record_lists = [key for key, value in lists.items() if value and all(isinstance(item, dict) for item in value)]
+    if len(record_lists) == 1:
+        # {"annotations": [{...}, ...]} and the like
+        key = record_lists[0]
+        return _records_table(data[key], lambda row: f"{key}[{row}]", [str(row + 1) for row in range(len(data[key]))])
+    if data and all(isinstance(value, str) or _is_list_of_text(value) for value in data.values()):
+        # {image: caption} or {image: [captions]}
+        if all(isinstance(value, str) for value in data.values()):
+            records = [{"image": key, "caption": value} for key, value in data.items()]
+        else:
+            records = [{"image": key, "captions": [value] if isinstance(value, str) else value}
+                       for key, value in data.items()]
+        keys = list(data)
+        return _records_table(records, lambda row: f"key {keys[row]!r}", keys)
+    raise DataError(
+        f"{path}: cannot find caption records in this JSON object (keys: {', '.join(list(map(str, data))[:20])}); "
+        "expected a list of objects, an object of equal-length columns, or {image: caption}"
+    )
+
+
+def _is_list_of_text(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _csv_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
+    """CSV (RFC 4180 quoting) or TSV (no quoting) with a header row; every cell read as text.
+
+    Python's csv module rather than polars: it reports the line of a broken row,
+    and cells stay text (ids like 000123 keep their zeros).
+    """
+    path = content.path
+    text = content.text
+    if not text.strip():
+        raise DataError(f"{path}: the file is empty; expected a header row and one row per caption")
+    if format == "tsv":
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE, strict=True)
+    else:
+        reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    name = format.upper()
+    try:
+        header = next(reader)
+        duplicated = sorted({column for column in header if header.count(column) > 1})
+        if duplicated:
+            raise DataError(f"{path}: line 1: the header names {', '.join(map(repr, duplicated))} twice")
+        rows, lines = [], []
+        for row in reader:
+            if not row:
+                continue  # blank line
+            if len(row) != len(header):
+                raise DataError(
+                    f"{path}:{reader.line_num}: {len(row)} fields where the header has {len(header)} "
+                    f"({', '.join(header)}); is the {name} quoted correctly?"
+                )
+            rows.append(row)
+            lines.append(reader.line_num)
+    except csv.Error as error:
+        raise DataError(f"{path}:{reader.line_num}: cannot read as {name}: {error}") from None
+    positions = {column: index for index, column in enumerate(header)}
+    return Table(list(header), lambda column: [row[positions[column]] for row in rows], len(rows),
+                 lambda row: f"line {lines[row]}", [str(line) for line in lines], "columns")
+
+
+def _parquet_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
+    import polars as pl
+
+    try:
+        frame = pl.read_parquet(content.path)
+    except Exception as error:
+        raise DataError(f"{content.path}: cannot read as Parquet: {str(error).splitlines()[0]}") from None
+    return _frame_table(frame, "row")
+
+
+def _frame_table(frame, unit: str) -> Table:
+    height = frame.height
+    return Table(list(frame.columns), lambda name: frame[name].to_list(), height, lambda row: f"{unit} {row + 1}",
+                 [str(row + 1) for row in range(height)], "columns")
+
+
+def _pick(table: Table, given: str | None, option: str, names: tuple[str, ...], path) -> str | None:
+    if given is not None:
+        if given not in table.columns:
+            raise DataError(
+                f"{path}: no {_noun(table)} {given!r} ({option}); {table.kind} found: {_listing(table)}"
+            )
+        return given
+    lowered = {column.lower(): column for column in table.columns}
+    return next((lowered[name] for name in names if name in lowered), None)
+
+
+def _noun(table: Table) -> str:
+    return "column" if table.kind == "columns" else "key"
+
+
+def _listing(table: Table) -> str:
+    return ", ".join(table.columns[:30]) or "none"
+
+
+def _captions_from_table(table: Table, content: DatasetContent, format: str, columns: ColumnChoice) -> RawCaptions:
+    path = content.path
+    text_column = _pick(table, columns.text, "--text-column", (), path) if columns.text else None
+    captions_column = _pick(table, columns.captions, "--captions-column", (), path) if columns.captions else None
+    if text_column and captions_column:
+        raise DataError("give --text-column or --captions-column, not both")
+    if not text_column and not captions_column:
+        text_column = _pick(table, None, "", TEXT_NAMES, path)
+        if text_column is not None and _holds_lists(table.get(text_column)):
+            text_column, captions_column = None, text_column
+        elif text_column is None:
+            captions_column = _pick(table, None, "", CAPTIONS_NAMES, path)
+    if not text_column and not captions_column:
+        raise DataError(
+            f"{path}: found no caption {_noun(table)} (looked for {', '.join(TEXT_NAMES + CAPTIONS_NAMES)}); "
+            f"{table.kind} found: {_listing(table)}; name it with --text-column or --captions-column"
+        )
+    id_column = _pick(table, columns.id, "--id-column", ID_NAMES, path)
+    group_column = _pick(table, columns.group, "--group-column", GROUP_NAMES, path)
+    split_column = _pick(table, None, "", SPLIT_NAMES, path)
+    for chosen in (id_column, group_column, split_column):
+        if chosen is not None and chosen in (text_column, captions_column):
+            raise DataError(f"{path}: {_noun(table)} {chosen!r} cannot be both the caption and the id/group/split")
+
+    ids = table.get(id_column) if id_column else None
+    groups = table.get(group_column) if group_column else None
+    splits = table.get(split_column) if split_column else None
+    if text_column:
+        if ids is None and groups is None:
+            ids = table.numbers
+        return RawCaptions(source=path, format=format, texts=table.get(text_column), where=table.where,
+                           ids=ids, groups=groups, splits=splits, fields=table.columns)
+    return _expand_caption_lists(table, captions_column, ids, groups, splits, path, format)
+
+
+def _holds_lists(values: list) -> bool:
+    first = next((value for value in values if value is not None), None)
+    return isinstance(first, (list, tuple))
+
+
+def _expand_caption_lists(table: Table, column: str, ids, groups, splits, path, format: str) -> RawCaptions:
+    """One row per caption; the row's id (or number) names the group when there is no group column."""
+    if groups is None:
+        groups = ids if ids is not None else table.numbers
+    out_groups, out_splits, texts, rows, positions = [], [], [], [], []
+    for row, value in enumerate(table.get(column)):
+        captions = _caption_list(value, path, table.where(row), column)
+        for k, caption in enumerate(captions):
+            out_groups.append(groups[row])
+            out_splits.append(splits[row] if splits is not None else None)
+            texts.append(caption)
+            rows.append(row)
+            positions.append(k)
+    return RawCaptions(
+        source=path, format=format, texts=texts,
+        where=lambda index: f"{table.where(rows[index])}, caption {positions[index] + 1}",
+        groups=out_groups, splits=out_splits if splits is not None else None, fields=table.columns,
+    )
+
+
+def _caption_list(value, path, place: str, column: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        # CSV cells hold lists as JSON text: ["a cat", "a dog"]
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            value = None
+        if not isinstance(value, list):
+            raise DataError(f"{path}: {place}: {column!r} should hold a list of captions (a JSON list in CSV/TSV)")
+    if hasattr(value, "to_list"):
+        value = value.to_list()
+    if not isinstance(value, (list, tuple)):
+        raise DataError(f"{path}: {place}: {column!r} should hold a list of captions; found {json_kind(value)}")
+    # Karpathy-like sentence objects: take their text
+    return [_sentence_text(item) for item in value]
+
+
+def _sentence_text(item):
+    if isinstance(item, dict):
+        for name in ("raw", "caption", "text", "sentence"):
+            if name in item:
+                return item[name]
+    return item

@@ -1,0 +1,69 @@
+"""`capgeo info DATA` (alias `capgeo datasets DATA`): what a dataset holds."""
+
+from __future__ import annotations
+
+import click
+
+from capgeo.cli.options import dataset_options, json_option, load_from_options, print_json
+
+HELP = """Show what DATA holds: format, captions and groups, captions per group, splits,
+caption length in words, examples, and rows skipped while reading (with why).
+
+DATA is a file or folder in any supported format (see docs/formats.md)."""
+
+
+def _show_info(json_out, **options):
+    from capgeo.captions import summarize_captions
+
+    captions = load_from_options(options)
+    summary = summarize_captions(captions)
+    for item in summary["skipped"]:
+        where = ", ".join(item["examples"])
+        click.echo(f"Warning: skipped {item['count']} row(s): {item['reason']} (at {where})", err=True)
+    if json_out is not None:
+        print_json(summary, json_out)
+    else:
+        _print_summary(summary)
+
+
+def _print_summary(summary: dict) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    per_group = summary["captions_per_group"]
+    words = summary["words_per_caption"]
+    splits = ", ".join(f"{escape(name)} {count:,}" for name, count in summary["splits"].items()) or "not given"
+    histogram = ", ".join(f"{value}: {count:,}" for value, count in per_group["histogram"].items())
+    skipped = ", ".join(f"{item['count']:,} {escape(item['reason'])}" for item in summary["skipped"]) or "none"
+
+    table = Table(show_header=False, box=None, pad_edge=False, title=f"[bold]{escape(summary['source'])}[/]",
+                  title_justify="left")
+    table.add_column(style="bold cyan", no_wrap=True)
+    table.add_column(overflow="fold")
+    table.add_row("format", escape(summary["format"]))
+    table.add_row("captions", f"{summary['n_captions']:,}")
+    table.add_row("groups (images)", f"{summary['n_groups']:,}")
+    table.add_row("captions/group", f"min {per_group['min']}, mean {per_group['mean']:g}, max {per_group['max']}"
+                                    f"  [dim](groups by count: {histogram})[/]")
+    table.add_row("splits", splits)
+    table.add_row("words/caption",
+                  f"mean {words['mean']:g}, median {words['median']:g}, p95 {words['p95']:g}, max {words['max']}")
+    table.add_row("skipped", skipped)
+    for number, example in enumerate(summary["examples"], start=1):
+        table.add_row(f"example {number}", f"[dim]{escape(example['caption_id'])}[/] {escape(example['text'])}")
+    Console(highlight=False).print(table)
+
+
+def _command(name: str) -> click.Command:
+    # two commands over one function: each needs its own callback for click's parameter list
+    def callback(json_out, **options):
+        _show_info(json_out, **options)
+
+    help_text = HELP if name == "info" else HELP + "\n\nSame as `capgeo info`."
+    return click.command(name, help=help_text, short_help=HELP.split(":")[0] + ".")(
+        dataset_options(json_option(callback)))
+
+
+info = _command("info")
+datasets = _command("datasets")

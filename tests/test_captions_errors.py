@@ -1,0 +1,181 @@
+"""Bad input: every case ends in a one-line DataError naming where and what, or a documented skip."""
+
+import json
+
+import pytest
+
+from capgeo.captions import load_captions
+from capgeo.errors import CapgeoError, DataError
+
+
+def _file(tmp_path, name, content):
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def _error(path, **options) -> str:
+    with pytest.raises(DataError) as caught:
+        load_captions(path, **options)
+    message = str(caught.value)
+    assert "\n" not in message  # one line
+    assert isinstance(caught.value, CapgeoError) and caught.value.exit_code == 2
+    return message
+
+
+def test_malformed_json_line_names_file_and_line(tmp_path):
+    path = _file(tmp_path, "caps.jsonl", '{"caption": "a"}\n\n{"caption": "b",}\n')
+    message = _error(path)
+    assert message.startswith(f"{path}:3: invalid JSON line")
+
+
+def test_malformed_json_line_in_docci_file(tmp_path):
+    good = '{"example_id": "test_00000", "split": "test", "image_file": "test_00000.jpg", "description": "x"}'
+    path = _file(tmp_path, "docci_descriptions.jsonlines", good + "\n" + good[:40] + "\n")
+    assert _error(path).startswith(f"{path}:2: invalid JSON line")
+
+
+def test_invalid_json_file_gives_line_and_column(tmp_path):
+    path = _file(tmp_path, "caps.json", '[\n  {"caption": "a"},\n  {"caption": }\n]\n')
+    line, column = 3, 15  # the '}' where a value should be
+    with pytest.raises(json.JSONDecodeError) as reference:
+        json.loads(path.read_text())
+    assert (reference.value.lineno, reference.value.colno) == (line, column)
+    assert _error(path).startswith(f"{path}:{line}:{column}: invalid JSON")
+
+
+@pytest.mark.parametrize("name,prefix", [("caps.jsonl", b'{"caption": "ok"}\n{"caption": "caf'),
+                                          ("caps.csv", b"caption\nok\ncaf"),
+                                          ("caps.txt", b"ok\ncaf")])
+def test_non_utf8_names_byte_offset_and_line(tmp_path, name, prefix):
+    path = _file(tmp_path, name, prefix + b'\xe9"}\n')
+    message = _error(path)
+    assert f"{path}: not UTF-8" in message
+    expected_line = prefix.count(b"\n") + 1
+    assert f"offset {len(prefix)} (line {expected_line})" in message
+
+
+def test_non_utf8_urban1k_file_is_named(tmp_path):
+    (tmp_path / "1.txt").write_text("fine", encoding="utf-8")
+    (tmp_path / "2.txt").write_bytes(b"caf\xe9")
+    message = _error(tmp_path)
+    assert "2.txt: not UTF-8" in message and "offset 3" in message
+
+
+def test_empty_and_whitespace_captions_are_skipped_and_counted(tmp_path):
+    rows = [{"id": "a", "caption": "kept"}, {"id": "b", "caption": "   "}, {"id": "c", "caption": ""},
+            {"id": "d", "caption": None}, {"id": "e", "caption": "\t also kept \n"}, {"id": "f"}]
+    path = _file(tmp_path, "caps.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    captions = load_captions(path)
+    assert captions.ids == ["a", "e"]
+    assert captions.texts == ["kept", "also kept"]
+    skipped = {item.reason: item for item in captions.skipped}
+    assert skipped["empty or whitespace-only caption"].count == 2
+    assert skipped["empty or whitespace-only caption"].examples == ("line 2", "line 3")
+    assert skipped["missing caption (null or absent)"].count == 2
+    assert skipped["missing caption (null or absent)"].examples == ("line 4", "line 6")
+
+
+def test_skipped_in_multi_caption_rows_say_which_caption(tmp_path):
+    path = _file(tmp_path, "coco.json", json.dumps([{"image_name": "a.jpg", "captions": ["x", " "]}]))
+    captions = load_captions(path)
+    assert captions.skipped[0].examples == ("record 1, caption 2",)
+
+
+def test_duplicate_ids_stop_naming_both_occurrences(tmp_path):
+    path = _file(tmp_path, "caps.jsonl", '{"id": "x", "caption": "a"}\n{"id": "y", "caption": "b"}\n'
+                                         '{"id": "x", "caption": "c"}\n')
+    message = _error(path)
+    assert "duplicate caption id 'x' at line 1 and line 3" in message
+
+
+def test_duplicate_filenames_in_docci_json(tmp_path):
+    path = _file(tmp_path, "docci_test.json", json.dumps([
+        {"filename": "a/test_00001.jpg", "caption": "x"}, {"filename": "b/test_00001.jpg", "caption": "y"}]))
+    assert "duplicate caption id 'test_00001' at record 1 and record 2" in _error(path)
+
+
+@pytest.mark.parametrize("content", ["", "   \n", "[]"])
+def test_empty_files(tmp_path, content):
+    name = "caps.json" if content == "[]" else "caps.jsonl"
+    path = _file(tmp_path, name, content)
+    message = _error(path)
+    assert str(path) in message and "empty" in message
+
+
+def test_all_captions_empty_is_an_error(tmp_path):
+    path = _file(tmp_path, "caps.txt", "  \n\n\t\n")
+    message = _error(path)
+    assert "no captions to use" in message and "skipped 3: empty or whitespace-only caption" in message
+
+
+def test_split_without_split_field_lists_fields(tmp_path):
+    path = _file(tmp_path, "caps.jsonl", '{"id": "1", "caption": "a", "image": "i"}\n')
+    message = _error(path, split="test")
+    assert "has no split field" in message and "id, caption, image" in message
+
+
+def test_split_matching_nothing_lists_splits(tmp_path):
+    rows = [{"caption": "a", "split": "train"}, {"caption": "b", "split": "train"}, {"caption": "c", "split": "val"}]
+    path = _file(tmp_path, "caps.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    message = _error(path, split="test")
+    assert "no rows in split 'test'" in message and "train (2), val (1)" in message
+
+
+def test_undetectable_file_says_what_was_expected(tmp_path):
+    path = _file(tmp_path, "caps.xyz", "hello\n")
+    message = _error(path)
+    assert str(path) in message and "cannot tell the format" in message and "--format" in message
+
+
+def test_missing_named_column_lists_columns(tmp_path):
+    path = _file(tmp_path, "caps.csv", "url,alt\nhttp://x,a cat\n")
+    message = _error(path, text_column="caption")
+    assert "no column 'caption' (--text-column)" in message and "columns found: url, alt" in message
+    message = _error(path, text_column="alt", group_column="image")
+    assert "no column 'image' (--group-column)" in message
+
+
+def test_no_recognised_caption_column_lists_columns(tmp_path):
+    path = _file(tmp_path, "caps.jsonl", '{"url": "http://x", "alt": "a cat"}\n')
+    message = _error(path)
+    assert "found no caption key" in message and "keys found: url, alt" in message
+    assert load_captions(path, text_column="alt").texts == ["a cat"]
+
+
+def test_wrong_format_override_says_what_was_expected(tmp_path):
+    path = _file(tmp_path, "caps.json", json.dumps([{"caption": "a"}]))
+    assert "COCO captions need an object with an 'annotations' list" in _error(path, format="coco")
+    assert "Karpathy layout needs an object with an 'images' list" in _error(path, format="karpathy")
+    assert "expected a 'filename' key; found keys: caption" in _error(path, format="docci-json")
+    assert "reads a folder, but this is a file" in _error(path, format="urban1k")
+
+
+def test_non_text_caption_is_an_error(tmp_path):
+    path = _file(tmp_path, "caps.jsonl", '{"caption": "ok"}\n{"caption": {"en": "nested"}}\n')
+    assert "line 2: caption should be text, found dict" in _error(path)
+
+
+def test_broken_csv_row_names_line(tmp_path):
+    path = _file(tmp_path, "caps.csv", 'id,caption\n1,"fine"\n2,unquoted, comma\n')
+    assert _error(path).startswith(f"{path}:3: 3 fields where the header has 2")
+    path = _file(tmp_path, "open.csv", 'id,caption\n1,"never closed\n')
+    assert "cannot read as CSV" in _error(path)
+
+
+def test_bad_parquet(tmp_path):
+    path = _file(tmp_path, "caps.parquet", b"PAR1 not really")
+    assert "cannot read as Parquet" in _error(path)
+
+
+def test_missing_path(tmp_path):
+    assert "no such file or folder" in _error(tmp_path / "nope.json")
+
+
+def test_dci_file_without_extra_caption(tmp_path):
+    (tmp_path / "sa_1.json").write_text(json.dumps({"short_caption": "x"}), encoding="utf-8")
+    message = _error(tmp_path)
+    assert "sa_1.json: DCI annotation needs an 'extra_caption' key" in message and "short_caption" in message

@@ -1,0 +1,153 @@
+"""Generic files: JSONL, JSON, CSV, TSV, Parquet, plain text; recognised and explicit columns."""
+
+import json
+
+import polars as pl
+import pytest
+
+from capgeo.captions import load_captions
+from capgeo.errors import DataError
+
+ROWS = [
+    {"id": "c1", "image": "a.jpg", "caption": "A cat on a mat.", "split": "train", "note": "x"},
+    {"id": "c2", "image": "a.jpg", "caption": "  A cat, sleeping.  ", "split": "train", "note": "y"},
+    {"id": "c3", "image": "b.jpg", "caption": "A dog in the snow.", "split": "test", "note": "z"},
+]
+
+
+def _write(tmp_path, format, rows=ROWS, name=None):
+    path = tmp_path / (name or f"captions.{format}")
+    frame = pl.DataFrame(rows)
+    if format == "jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    elif format == "json":
+        path.write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    elif format == "csv":
+        frame.write_csv(path)
+    elif format == "tsv":
+        frame.write_csv(path, separator="\t", quote_style="never")
+    elif format == "parquet":
+        frame.write_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize("format", ["jsonl", "json", "csv", "tsv", "parquet"])
+def test_recognised_columns(tmp_path, format):
+    captions = load_captions(_write(tmp_path, format))
+    assert captions.format == format
+    assert captions.ids == ["c1", "c2", "c3"]
+    assert captions.groups == ["a.jpg", "a.jpg", "b.jpg"]
+    assert captions.texts == ["A cat on a mat.", "A cat, sleeping.", "A dog in the snow."]  # stripped
+    assert captions.table["split"].to_list() == ["train", "train", "test"]
+    assert captions.n_groups == 2
+    assert load_captions(_write(tmp_path, format), split="test").ids == ["c3"]
+
+
+@pytest.mark.parametrize("format", ["jsonl", "json", "csv", "tsv", "parquet"])
+def test_explicit_columns(tmp_path, format):
+    rows = [{"uid": f"u{i}", "img_ref": f"{i // 2}.png", "long_text": f"Caption number {i}.", "caption": "decoy"}
+            for i in range(4)]
+    path = _write(tmp_path, format, rows)
+    captions = load_captions(path, text_column="long_text", id_column="uid", group_column="img_ref")
+    assert captions.ids == ["u0", "u1", "u2", "u3"]
+    assert captions.groups == ["0.png", "0.png", "1.png", "1.png"]
+    assert captions.texts == [f"Caption number {i}." for i in range(4)]
+    # without options the recognised name wins
+    assert load_captions(path).texts == ["decoy"] * 4
+
+
+def test_missing_id_and_group_use_line_numbers(tmp_path):
+    path = tmp_path / "plain.jsonl"
+    path.write_text('{"text": "first"}\n\n{"text": "second"}\n', encoding="utf-8")
+    captions = load_captions(path)
+    assert captions.ids == ["1", "3"]  # line numbers, blank line kept in the count
+    assert captions.groups == captions.ids
+
+
+def test_group_without_id_numbers_captions_per_group(tmp_path):
+    path = tmp_path / "pairs.csv"
+    path.write_text("image_id,caption\n7,one\n8,two\n7,three\n", encoding="utf-8")
+    captions = load_captions(path)
+    assert captions.ids == ["7#0", "8#0", "7#1"]
+    assert captions.groups == ["7", "8", "7"]
+
+
+@pytest.mark.parametrize("format", ["jsonl", "json", "parquet"])
+def test_list_of_captions_column(tmp_path, format):
+    rows = [{"image": "a.jpg", "refs": ["one", "two", "three"]}, {"image": "b.jpg", "refs": ["four"]}]
+    path = _write(tmp_path, format, rows)
+    captions = load_captions(path, captions_column="refs")
+    assert captions.texts == ["one", "two", "three", "four"]
+    assert captions.groups == ["a.jpg"] * 3 + ["b.jpg"]
+    assert captions.ids == ["a.jpg#0", "a.jpg#1", "a.jpg#2", "b.jpg#0"]
+
+
+def test_list_of_captions_recognised_and_in_csv(tmp_path):
+    jsonl = tmp_path / "multi.jsonl"
+    jsonl.write_text(json.dumps({"id": "x", "captions": ["a", "b"]}) + "\n", encoding="utf-8")
+    captions = load_captions(jsonl)
+    assert captions.texts == ["a", "b"] and captions.groups == ["x", "x"]
+    csv = tmp_path / "multi.csv"
+    pl.DataFrame({"image": ["p.jpg"], "captions": [json.dumps(["first, with comma", "second"])]}).write_csv(csv)
+    captions = load_captions(csv)
+    assert captions.texts == ["first, with comma", "second"] and captions.n_groups == 1
+
+
+def test_json_object_of_columns_and_mapping(tmp_path):
+    columns = tmp_path / "columns.json"
+    columns.write_text(json.dumps({"caption": ["a", "b"], "image": ["i1", "i2"]}), encoding="utf-8")
+    captions = load_captions(columns)
+    assert captions.texts == ["a", "b"] and captions.groups == ["i1", "i2"]
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text(json.dumps({"i1.jpg": ["a", "b"], "i2.jpg": "c"}), encoding="utf-8")
+    captions = load_captions(mapping)
+    assert captions.texts == ["a", "b", "c"]
+    assert captions.groups == ["i1.jpg", "i1.jpg", "i2.jpg"]
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text(json.dumps({"version": 1, "data": [{"caption": "x"}, {"caption": "y"}]}), encoding="utf-8")
+    assert load_captions(wrapped).texts == ["x", "y"]
+
+
+def test_plain_text(tmp_path):
+    path = tmp_path / "captions.txt"
+    path.write_text("A red car.\n\n  A blue bike.  \n[A bracketed] caption\n", encoding="utf-8")
+    captions = load_captions(path)
+    assert captions.format == "text"
+    assert captions.texts == ["A red car.", "A blue bike.", "[A bracketed] caption"]
+    assert captions.ids == ["1", "3", "4"]
+    [skipped] = captions.skipped
+    assert skipped.count == 1 and skipped.examples == ("line 2",)
+
+
+def test_ids_keep_leading_zeros_in_csv(tmp_path):
+    path = tmp_path / "zeros.csv"
+    path.write_text("id,caption\n000123,one\n000124,two\n", encoding="utf-8")
+    assert load_captions(path).ids == ["000123", "000124"]
+
+
+def test_column_options_read_benchmark_file_generically(shared_data):
+    path = shared_data / "docci-test" / "docci_descriptions.jsonlines"
+    captions = load_captions(path, text_column="description", group_column="image_file", limit=3)
+    assert captions.format == "jsonl"
+    assert captions.groups == ["qual_test_00000.jpg", "qual_test_00001.jpg", "qual_test_00002.jpg"]
+    assert captions.ids == ["qual_test_00000", "qual_test_00001", "qual_test_00002"]  # example_id recognised
+
+
+def test_column_options_rejected_for_fixed_layouts(shared_data):
+    path = shared_data / "docci-test" / "docci_descriptions.jsonlines"
+    with pytest.raises(DataError, match=r"--text-column apply to generic formats .*docci layout has fixed fields"):
+        load_captions(path, format="docci", text_column="description")
+
+
+def test_line_endings_and_unicode_separators(tmp_path):
+    # CRLF endings are lines; U+2028 inside a caption is not a line break
+    text = tmp_path / "crlf.txt"
+    text.write_bytes("first\r\nsecond\u2028still second\r\n".encode("utf-8"))
+    assert load_captions(text).texts == ["first", "second\u2028still second"]
+    jsonl = tmp_path / "crlf.jsonl"
+    jsonl.write_bytes(('{"caption": "a\u2028b"}\r\n{"caption": "c"}\r\n').encode("utf-8"))
+    assert load_captions(jsonl).texts == ["a\u2028b", "c"]
+    csv = tmp_path / "bom.csv"
+    csv.write_bytes("\ufeffcaption,id\r\n\"multi\nline\",1\r\nplain,2\r\n".encode("utf-8"))
+    captions = load_captions(csv)
+    assert captions.texts == ["multi\nline", "plain"] and captions.ids == ["1", "2"]
