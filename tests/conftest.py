@@ -1,8 +1,25 @@
 """Fixtures shared by the whole test suite."""
 
+import os
 from pathlib import Path
 
 import pytest
+
+# Tests never touch the network: model hubs are offline, and the embedding cache
+# lives in a throw-away folder unless a test points it elsewhere.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_embedding_cache(tmp_path_factory):
+    previous = os.environ.get("CAPGEO_CACHE")
+    os.environ["CAPGEO_CACHE"] = str(tmp_path_factory.mktemp("capgeo-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("CAPGEO_CACHE", None)
+    else:
+        os.environ["CAPGEO_CACHE"] = previous
 
 #: real benchmark captions, laid beside the repository (see ../shared/data/README.md)
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
