@@ -1,0 +1,124 @@
+"""`capgeo gamma`: a starting HN-CLIP gamma with the numbers behind it."""
+
+from __future__ import annotations
+
+import click
+
+from capgeo.cli.options import dataset_options, embed_from_options, encoder_options, json_option, load_from_options
+
+
+def _parse_grid(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        grid = [float(item) for item in value.replace(" ", "").split(",") if item]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected comma-separated numbers, e.g. 0,0.25,0.5,1") from None
+    if not grid or any(g < 0 or g != g for g in grid):
+        raise click.BadParameter(f"{value!r}: expected one or more gamma values >= 0")
+    return grid
+
+
+@click.command()
+@dataset_options
+@encoder_options
+@click.option("--logit-scale", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Logit scale s (exp of CLIP's logit_scale). Default: the checkpoint's when it has one, else 100 "
+                   "(the paper's).")
+@click.option("--batch-size", "batch_sizes", type=click.IntRange(min=2), multiple=True, metavar="B",
+              help="Training batch size; repeat for several. Default: 128 (the paper's effective batch).")
+@click.option("--grid", callback=_parse_grid, default=None, metavar="G1,G2,...",
+              help="gamma values of the diagnostics table. Default: 0 to 1 in steps of 0.125.")
+@click.option("--n-batches", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Random batches drawn per batch size.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draw.")
+@click.option("--hard-edge", type=click.FloatRange(-1, 1), default=0.9, show_default=True,
+              help="Caption cosine at or above which an in-batch negative counts as hardest-bucket.")
+@click.option("--image-embeddings", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
+              metavar="FILE",
+              help="Image vectors of the same CLIP: .npy with one row per group in the dataset's group order "
+                   "(first appearance), or .npz/.parquet with group ids. Adds the loss at initialisation.")
+@json_option
+def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embeddings, json_out, **options):
+    """Suggest an HN-CLIP gamma for this dataset, encoder, logit scale and batch size.
+
+    The rule (docs/gamma.md) picks the gamma that makes each row's boosted softmax as
+    concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
+    B 128) makes it on geometry like the paper's DOCCI statistics.
+    """
+    import sys
+
+    from capgeo.findings.gamma import DEFAULT_GRID, check_batch_sizes, gamma_profile
+
+    batch_sizes = batch_sizes or (128,)
+    captions = load_from_options(options)
+    check_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
+    embeddings = embed_from_options(captions, options)
+    profile = gamma_profile(
+        captions, embeddings, image_embeddings=image_embeddings,
+        command="capgeo " + " ".join(sys.argv[1:]),
+        logit_scale=logit_scale, batch_sizes=batch_sizes, grid=grid or DEFAULT_GRID,
+        n_batches=n_batches, seed=seed, hard_edge=hard_edge,
+    )
+    if json_out:
+        from capgeo.cli.options import print_json
+
+        print_json(profile, json_out)
+        if json_out == "-":
+            return
+    _print(profile)
+
+
+def _print(profile: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    section = profile["gamma"]
+    dataset, encoder, reference = profile["dataset"], profile["encoder"], section["reference"]
+    console.print(f"[bold]HN-CLIP gamma[/bold] for {dataset.get('source')} ({dataset.get('n_captions')} captions, "
+                  f"{dataset.get('n_groups')} groups), encoder {encoder.get('spec')} ({encoder.get('name')})")
+    console.print(f"  logit scale s = {section['logit_scale']:g}  (from {section['logit_scale_source']})")
+    console.print(f"  reference: gamma {reference['gamma']}, s {reference['logit_scale']:g}, B {reference['batch_size']}"
+                  f" on DOCCI-like geometry (mean pairwise {reference['mean_pairwise']}, hardest companion "
+                  f"{reference['mean_hardest_companion']}; within-row spread {reference['within_row_spread']:.4f})")
+    console.print(f"  reference concentration: effective negatives {reference['effective_negatives']:.1f} of "
+                  f"{reference['batch_size'] - 1} ({reference['effective_share']:.1%})")
+    for entry in section["batches"]:
+        suggestion = entry["suggestion"]
+        console.print()
+        console.print(f"[bold]B = {entry['batch_size']}[/bold]: within-row spread of caption cosine "
+                      f"{entry['within_row_spread']:.4f} (mean in-batch cosine {entry['mean_cosine']:.3f}, "
+                      f"{entry['n_batches']} batches)")
+        low, high = suggestion["range"]
+        console.print(f"  [bold green]suggested gamma {suggestion['gamma']:g}[/bold green]  "
+                      f"(rule value {suggestion['gamma_exact']:.3f}; range {low:g}-{high:g}, rule values "
+                      f"{suggestion['range_exact'][0]:.3f}-{suggestion['range_exact'][1]:.3f})")
+        if suggestion["clip_note"]:
+            console.print(f"  [yellow]clipped:[/yellow] {suggestion['clip_note']}")
+        console.print(f"  why: {entry['why']}", soft_wrap=True)
+        console.print(_grid_table(entry, section["hard_edge"]))
+
+
+def _grid_table(entry: dict, hard_edge: float):
+    from rich.table import Table
+
+    image = entry.get("image")
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for title in ("gamma", "s*gamma", "eff. neg.", "share", f"mass >={hard_edge:g}", "mass top 10%",
+                  "boost med", "boost hard", "gap"):
+        table.add_column(title, justify="right")
+    if image:
+        table.add_column("loss", justify="right")
+        table.add_column(f"batches <{image['solved_loss']:g}", justify="right")
+        table.add_row(*["plain"] + [""] * 8 + [f"{image['plain']['mean_loss']:.3g}",
+                                               f"{image['plain']['share_batches_below']:.0%}"])
+    for k, row in enumerate(entry["grid"]):
+        cells = [f"{row['gamma']:g}", f"{row['scaled_gamma']:.1f}", f"{row['effective_negatives']:.1f}",
+                 f"{row['effective_share']:.0%}", f"{row['hard_bucket_mass']:.0%}", f"{row['top_decile_mass']:.0%}",
+                 f"{row['boost_median']:.1f}", f"{row['boost_hardest']:.1f}", f"{row['boost_gap']:.2f}"]
+        if image:
+            boosted = image["boosted"][k]
+            cells += [f"{boosted['mean_loss']:.3g}", f"{boosted['share_batches_below']:.0%}"]
+        table.add_row(*cells)
+    return table

@@ -1,0 +1,571 @@
+"""A starting gamma for HN-CLIP, with the numbers behind it.
+
+HN-CLIP's logits are s * (S + gamma * Gbar). For row i, the softmax over its
+negatives j != i gets the extra factor exp(s * gamma * G_ij), so s * gamma (the
+*scaled gamma*) sets how strongly the softmax concentrates on the captions most
+similar to caption i. We measure that concentration as the **effective number of
+negatives**, exp(entropy) of the caption-geometry part of each row's softmax,
+as a share of the B - 1 negatives.
+
+The rule (derivation in docs/gamma.md) transfers the paper's default: find the
+scaled gamma that gives this dataset's real batches the same mean effective share
+as gamma = 0.5, s = 100, B = 128 gives a reference geometry built from the
+paper's DOCCI statistics (mean pairwise 0.84, mean hardest companion 0.93 over
+5,100 captions); divide by s. The range transfers the per-benchmark best values
+of the paper's sweep (0.25 and 0.75) the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import logsumexp
+
+from capgeo.errors import CapgeoError
+from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
+
+#: gamma grid of the diagnostics table: 0 to 1 in steps of 1/8
+DEFAULT_GRID = tuple(k / 8 for k in range(9))
+#: logit scale used when neither the checkpoint nor --logit-scale gives one (the paper's s, about 100)
+DEFAULT_LOGIT_SCALE = 100.0
+#: suggestions are clipped to this interval: below it the boost is negligible, above it lies far
+#: outside anything the paper tested (0 to 1)
+GAMMA_CLIP = (0.05, 2.0)
+#: a batch is "solved" when its loss is below this (the paper's diagnostic during training)
+SOLVED_LOSS = 1e-3
+#: cap on in-batch cosines kept for the concentration (float32 values); bounds memory for large B
+MAX_ROW_VALUES = 4_000_000
+
+
+@dataclass(frozen=True)
+class ReferenceGeometry:
+    """The paper's setting (HN-CLIP, Long-CLIP-L text encoder on DOCCI test) the rule transfers from."""
+
+    mean_pairwise: float = 0.84
+    mean_hardest_companion: float = 0.93
+    n_captions: int = 5100
+    share_at_least_0_8: float = 0.90     # "86-99% of in-batch negatives >= 0.8"; ~0.9 for DOCCI
+    gamma: float = 0.5
+    logit_scale: float = 100.0
+    batch_size: int = 128
+    range_gammas: tuple[float, float] = (0.25, 0.75)   # best gamma per benchmark in the paper's sweep
+    n_rows: int = 4096                   # synthetic reference rows (deterministic: fixed seed)
+    seed: int = 0
+
+
+REFERENCE = ReferenceGeometry()
+
+
+# ---------------------------------------------------------------- reference geometry
+
+@lru_cache(maxsize=None)
+def expected_max_standard_normal(n: int) -> float:
+    """E[max of n independent standard normals]: the integral of x * n * phi(x) * Phi(x)^(n-1),
+    by the trapezoid rule on a fine grid (the integrand is smooth and negligible outside [-10, 12])."""
+    from scipy.special import log_ndtr
+
+    x = np.linspace(-10.0, 12.0, 220_001)
+    density = n * np.exp(-0.5 * x * x - 0.5 * math.log(2 * math.pi) + (n - 1) * log_ndtr(x))
+    return float(np.trapezoid(x * density, x))
+
+
+def reference_within_row_spread(reference: ReferenceGeometry = REFERENCE) -> float:
+    """Within-row standard deviation of caption cosine implied by the paper's statistics.
+
+    Model: caption i's cosines to the other N - 1 captions are normal with the row's
+    mean and standard deviation sigma. The hardest companion is the maximum of N - 1
+    of them, so mean hardest - mean pairwise = sigma * E[max of N - 1 standard normals]."""
+    gap = reference.mean_hardest_companion - reference.mean_pairwise
+    return gap / expected_max_standard_normal(reference.n_captions - 1)
+
+
+def reference_between_row_spread(reference: ReferenceGeometry = REFERENCE) -> float:
+    """Standard deviation of the row means that, with the within-row spread, puts
+    ``share_at_least_0_8`` of all pairs at cosine >= 0.8 (used to build look-alike data)."""
+    from scipy import stats
+
+    total = (reference.mean_pairwise - 0.8) / stats.norm.ppf(reference.share_at_least_0_8)
+    within = reference_within_row_spread(reference)
+    return math.sqrt(max(total ** 2 - within ** 2, 0.0))
+
+
+@lru_cache(maxsize=8)
+def _reference_rows(reference: ReferenceGeometry) -> np.ndarray:
+    sigma = reference_within_row_spread(reference)
+    rng = np.random.default_rng(reference.seed)
+    rows = reference.mean_pairwise + sigma * rng.standard_normal((reference.n_rows, reference.batch_size - 1))
+    rows.setflags(write=False)
+    return rows
+
+
+def reference_rows(reference: ReferenceGeometry = REFERENCE) -> np.ndarray:
+    """Synthetic in-batch rows of the reference: (n_rows, B_ref - 1) cosines, deterministic."""
+    return _reference_rows(reference)
+
+
+@lru_cache(maxsize=64)
+def reference_share(gamma: float, reference: ReferenceGeometry = REFERENCE) -> float:
+    """Mean effective-negative share that ``gamma`` gives the reference at s_ref, B_ref."""
+    return mean_effective_share(reference_rows(reference), reference.logit_scale * gamma)
+
+
+# ---------------------------------------------------------------- concentration
+
+def _row_chunks(rows: np.ndarray, max_values: int = 1 << 20):
+    step = max(1, max_values // max(rows.shape[1], 1))
+    for start in range(0, rows.shape[0], step):
+        yield rows[start:start + step].astype(np.float64, copy=False)
+
+
+def effective_negatives(rows: np.ndarray, scaled_gamma: float) -> np.ndarray:
+    """exp(entropy) of each row's softmax of scaled_gamma * cosine over its negatives; shape (R,).
+
+    Equals the number of negatives (row length) at scaled_gamma = 0 and falls towards 1
+    as the softmax concentrates on the row's most similar caption."""
+    out = []
+    for chunk in _row_chunks(np.asarray(rows)):
+        # logits shifted by the row maximum: z <= 0, so exp never overflows
+        shifted = scaled_gamma * (chunk - chunk.max(axis=1, keepdims=True))
+        unnormalised = np.exp(shifted)
+        total = unnormalised.sum(axis=1)
+        # entropy of w = e^z / sum: log(sum) - sum(w z)
+        entropy = np.log(total) - (unnormalised * shifted).sum(axis=1) / total
+        out.append(np.exp(entropy))
+    return np.concatenate(out) if out else np.empty(0)
+
+
+def mean_effective_share(rows: np.ndarray, scaled_gamma: float) -> float:
+    """Mean over rows of effective negatives / negatives per row. Decreasing in scaled_gamma:
+    d(entropy)/d(scaled_gamma) = -scaled_gamma * (weighted variance of the row's cosines)."""
+    rows = np.asarray(rows)
+    return float(effective_negatives(rows, scaled_gamma).mean() / rows.shape[1])
+
+
+def solve_scaled_gamma(rows: np.ndarray, target_share: float, low: float, high: float) -> tuple[float, str | None]:
+    """The scaled gamma in [low, high] whose mean effective share is ``target_share``.
+
+    Returns (value, None), or the interval end and "low"/"high" when the target lies
+    outside what the interval reaches (the caller reports it as clipped)."""
+    def excess(scaled_gamma):
+        return mean_effective_share(rows, scaled_gamma) - target_share
+
+    if excess(low) <= 0:
+        return low, "low"
+    if excess(high) >= 0:
+        return high, "high"
+    return float(brentq(excess, low, high, xtol=1e-6, rtol=1e-8)), None
+
+
+def round_gamma(value: float) -> float:
+    """The precision the rule supports. The paper swept gamma in steps of 1/4, so values from
+    3/16 up are given to the nearest 1/8 (half that step); smaller ones, where 1/8 would be
+    most of the value, to the nearest 0.025."""
+    if value >= 0.1875:
+        return math.floor(value * 8 + 0.5) / 8
+    return round(math.floor(value * 40 + 0.5) / 40, 3)
+
+
+# ---------------------------------------------------------------- batches
+
+def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values: int = MAX_ROW_VALUES) -> np.ndarray:
+    """Caption cosines of each row to its B - 1 in-batch negatives: (rows, B - 1) float32.
+
+    Keeps at most ``max_values`` cosines: when B is large, only the first rows of each
+    batch (a random subset, since batch order is random) are kept."""
+    n_batches, batch_size = batches.shape
+    rows_per_batch = int(min(batch_size, max(1, max_values // (n_batches * (batch_size - 1)))))
+    off_diagonal = ~np.eye(batch_size, dtype=bool)[:rows_per_batch]
+    out = np.empty((n_batches * rows_per_batch, batch_size - 1), dtype=np.float32)
+    for b, batch in enumerate(batches):
+        batch_vectors = vectors[batch]
+        cosine = batch_vectors[:rows_per_batch] @ batch_vectors.T
+        out[b * rows_per_batch:(b + 1) * rows_per_batch] = cosine[off_diagonal].reshape(rows_per_batch, batch_size - 1)
+    return out
+
+
+def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: float) -> list[dict]:
+    """For each gamma: how concentrated the caption-geometry part of each row's softmax is.
+
+    Row i's weights over its negatives are w_ij ∝ exp(s * gamma * G_ij) (S is unknown at
+    initialisation without image embeddings, so it is left out)."""
+    rows = np.asarray(rows)
+    n_negatives = rows.shape[1]
+    top_count = max(1, math.ceil(0.1 * n_negatives))
+    sums = {key: np.zeros(len(gammas)) for key in ("effective", "hard_mass", "top_mass")}
+    median_sum = hardest_sum = 0.0
+    for chunk in _row_chunks(rows, 1 << 19):
+        median_sum += np.median(chunk, axis=1).sum()
+        hardest_sum += chunk.max(axis=1).sum()
+        top_threshold = -np.partition(-chunk, top_count - 1, axis=1)[:, top_count - 1:top_count]
+        in_top = chunk >= top_threshold
+        in_hard = chunk >= hard_edge
+        for k, gamma in enumerate(gammas):
+            logits = logit_scale * gamma * chunk
+            log_weights = logits - logsumexp(logits, axis=1, keepdims=True)
+            weights = np.exp(log_weights)
+            sums["effective"][k] += np.exp(-(weights * log_weights).sum(axis=1)).sum()
+            sums["hard_mass"][k] += (weights * in_hard).sum()
+            sums["top_mass"][k] += (weights * in_top).sum()
+    n_rows = rows.shape[0]
+    median, hardest = median_sum / n_rows, hardest_sum / n_rows
+    out = []
+    for k, gamma in enumerate(gammas):
+        scaled = logit_scale * gamma
+        effective = sums["effective"][k] / n_rows
+        out.append({
+            "gamma": float(gamma),
+            "scaled_gamma": float(scaled),
+            "effective_negatives": float(effective),
+            "effective_share": float(effective / n_negatives),
+            "hard_bucket_mass": float(sums["hard_mass"][k] / n_rows),
+            "top_decile_mass": float(sums["top_mass"][k] / n_rows),
+            "boost_median": float(scaled * median),
+            "boost_hardest": float(scaled * hardest),
+            # what the softmax feels: weight(hardest) / weight(median) = exp(boost_gap)
+            "boost_gap": float(scaled * (hardest - median)),
+        })
+    return out
+
+
+def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, group_codes: np.ndarray,
+                           batches: np.ndarray, logit_scale: float, gammas) -> dict:
+    """At initialisation: share of batches whose plain InfoNCE / boosted loss is below SOLVED_LOSS."""
+    plain = np.empty(len(batches))
+    boosted = np.empty((len(batches), len(gammas)))
+    for b, batch in enumerate(batches):
+        texts = text_vectors[batch].astype(np.float64)
+        images = image_vectors[group_codes[batch]].astype(np.float64)
+        similarity = images @ texts.T
+        losses = hnclip_loss_grid(similarity, boosted_caption_cosine(texts), logit_scale, [0.0, *gammas])
+        plain[b], boosted[b] = losses[0], losses[1:]
+    return {
+        "solved_loss": SOLVED_LOSS,
+        "plain": {"share_batches_below": float((plain < SOLVED_LOSS).mean()), "mean_loss": float(plain.mean())},
+        "boosted": [
+            {"gamma": float(gamma), "share_batches_below": float((boosted[:, k] < SOLVED_LOSS).mean()),
+             "mean_loss": float(boosted[:, k].mean())}
+            for k, gamma in enumerate(gammas)
+        ],
+    }
+
+
+# ---------------------------------------------------------------- the rule
+
+def suggest_for_rows(rows: np.ndarray, logit_scale: float, reference: ReferenceGeometry = REFERENCE,
+                     clip: tuple[float, float] = GAMMA_CLIP) -> dict:
+    """Apply the rule to one batch size's in-batch rows. Depends on the logit scale only through
+    s * gamma: the scaled gamma is solved for, then divided by s."""
+    low, high = logit_scale * clip[0], logit_scale * clip[1]
+    target = reference_share(reference.gamma, reference)
+    scaled, clipped = solve_scaled_gamma(rows, target, low, high)
+    ends, ends_clipped = [], []
+    for reference_gamma in reference.range_gammas:
+        end, end_clipped = solve_scaled_gamma(rows, reference_share(reference_gamma, reference), low, high)
+        ends.append(end / logit_scale)
+        ends_clipped.append(end_clipped is not None)
+    gamma_exact = scaled / logit_scale
+    note = None
+    if clipped == "low":
+        note = (f"even gamma = {clip[0]} concentrates the softmax more than the reference default does; "
+                f"clipped to {clip[0]}")
+    elif clipped == "high":
+        note = (f"even gamma = {clip[1]} concentrates the softmax less than the reference default does "
+                f"(caption cosines barely differ within a batch); clipped to {clip[1]}")
+    if any(ends_clipped) and note is None:
+        note = (f"the range reaches the clip interval {clip[0]}-{clip[1]}: "
+                f"{'its lower end' if ends_clipped[0] else 'its upper end'} is clipped")
+    return {
+        "gamma": round_gamma(gamma_exact),
+        "gamma_exact": gamma_exact,
+        "scaled_gamma": scaled,
+        "range": [round_gamma(ends[0]), round_gamma(ends[1])],
+        "range_exact": ends,
+        "target_share": target,
+        "clipped": clipped is not None,
+        "range_clipped": ends_clipped,
+        "clip_note": note,
+    }
+
+
+def _reference_summary(reference: ReferenceGeometry) -> dict:
+    sigma = reference_within_row_spread(reference)
+    share = reference_share(reference.gamma, reference)
+    return {
+        **{key: value for key, value in asdict(reference).items() if key not in ("n_rows", "seed")},
+        "range_gammas": list(reference.range_gammas),
+        "within_row_spread": sigma,
+        "between_row_spread": reference_between_row_spread(reference),
+        "effective_share": share,
+        "effective_negatives": share * (reference.batch_size - 1),
+        "range_shares": [reference_share(g, reference) for g in reference.range_gammas],
+        "synthetic_rows": reference.n_rows,
+        "seed": reference.seed,
+    }
+
+
+def _why(suggestion: dict, batch_size: int, logit_scale: float, spread: float, reference: ReferenceGeometry) -> str:
+    share = suggestion["target_share"]
+    sigma_ref = reference_within_row_spread(reference)
+    direction = "wider" if spread > sigma_ref else "tighter"
+    return (
+        f"At gamma={reference.gamma}, s={reference.logit_scale:g}, B={reference.batch_size} the paper's DOCCI-like "
+        f"geometry spreads each row's softmax over {share:.0%} of its negatives (effective "
+        f"{share * (reference.batch_size - 1):.0f} of {reference.batch_size - 1}); here gamma="
+        f"{suggestion['gamma_exact']:.3f} (s*gamma={suggestion['scaled_gamma']:.1f}) does the same at B={batch_size}. "
+        f"Caption cosines spread {direction} within a batch row here ({spread:.3f} vs {sigma_ref:.3f}), "
+        f"so the same concentration needs a {'smaller' if direction == 'wider' else 'larger'} s*gamma."
+    )
+
+
+def check_batch_sizes(batch_sizes, n_groups: int) -> list[int]:
+    """Each batch size must fit the dataset: B captions of B different groups (images)."""
+    batch_sizes = [int(b) for b in batch_sizes]
+    if not batch_sizes:
+        raise CapgeoError("--batch-size: give at least one batch size")
+    for batch_size in batch_sizes:
+        if batch_size < 2 or batch_size > n_groups:
+            raise CapgeoError(
+                f"--batch-size {batch_size} is not possible: a batch needs between 2 and the number of groups "
+                f"(images) in the dataset, {n_groups}, captions of different images")
+    return batch_sizes
+
+
+def _resolve_logit_scale(logit_scale, checkpoint_scale) -> tuple[float, str]:
+    if logit_scale is not None:
+        source = "--logit-scale"
+        value = float(logit_scale)
+    elif checkpoint_scale is not None:
+        source = "checkpoint"
+        value = float(checkpoint_scale)
+    else:
+        source = "default: the encoder has no logit scale; the paper's s"
+        value = DEFAULT_LOGIT_SCALE
+    if not (math.isfinite(value) and value > 0):
+        raise CapgeoError(f"logit scale must be a positive number, got {value} (from {source})")
+    return value, source
+
+
+def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, batch_sizes=(128,),
+                  grid=DEFAULT_GRID, n_batches: int = 32, seed: int = 0, image_vectors: np.ndarray | None = None,
+                  hard_edge: float = 0.9, reference: ReferenceGeometry = REFERENCE,
+                  image_source: str = "image embeddings", progress: bool | None = None) -> dict:
+    """The `gamma` section of a profile: suggestion, range and grid diagnostics per batch size.
+
+    ``embeddings`` is an :class:`~capgeo.encoders.base.Embeddings` (its checkpoint logit scale
+    is used unless ``logit_scale`` is given) or an (N, d) array of normalised caption vectors.
+    ``image_vectors``, when given, is (n_groups, d), row c for group code c."""
+    from capgeo.progress import progress_bar
+
+    checkpoint_scale = None
+    if hasattr(embeddings, "vectors"):
+        checkpoint_scale = getattr(getattr(embeddings, "info", None), "logit_scale", None)
+        embeddings = embeddings.vectors
+    vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
+    group_codes = np.asarray(group_codes, dtype=np.int64)
+    if vectors.ndim != 2 or len(vectors) != len(group_codes):
+        raise CapgeoError(f"caption vectors {vectors.shape} do not match {len(group_codes)} group codes")
+    if not np.isfinite(vectors).all():
+        raise CapgeoError("caption vectors contain NaN or infinite values")
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    if np.abs(norms - 1).max(initial=0) > 1e-3:
+        # cosines need unit vectors; Embeddings are normalised already, raw arrays may not be
+        if (norms == 0).any():
+            raise CapgeoError(f"caption vector {int(np.flatnonzero(norms[:, 0] == 0)[0])} is all zeros")
+        vectors = vectors / norms
+    scale, scale_source = _resolve_logit_scale(logit_scale, checkpoint_scale)
+    grid = [float(g) for g in grid]
+    if not grid or any(not math.isfinite(g) or g < 0 for g in grid):
+        raise CapgeoError(f"--grid needs one or more gamma values >= 0, got {grid}")
+    if n_batches < 1:
+        raise CapgeoError(f"--n-batches must be at least 1, got {n_batches}")
+    n_groups = int(group_codes.max()) + 1 if group_codes.size else 0
+    batch_sizes = check_batch_sizes(batch_sizes, n_groups)
+    if image_vectors is not None:
+        image_vectors = check_image_vectors(image_vectors, n_groups, vectors.shape[1], image_source)
+
+    from capgeo.geometry.batches import sample_batches
+
+    per_batch_size = []
+    with progress_bar("gamma diagnostics", len(batch_sizes), enabled=progress) as bar:
+        for batch_size in batch_sizes:
+            batches = sample_batches(group_codes, batch_size, n_batches, seed)
+            rows = in_batch_negative_rows(vectors, batches)
+            spread = float(rows.std(axis=1, dtype=np.float64).mean())
+            suggestion = suggest_for_rows(rows, scale, reference)
+            entry = {
+                "batch_size": batch_size,
+                "negatives_per_row": batch_size - 1,
+                "n_batches": n_batches,
+                "n_rows": int(rows.shape[0]),
+                "mean_cosine": float(rows.mean(dtype=np.float64)),
+                "within_row_spread": spread,
+                "suggestion": suggestion,
+                # closed form if rows were normal: the effective share depends on s*gamma*sigma only
+                "gaussian_approximation": reference.gamma * reference.logit_scale / scale
+                * reference_within_row_spread(reference) / spread if spread > 0 else None,
+                "why": _why(suggestion, batch_size, scale, spread, reference),
+                "grid": grid_diagnostics(rows, scale, grid, hard_edge),
+                "image": (image_loss_diagnostics(vectors, image_vectors, group_codes, batches, scale, grid)
+                          if image_vectors is not None else None),
+            }
+            per_batch_size.append(entry)
+            bar.advance(1)
+    first = per_batch_size[0]["suggestion"]
+    return {
+        "rule": "effective-negative share matched to the paper's default (docs/gamma.md)",
+        "concentration": "exp(entropy) of each row's softmax of s*gamma*cosine over its B-1 in-batch negatives, "
+                         "as a share of B-1, averaged over rows",
+        "suggested_gamma": first["gamma"],
+        "suggested_range": first["range"],
+        "logit_scale": scale,
+        "logit_scale_source": scale_source,
+        "hard_edge": hard_edge,
+        "gamma_grid": grid,
+        "n_batches": n_batches,
+        "seed": seed,
+        "clip": list(GAMMA_CLIP),
+        "image_embeddings": image_vectors is not None,
+        "reference": _reference_summary(reference),
+        "batches": per_batch_size,
+    }
+
+
+# ---------------------------------------------------------------- image embeddings
+
+def check_image_vectors(image_vectors: np.ndarray, n_groups: int, width: int, source: str = "image embeddings") -> np.ndarray:
+    """Validate (n_groups, width) image vectors and L2-normalise them."""
+    image_vectors = np.asarray(image_vectors, dtype=np.float32)
+    if image_vectors.ndim != 2:
+        raise CapgeoError(f"{source}: expected a 2-D array (one row per image), got shape {image_vectors.shape}")
+    if image_vectors.shape[0] != n_groups:
+        raise CapgeoError(f"{source}: {image_vectors.shape[0]} image vectors, but the dataset has {n_groups} groups "
+                          f"(images); rows must follow the dataset's group order")
+    if image_vectors.shape[1] != width:
+        raise CapgeoError(f"{source}: image vectors have {image_vectors.shape[1]} dimensions but the text embeddings "
+                          f"have {width}; use the text tower of the same CLIP model (--encoder)")
+    if not np.isfinite(image_vectors).all():
+        raise CapgeoError(f"{source}: contains NaN or infinite values")
+    norms = np.linalg.norm(image_vectors, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise CapgeoError(f"{source}: row {int(np.flatnonzero(norms[:, 0] == 0)[0])} is all zeros")
+    return image_vectors / norms
+
+
+def group_ids_in_code_order(groups, group_codes) -> list[str]:
+    """Group id of each group code 0..n_groups-1 (CaptionSet codes follow first appearance)."""
+    group_codes = np.asarray(group_codes)
+    n_groups = int(group_codes.max()) + 1 if group_codes.size else 0
+    first = np.full(n_groups, -1, dtype=np.int64)
+    for index in range(len(group_codes) - 1, -1, -1):
+        first[group_codes[index]] = index
+    return [str(groups[i]) for i in first]
+
+
+_ID_KEYS = ("group_id", "group_ids", "image_id", "ids", "id")
+_VECTOR_KEYS = ("vectors", "embeddings", "embedding", "vector", "image_embeddings")
+
+
+def load_image_embeddings(path, group_ids: list[str]) -> np.ndarray:
+    """Image vectors aligned to ``group_ids`` (the dataset's groups in code order).
+
+    ``.npy``: an (n_groups, d) array already in that order. ``.npz``: arrays named one of
+    group_id/ids/... and vectors/embeddings/... . ``.parquet``: a group_id (or image_id/id)
+    column and a list column of floats (vectors/embedding/...)."""
+    from pathlib import Path
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            return np.load(path, allow_pickle=False)
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as archive:
+                ids_key = next((k for k in _ID_KEYS if k in archive.files), None)
+                vectors_key = next((k for k in _VECTOR_KEYS if k in archive.files), None)
+                if ids_key is None or vectors_key is None:
+                    raise CapgeoError(f"{path}: expected arrays named one of {_ID_KEYS} and one of {_VECTOR_KEYS}, "
+                                      f"found {archive.files}")
+                ids = [str(x) for x in archive[ids_key].tolist()]
+                vectors = np.asarray(archive[vectors_key], dtype=np.float32)
+        elif suffix == ".parquet":
+            import polars as pl
+
+            frame = pl.read_parquet(path)
+            ids_key = next((k for k in _ID_KEYS if k in frame.columns), None)
+            vectors_key = next((k for k in _VECTOR_KEYS if k in frame.columns), None)
+            if ids_key is None or vectors_key is None:
+                raise CapgeoError(f"{path}: expected a column named one of {_ID_KEYS} and one of {_VECTOR_KEYS}, "
+                                  f"found {frame.columns}")
+            ids = [str(x) for x in frame[ids_key].to_list()]
+            vectors = np.asarray(frame[vectors_key].to_list(), dtype=np.float32)
+        else:
+            raise CapgeoError(f"{path}: image embeddings must be .npy (rows in group order), .npz or .parquet "
+                              f"(with group ids)")
+    except CapgeoError:
+        raise
+    except (OSError, ValueError) as error:
+        raise CapgeoError(f"{path}: cannot read image embeddings: {error}") from None
+    if vectors.ndim != 2 or len(vectors) != len(ids):
+        raise CapgeoError(f"{path}: {len(ids)} ids but vectors of shape {vectors.shape}")
+    position = {}
+    for row, group_id in enumerate(ids):
+        if group_id in position:
+            raise CapgeoError(f"{path}: group id {group_id!r} appears more than once")
+        position[group_id] = row
+    missing = [g for g in group_ids if g not in position]
+    if missing:
+        raise CapgeoError(f"{path}: no image vector for {len(missing)} of the dataset's {len(group_ids)} groups, "
+                          f"e.g. {', '.join(repr(m) for m in missing[:3])}")
+    return vectors[[position[g] for g in group_ids]]
+
+
+# ---------------------------------------------------------------- profile-shaped output
+
+def gamma_profile(captions, embeddings, *, image_embeddings=None, command: str | None = None, **options) -> dict:
+    """`capgeo gamma` in one call: a ``capgeo.profile/1``-shaped dict with ``dataset``,
+    ``encoder``, ``gamma`` (see :func:`gamma_section`; ``options`` go there), ``options``
+    and ``provenance``. ``image_embeddings`` is a path (see :func:`load_image_embeddings`)
+    or an (n_groups, d) array in group-code order."""
+    import time
+    from datetime import datetime, timezone
+
+    from capgeo import __version__
+    from capgeo.geometry.profile import SCHEMA, summarize_dataset, to_json_ready
+
+    started = time.perf_counter()
+    image_vectors, image_source = None, "image embeddings"
+    if image_embeddings is not None:
+        if isinstance(image_embeddings, np.ndarray):
+            image_vectors = image_embeddings
+        else:
+            image_source = str(image_embeddings)
+            image_vectors = load_image_embeddings(image_embeddings,
+                                                  group_ids_in_code_order(captions.groups, captions.group_codes))
+    section = gamma_section(embeddings, captions.group_codes, image_vectors=image_vectors,
+                            image_source=image_source, **options)
+    profile = {
+        "schema": SCHEMA,
+        "dataset": summarize_dataset(captions),
+        "encoder": embeddings.info.to_dict(),
+        "gamma": section,
+        "options": {
+            "batch_sizes": [entry["batch_size"] for entry in section["batches"]],
+            "n_batches": section["n_batches"],
+            "seed": section["seed"],
+            "gamma_grid": section["gamma_grid"],
+            "logit_scale": options.get("logit_scale"),
+            "hard_edge": section["hard_edge"],
+            "image_embeddings": image_source if image_embeddings is not None else None,
+        },
+        "provenance": {
+            "capgeo_version": __version__,
+            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": command,
+            "elapsed_s": round(time.perf_counter() - started, 3),
+        },
+    }
+    return to_json_ready(profile)

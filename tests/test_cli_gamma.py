@@ -1,0 +1,122 @@
+"""`capgeo gamma` end to end through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from capgeo.cli import main
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_gamma import common_direction_vectors  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DOCCI = DATA / "docci-test" / "docci_test.json"
+N_CAPTIONS = 100
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def docci_run(tmp_path_factory):
+    """150 real DOCCI captions through the embedded default encoder (all-MiniLM-L6-v2)."""
+    if not DOCCI.exists():
+        pytest.skip(f"DOCCI test captions not found at {DOCCI}")
+    folder = tmp_path_factory.mktemp("docci")
+    out = folder / "gamma.json"
+    result = run("gamma", DOCCI, "--limit", N_CAPTIONS, "--batch-size", 64, "--batch-size", 32,
+                 "--n-batches", 8, "--json", out, "--cache-dir", folder / "cache")
+    assert result.exit_code == 0, result.output
+    return folder, result.output, json.loads(out.read_text(encoding="utf-8"))
+
+
+def test_default_encoder_on_real_docci_prints_a_suggestion(docci_run):
+    folder, output, profile = docci_run
+    section = profile["gamma"]
+    assert profile["schema"] == "capgeo.profile/1"
+    assert profile["dataset"]["n_captions"] == N_CAPTIONS
+    assert profile["encoder"]["kind"] == "sentence-transformers"
+    assert section["logit_scale"] == 100.0 and section["logit_scale_source"].startswith("default")
+    assert [entry["batch_size"] for entry in section["batches"]] == [64, 32]
+    for entry in section["batches"]:
+        suggestion = entry["suggestion"]
+        low, high = suggestion["range"]
+        assert low <= suggestion["gamma"] <= high
+        assert f"suggested gamma {suggestion['gamma']:g}" in output
+        assert len(entry["grid"]) == 9
+    assert "logit scale s = 100" in output and "within-row spread" in output and "why:" in output
+
+    # independent recomputation from the cached embeddings gives the same numbers
+    from capgeo.captions import load_captions
+    from capgeo.encoders import embed
+    from capgeo.findings.gamma import gamma_section
+
+    captions = load_captions(DOCCI, limit=N_CAPTIONS)
+    embeddings = embed(captions, None, cache_dir=folder / "cache")
+    expected = gamma_section(embeddings, captions.group_codes, batch_sizes=(64, 32), n_batches=8)
+    for got, want in zip(section["batches"], expected["batches"]):
+        assert got["suggestion"]["gamma_exact"] == pytest.approx(want["suggestion"]["gamma_exact"], rel=1e-6)
+        assert got["within_row_spread"] == pytest.approx(want["within_row_spread"], rel=1e-6)
+
+
+def test_image_embeddings_add_the_initial_loss(docci_run):
+    folder, _, profile = docci_run
+    width = profile["encoder"]["width"]
+    images = np.random.default_rng(0).normal(size=(N_CAPTIONS, width)).astype(np.float32)
+    np.save(folder / "images.npy", images)
+    result = run("gamma", DOCCI, "--limit", N_CAPTIONS, "--batch-size", 64, "--n-batches", 4, "--grid", "0,0.5,1",
+                 "--image-embeddings", folder / "images.npy", "--json", "--cache-dir", folder / "cache")
+    assert result.exit_code == 0, result.output
+    image = json.loads(result.output)["gamma"]["batches"][0]["image"]
+    assert [row["gamma"] for row in image["boosted"]] == [0.0, 0.5, 1.0]
+    # random image vectors: nothing is solved at initialisation, and gamma 0 is plain InfoNCE
+    assert image["plain"]["share_batches_below"] == 0.0
+    assert image["boosted"][0]["mean_loss"] == pytest.approx(image["plain"]["mean_loss"])
+
+
+def test_image_embeddings_of_the_wrong_count_are_a_clear_error(docci_run):
+    folder, _, profile = docci_run
+    np.save(folder / "short.npy", np.ones((N_CAPTIONS - 1, profile["encoder"]["width"]), dtype=np.float32))
+    result = run("gamma", DOCCI, "--limit", N_CAPTIONS, "--batch-size", 64,
+                 "--image-embeddings", folder / "short.npy", "--cache-dir", folder / "cache")
+    assert result.exit_code == 2
+    assert "short.npy" in result.output and f"{N_CAPTIONS - 1} image vectors" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_batch_size_above_the_number_of_groups_exits_2(tmp_path):
+    if not DOCCI.exists():
+        pytest.skip(f"DOCCI test captions not found at {DOCCI}")
+    result = run("gamma", DOCCI, "--limit", 40, "--batch-size", 64, "--cache-dir", tmp_path)
+    assert result.exit_code == 2
+    assert "Error: --batch-size 64 is not possible" in result.output and "40" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_precomputed_paper_like_vectors_get_the_paper_default(tmp_path):
+    """Vectors with the paper's DOCCI-like geometry, given as --encoder vectors:FILE."""
+    n = 1500
+    vectors = common_direction_vectors(n, 40, rho_sd=0.03, seed=2)
+    ids = [f"c{i}" for i in range(n)]
+    pl.DataFrame({"caption_id": ids, "group_id": [f"g{i}" for i in range(n)], "text": [f"caption {i}" for i in range(n)]}
+                 ).write_ndjson(tmp_path / "captions.jsonl")
+    np.savez(tmp_path / "vectors.npz", ids=np.array(ids), vectors=vectors)
+    result = run("gamma", tmp_path / "captions.jsonl", "--encoder", f"vectors:{tmp_path / 'vectors.npz'}",
+                 "--n-batches", 16, "--json", "--no-cache")
+    assert result.exit_code == 0, result.output
+    section = json.loads(result.output)["gamma"]
+    assert 0.375 <= section["suggested_gamma"] <= 0.625
+    halved = run("gamma", tmp_path / "captions.jsonl", "--encoder", f"vectors:{tmp_path / 'vectors.npz'}",
+                 "--n-batches", 16, "--json", "--no-cache", "--logit-scale", 200)
+    section_200 = json.loads(halved.output)["gamma"]
+    assert section_200["logit_scale_source"] == "--logit-scale"
+    assert section_200["batches"][0]["suggestion"]["gamma_exact"] == pytest.approx(
+        section["batches"][0]["suggestion"]["gamma_exact"] / 2, rel=1e-4)

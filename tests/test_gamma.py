@@ -1,0 +1,322 @@
+"""The gamma rule and its diagnostics, against brute-force and torch reference computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from capgeo.encoders.base import Embeddings, EncoderInfo
+from capgeo.errors import CapgeoError
+from capgeo.findings import gamma as gamma_module
+from capgeo.findings.gamma import (
+    REFERENCE,
+    gamma_section,
+    grid_diagnostics,
+    group_ids_in_code_order,
+    in_batch_negative_rows,
+    load_image_embeddings,
+    mean_effective_share,
+    reference_share,
+    reference_within_row_spread,
+)
+from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss, hnclip_loss_grid, infonce_loss
+from capgeo.geometry.batches import sample_batches
+
+
+def common_direction_vectors(n: int, noise_dims: int, rho_mean: float = 0.84, rho_sd: float = 0.0,
+                             seed: int = 0) -> np.ndarray:
+    """t_i = sqrt(rho_i) e0 + sqrt(1 - rho_i) x_i with x_i uniform on the unit sphere of
+    ``noise_dims`` dimensions orthogonal to e0, so cos(t_i, t_j) = sqrt(rho_i rho_j) +
+    sqrt((1-rho_i)(1-rho_j)) x_i.x_j: mean about rho_mean, within-row spread about
+    (1 - rho) / sqrt(noise_dims), row means spread by rho_sd."""
+    rng = np.random.default_rng(seed)
+    rho = np.clip(rng.normal(rho_mean, rho_sd, n), 0.5, 0.99)
+    noise = rng.standard_normal((n, noise_dims))
+    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+    vectors = np.concatenate([np.sqrt(rho)[:, None], np.sqrt(1 - rho)[:, None] * noise], axis=1)
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def softmax_reference(rows: np.ndarray, scaled_gamma: float) -> np.ndarray:
+    logits = scaled_gamma * rows.astype(np.float64)
+    weights = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+# ------------------------------------------------------------------ loss
+
+def torch_reference_loss(image, text, logit_scale, gamma):
+    """The formula written out with torch: CE(s(S + gamma*Gbar)) rows and columns, averaged."""
+    torch = pytest.importorskip("torch")
+    functional = torch.nn.functional
+    image, text = torch.tensor(image, dtype=torch.float64), torch.tensor(text, dtype=torch.float64)
+    caption_cosine = text @ text.T
+    eye = torch.eye(len(text), dtype=torch.bool)
+    caption_cosine = caption_cosine.masked_fill(eye, 0.0).detach()
+    logits = logit_scale * (image @ text.T + gamma * caption_cosine)
+    target = torch.arange(len(text))
+    return float(0.5 * (functional.cross_entropy(logits, target) + functional.cross_entropy(logits.T, target)))
+
+
+@pytest.mark.parametrize("batch_size,logit_scale", [(2, 10.0), (5, 100.0), (7, 30.0)])
+def test_losses_match_torch_cross_entropy(batch_size, logit_scale):
+    rng = np.random.default_rng(batch_size)
+    image = rng.normal(size=(batch_size, 6))
+    text = rng.normal(size=(batch_size, 6))
+    image /= np.linalg.norm(image, axis=1, keepdims=True)
+    text /= np.linalg.norm(text, axis=1, keepdims=True)
+    similarity = image @ text.T
+    boost = boosted_caption_cosine(text)
+    assert np.allclose(np.diag(boost), 0.0)
+    gammas = [0.0, 0.25, 0.5, 1.0, 2.0]
+    grid = hnclip_loss_grid(similarity, boost, logit_scale, gammas)
+    for k, gamma in enumerate(gammas):
+        expected = torch_reference_loss(image, text, logit_scale, gamma)
+        assert grid[k] == pytest.approx(expected, rel=1e-10, abs=1e-12)
+        assert hnclip_loss(similarity, boost, logit_scale, gamma) == pytest.approx(expected, rel=1e-10, abs=1e-12)
+    assert infonce_loss(similarity, logit_scale) == pytest.approx(torch_reference_loss(image, text, logit_scale, 0.0))
+
+
+def test_loss_is_asymmetric_in_direction_and_uses_both():
+    # a similarity matrix that is easy row-wise but hard column-wise: a one-direction loss would differ
+    similarity = np.array([[1.0, 0.9, 0.9], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+    zero = np.zeros((3, 3))
+    rows_only = float(np.mean([np.log(np.exp(5 * r).sum()) - 5 * r[i] for i, r in enumerate(similarity)]))
+    cols_only = float(np.mean([np.log(np.exp(5 * c).sum()) - 5 * c[i] for i, c in enumerate(similarity.T)]))
+    assert rows_only != pytest.approx(cols_only)
+    assert infonce_loss(similarity, 5.0) == pytest.approx(0.5 * (rows_only + cols_only))
+    assert hnclip_loss(similarity, zero, 5.0, 0.7) == pytest.approx(infonce_loss(similarity, 5.0))
+
+
+def test_image_loss_shares_match_brute_force():
+    rng = np.random.default_rng(3)
+    n_groups, width = 40, 16
+    text = rng.normal(size=(n_groups, width)).astype(np.float32)
+    text /= np.linalg.norm(text, axis=1, keepdims=True)
+    # images close to their caption for half the groups, random for the rest
+    image = np.where(np.arange(n_groups)[:, None] < 20, text + 0.05 * rng.normal(size=(n_groups, width)),
+                     rng.normal(size=(n_groups, width))).astype(np.float32)
+    codes = np.arange(n_groups)
+    gammas = [0.0, 0.5, 1.0]
+    section = gamma_section(text, codes, logit_scale=100.0, batch_sizes=(4,), grid=gammas, n_batches=60,
+                            seed=5, image_vectors=image)
+    result = section["batches"][0]["image"]
+    batches = sample_batches(codes, 4, 60, 5)
+    image_normed = image / np.linalg.norm(image, axis=1, keepdims=True)
+    expected_plain = [torch_reference_loss(image_normed[b], text[b], 100.0, 0.0) for b in batches]
+    assert result["plain"]["mean_loss"] == pytest.approx(np.mean(expected_plain), rel=1e-5)
+    assert result["plain"]["share_batches_below"] == pytest.approx(np.mean(np.array(expected_plain) < 1e-3))
+    assert 0 < result["plain"]["share_batches_below"] < 1   # both kinds of batch occur: the share is informative
+    for k, gamma in enumerate(gammas):
+        expected = np.array([torch_reference_loss(image_normed[b], text[b], 100.0, gamma) for b in batches])
+        assert result["boosted"][k]["mean_loss"] == pytest.approx(expected.mean(), rel=1e-5)
+        assert result["boosted"][k]["share_batches_below"] == pytest.approx(np.mean(expected < 1e-3))
+
+
+# ------------------------------------------------------------------ concentration and diagnostics
+
+def test_effective_share_matches_brute_force_and_decreases():
+    rows = np.random.default_rng(1).uniform(0.6, 0.95, size=(50, 31)).astype(np.float32)
+    shares = []
+    for scaled_gamma in [0.0, 5.0, 20.0, 60.0, 200.0]:
+        weights = softmax_reference(rows, scaled_gamma)
+        entropy = -(weights * np.log(weights)).sum(axis=1)
+        expected = np.mean(np.exp(entropy)) / 31
+        share = mean_effective_share(rows, scaled_gamma)
+        assert share == pytest.approx(expected, rel=1e-9)
+        shares.append(share)
+    assert shares[0] == pytest.approx(1.0)
+    assert all(a > b for a, b in zip(shares, shares[1:]))
+
+
+def test_grid_diagnostics_match_brute_force():
+    rng = np.random.default_rng(2)
+    rows = rng.uniform(0.7, 0.98, size=(30, 19)).astype(np.float32)
+    logit_scale, edge = 80.0, 0.9
+    result = grid_diagnostics(rows, logit_scale, [0.0, 0.5, 1.0], edge)
+    top_count = math.ceil(0.1 * 19)
+    for entry, gamma in zip(result, [0.0, 0.5, 1.0]):
+        weights = softmax_reference(rows, logit_scale * gamma)
+        hard = np.mean([w[r >= edge].sum() for w, r in zip(weights, rows)])
+        top = np.mean([w[np.argsort(-r)[:top_count]].sum() for w, r in zip(weights, rows)])
+        assert entry["hard_bucket_mass"] == pytest.approx(hard, rel=1e-6)
+        assert entry["top_decile_mass"] == pytest.approx(top, rel=1e-6)
+        assert entry["boost_median"] == pytest.approx(logit_scale * gamma * np.median(rows, axis=1).mean(), rel=1e-6)
+        assert entry["boost_hardest"] == pytest.approx(logit_scale * gamma * rows.max(axis=1).mean(), rel=1e-6)
+    assert result[0]["hard_bucket_mass"] == pytest.approx(np.mean(rows >= edge), rel=1e-6)
+    assert result[0]["effective_negatives"] == pytest.approx(19)
+
+
+def test_in_batch_rows_match_brute_force_and_subsample():
+    vectors = common_direction_vectors(60, 10, seed=4)
+    batches = sample_batches(np.arange(60), 8, 5, 0)
+    rows = in_batch_negative_rows(vectors, batches)
+    expected = [[float(vectors[b[i]] @ vectors[b[j]]) for j in range(8) if j != i] for b in batches for i in range(8)]
+    assert np.allclose(rows, np.array(expected), atol=1e-6)
+    capped = in_batch_negative_rows(vectors, batches, max_values=5 * 7 * 3)   # 3 rows per batch
+    assert capped.shape == (15, 7)
+    assert np.allclose(capped, rows.reshape(5, 8, 7)[:, :3].reshape(15, 7))
+
+
+# ------------------------------------------------------------------ the reference
+
+def test_reference_spread_reproduces_the_paper_hardest_companion():
+    # independent check: max of 5,099 normal draws with the reference spread, by simulation
+    sigma = reference_within_row_spread()
+    rng = np.random.default_rng(0)
+    maxima = [rng.normal(0.84, sigma, 5099).max() for _ in range(400)]
+    assert np.mean(maxima) == pytest.approx(0.93, abs=0.002)
+    # and the reference share at gamma 0.5 is the concentration of the synthetic rows
+    rows = 0.84 + sigma * np.random.default_rng(7).standard_normal((2000, 127))
+    assert reference_share(0.5) == pytest.approx(mean_effective_share(rows, 50.0), abs=0.01)
+
+
+# ------------------------------------------------------------------ the rule's properties
+
+@pytest.fixture(scope="module")
+def medium_vectors():
+    return common_direction_vectors(1500, 40, seed=1)
+
+
+def test_rule_depends_on_s_times_gamma_only(medium_vectors):
+    codes = np.arange(len(medium_vectors))
+    suggestions = {}
+    for logit_scale in (50.0, 100.0, 200.0):
+        section = gamma_section(medium_vectors, codes, logit_scale=logit_scale, batch_sizes=(64,), n_batches=16)
+        suggestions[logit_scale] = section["batches"][0]["suggestion"]
+    assert not any(s["clipped"] for s in suggestions.values())
+    base = suggestions[100.0]
+    assert suggestions[200.0]["gamma_exact"] == pytest.approx(base["gamma_exact"] / 2, rel=1e-4)
+    assert suggestions[50.0]["gamma_exact"] == pytest.approx(base["gamma_exact"] * 2, rel=1e-4)
+    for end in range(2):
+        assert suggestions[200.0]["range_exact"][end] == pytest.approx(base["range_exact"][end] / 2, rel=1e-4)
+    assert suggestions[200.0]["scaled_gamma"] == pytest.approx(base["scaled_gamma"], rel=1e-4)
+
+
+def test_wider_spread_gets_smaller_gamma():
+    spreads, gammas = [], []
+    for noise_dims in (15, 40, 120):   # fewer noise dimensions -> wider within-row spread
+        vectors = common_direction_vectors(1200, noise_dims, seed=noise_dims)
+        section = gamma_section(vectors, np.arange(1200), logit_scale=100.0, batch_sizes=(128,), n_batches=16)
+        entry = section["batches"][0]
+        spreads.append(entry["within_row_spread"])
+        gammas.append(entry["suggestion"]["gamma_exact"])
+    assert spreads[0] > spreads[1] > spreads[2]
+    assert gammas[0] < gammas[1] < gammas[2]
+    # roughly inverse proportional, as the Gaussian approximation says
+    assert gammas[2] / gammas[0] == pytest.approx(spreads[0] / spreads[2], rel=0.25)
+
+
+def test_paper_like_embeddings_get_about_the_paper_default():
+    vectors = common_direction_vectors(5100, 40, rho_sd=0.03, seed=0)
+    # brute force: the paper's DOCCI statistics (Long-CLIP-L), over all 5,100 captions
+    total = at_least_0_8 = 0.0
+    hardest = []
+    as_float64 = vectors.astype(np.float64)
+    for start in range(0, 5100, 600):   # blocks of rows, all pairs i != j
+        cosine = as_float64[start:start + 600] @ as_float64.T
+        cosine[np.arange(len(cosine)), np.arange(start, start + len(cosine))] = np.nan
+        total += np.nansum(cosine)
+        at_least_0_8 += np.sum(cosine >= 0.8)
+        hardest.extend(np.nanmax(cosine, axis=1))
+    n_pairs = 5100 * 5099
+    mean_pairwise, mean_hardest, share_at_least_0_8 = total / n_pairs, np.mean(hardest), at_least_0_8 / n_pairs
+    assert mean_pairwise == pytest.approx(0.84, abs=0.005)
+    assert mean_hardest == pytest.approx(0.93, abs=0.005)
+    assert 0.86 <= share_at_least_0_8 <= 0.92
+
+    section = gamma_section(vectors, np.arange(5100), logit_scale=100.0, batch_sizes=(128,), n_batches=32)
+    suggestion = section["batches"][0]["suggestion"]
+    assert 0.375 <= suggestion["gamma_exact"] <= 0.625
+    assert 0.375 <= suggestion["gamma"] <= 0.625
+    low, high = suggestion["range"]
+    assert 0.25 <= low < suggestion["gamma"] < high <= 1.0
+    assert section["suggested_gamma"] == suggestion["gamma"]
+    assert not suggestion["clipped"] and suggestion["range_clipped"] == [False, False]
+
+
+def test_vectors_are_normalised_before_cosines(medium_vectors):
+    codes = np.arange(len(medium_vectors))
+    unit = gamma_section(medium_vectors, codes, batch_sizes=(32,), n_batches=4)["batches"][0]
+    scaled = gamma_section(3.0 * medium_vectors, codes, batch_sizes=(32,), n_batches=4)["batches"][0]
+    assert scaled["suggestion"]["gamma_exact"] == pytest.approx(unit["suggestion"]["gamma_exact"], rel=1e-5)
+    with pytest.raises(CapgeoError, match="NaN"):
+        gamma_section(np.full_like(medium_vectors, np.nan), codes, batch_sizes=(32,))
+
+
+def test_identical_directions_are_clipped_and_said():
+    rng = np.random.default_rng(0)
+    vectors = np.ones((300, 8)) + 1e-5 * rng.normal(size=(300, 8))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    suggestion = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4)["batches"][0]["suggestion"]
+    assert suggestion["clipped"] and suggestion["gamma"] == gamma_module.GAMMA_CLIP[1]
+    assert suggestion["range_clipped"] == [True, True]
+    assert "clipped to 2.0" in suggestion["clip_note"]
+
+
+def test_very_wide_spread_is_clipped_low():
+    # random directions in 3-D: cosines spread over [-1, 1], far wider than any caption encoder
+    vectors = np.random.default_rng(0).normal(size=(300, 3))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    suggestion = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4)["batches"][0]["suggestion"]
+    assert suggestion["clipped"] and suggestion["gamma_exact"] == pytest.approx(gamma_module.GAMMA_CLIP[0])
+    assert suggestion["range_clipped"][0]
+    assert "clipped to 0.05" in suggestion["clip_note"]
+
+
+# ------------------------------------------------------------------ inputs and errors
+
+def _info(logit_scale):
+    return EncoderInfo("test", "open_clip", "tiny", 16, 77, logit_scale, "f" * 8)
+
+
+def test_logit_scale_from_checkpoint_unless_overridden(medium_vectors):
+    embeddings = Embeddings(medium_vectors, np.full(len(medium_vectors), 10), 77, _info(50.0))
+    codes = np.arange(len(medium_vectors))
+    from_checkpoint = gamma_section(embeddings, codes, batch_sizes=(32,), n_batches=4)
+    assert from_checkpoint["logit_scale"] == 50.0 and from_checkpoint["logit_scale_source"] == "checkpoint"
+    overridden = gamma_section(embeddings, codes, logit_scale=100.0, batch_sizes=(32,), n_batches=4)
+    assert overridden["logit_scale"] == 100.0 and overridden["logit_scale_source"] == "--logit-scale"
+    assert from_checkpoint["batches"][0]["suggestion"]["gamma_exact"] == pytest.approx(
+        2 * overridden["batches"][0]["suggestion"]["gamma_exact"], rel=1e-4)
+    default = gamma_section(Embeddings(medium_vectors, np.full(len(medium_vectors), 10), 77, _info(None)), codes,
+                            batch_sizes=(32,), n_batches=4)
+    assert default["logit_scale"] == 100.0 and default["logit_scale_source"].startswith("default")
+
+
+def test_batch_size_larger_than_groups_is_a_clear_error():
+    vectors = common_direction_vectors(50, 8)
+    codes = np.repeat(np.arange(25), 2)
+    with pytest.raises(CapgeoError, match=r"--batch-size 32 .* 25"):
+        gamma_section(vectors, codes, batch_sizes=(32,))
+
+
+def test_image_vectors_must_match_groups_and_width():
+    vectors = common_direction_vectors(40, 8)   # width 9
+    codes = np.arange(40)
+    with pytest.raises(CapgeoError, match="39 image vectors, but the dataset has 40 groups"):
+        gamma_section(vectors, codes, batch_sizes=(8,), image_vectors=np.ones((39, 9)))
+    with pytest.raises(CapgeoError, match="5 dimensions but the text embeddings have 9"):
+        gamma_section(vectors, codes, batch_sizes=(8,), image_vectors=np.ones((40, 5)))
+
+
+def test_load_image_embeddings_aligns_by_group_id(tmp_path):
+    import polars as pl
+
+    groups = ["b", "b", "a", "c", "a"]
+    codes = np.array([0, 0, 1, 2, 1])
+    order = group_ids_in_code_order(groups, codes)
+    assert order == ["b", "a", "c"]
+    vectors = {"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [1.0, 1.0]}
+    pl.DataFrame({"group_id": ["c", "a", "b", "z"], "embedding": [vectors["c"], vectors["a"], vectors["b"], [0.0, 2.0]]}
+                 ).write_parquet(tmp_path / "images.parquet")
+    loaded = load_image_embeddings(tmp_path / "images.parquet", order)
+    assert np.allclose(loaded, [vectors[g] for g in order])
+    np.savez(tmp_path / "images.npz", ids=np.array(["a", "c"]), vectors=np.array([vectors["a"], vectors["c"]]))
+    with pytest.raises(CapgeoError, match=r"images\.npz: no image vector for 1 of .* 'b'"):
+        load_image_embeddings(tmp_path / "images.npz", order)
+    (tmp_path / "images.txt").write_text("1 2")
+    with pytest.raises(CapgeoError, match=r"images\.txt: image embeddings must be"):
+        load_image_embeddings(tmp_path / "images.txt", order)
