@@ -46,9 +46,12 @@ class Embeddings:
     """A dataset's caption embeddings, row i for caption i of the CaptionSet."""
 
     vectors: np.ndarray        # (N, width) float32, L2-normalised
-    token_counts: np.ndarray   # (N,) int, untruncated token count with the encoder's tokenizer
+    token_counts: np.ndarray   # (N,) int, untruncated token count with the encoder's tokenizer; -1 = unknown
     max_tokens: int            # the length captions were cut to (<= info.context_length)
     info: EncoderInfo
+    # where the vectors came from: "encoded" | "cache" | "resumed" (part cache, part encoded) | "precomputed"
+    origin: str = "encoded"
+    notes: tuple[str, ...] = ()   # remarks worth showing the user (e.g. ids in a vector file left unused)
 
     @property
     def truncated(self) -> np.ndarray:

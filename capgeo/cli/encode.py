@@ -1,0 +1,113 @@
+"""`capgeo encoders` and `capgeo encode`."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from capgeo.cli.options import dataset_options, embed_from_options, encoder_options, json_option, load_from_options
+
+OUTPUT_SUFFIXES = (".npy", ".npz", ".parquet")
+
+
+@click.command()
+@json_option
+def encoders(json_out):
+    """List the kinds of --encoder spec, with examples."""
+    from capgeo.encoders.registry import list_encoder_kinds
+
+    kinds = list_encoder_kinds()
+    if json_out:
+        from capgeo.cli.options import print_json
+
+        print_json({"encoders": [{"kind": k.kind, "examples": list(k.examples), "notes": k.notes} for k in kinds]},
+                   json_out)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Encoder specs (--encoder SPEC)", show_lines=True)
+    table.add_column("kind", style="bold", no_wrap=True)
+    table.add_column("examples", overflow="fold")
+    table.add_column("notes")
+    for kind in kinds:
+        table.add_row(kind.kind, "\n".join(kind.examples), kind.notes)
+    Console().print(table)
+
+
+@click.command()
+@dataset_options
+@encoder_options
+@click.option("--max-tokens", type=click.IntRange(min=2), default=None,
+              help="Cut captions to this many tokens (default: the encoder's context length).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+              help="Export the vectors: .npy (rows in caption order), .npz (vectors + ids) or "
+                   ".parquet (caption_id, group_id, vector). Loads back with --encoder vectors:FILE.")
+@json_option
+def encode(output, max_tokens, json_out, **options):
+    """Encode a dataset's captions (cached), print a summary and optionally export the vectors."""
+    from pathlib import Path
+
+    from capgeo.encoders.embed import encode_summary
+    from capgeo.errors import CapgeoError
+
+    if output and Path(output).suffix.lower() not in OUTPUT_SUFFIXES:
+        # fail before any encoding work
+        raise CapgeoError(f"--output {output}: must end in .npy, .npz or .parquet")
+    captions = load_from_options(options)
+    started = time.perf_counter()
+    embeddings = embed_from_options(captions, options, max_tokens=max_tokens)
+    summary = encode_summary(captions, embeddings, time.perf_counter() - started)
+    if output:
+        from capgeo.encoders.precomputed import write_vector_file
+
+        alignment = write_vector_file(output, embeddings.vectors, captions.ids, captions.groups)
+        summary["output"] = {"path": output, "aligned_by": alignment}
+    if json_out:
+        from capgeo.cli.options import print_json
+
+        print_json(summary, json_out)
+        if json_out == "-":
+            return
+    _print_summary(summary)
+
+
+def _print_summary(summary: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    info = summary["encoder"]
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("encoder", f"{info['name']} ({info['kind']}, spec {info['spec']!r})")
+    table.add_row("width", str(summary["width"]))
+    context = f"{info['context_length']} tokens" if info["context_length"] else "n/a (precomputed)"
+    table.add_row("context", context + (f", cut to {summary['max_tokens']}"
+                                        if summary["max_tokens"] and summary["max_tokens"] != info["context_length"]
+                                        else ""))
+    if info["logit_scale"] is not None:
+        table.add_row("logit scale", f"{info['logit_scale']:.2f}")
+    table.add_row("fingerprint", info["fingerprint"][:16])
+    groups = f" in {summary['groups']} groups" if summary["groups"] is not None else ""
+    table.add_row("captions", f"{summary['captions']}{groups}")
+    tokens = summary["tokens"]
+    if tokens:
+        table.add_row("tokens", f"mean {tokens['mean']:.1f}, median {tokens['median']:.0f}, "
+                                f"p99 {tokens['p99']:.0f}, max {tokens['max']}")
+        table.add_row("truncated", f"{tokens['truncated']} ({tokens['truncated_fraction']:.1%}) "
+                                   f"longer than {summary['max_tokens']} tokens")
+    else:
+        table.add_row("tokens", "unknown (precomputed vectors)")
+    origin = {"cache": "cache hit (nothing encoded)", "resumed": "resumed from a partial cache entry",
+              "encoded": "encoded", "precomputed": "read from the vector file"}.get(summary["origin"],
+                                                                                    summary["origin"])
+    table.add_row("vectors", f"{origin}, {summary['seconds']:.2f} s")
+    for note in summary["notes"]:
+        table.add_row("note", note)
+    if "output" in summary:
+        aligned = ("rows in caption order (no ids)" if summary["output"]["aligned_by"] == "row"
+                   else "with caption ids")
+        table.add_row("wrote", f"{summary['output']['path']} ({aligned})")
+    Console().print(table)

@@ -1,0 +1,156 @@
+"""Captions in, normalised embeddings out: the one entry point every command uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from capgeo.encoders.base import Embeddings, TextEncoder
+from capgeo.encoders.cache import DEFAULT_CHUNK_ROWS, CacheEntry, cache_key, chunk_ranges
+from capgeo.errors import DataError, EncoderError
+from capgeo.progress import progress_bar
+
+
+def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | None = None,
+          cache_dir: str | Path | None = None, use_cache: bool = True, max_tokens: int | None = None,
+          progress: bool | None = None, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Embeddings:
+    """Embeddings of a CaptionSet (or a list of texts), row i for caption i.
+
+    ``encoder`` is a spec string (see `capgeo encoders`; None = embedded
+    all-MiniLM-L6-v2) or an encoder already loaded, so callers that encode the
+    same captions at several lengths load the model once. Captions are cut to
+    ``max_tokens`` tokens (default: the encoder's context length). Results are
+    cached on disk unless ``use_cache`` is false; ``chunk_rows`` captions are
+    encoded and saved at a time, which is how far an interrupted run loses work.
+    """
+    from capgeo.encoders.precomputed import PrecomputedEncoder
+    from capgeo.encoders.registry import get_encoder
+
+    texts, ids = _texts_and_ids(captions)
+    if not texts:
+        raise DataError("no captions to encode")
+    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device)
+    if isinstance(text_encoder, PrecomputedEncoder):
+        return _embed_precomputed(text_encoder, ids, max_tokens)
+
+    info = text_encoder.info
+    limit = effective_max_tokens(max_tokens, info.context_length)
+    entry = CacheEntry(cache_dir, cache_key(texts, info, limit), len(texts), info.width) if use_cache else None
+
+    counts = entry.load_token_counts() if entry else None
+    if counts is None:
+        counts = np.asarray(text_encoder.token_counts(texts), dtype=np.int64)
+        if counts.shape != (len(texts),):
+            raise EncoderError(f"encoder {info.spec!r} returned {counts.shape} token counts for {len(texts)} captions")
+        if entry:
+            entry.save_token_counts(counts)
+
+    # longest first: batches of similar length waste little padding, and the
+    # slowest batches come first, so the time estimate errs on the safe side
+    order = np.argsort(-counts, kind="stable")
+    ranges = chunk_ranges(len(texts), max(1, int(chunk_rows)))
+    vectors = np.empty((len(texts), info.width), dtype=np.float32)
+    pending = []
+    for start, stop in ranges:
+        chunk = entry.load_chunk(start, stop) if entry else None
+        if chunk is None:
+            pending.append((start, stop))
+        else:
+            vectors[order[start:stop]] = chunk
+
+    with progress_bar(f"Encoding with {info.name}", total=len(texts), enabled=progress) as bar:
+        bar.advance(len(texts) - sum(stop - start for start, stop in pending))
+        for start, stop in pending:
+            rows = order[start:stop]
+            chunk = np.asarray(text_encoder.encode([texts[i] for i in rows], max_tokens=limit), dtype=np.float32)
+            if chunk.shape != (stop - start, info.width):
+                raise EncoderError(f"encoder {info.spec!r} returned shape {chunk.shape} "
+                                   f"for {stop - start} captions of width {info.width}")
+            chunk = _checked_unit_rows(chunk, rows, info.spec)
+            if entry:
+                entry.save_chunk(start, stop, chunk)
+            vectors[rows] = chunk
+            bar.advance(stop - start)
+    if entry and (pending or not entry.has_manifest()):
+        entry.write_manifest(info, limit, ranges)
+
+    if not pending:
+        origin = "cache"
+    elif len(pending) < len(ranges):
+        origin = "resumed"
+    else:
+        origin = "encoded"
+    return Embeddings(vectors=vectors, token_counts=counts, max_tokens=limit, info=info, origin=origin)
+
+
+def effective_max_tokens(max_tokens: int | None, context_length: int) -> int:
+    """``max_tokens`` or the context length; values outside 2..context length are an error."""
+    if max_tokens is None:
+        return int(context_length)
+    if not 2 <= int(max_tokens) <= context_length:
+        raise EncoderError(f"max_tokens must be between 2 and the encoder's context length {context_length}, "
+                           f"got {max_tokens}")
+    return int(max_tokens)
+
+
+def _checked_unit_rows(chunk: np.ndarray, rows: np.ndarray, spec: str) -> np.ndarray:
+    """Refuse non-finite output; re-normalise rows that half precision left slightly off unit length."""
+    finite = np.isfinite(chunk).all(axis=1)
+    if not finite.all():
+        raise EncoderError(f"encoder {spec!r} produced NaN or infinite values for caption row "
+                           f"{int(rows[np.argmin(finite)])}")
+    norms = np.linalg.norm(chunk, axis=1, keepdims=True)
+    if np.any(np.abs(norms - 1.0) > 1e-4):
+        chunk = (chunk / norms).astype(np.float32)
+    return chunk
+
+
+def _is_encoder(candidate) -> bool:
+    return candidate is not None and not isinstance(candidate, (str, Path)) and hasattr(candidate, "info") \
+        and hasattr(candidate, "encode")
+
+
+def _texts_and_ids(captions) -> tuple[list[str], list[str]]:
+    if hasattr(captions, "texts") and hasattr(captions, "ids"):
+        return captions.texts, captions.ids
+    texts = [str(text) for text in captions]
+    return texts, [str(row) for row in range(len(texts))]
+
+
+def _embed_precomputed(encoder, ids: Sequence[str], max_tokens: int | None) -> Embeddings:
+    if max_tokens is not None:
+        raise EncoderError(f"{encoder.path}: precomputed vectors cannot be re-cut to {max_tokens} tokens")
+    vectors = encoder.align(ids)
+    notes = ()
+    if encoder.ignored:
+        notes = (f"{encoder.ignored} vectors in {encoder.path.name} match no caption and were ignored",)
+    # token counts are unknown (-1) and max_tokens is 0, so nothing counts as truncated
+    return Embeddings(vectors=vectors, token_counts=encoder.token_counts(ids), max_tokens=0, info=encoder.info,
+                      origin="precomputed", notes=notes)
+
+
+def encode_summary(captions, embeddings: Embeddings, seconds: float) -> dict:
+    """What `capgeo encode` reports: the encoder, the counts, token lengths and timing."""
+    counts = embeddings.token_counts
+    known = counts[counts >= 0]
+    tokens = None
+    if known.size:
+        tokens = {
+            "mean": float(known.mean()), "median": float(np.median(known)),
+            "p99": float(np.percentile(known, 99)), "max": int(known.max()),
+            "truncated": int(embeddings.truncated.sum()),
+            "truncated_fraction": float(embeddings.truncated.mean()),
+        }
+    return {
+        "encoder": embeddings.info.to_dict(),
+        "captions": int(embeddings.vectors.shape[0]),
+        "groups": int(captions.n_groups) if hasattr(captions, "n_groups") else None,
+        "width": int(embeddings.vectors.shape[1]),
+        "max_tokens": int(embeddings.max_tokens),
+        "tokens": tokens,
+        "origin": embeddings.origin,
+        "seconds": round(float(seconds), 3),
+        "notes": list(embeddings.notes),
+    }

@@ -1,0 +1,237 @@
+"""Vectors computed elsewhere, read from .npy, .npz or Parquet, and the
+writer `capgeo encode -o` uses, so an export loads back as an encoder.
+
+Layouts:
+- ``.npy``: an (N, d) array, row i for caption i.
+- ``.npz``: ``vectors`` (N, d) and optionally ``ids`` (N,) caption ids.
+- ``.parquet``: one list/array column of floats (``vector`` or ``embedding``, or the
+  only such column) and optionally a ``caption_id`` (or ``id``) column.
+
+With ids, vectors are matched to captions by caption id (extra ids are
+ignored, missing ones are an error); without, by row (counts must match).
+Token counts are unknown: they are reported as -1 and the context length as 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from capgeo.encoders.base import EncoderInfo
+from capgeo.errors import EncoderError
+
+KIND = "precomputed"
+VECTOR_COLUMNS = ("vector", "embedding", "vectors", "embeddings")
+ID_COLUMNS = ("caption_id", "id")
+UNKNOWN_TOKEN_COUNT = -1
+
+
+@dataclass
+class VectorFile:
+    vectors: np.ndarray          # (N, d) float32 as stored (not yet normalised)
+    ids: list[str] | None        # caption ids, or None when aligned by row
+
+
+def read_vector_file(path: str | Path) -> VectorFile:
+    path = Path(path)
+    if not path.is_file():
+        raise EncoderError(f"vector file not found: {path}")
+    suffix = path.suffix.lower()
+    from polars.exceptions import PolarsError
+
+    try:
+        if suffix == ".npy":
+            stored = VectorFile(np.load(path, allow_pickle=False), None)
+        elif suffix == ".npz":
+            stored = _read_npz(path)
+        elif suffix == ".parquet":
+            stored = _read_parquet(path)
+        else:
+            raise EncoderError(f"{path}: vector files must end in .npy, .npz or .parquet")
+    except (OSError, ValueError, PolarsError) as error:
+        # first line only: polars and numpy messages can run over several
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise EncoderError(f"{path}: cannot read vectors: {reason}") from error
+    vectors = stored.vectors
+    if vectors.ndim != 2 or vectors.shape[0] == 0 or vectors.shape[1] == 0:
+        raise EncoderError(f"{path}: expected an (N, d) array of vectors, got shape {vectors.shape}")
+    if not np.issubdtype(vectors.dtype, np.number) or np.issubdtype(vectors.dtype, np.complexfloating):
+        raise EncoderError(f"{path}: expected real-valued vectors, got dtype {vectors.dtype}")
+    if stored.ids is not None:
+        if len(stored.ids) != vectors.shape[0]:
+            raise EncoderError(f"{path}: {len(stored.ids)} ids for {vectors.shape[0]} vectors")
+        duplicates = len(stored.ids) - len(set(stored.ids))
+        if duplicates:
+            first = next(i for i, count in _counts(stored.ids).items() if count > 1)
+            raise EncoderError(f"{path}: {duplicates} duplicate ids (e.g. {first!r})")
+    return stored
+
+
+def _counts(values: Sequence[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
+
+
+def _read_npz(path: Path) -> VectorFile:
+    with np.load(path, allow_pickle=False) as archive:
+        if "vectors" not in archive.files:
+            raise EncoderError(f"{path}: .npz needs an array named 'vectors' (found: {', '.join(archive.files)})")
+        ids = [str(value) for value in archive["ids"].tolist()] if "ids" in archive.files else None
+        return VectorFile(archive["vectors"], ids)
+
+
+def _read_parquet(path: Path) -> VectorFile:
+    import polars as pl
+
+    table = pl.read_parquet(path)
+    list_columns = [name for name, dtype in table.schema.items() if isinstance(dtype, (pl.List, pl.Array))]
+    named = [name for name in VECTOR_COLUMNS if name in list_columns]
+    if named:
+        column = named[0]
+    elif len(list_columns) == 1:
+        column = list_columns[0]
+    else:
+        raise EncoderError(f"{path}: expected one list column of floats named {' or '.join(VECTOR_COLUMNS)}, "
+                           f"found {list_columns or 'none'}")
+    series = table[column]
+    if series.null_count():
+        row = int(series.is_null().arg_max())
+        raise EncoderError(f"{path}: column {column!r} is empty at row {row}")
+    if isinstance(series.dtype, pl.List):
+        lengths = series.list.len()
+        if lengths.n_unique() != 1:
+            row = int((lengths != lengths[0]).arg_max())
+            raise EncoderError(f"{path}: column {column!r} has vectors of length {lengths[0]} and "
+                               f"{lengths[row]} (row {row})")
+        series = series.cast(pl.Array(pl.Float64, int(lengths[0])))
+    vectors = series.to_numpy()
+    id_column = next((name for name in ID_COLUMNS if name in table.columns), None)
+    ids = [str(value) for value in table[id_column].to_list()] if id_column else None
+    return VectorFile(np.asarray(vectors), ids)
+
+
+def normalise_rows(vectors: np.ndarray, source: str, labels: Sequence[str] | None = None) -> np.ndarray:
+    """float32 unit rows; a non-finite or zero row is an error naming the row (or id).
+
+    Rows already of unit length (to float32 precision) are kept bit for bit, so
+    vectors exported by `capgeo encode -o` load back identical.
+    """
+    stored = np.asarray(vectors)
+    vectors = stored.astype(np.float64)
+
+    def name(row: int) -> str:
+        return f"id {labels[row]!r}" if labels is not None else f"row {row}"
+
+    finite = np.isfinite(vectors).all(axis=1)
+    if not finite.all():
+        bad = np.flatnonzero(~finite)
+        raise EncoderError(f"{source}: {bad.size} vectors have NaN or infinite values (first: {name(int(bad[0]))})")
+    norms = np.linalg.norm(vectors, axis=1)
+    if (norms == 0).any():
+        bad = np.flatnonzero(norms == 0)
+        raise EncoderError(f"{source}: {bad.size} vectors are all zeros (first: {name(int(bad[0]))})")
+    unit_rows = np.abs(norms - 1.0) <= 1e-6
+    normalised = (vectors / norms[:, None]).astype(np.float32)
+    normalised[unit_rows] = stored[unit_rows].astype(np.float32)
+    return normalised
+
+
+class PrecomputedEncoder:
+    """Vectors from a file, handed out per caption rather than computed from text."""
+
+    def __init__(self, path: str | Path, spec: str | None = None):
+        self.path = Path(path)
+        stored = read_vector_file(self.path)
+        self.ids = stored.ids
+        self.raw_vectors = stored.vectors
+        self.info = EncoderInfo(
+            spec=spec or str(path), kind=KIND, name=self.path.name, width=int(stored.vectors.shape[1]),
+            context_length=0, logit_scale=None, fingerprint=_file_sha256(self.path),
+        )
+        #: how many stored vectors matched no caption at the last align()
+        self.ignored = 0
+
+    def __len__(self) -> int:
+        return self.raw_vectors.shape[0]
+
+    def align(self, caption_ids: Sequence[str]) -> np.ndarray:
+        """Normalised vectors in the order of ``caption_ids``."""
+        source = str(self.path)
+        if self.ids is None:
+            if len(caption_ids) != len(self):
+                raise EncoderError(f"{source}: {len(self)} vectors for {len(caption_ids)} captions "
+                                   "(a file without ids must have one row per caption, in order)")
+            self.ignored = 0
+            return normalise_rows(self.raw_vectors, source)
+        position = {caption_id: row for row, caption_id in enumerate(self.ids)}
+        missing = [caption_id for caption_id in caption_ids if caption_id not in position]
+        if missing:
+            raise EncoderError(f"{source}: {len(missing)} of {len(caption_ids)} caption ids have no vector "
+                               f"(first: {missing[0]!r})")
+        rows = np.fromiter((position[caption_id] for caption_id in caption_ids), dtype=np.int64,
+                           count=len(caption_ids))
+        self.ignored = len(self) - len(caption_ids)
+        return normalise_rows(self.raw_vectors[rows], source, labels=list(caption_ids))
+
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        return np.full(len(texts), UNKNOWN_TOKEN_COUNT, dtype=np.int64)
+
+    def encode(self, texts: Sequence[str], *, max_tokens: int | None = None, batch_size: int = 64,
+               progress: bool | None = None) -> np.ndarray:
+        raise EncoderError(f"{self.path}: precomputed vectors cannot encode new text; "
+                           "they are matched to captions by row or id")
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_precomputed_encoder(path: str | Path, spec: str | None = None) -> PrecomputedEncoder:
+    return PrecomputedEncoder(path, spec=spec)
+
+
+def write_vector_file(path: str | Path, vectors: np.ndarray, caption_ids: Sequence[str],
+                      group_ids: Sequence[str] | None = None) -> str:
+    """Write vectors atomically; return how they are aligned ("row" or "id").
+
+    ``.npy`` holds only the vectors (row-aligned); ``.npz`` adds ``ids`` (and
+    ``group_ids``); ``.parquet`` has caption_id, group_id and vector columns.
+    """
+    from capgeo._atomic import atomic_path
+
+    path = Path(path)
+    suffix = path.suffix.lower()
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    if suffix not in (".npy", ".npz", ".parquet"):
+        raise EncoderError(f"{path}: output must end in .npy, .npz or .parquet")
+    with atomic_path(path) as tmp:
+        if suffix == ".npy":
+            with open(tmp, "wb") as handle:
+                np.save(handle, vectors)
+            return "row"
+        if suffix == ".npz":
+            arrays = {"vectors": vectors, "ids": np.asarray(list(caption_ids), dtype=str)}
+            if group_ids is not None:
+                arrays["group_ids"] = np.asarray(list(group_ids), dtype=str)
+            with open(tmp, "wb") as handle:
+                np.savez(handle, **arrays)
+            return "id"
+        import polars as pl
+
+        columns = {"caption_id": list(caption_ids)}
+        if group_ids is not None:
+            columns["group_id"] = list(group_ids)
+        table = pl.DataFrame(columns).with_columns(
+            pl.Series("vector", vectors, dtype=pl.Array(pl.Float32, vectors.shape[1])))
+        table.write_parquet(tmp)
+        return "id"

@@ -1,0 +1,113 @@
+"""Turn an ``--encoder`` spec string into a text encoder.
+
+One place decides which kind of encoder a spec names (like open_clip's
+``factory.py``); the loaders live in their own modules and are imported only
+when that kind is asked for, so listing the kinds never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from capgeo.encoders.base import TextEncoder
+from capgeo.errors import EncoderError
+
+DEFAULT_ALIASES = ("default", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
+LONGCLIP_NAMES = ("longclip-b", "longclip-l")
+VECTOR_SUFFIXES = (".npy", ".npz", ".parquet")
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors")
+
+
+@dataclass(frozen=True)
+class EncoderKind:
+    """One row of `capgeo encoders`."""
+
+    kind: str
+    examples: tuple[str, ...]
+    notes: str
+
+
+KINDS = (
+    EncoderKind("sentence-transformers", ("(no --encoder)", "default", "minilm"),
+                "Embedded all-MiniLM-L6-v2 (384-d, 256 tokens); works offline. Geometry depends on the encoder: "
+                "estimate gamma with the encoder you will fine-tune."),
+    EncoderKind("open_clip", ("ViT-L-14/openai", "hf-hub:timm/ViT-B-16-SigLIP", "ViT-B-32@ckpt.pt",
+                              "local-dir:./my-model"),
+                "MODEL/PRETRAINED tag, a Hugging Face hub id, MODEL@checkpoint file, or a local model folder."),
+    EncoderKind("longclip", ("longclip-B", "longclip-L", "./longclip-L.pt"),
+                "Long-CLIP text tower at 248 tokens (Hugging Face BeichenZhang/LongCLIP-*) or a local state dict."),
+    EncoderKind("precomputed", ("vectors:emb.npy", "emb.parquet", "emb.npz"),
+                ".npy rows aligned with the captions; .parquet/.npz with an id column aligned by caption id."),
+)
+
+
+def list_encoder_kinds() -> list[EncoderKind]:
+    return list(KINDS)
+
+
+def spec_kind(spec: str | None) -> tuple[str, str]:
+    """(kind, argument) for a spec, without loading anything.
+
+    The argument is what the kind's loader takes (the spec itself, or the path
+    after a ``vectors:`` prefix). Raises EncoderError for a spec no kind accepts.
+    """
+    if spec is None or spec.strip().lower() in DEFAULT_ALIASES:
+        return "sentence-transformers", "minilm"
+    spec = spec.strip()
+    lowered = spec.lower()
+    if lowered.startswith("vectors:"):
+        return "precomputed", spec[len("vectors:"):]
+    if lowered.startswith(("hf-hub:", "local-dir:")):
+        return "open_clip", spec
+    if lowered in LONGCLIP_NAMES:
+        return "longclip", spec
+    suffix = Path(lowered).suffix
+    if suffix in VECTOR_SUFFIXES:
+        return "precomputed", spec
+    if suffix in (".pt", ".pth") and "longclip" in Path(lowered).name:
+        return "longclip", spec
+    if "@" in spec:
+        return "open_clip", spec              # MODEL@checkpoint
+    if suffix in CHECKPOINT_SUFFIXES:
+        return "open_clip", spec              # a bare checkpoint file: the loader infers the model
+    if spec.count("/") == 1 and all(spec.split("/")):
+        return "open_clip", spec              # MODEL/PRETRAINED
+    raise EncoderError(f"unknown encoder spec {spec!r}; expected one of: {describe_kinds()}")
+
+
+def describe_kinds() -> str:
+    """The kinds with examples, on one line, for error messages."""
+    def examples(kind: EncoderKind) -> str:
+        return ", ".join([example for example in kind.examples if not example.startswith("(")][:3])
+
+    return "; ".join(f"{kind.kind} (e.g. {examples(kind)})" for kind in KINDS)
+
+
+def get_encoder(spec: str | None, device: str | None = None) -> TextEncoder:
+    """The text encoder a spec names. ``None`` means the embedded all-MiniLM-L6-v2."""
+    kind, argument = spec_kind(spec)
+    if kind == "sentence-transformers":
+        from capgeo.encoders.minilm import load_minilm_encoder
+
+        return load_minilm_encoder(spec=spec or "default", device=device)
+    if kind == "precomputed":
+        from capgeo.encoders.precomputed import load_precomputed_encoder
+
+        return load_precomputed_encoder(argument, spec=spec)
+    if kind == "longclip":
+        return _optional_loader("capgeo.encoders.longclip", "load_longclip_encoder", kind)(argument, device=device)
+    return _optional_loader("capgeo.encoders.openclip", "load_open_clip_encoder", kind)(argument, device=device)
+
+
+def _optional_loader(module_name: str, function_name: str, kind: str):
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        # only the loader module itself being absent means "not in this build";
+        # a missing dependency inside it is reported as such
+        if error.name == module_name:
+            raise EncoderError(f"{kind} encoders are not available in this build of capgeo") from error
+        raise EncoderError(f"{kind} encoders need the Python package {error.name!r}, which is not installed") from error
+    return getattr(module, function_name)

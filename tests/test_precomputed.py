@@ -1,0 +1,173 @@
+"""Precomputed vectors: .npy by row, Parquet/.npz by id, and every way they can fail to match."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from capgeo.captions.model import CaptionSet
+from capgeo.encoders import embed, get_encoder
+from capgeo.encoders.precomputed import PrecomputedEncoder, write_vector_file
+from capgeo.errors import EncoderError
+
+
+def caption_set(n: int) -> CaptionSet:
+    table = pl.DataFrame({
+        "caption_id": [f"c{i:03d}" for i in range(n)],
+        "group_id": [f"g{i // 2}" for i in range(n)],
+        "split": ["test"] * n,
+        "text": [f"caption number {i}" for i in range(n)],
+    })
+    return CaptionSet(table, Path("x"), "test")
+
+
+def raw_vectors(n: int, width: int = 6, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(size=(n, width)) * 3
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.sqrt((rows ** 2).sum(axis=1, keepdims=True))
+
+
+def test_npy_aligned_by_row_and_normalised(tmp_path):
+    raw = raw_vectors(10)
+    np.save(tmp_path / "v.npy", raw)
+    result = embed(caption_set(10), f"vectors:{tmp_path / 'v.npy'}")
+    assert result.vectors.dtype == np.float32
+    np.testing.assert_allclose(result.vectors, unit(raw), atol=1e-6)
+    assert result.origin == "precomputed" and result.info.kind == "precomputed"
+    assert result.info.width == 6 and result.info.context_length == 0
+    assert (result.token_counts == -1).all() and not result.truncated.any()
+
+
+def test_parquet_aligned_by_id_ignoring_extra_ids(tmp_path):
+    captions = caption_set(8)
+    raw = raw_vectors(11)
+    ids = [f"c{i:03d}" for i in range(11)]
+    shuffled = np.random.default_rng(1).permutation(11)
+    pl.DataFrame({"caption_id": [ids[i] for i in shuffled], "embedding": raw[shuffled].tolist()}) \
+        .write_parquet(tmp_path / "v.parquet")
+    result = embed(captions, str(tmp_path / "v.parquet"))
+    np.testing.assert_allclose(result.vectors, unit(raw[:8]), atol=1e-6)
+    assert result.notes == ("3 vectors in v.parquet match no caption and were ignored",)
+
+
+def test_parquet_without_id_column_is_aligned_by_row(tmp_path):
+    raw = raw_vectors(5)
+    pl.DataFrame({"vector": raw.tolist(), "score": np.arange(5)}).write_parquet(tmp_path / "v.parquet")
+    result = embed(caption_set(5), f"vectors:{tmp_path / 'v.parquet'}")
+    np.testing.assert_allclose(result.vectors, unit(raw), atol=1e-6)
+
+
+def test_npz_with_ids(tmp_path):
+    raw = raw_vectors(4)
+    np.savez(tmp_path / "v.npz", vectors=raw[::-1], ids=np.array(["c003", "c002", "c001", "c000"]))
+    result = embed(caption_set(4), str(tmp_path / "v.npz"))
+    np.testing.assert_allclose(result.vectors, unit(raw), atol=1e-6)
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".parquet"])
+def test_written_file_loads_back_identically(tmp_path, suffix):
+    captions = caption_set(9)
+    vectors = unit(raw_vectors(9)).astype(np.float32)
+    aligned = write_vector_file(tmp_path / f"out{suffix}", vectors, captions.ids, captions.groups)
+    assert aligned == ("row" if suffix == ".npy" else "id")
+    result = embed(captions, f"vectors:{tmp_path / f'out{suffix}'}")
+    np.testing.assert_array_equal(result.vectors, vectors)
+    assert not list(tmp_path.glob(".*.part"))
+
+
+def test_parquet_export_has_ids_groups_and_vectors(tmp_path):
+    captions = caption_set(4)
+    vectors = unit(raw_vectors(4)).astype(np.float32)
+    write_vector_file(tmp_path / "out.parquet", vectors, captions.ids, captions.groups)
+    table = pl.read_parquet(tmp_path / "out.parquet")
+    assert table.columns == ["caption_id", "group_id", "vector"]
+    assert table["group_id"].to_list() == ["g0", "g0", "g1", "g1"]
+    np.testing.assert_array_equal(np.stack(table["vector"].to_numpy()), vectors)
+
+
+def expect_error(captions, spec, *fragments):
+    with pytest.raises(EncoderError) as raised:
+        embed(captions, spec)
+    message = str(raised.value)
+    assert "\n" not in message
+    for fragment in fragments:
+        assert fragment in message, message
+    return message
+
+
+def test_row_count_mismatch(tmp_path):
+    np.save(tmp_path / "v.npy", raw_vectors(9))
+    expect_error(caption_set(10), str(tmp_path / "v.npy"), "v.npy", "9 vectors for 10 captions")
+
+
+def test_missing_caption_id_is_named(tmp_path):
+    pl.DataFrame({"caption_id": ["c000", "c002"], "vector": raw_vectors(2).tolist()}) \
+        .write_parquet(tmp_path / "v.parquet")
+    expect_error(caption_set(3), str(tmp_path / "v.parquet"), "1 of 3 caption ids have no vector", "'c001'")
+
+
+def test_nan_is_named_by_row_and_by_id(tmp_path):
+    raw = raw_vectors(6)
+    raw[4, 2] = np.nan
+    np.save(tmp_path / "v.npy", raw)
+    expect_error(caption_set(6), str(tmp_path / "v.npy"), "NaN or infinite", "row 4")
+    raw[4, 2] = np.inf
+    np.savez(tmp_path / "v.npz", vectors=raw, ids=np.array([f"c{i:03d}" for i in range(6)]))
+    expect_error(caption_set(6), str(tmp_path / "v.npz"), "NaN or infinite", "id 'c004'")
+
+
+def test_zero_vector_rejected(tmp_path):
+    raw = raw_vectors(3)
+    raw[1] = 0
+    np.save(tmp_path / "v.npy", raw)
+    expect_error(caption_set(3), str(tmp_path / "v.npy"), "all zeros", "row 1")
+
+
+def test_duplicate_ids_rejected(tmp_path):
+    np.savez(tmp_path / "v.npz", vectors=raw_vectors(3), ids=np.array(["c000", "c001", "c000"]))
+    expect_error(caption_set(2), str(tmp_path / "v.npz"), "duplicate ids", "'c000'")
+
+
+def test_ragged_parquet_vectors_rejected(tmp_path):
+    pl.DataFrame({"vector": [[1.0, 2.0], [1.0, 2.0, 3.0]]}).write_parquet(tmp_path / "v.parquet")
+    expect_error(caption_set(2), str(tmp_path / "v.parquet"), "length 2 and 3", "row 1")
+
+
+def test_bad_shapes_and_files(tmp_path):
+    np.save(tmp_path / "flat.npy", np.ones(5))
+    expect_error(caption_set(5), str(tmp_path / "flat.npy"), "(N, d)", "(5,)")
+    expect_error(caption_set(5), f"vectors:{tmp_path / 'absent.npy'}", "not found", "absent.npy")
+    (tmp_path / "v.txt").write_text("1 2 3")
+    expect_error(caption_set(5), f"vectors:{tmp_path / 'v.txt'}", ".npy, .npz or .parquet")
+    np.savez(tmp_path / "other.npz", embeddings=np.ones((5, 2)))
+    expect_error(caption_set(5), str(tmp_path / "other.npz"), "'vectors'", "embeddings")
+    (tmp_path / "broken.npy").write_bytes(b"\x93NUMPY garbage")
+    expect_error(caption_set(5), str(tmp_path / "broken.npy"), "broken.npy", "cannot read")
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 this is not parquet")
+    expect_error(caption_set(5), str(tmp_path / "broken.parquet"), "broken.parquet", "cannot read")
+    pl.DataFrame({"vector": [["a", "b"]] * 5}).write_parquet(tmp_path / "words.parquet")
+    expect_error(caption_set(5), str(tmp_path / "words.parquet"), "words.parquet", "cannot read")
+    np.save(tmp_path / "objects.npy", np.array([[1, "a"]], dtype=object))
+    expect_error(caption_set(1), str(tmp_path / "objects.npy"), "objects.npy", "cannot read")
+
+
+def test_precomputed_cannot_be_recut_or_encode_text(tmp_path):
+    np.save(tmp_path / "v.npy", raw_vectors(3))
+    with pytest.raises(EncoderError, match="cannot be re-cut"):
+        embed(caption_set(3), str(tmp_path / "v.npy"), max_tokens=20)
+    encoder = get_encoder(str(tmp_path / "v.npy"))
+    assert isinstance(encoder, PrecomputedEncoder)
+    with pytest.raises(EncoderError, match="cannot encode new text"):
+        encoder.encode(["a caption"])
+
+
+def test_fingerprint_follows_file_content(tmp_path):
+    np.save(tmp_path / "v.npy", raw_vectors(3, seed=1))
+    first = get_encoder(str(tmp_path / "v.npy")).info.fingerprint
+    np.save(tmp_path / "v.npy", raw_vectors(3, seed=2))
+    assert get_encoder(str(tmp_path / "v.npy")).info.fingerprint != first
