@@ -9,6 +9,12 @@ from pathlib import Path
 from typing import IO, Iterator
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; rename it over ``target`` on success.
@@ -19,6 +25,12 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     os.close(fd)
+    # mkstemp creates 0600; give the output the permissions a plain open() would
+    os.chmod(tmp, 0o666 & ~_current_umask())
+    # mkstemp creates the file 0600; give the output the permissions a plain open() would (0666 & ~umask)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
     tmp_path = Path(tmp)
     try:
         yield tmp_path

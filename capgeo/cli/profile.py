@@ -1,0 +1,195 @@
+"""`capgeo profile`: the geometry profile of a dataset's captions."""
+
+from __future__ import annotations
+
+import click
+
+from capgeo.cli.options import dataset_options, encoder_options, json_option, load_from_options
+
+MODES = ("auto", "exact", "sampled")
+
+
+def _parse_edges(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return tuple(float(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers such as 0.7,0.8,0.9, got {value!r}") from None
+
+
+@click.command()
+@dataset_options
+@encoder_options
+@click.option("--max-tokens", type=click.IntRange(min=2), default=None,
+              help="Cut captions to this many tokens (default: the encoder's context length).")
+@click.option("--batch-size", "batch_sizes", type=click.IntRange(min=2), multiple=True, metavar="B",
+              help="Batch size of the in-batch statistics; repeat for several "
+                   "(default 128, or the number of groups when smaller).")
+@click.option("--n-batches", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Random batches drawn per batch size.")
+@click.option("--buckets", callback=_parse_edges, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
+              help="Cosine edges of the hardness buckets of in-batch negatives.")
+@click.option("--relative-buckets", is_flag=True,
+              help="Also bucket by the dataset's own pairwise quantiles (p50, p90, p99): "
+                   "comparable across encoders whose cosines live on different scales.")
+@click.option("--relative-quantiles", callback=_parse_edges, default=None, metavar="LEVELS",
+              help="Pairwise quantile levels of the relative bucket edges (default 0.5,0.9,0.99); "
+                   "implies --relative-buckets.")
+@click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Companions (most similar captions of other groups) kept per caption.")
+@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="Rows per block of the pairwise pass; memory grows with it.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
+@click.option("--near-duplicate-threshold", type=click.FloatRange(-1.0, 1.0), default=0.95, show_default=True,
+              metavar="T", help="Cosine at or above which two captions of different images count as near-duplicates.")
+@click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
+              help="exact: all pairs; sampled: estimate from sampled pairs (large datasets); "
+                   "auto: sampled above 200,000 captions.")
+@click.option("--sampled-above", type=click.IntRange(min=2), default=200_000, show_default=True, metavar="N",
+              help="With --mode auto, estimate from sampled pairs above this many captions.")
+@click.option("--sampled-pairs", type=click.IntRange(min=1), default=2_000_000, show_default=True, metavar="N",
+              help="Pairs drawn in sampled mode (every share is then within +-sqrt(ln 40 / 2N) at 95%).")
+@click.option("--companions", type=click.Choice(["exact", "faiss"]), default="exact", show_default=True,
+              help="Hardest companions in sampled mode: exact blockwise top-k, or approximate with faiss "
+                   "(recall measured on a sample and reported).")
+@click.option("--no-companions", is_flag=True,
+              help="Leave the per-caption top-k companion lists out of the JSON (keeps the hardest one).")
+@json_option
+def profile(json_out, max_tokens, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
+            block_size, seed, near_duplicate_threshold, mode, sampled_above, sampled_pairs, companions, no_companions,
+            **options):
+    """Profile the caption geometry of DATA: lengths and truncation, pairwise and
+    hardest-companion cosines, in-batch hardness per batch size, duplicates."""
+    from capgeo.pipeline import profile_dataset
+
+    profile_options = dict(
+        batch_sizes=batch_sizes or None, n_batches=n_batches, buckets=buckets,
+        relative_buckets=relative_buckets or relative_quantiles is not None, top_k=top_k, block_size=block_size,
+        seed=seed, near_duplicate_threshold=near_duplicate_threshold, mode=mode, sampled_above=sampled_above,
+        sampled_pairs=sampled_pairs, companions=companions, include_companions=not no_companions,
+    )
+    if relative_quantiles is not None:
+        profile_options["relative_quantiles"] = relative_quantiles
+    captions = load_from_options(options)
+    result = profile_dataset(
+        captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
+        use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=_command_line(), **profile_options,
+    )
+    if json_out:
+        from capgeo.cli.options import print_json
+
+        print_json(result, json_out)
+        if json_out == "-":
+            return
+    print_profile(result)
+
+
+def _command_line() -> str | None:
+    import os
+    import shlex
+    import sys
+
+    program = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if program.startswith("capgeo") or program == "__main__.py":
+        return "capgeo " + shlex.join(sys.argv[1:])
+    return None
+
+
+def _mode_text(result: dict) -> str:
+    if result["options"]["mode_used"] == "exact":
+        return "exact (all pairs)"
+    bounds = result["pairwise"].get("bounds") or {}
+    text = (f"sampled: {bounds.get('sample_size', 0):,} of {bounds.get('population', 0):,} negative pairs; "
+            f"mean +-{1.96 * bounds.get('mean_standard_error', 0):.4f}, every share +-{bounds.get('cdf_epsilon', 0):.4f} "
+            f"(95%)")
+    recall = result["hardest_companion"].get("recall")
+    if recall:
+        text += f"; faiss companions, recall@1 {recall['recall_at_1']:.3f} on {recall['queries']:,} captions"
+    return text
+
+
+def _fmt(value, spec: str = ".3f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def print_profile(result: dict) -> None:
+    """A compact terminal summary of a profile dict."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    dataset, encoder, lengths = result["dataset"], result["encoder"], result["lengths"]
+    overview = Table(show_header=False, box=None, pad_edge=False)
+    overview.add_column(style="bold")
+    overview.add_column()
+    overview.add_row("dataset", f"{dataset['source']} ({dataset['format']}): {dataset['n_captions']:,} captions, "
+                                f"{dataset['n_groups']:,} groups")
+    overview.add_row("encoder", f"{encoder['name']} ({encoder['kind']}, width {encoder['width']})")
+    if lengths.get("known"):
+        overview.add_row("tokens", f"mean {lengths['mean']:.1f}, median {lengths['median']:.0f}, "
+                                   f"p95 {lengths['p95']:.0f}, max {lengths['max']}")
+        overview.add_row("truncated", f"{lengths['n_truncated']:,} ({lengths['share_truncated']:.1%}) longer than "
+                                      f"{lengths['max_tokens']} tokens (context {lengths['context_length']})")
+    else:
+        overview.add_row("tokens", "unknown (precomputed vectors)")
+    overview.add_row("mode", _mode_text(result))
+    console.print(overview)
+
+    stats = Table(title="Caption cosines", title_justify="left")
+    for column in ("", "count", "mean", "std", "p50", "p90", "p99", "max"):
+        stats.add_column(column, justify="right" if column else "left")
+    for name, key in (("negatives (other images)", "pairwise"), ("same image", "within_group"),
+                      ("hardest companion", "hardest_companion")):
+        summary = result.get(key)
+        if not summary:
+            continue
+        quantiles = summary.get("quantiles", {})
+        stats.add_row(name, f"{summary['count']:,}", _fmt(summary.get("mean")), _fmt(summary.get("std")),
+                      _fmt(quantiles.get("p50")), _fmt(quantiles.get("p90")), _fmt(quantiles.get("p99")),
+                      _fmt(summary.get("max")))
+    console.print(stats)
+    console.print(f"[dim]Hardest companion: each caption's most similar caption of another image, "
+                  f"over N = {result['dataset']['n_captions']:,} captions (it grows with N).[/dim]")
+
+    for kind in ("buckets", "relative_buckets"):
+        entries = [batch for batch in result["batches"] if batch.get(kind)]
+        if entries:
+            console.print(_bucket_table(entries, kind))
+
+    exact = result["exact_duplicates"]
+    near = result["near_duplicates"]
+    console.print(f"[bold]Exact duplicates:[/bold] {exact['n_sets']:,} texts repeated, {exact['n_captions']:,} captions; "
+                  f"{exact['n_pairs_cross_group']:,} pairs across images, {exact['n_pairs_within_group']:,} within one")
+    console.print(f"[bold]Near-duplicates (cosine >= {near['threshold']:g}):[/bold] "
+                  f"{near['n_pairs_cross_group']:,} pairs across images"
+                  + ("" if near["count_method"] == "top_k" else f" (to +/- one bin of {near['bin_width']:g})")
+                  + f"; {near['n_captions_hardest_above']:,} captions have one")
+
+
+def _bucket_table(entries: list[dict], kind: str):
+    """One row per batch size: shares of in-batch negatives per bucket and the hardest one."""
+    from rich.table import Table
+
+    first = entries[0][kind]
+    if kind == "buckets":
+        title = "In-batch negatives by cosine"
+    else:
+        edges = ", ".join(f"{label.split('-')[0].lstrip('<>=')} = {edge:.3f}"
+                          for label, edge in zip(first["labels"][1:], first["edges"]))
+        title = f"In-batch negatives by the dataset's own pairwise quantiles ({edges})"
+    top_edge = first["labels"][-1]
+    near = entries[0]["near_duplicate"]["threshold"]
+    table = Table(title=title, title_justify="left")
+    table.add_column("B", justify="right")
+    for label in first["labels"]:
+        table.add_column(label, justify="right")
+    table.add_column(f"per row {top_edge}", justify="right")
+    table.add_column("hardest mean", justify="right")
+    table.add_column(f"batches with a pair >= {near:g}", justify="right")
+    for entry in entries:
+        composition = entry[kind]
+        table.add_row(str(entry["batch_size"]), *(f"{share:.1%}" for share in composition["shares"]),
+                      f"{composition['expected_above_per_row'][-1]:.2f}",
+                      _fmt(entry["hardest_in_batch"]["mean"]), f"{entry['near_duplicate']['share_batches']:.1%}")
+    return table

@@ -1,0 +1,206 @@
+"""In-batch statistics: what the HN-CLIP loss sees inside one training batch.
+
+The loss compares each caption with the other B - 1 captions of its batch, so the
+dataset-wide pairwise distribution is not enough: what matters is how many hard
+negatives a random batch of size B holds. Batches are drawn exactly as training
+would (``sample_batches``: B captions of B distinct groups), and every statistic
+is computed from each batch's B x B caption-caption cosine matrix with the
+diagonal left out. Memory stays bounded by processing the batches in chunks.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from capgeo.errors import CapgeoError
+from capgeo.geometry.batches import sample_batches
+
+DEFAULT_BUCKET_EDGES = (0.7, 0.8, 0.9)
+#: Pairwise quantile levels used as bucket edges with --relative-buckets.
+DEFAULT_RELATIVE_LEVELS = (0.5, 0.9, 0.99)
+#: Cosine at or above which two captions of different images count as near-duplicates.
+#: Chosen above the mean hardest companion of real long-caption benchmarks with
+#: CLIP-family encoders (0.92-0.94 in HN-CLIP Table A1), so it flags pairs that are
+#: nearly interchangeable rather than merely similar. Encoder dependent; change it with
+#: --near-duplicate-threshold.
+DEFAULT_NEAR_DUPLICATE_THRESHOLD = 0.95
+#: Rows/columns of the example batch matrix returned for plotting.
+EXAMPLE_ROWS = 128
+#: Cosine entries held at once while processing a chunk of batches (~64 MB in float32).
+_CHUNK_ENTRIES = 16_000_000
+#: Quantile levels reported for the hardest in-batch negative.
+QUANTILE_LEVELS = (0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99)
+
+
+def quantile_key(level: float) -> str:
+    """0.5 -> 'p50', 0.01 -> 'p1', 0.999 -> 'p99.9' (the keys Histogram.summary uses)."""
+    return f"p{round(level * 100, 6):g}"
+
+
+def check_edges(edges: Sequence[float], what: str = "bucket edges") -> tuple[float, ...]:
+    """Validate user bucket edges: strictly ascending cosines in [-1, 1]."""
+    values = tuple(float(edge) for edge in edges)
+    if not values:
+        raise CapgeoError(f"{what}: give at least one cosine edge, e.g. 0.7,0.8,0.9")
+    if any(not np.isfinite(v) or v < -1.0 or v > 1.0 for v in values):
+        raise CapgeoError(f"{what}: every edge must be a cosine between -1 and 1, got {list(values)}")
+    if any(b <= a for a, b in zip(values, values[1:])):
+        raise CapgeoError(f"{what}: edges must be strictly ascending, got {list(values)}")
+    return values
+
+
+def bucket_labels(edges: Sequence[float], digits: int = 4) -> list[str]:
+    """Names of the len(edges) + 1 buckets, e.g. ['<0.7', '0.7-0.8', '0.8-0.9', '>=0.9']."""
+    text = [f"{edge:.{digits}f}".rstrip("0").rstrip(".") if digits else str(edge) for edge in edges]
+    labels = [f"<{text[0]}"]
+    labels += [f"{low}-{high}" for low, high in zip(text, text[1:])]
+    labels.append(f">={text[-1]}")
+    return labels
+
+
+def summarize_sample(values: np.ndarray, levels: Sequence[float] = QUANTILE_LEVELS) -> dict:
+    """count, mean, std, min, max and exact quantiles of a 1-D sample (JSON-ready)."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return {"count": 0, "mean": None, "std": None, "min": None, "max": None, "quantiles": {}}
+    quantiles = np.quantile(values, levels)
+    return {
+        "count": int(values.size),
+        "mean": float(values.mean()),
+        "std": float(values.std()),
+        "min": float(values.min()),
+        "max": float(values.max()),
+        "quantiles": {quantile_key(level): float(q) for level, q in zip(levels, quantiles)},
+    }
+
+
+def _composition(kind: str, edges: Sequence[float], above_counts: np.ndarray, n_entries: int,
+                 n_rows: int, levels: Sequence[float] | None, labels: list[str] | None = None) -> dict:
+    """Bucket shares from the counts of (ordered) negatives at or above each edge."""
+    share_above = above_counts / n_entries
+    # bucket i holds [edge_{i-1}, edge_i): differences of the "at or above" shares
+    cumulative = np.concatenate([[1.0], share_above, [0.0]])
+    shares = cumulative[:-1] - cumulative[1:]
+    return {
+        "kind": kind,
+        "edges": [float(edge) for edge in edges],
+        "quantile_levels": None if levels is None else [float(level) for level in levels],
+        "labels": labels if labels is not None else bucket_labels(edges),
+        "shares": [float(share) for share in shares],
+        "share_above": [float(share) for share in share_above],
+        "expected_above_per_row": [float(count / n_rows) for count in above_counts],
+    }
+
+
+def _example_matrix(similarity: np.ndarray, indices: np.ndarray, caption_ids, group_ids) -> dict:
+    """One batch's cosine matrix for plotting: rounded, diagonal null."""
+    rows = min(len(indices), EXAMPLE_ROWS)
+    upper = np.triu(similarity[:rows, :rows].astype(np.float64), k=1)
+    block = np.round(upper + upper.T, 4).tolist()  # mirrored: exactly symmetric
+    for i in range(rows):
+        block[i][i] = None
+    picked = indices[:rows].tolist()
+    return {
+        "caption_ids": [str(caption_ids[i]) for i in picked] if caption_ids is not None else picked,
+        "group_ids": [str(group_ids[i]) for i in picked] if group_ids is not None else None,
+        "cosine": block,
+    }
+
+
+def inbatch_statistics(
+    vectors: np.ndarray,
+    group_codes: np.ndarray,
+    batch_size: int,
+    *,
+    n_batches: int = 200,
+    seed: int = 0,
+    edges: Sequence[float] = DEFAULT_BUCKET_EDGES,
+    relative_edges: Sequence[float] | None = None,
+    relative_levels: Sequence[float] | None = None,
+    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+    caption_ids: Sequence[str] | None = None,
+    group_ids: Sequence[str] | None = None,
+    progress=None,
+) -> dict:
+    """In-batch negative statistics for one batch size, as a JSON-ready dict.
+
+    ``vectors`` are the (N, d) L2-normalised caption embeddings, ``group_codes`` the
+    (N,) integer group of each caption. ``relative_edges`` (with the quantile levels
+    they stand for) adds a second composition whose edges are the dataset's own
+    pairwise quantiles. Raises CapgeoError when B exceeds the number of groups.
+    Deterministic for a seed. See docs/profile-schema.md, section ``batches``.
+    """
+    import torch
+
+    edges = check_edges(edges)
+    if n_batches < 1:
+        raise CapgeoError(f"number of batches must be at least 1, got {n_batches}")
+    vectors = np.asarray(vectors, dtype=np.float32)
+    batches = sample_batches(group_codes, batch_size, n_batches, seed)
+    relative = None
+    if relative_edges is not None:
+        relative = np.asarray(relative_edges, dtype=np.float64)
+        if relative.ndim != 1 or relative.size == 0 or np.any(np.diff(relative) < 0):
+            raise CapgeoError(f"relative bucket edges must be ascending, got {list(relative)}")
+        if relative_levels is None or len(relative_levels) != relative.size:
+            raise CapgeoError("relative bucket edges need one quantile level per edge")
+
+    B = batch_size
+    n_rows = n_batches * B
+    n_entries = n_rows * (B - 1)  # (row, column) negatives, diagonal excluded: each pair twice
+    absolute_above = np.zeros(len(edges), dtype=np.int64)
+    relative_above = np.zeros(0 if relative is None else relative.size, dtype=np.int64)
+    hardest = np.empty((n_batches, B), dtype=np.float32)
+    near_pairs = np.empty(n_batches, dtype=np.int64)
+    upper = np.triu(np.ones((B, B), dtype=bool), k=1)
+    example = None
+
+    chunk = max(1, _CHUNK_ENTRIES // (B * B))
+    for start in range(0, n_batches, chunk):
+        stop = min(start + chunk, n_batches)
+        members = torch.from_numpy(vectors[batches[start:stop]])     # (c, B, d)
+        # torch's batched matmul runs the c products in BLAS; numpy's stacked
+        # matmul on a transposed view is several times slower
+        similarity = torch.bmm(members, members.transpose(1, 2)).numpy()  # (c, B, B)
+        if example is None:
+            example = _example_matrix(similarity[0], batches[0], caption_ids, group_ids)
+        # each unordered pair once (the float32 product need not be exactly symmetric);
+        # it is a negative of both its rows, hence the factor 2 for per-row counts
+        negatives = similarity[:, upper]                             # (c, B*(B-1)/2)
+        for e, edge in enumerate(edges):
+            absolute_above[e] += 2 * int(np.count_nonzero(negatives >= edge))
+        if relative is not None:
+            for e, edge in enumerate(relative):
+                relative_above[e] += 2 * int(np.count_nonzero(negatives >= edge))
+        near_pairs[start:stop] = np.count_nonzero(negatives >= near_duplicate_threshold, axis=1)
+        diagonal = np.arange(B)
+        similarity[:, diagonal, diagonal] = -np.inf
+        hardest[start:stop] = similarity.max(axis=2)
+        if progress is not None:
+            progress.advance(stop - start)
+
+    return {
+        "batch_size": int(B),
+        "n_batches": int(n_batches),
+        "seed": int(seed),
+        "negatives_per_row": int(B - 1),
+        "buckets": _composition("absolute", edges, absolute_above, n_entries, n_rows, None),
+        "relative_buckets": None if relative is None else _composition(
+            "relative", relative.tolist(), relative_above, n_entries, n_rows, relative_levels,
+            labels=_relative_labels(relative_levels),
+        ),
+        "hardest_in_batch": summarize_sample(hardest.ravel()),
+        "near_duplicate": {
+            "threshold": float(near_duplicate_threshold),
+            "share_batches": float(np.count_nonzero(near_pairs) / n_batches),
+            "mean_pairs_per_batch": float(near_pairs.mean()),
+        },
+        "example": example,
+    }
+
+
+def _relative_labels(levels: Sequence[float]) -> list[str]:
+    names = [quantile_key(level) for level in levels]
+    return [f"<{names[0]}"] + [f"{a}-{b}" for a, b in zip(names, names[1:])] + [f">={names[-1]}"]

@@ -1,0 +1,467 @@
+"""Assemble the whole geometry profile of one dataset as one JSON-ready dict.
+
+The dict follows the versioned schema ``capgeo.profile/1`` documented field by field
+in docs/profile-schema.md; the report, gamma and other commands read it back with
+``load_profile`` instead of recomputing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from capgeo import __version__
+from capgeo.errors import CapgeoError
+from capgeo.geometry.exact_duplicates import find_exact_duplicates
+from capgeo.geometry.inbatch import (
+    DEFAULT_BUCKET_EDGES,
+    DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+    DEFAULT_RELATIVE_LEVELS,
+    check_edges,
+    inbatch_statistics,
+)
+
+SCHEMA_NAME = "capgeo.profile"
+SCHEMA_VERSION = 1
+SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
+#: Sections every writer of the schema includes (profile, gamma, truncation, report).
+REQUIRED_SECTIONS = ("dataset", "encoder")
+MODES = ("auto", "exact", "sampled")
+#: Batch size of the in-batch statistics when none is given (capped at the number of groups).
+DEFAULT_BATCH_SIZE = 128
+#: With mode="auto", datasets larger than this many captions use the sampled estimate:
+#: the exact pass costs N^2 / 2 dot products (100,000 captions take minutes on 2 CPU
+#: cores, 1,000,000 take hours).
+DEFAULT_SAMPLED_ABOVE = 200_000
+#: Pairs drawn for the sampled estimate (DKW bound on every share: +-0.001 at 95%).
+DEFAULT_SAMPLED_PAIRS = 2_000_000
+COMPANION_MODES = ("exact", "faiss")
+#: Decimals kept for per-caption companion cosines (float32 carries ~7 digits).
+COMPANION_DECIMALS = 6
+#: Target number of bins of the token-count histogram.
+LENGTH_BINS = 60
+
+
+def build_profile(
+    captions,
+    embeddings,
+    *,
+    batch_sizes: Sequence[int] | None = None,
+    buckets: Sequence[float] = DEFAULT_BUCKET_EDGES,
+    relative_buckets: bool = False,
+    relative_quantiles: Sequence[float] = DEFAULT_RELATIVE_LEVELS,
+    n_batches: int = 200,
+    top_k: int = 10,
+    block_size: int = 2048,
+    bins: int = 4000,
+    seed: int = 0,
+    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+    mode: str = "auto",
+    sampled_above: int = DEFAULT_SAMPLED_ABOVE,
+    sampled_pairs: int = DEFAULT_SAMPLED_PAIRS,
+    companions: str = "exact",
+    include_companions: bool = True,
+    device: str | None = None,
+    progress: bool | None = None,
+    command: str | None = None,
+) -> dict:
+    """Profile ``captions`` (a CaptionSet) from their ``embeddings`` (an Embeddings).
+
+    Returns the ``capgeo.profile/1`` dict (docs/profile-schema.md). Deterministic for a
+    seed. Raises CapgeoError for bad options, a batch size above the number of groups,
+    or a dataset with a single group (it has no negatives).
+    """
+    started = time.perf_counter()
+    vectors = np.asarray(embeddings.vectors, dtype=np.float32)
+    n_captions = len(captions)
+    if vectors.ndim != 2 or vectors.shape[0] != n_captions:
+        raise CapgeoError(f"embeddings have shape {vectors.shape}, expected one row per caption ({n_captions})")
+    if mode not in MODES:
+        raise CapgeoError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if captions.n_groups < 2:
+        raise CapgeoError(f"{captions.source}: all {n_captions} captions belong to one group (image): "
+                          "there are no negatives (pairs of different images) to profile")
+    edges = check_edges(buckets)
+    if batch_sizes is None:
+        # the default adapts to small datasets; sizes asked for explicitly must fit
+        batch_sizes = (min(DEFAULT_BATCH_SIZE, captions.n_groups),)
+    batch_sizes = _check_batch_sizes(batch_sizes, captions.n_groups)
+    if not -1.0 <= near_duplicate_threshold <= 1.0:
+        raise CapgeoError(f"near-duplicate threshold must be a cosine between -1 and 1, got {near_duplicate_threshold}")
+    levels = tuple(float(level) for level in relative_quantiles)
+    if relative_buckets and (not levels or any(not 0 < q < 1 for q in levels) or list(levels) != sorted(set(levels))):
+        raise CapgeoError(f"relative bucket quantiles must be ascending levels between 0 and 1, got {list(levels)}")
+
+    for name, value in (("n_batches", n_batches), ("top_k", top_k), ("block_size", block_size), ("bins", bins),
+                        ("sampled_pairs", sampled_pairs)):
+        if int(value) < 1:
+            raise CapgeoError(f"{name.replace('_', ' ')} must be at least 1, got {value}")
+    if companions not in COMPANION_MODES:
+        raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {companions!r}")
+
+    group_codes = np.asarray(captions.group_codes)
+    caption_ids = captions.ids
+    group_ids = captions.groups
+    mode_used = mode if mode != "auto" else ("sampled" if n_captions > sampled_above else "exact")
+
+    if mode_used == "sampled":
+        from capgeo.geometry.estimate import estimate_pairs
+
+        scan = estimate_pairs(vectors, group_codes, n_pairs=sampled_pairs, seed=seed, top_k=top_k,
+                              companions=companions, block_size=block_size, bins=bins, device=device,
+                              progress=progress)
+    else:
+        from capgeo.geometry.pairwise import scan_pairs
+
+        scan = scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
+                          progress=progress)
+    pairwise_exact = getattr(scan, "mode", "exact") == "exact"
+    companions_exact = getattr(scan, "companion_mode", "exact") == "exact"
+    pairwise = _with_exact_flag(scan.pairwise_summary(), pairwise_exact)
+    within_group = None
+    if scan.same_group is not None and scan.same_group.n:
+        same_group_bounds = (getattr(scan, "extra", None) or {}).get("same_group_bounds")
+        within_group = _with_exact_flag(scan.same_group_summary(), not (same_group_bounds or {}).get("sampled"))
+        if same_group_bounds is not None:
+            within_group["bounds"] = same_group_bounds
+    hardest_companion = _with_exact_flag(scan.hardest_companion_summary(), companions_exact)
+    hardest_companion["n_captions"] = n_captions
+    companion_index = np.asarray(scan.companion_index)
+    companion_cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
+
+    relative_edges = None
+    if relative_buckets:
+        # the dataset's own pairwise quantiles, read from the fine histogram (one bin of accuracy)
+        relative_edges = [float(edge) for edge in scan.negatives.quantile(list(levels))]
+
+    batches = []
+    from capgeo.progress import progress_bar
+
+    for batch_size in batch_sizes:
+        with progress_bar(f"Batches of {batch_size}", n_batches, enabled=progress) as bar:
+            batches.append(inbatch_statistics(
+                vectors, group_codes, batch_size, n_batches=n_batches, seed=seed, edges=edges,
+                relative_edges=relative_edges, relative_levels=levels if relative_buckets else None,
+                near_duplicate_threshold=near_duplicate_threshold, caption_ids=caption_ids,
+                group_ids=group_ids, progress=bar,
+            ))
+
+    profile = {
+        "schema": SCHEMA,
+        "dataset": summarize_dataset(captions),
+        "encoder": embeddings.info.to_dict(),
+        "lengths": summarize_lengths(embeddings),
+        "pairwise": pairwise,
+        "within_group": within_group,
+        "hardest_companion": hardest_companion,
+        "companions": None,  # filled in below, already JSON-ready
+        "exact_duplicates": find_exact_duplicates(captions.texts, caption_ids, group_ids),
+        "near_duplicates": _near_duplicates(scan.negatives, pairwise, companion_index, companion_cosine,
+                                            near_duplicate_threshold, companions_exact=companions_exact,
+                                            pairwise_exact=pairwise_exact),
+        "batches": batches,
+        "options": {
+            "batch_sizes": list(batch_sizes),
+            "buckets": list(edges),
+            "relative_buckets": bool(relative_buckets),
+            "relative_quantiles": list(levels),
+            "n_batches": int(n_batches),
+            "top_k": int(top_k),
+            "block_size": int(block_size),
+            "bins": int(bins),
+            "seed": int(seed),
+            "near_duplicate_threshold": float(near_duplicate_threshold),
+            "mode": mode,
+            "mode_used": mode_used,
+            "sampled_above": int(sampled_above),
+            "sampled_pairs": int(sampled_pairs),
+            "companions": companions,
+            "include_companions": bool(include_companions),
+            "device": device,
+        },
+        "provenance": {
+            "capgeo_version": __version__,
+            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": command,
+            "elapsed_s": round(time.perf_counter() - started, 3),
+            "embeddings_origin": getattr(embeddings, "origin", None),
+        },
+    }
+    profile = to_json_ready(profile)
+    profile["companions"] = _companions(caption_ids, companion_index, companion_cosine, include_companions)
+    return profile
+
+
+def _check_batch_sizes(batch_sizes: Sequence[int], n_groups: int) -> list[int]:
+    sizes = []
+    for size in batch_sizes:
+        size = int(size)
+        if size < 2:
+            raise CapgeoError(f"batch size must be at least 2, got {size}")
+        if size > n_groups:
+            raise CapgeoError(
+                f"batch size {size} is larger than the number of groups (images) in the dataset, {n_groups}: "
+                f"a batch needs {size} captions of different images"
+            )
+        if size not in sizes:
+            sizes.append(size)
+    if not sizes:
+        raise CapgeoError("give at least one batch size")
+    return sizes
+
+
+def _with_exact_flag(summary: dict | None, exact: bool) -> dict | None:
+    """A distribution summary in the documented form: ``count``, ``bin_width``,
+    ``exact`` and histogram ``edges`` added to what the summary gives."""
+    if summary is None:
+        return None
+    summary = dict(summary)
+    summary.setdefault("count", summary.get("n"))
+    summary.setdefault("n", summary.get("count"))
+    summary.setdefault("exact", exact)
+    histogram = summary.get("histogram")
+    if isinstance(histogram, dict) and "edges" not in histogram and "width" in histogram:
+        counts = list(histogram.get("counts") or [])
+        start, width = float(histogram["start"]), float(histogram["width"])
+        edges = np.round(start + width * np.arange(len(counts) + 1), 10).tolist()
+        summary["histogram"] = {"edges": edges, "counts": counts, "start": start, "width": width}
+    if isinstance(summary.get("histogram"), dict):
+        edges = summary["histogram"].get("edges") or []
+        width = summary["histogram"].get("width")
+        if width is None and len(edges) > 1:
+            width = float(edges[1] - edges[0])
+        summary.setdefault("bin_width", width)
+    return summary
+
+
+def _count_at_or_above(histogram, threshold: float) -> tuple[int, float]:
+    """Pairs with cosine >= threshold from the binned negatives, and the bin width.
+
+    Bins are counted from the bin edge nearest the threshold (the rule of
+    ``Histogram.share_at_or_above``), so the count is exact up to the pairs within one
+    bin width of the threshold."""
+    counts = np.asarray(histogram.counts, dtype=np.int64)
+    width = float(histogram.width)
+    start = int(np.clip(round((float(threshold) - histogram.low) / width), 0, counts.size))
+    return int(counts[start:].sum()), width
+
+
+def _pairs_above_from_companions(companion_index: np.ndarray, companion_cosine: np.ndarray,
+                                 threshold: float) -> int | None:
+    """Exact count of negative pairs >= threshold from the top-k lists, or None.
+
+    When no caption's k-th companion reaches the threshold, every pair above it sits
+    in both captions' top-k lists, so the distinct pairs there are all of them."""
+    if companion_cosine.size == 0:
+        return 0
+    last = companion_cosine[:, -1]
+    if np.any(np.nan_to_num(last, nan=-np.inf) >= threshold):
+        return None
+    rows, columns = np.nonzero(np.nan_to_num(companion_cosine, nan=-np.inf) >= threshold)
+    partners = companion_index[rows, columns].astype(np.int64)
+    low, high = np.minimum(rows, partners), np.maximum(rows, partners)
+    n = companion_index.shape[0]
+    return int(np.unique(low * n + high).size)
+
+
+def _near_duplicates(histogram, pairwise: dict, companion_index, companion_cosine, threshold: float, *,
+                     companions_exact: bool, pairwise_exact: bool) -> dict:
+    hardest = companion_cosine[:, 0] if companion_cosine.size else np.zeros(0)
+    n_hardest_above = int(np.count_nonzero(np.nan_to_num(hardest, nan=-np.inf) >= threshold))
+    binned, bin_width = _count_at_or_above(histogram, threshold)
+    total_pairs = int(pairwise.get("pairs_total") or pairwise.get("count") or 0)
+    if not pairwise_exact and histogram.n:
+        # sampled pairs: scale the sample's share up to all negatives of the dataset
+        binned = int(round(binned / histogram.n * total_pairs))
+    from_companions = (_pairs_above_from_companions(companion_index, companion_cosine, threshold)
+                       if companions_exact else None)
+    if from_companions is not None:
+        n_pairs, method = from_companions, "top_k"
+    else:
+        n_pairs, method = binned, "histogram" if pairwise_exact else "sampled"
+    n_captions = int(companion_cosine.shape[0])
+    return {
+        "threshold": float(threshold),
+        "n_pairs_cross_group": int(n_pairs),
+        "count_method": method,
+        "n_pairs_from_histogram": int(binned),
+        "bin_width": bin_width,
+        "share_pairs": float(n_pairs / total_pairs) if total_pairs else None,
+        "n_captions_hardest_above": n_hardest_above,
+        "share_captions_hardest_above": float(n_hardest_above / n_captions) if n_captions else None,
+        "exact": method == "top_k",
+    }
+
+
+def _companions(caption_ids: list[str], index: np.ndarray, cosine: np.ndarray, include_top: bool) -> dict:
+    """Parallel lists, already JSON-ready (NaN -> None), built without a per-item walk:
+    they hold N x k values, the bulk of a large profile."""
+    id_array = np.array(list(caption_ids) + [None], dtype=object)  # index -1 (no companion) -> None
+
+    def ids_of(indices: np.ndarray) -> list:
+        return id_array[indices].tolist()
+
+    def cosines_of(values: np.ndarray) -> list:
+        rounded = np.round(values, COMPANION_DECIMALS)
+        finite = np.isfinite(rounded)
+        if finite.all():
+            return rounded.tolist()
+        return np.where(finite, rounded, None).tolist()
+
+    section = {
+        "caption_id": list(caption_ids),
+        "hardest_id": ids_of(index[:, 0]) if index.size else [None] * len(caption_ids),
+        "hardest_cosine": cosines_of(cosine[:, 0]) if cosine.size else [None] * len(caption_ids),
+        "top_k": int(index.shape[1]) if index.ndim == 2 else 0,
+    }
+    if include_top:
+        section["top_ids"] = ids_of(index)
+        section["top_cosines"] = cosines_of(cosine)
+    return section
+
+
+def summarize_dataset(captions) -> dict:
+    """The ``dataset`` section: the captions engineer's summary when available."""
+    try:
+        from capgeo.captions import summarize_captions
+    except ImportError:
+        summarize_captions = None
+    if summarize_captions is not None:
+        summary = dict(summarize_captions(captions))
+    else:
+        summary = {}
+    sizes = np.bincount(np.asarray(captions.group_codes)) if len(captions) else np.zeros(0, dtype=np.int64)
+    summary.setdefault("source", str(captions.source))
+    summary.setdefault("format", captions.format)
+    summary.setdefault("fingerprint", _fingerprint(captions))
+    summary.setdefault("texts_digest", captions.texts_digest())
+    summary.setdefault("n_captions", len(captions))
+    summary.setdefault("n_groups", int(captions.n_groups))
+    summary.setdefault("captions_per_group", {
+        "min": int(sizes.min()) if sizes.size else 0,
+        "max": int(sizes.max()) if sizes.size else 0,
+        "mean": float(sizes.mean()) if sizes.size else 0.0,
+    })
+    summary.setdefault("skipped", [
+        {"reason": item.reason, "count": int(item.count), "examples": list(item.examples)} for item in captions.skipped
+    ])
+    return summary
+
+
+def _fingerprint(captions) -> str | None:
+    try:
+        return captions.fingerprint
+    except OSError:
+        # built in memory (no file behind it): the texts identify it instead
+        return None
+
+
+def summarize_lengths(embeddings) -> dict:
+    """The ``lengths`` section from the untruncated token counts."""
+    counts = np.asarray(embeddings.token_counts, dtype=np.int64)
+    context_length = int(embeddings.info.context_length)
+    max_tokens = int(embeddings.max_tokens)
+    known = counts.size > 0 and bool(np.all(counts >= 0))
+    if not known:
+        # precomputed vectors: no tokenizer, so no lengths
+        return {"known": False, "n": int(counts.size), "mean": None, "median": None, "p95": None, "p99": None,
+                "min": None, "max": None, "context_length": context_length, "max_tokens": max_tokens,
+                "n_truncated": None, "share_truncated": None, "histogram": None}
+    longest = int(counts.max())
+    width = _nice_width(longest + 1, LENGTH_BINS)
+    edges = np.arange(0, longest + width + 1, width)
+    if edges[-1] <= longest:
+        edges = np.append(edges, edges[-1] + width)
+    histogram, _ = np.histogram(counts, bins=edges)
+    n_truncated = int(np.count_nonzero(counts > max_tokens))
+    return {
+        "known": True,
+        "n": int(counts.size),
+        "mean": float(counts.mean()),
+        "median": float(np.median(counts)),
+        "p95": float(np.quantile(counts, 0.95)),
+        "p99": float(np.quantile(counts, 0.99)),
+        "min": int(counts.min()),
+        "max": longest,
+        "context_length": context_length,
+        "max_tokens": max_tokens,
+        "n_truncated": n_truncated,
+        "share_truncated": n_truncated / int(counts.size),
+        "histogram": {"edges": edges.astype(int).tolist(), "counts": histogram.astype(int).tolist()},
+    }
+
+
+def _nice_width(span: int, target_bins: int) -> int:
+    """Smallest width of 1, 2, 5 x 10^k giving at most ``target_bins`` bins over ``span``."""
+    magnitude = 1
+    while True:
+        for step in (1, 2, 5):
+            width = step * magnitude
+            if math.ceil(span / width) <= target_bins:
+                return width
+        magnitude *= 10
+
+
+def to_json_ready(value):
+    """Recursively turn numpy scalars/arrays into Python values and NaN/inf into None."""
+    if isinstance(value, dict):
+        return {str(key): to_json_ready(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_ready(item) for item in value]
+    if isinstance(value, np.ndarray):
+        return to_json_ready(value.tolist())
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def load_profile(path: str | Path) -> dict:
+    """Read a profile JSON written by ``capgeo profile --json``; check its schema.
+
+    Raises CapgeoError naming the file when it is missing, not JSON, not a profile,
+    or of a newer schema version than this capgeo reads.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CapgeoError(f"{path}: profile file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise CapgeoError(f"{path}: cannot read the profile: {error}") from None
+    try:
+        profile = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CapgeoError(f"{path}: not a JSON file (line {error.lineno}: {error.msg}); "
+                          "expected the output of `capgeo profile --json`") from None
+    check_profile(profile, str(path))
+    return profile
+
+
+def check_profile(profile, where: str = "profile") -> None:
+    """Raise CapgeoError unless ``profile`` is a ``capgeo.profile/1`` dict."""
+    schema = profile.get("schema") if isinstance(profile, dict) else None
+    if not isinstance(schema, str) or not schema.startswith(SCHEMA_NAME + "/"):
+        raise CapgeoError(f"{where}: not a capgeo profile (field 'schema' is {schema!r}, expected {SCHEMA!r}); "
+                          "write one with `capgeo profile DATA --json FILE`")
+    version = schema.split("/", 1)[1]
+    if not version.isdigit():
+        raise CapgeoError(f"{where}: unreadable schema version {schema!r}, expected {SCHEMA!r}")
+    if int(version) != SCHEMA_VERSION:
+        raise CapgeoError(f"{where}: profile schema {schema!r} is not supported by capgeo {__version__} "
+                          f"(it reads {SCHEMA!r}); recompute it with this version's `capgeo profile`")
+    # gamma and truncation write profiles with only their own section, so only what
+    # every writer includes is required
+    missing = [key for key in REQUIRED_SECTIONS if not isinstance(profile.get(key), dict)]
+    if missing:
+        raise CapgeoError(f"{where}: profile lacks the section(s) {', '.join(missing)}")

@@ -1,0 +1,30 @@
+"""Dataset in, profile out: the path `capgeo profile` and `capgeo report` share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
+                    use_cache: bool = True, max_tokens: int | None = None, progress: bool | None = None,
+                    command: str | None = None, **profile_options) -> dict:
+    """Load (when given a path), embed and profile a dataset.
+
+    ``captions`` is a CaptionSet or a path read with ``load_captions`` (format
+    detected). ``encoder`` is a spec string, a loaded encoder, or None for the
+    embedded default. ``profile_options`` go to ``build_profile`` (batch_sizes,
+    buckets, relative_buckets, n_batches, top_k, block_size, seed,
+    near_duplicate_threshold, mode, include_companions, ...). Returns the
+    ``capgeo.profile/1`` dict (docs/profile-schema.md).
+    """
+    from capgeo.encoders import embed
+    from capgeo.geometry.profile import build_profile
+
+    if isinstance(captions, (str, Path)):
+        from capgeo.captions import load_captions
+
+        captions = load_captions(captions)
+    embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                       max_tokens=max_tokens, progress=progress)
+    return build_profile(captions, embeddings, device=device, progress=progress, command=command,
+                         **profile_options)

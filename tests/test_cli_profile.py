@@ -1,0 +1,123 @@
+"""`capgeo profile`: exit codes, terminal summary, --json output (precomputed vectors, no model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from capgeo.cli import main
+from capgeo.geometry import load_profile
+
+COCO = Path(__file__).resolve().parents[2] / "shared" / "data" / "coco-karpathy-test" / "mscoco_test.json"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """30 real COCO images (150 captions) and random vectors aligned with them by row."""
+    if not COCO.is_file():
+        pytest.skip(f"COCO captions not found at {COCO} (CI lays shared/ beside the repository)")
+    folder = tmp_path_factory.mktemp("coco")
+    records = json.loads(COCO.read_text())[:30]
+    data = folder / "coco30.json"
+    data.write_text(json.dumps(records))
+    n = sum(len(record["captions"]) for record in records)
+    vectors = np.random.default_rng(0).normal(size=(n, 16)).astype(np.float32)
+    np.save(folder / "emb.npy", vectors)
+    return data, folder / "emb.npy", n
+
+
+def run(*args):
+    # wide enough that rich does not wrap the lines checked below
+    return CliRunner().invoke(main, ["profile", *map(str, args)], env={"COLUMNS": "200"})
+
+
+def test_summary_and_json_file(dataset, tmp_path):
+    data, vectors, n = dataset
+    out = tmp_path / "sub" / "profile.json"
+    result = run(data, "--encoder", f"vectors:{vectors}", "--batch-size", 8, "--batch-size", 16,
+                 "--relative-buckets", "--n-batches", 20, "--seed", 4, "--json", out)
+    assert result.exit_code == 0, result.output
+    assert f"{n} captions, 30 groups" in result.output
+    assert "In-batch negatives by cosine" in result.output
+    assert "dataset's own pairwise quantiles" in result.output
+    assert "Exact duplicates" in result.output and "Near-duplicates (cosine >= 0.95)" in result.output
+    profile = load_profile(out)
+    assert profile["options"]["batch_sizes"] == [8, 16]
+    assert profile["options"]["seed"] == 4 and profile["options"]["n_batches"] == 20
+    assert profile["dataset"]["n_captions"] == n
+    assert [entry["batch_size"] for entry in profile["batches"]] == [8, 16]
+    assert profile["batches"][0]["relative_buckets"]["kind"] == "relative"
+    # the vectors were random: the pairwise mean is the brute-force one of those vectors
+    unit = np.load(vectors).astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    groups = np.repeat(np.arange(30), 5)
+    similarity = unit @ unit.T
+    mask = np.triu(groups[:, None] != groups[None, :], k=1)
+    assert profile["pairwise"]["mean"] == pytest.approx(similarity[mask].mean(), abs=1e-6)
+    assert not list(out.parent.glob(".*.part"))  # atomic write left no temporary file
+
+
+def test_json_to_stdout_is_only_json(dataset):
+    data, vectors, _ = dataset
+    result = run(data, "--encoder", f"vectors:{vectors}", "--batch-size", 4, "--n-batches", 3,
+                 "--buckets", "0.1,0.5", "--no-companions", "--json")
+    assert result.exit_code == 0, result.output
+    profile = json.loads(result.stdout)
+    assert profile["schema"] == "capgeo.profile/1"
+    assert profile["batches"][0]["buckets"]["labels"] == ["<0.1", "0.1-0.5", ">=0.5"]
+    assert "top_ids" not in profile["companions"]
+
+
+def test_batch_size_above_the_groups_is_exit_2_with_one_line(dataset):
+    data, vectors, _ = dataset
+    result = run(data, "--encoder", f"vectors:{vectors}", "--batch-size", 31)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines == ["Error: batch size 31 is larger than the number of groups (images) in the dataset, 30: "
+                     "a batch needs 31 captions of different images"]
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--buckets", "0.8,x"], "comma-separated numbers"),
+    (["--relative-quantiles", "0.9,0.5"], "relative bucket quantiles must be ascending"),
+    (["--buckets", "0.9,0.8"], "strictly ascending"),
+    (["--near-duplicate-threshold", "1.5"], "near-duplicate-threshold"),
+    (["--mode", "fast"], "--mode"),
+])
+def test_bad_options_exit_2(dataset, args, message):
+    data, vectors, _ = dataset
+    result = run(data, "--encoder", f"vectors:{vectors}", *args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_missing_vectors_file_is_a_clear_error(dataset, tmp_path):
+    data, _, _ = dataset
+    result = run(data, "--encoder", f"vectors:{tmp_path / 'none.npy'}")
+    assert result.exit_code == 2
+    assert result.output.startswith("Error:") and "none.npy" in result.output
+
+
+def test_relative_quantiles_option_and_library_entry_point(dataset):
+    from capgeo.pipeline import profile_dataset
+
+    data, vectors, n = dataset
+    result = run(data, "--encoder", f"vectors:{vectors}", "--batch-size", 4, "--n-batches", 5,
+                 "--relative-quantiles", "0.25,0.75", "--json")
+    assert result.exit_code == 0, result.output
+    from_cli = json.loads(result.stdout)
+    relative = from_cli["batches"][0]["relative_buckets"]
+    assert relative["quantile_levels"] == [0.25, 0.75]
+    assert relative["labels"] == ["<p25", "p25-p75", ">=p75"]
+    # the library entry point, given a path, gives the same statistics
+    from_library = profile_dataset(str(data), f"vectors:{vectors}", batch_sizes=(4,), n_batches=5,
+                                   relative_buckets=True, relative_quantiles=(0.25, 0.75), progress=False)
+    assert from_library["batches"] == from_cli["batches"]
+    assert from_library["pairwise"] == from_cli["pairwise"]
+    assert from_library["provenance"]["command"] is None
