@@ -27,10 +27,6 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     # mkstemp creates 0600; give the output the permissions a plain open() would
     os.chmod(tmp, 0o666 & ~_current_umask())
-    # mkstemp creates the file 0600; give the output the permissions a plain open() would (0666 & ~umask)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
     tmp_path = Path(tmp)
     try:
         yield tmp_path

@@ -1,0 +1,183 @@
+"""Plain-words alerts about what in a profile needs attention before training.
+
+Each rule reads one section of the profile (docs/profile-schema.md) and fires
+when a documented threshold is crossed. Thresholds are module constants so a
+test can check each rule on both sides of its edge. A missing section simply
+yields no alert from the rules that need it.
+
+Rules and why
+-------------
+- ``truncation``: a share of captions >= TRUNCATED_WARNING (0.5) is longer than the
+  encoder's context and is cut -> warning ("most captions are truncated"); a share
+  >= TRUNCATED_NOTICE (0.05) -> notice. Cut text is invisible to the model, so
+  captions that differ only after the cut look identical.
+- ``exact_duplicates``: exact duplicates across different images are false negatives
+  in a batch. Warning when redundant captions (beyond the first of each set) are
+  >= EXACT_DUPLICATE_WARNING (1%) of all captions, or when there are
+  >= EXACT_DUPLICATE_MIN_PAIRS (10) cross-group pairs; otherwise a notice for any
+  cross-group pair.
+- ``near_twin_batches``: per batch size, the share of batches with at least one
+  in-batch pair at cosine >= the near-duplicate threshold. >= NEAR_TWIN_WARNING (0.5)
+  -> warning ("batches almost always contain a near-twin" when >= 0.9).
+- ``hardest_bucket``: per batch size, the share of in-batch negatives in the top
+  absolute bucket. >= HARDEST_BUCKET_WARNING (0.5) -> warning: most negatives are
+  near-duplicates of the positive text, so plain InfoNCE saturates and HN-CLIP's
+  gamma matters.
+- ``crowded``: mean hardest-companion cosine >= CROWDED_HARDEST (0.9) -> notice: almost
+  every caption has a near-twin in the dataset (HN-CLIP reports 0.92-0.94 for long-
+  caption benchmarks under Long-CLIP-L).
+- ``near_duplicate_captions``: share of captions whose hardest companion is above the
+  near-duplicate threshold >= NEAR_DUPLICATE_CAPTIONS_WARNING (0.1) -> warning.
+- ``sampled``: the pairwise statistics were estimated from sampled pairs -> notice.
+- ``skipped``: rows were left out while loading -> notice with the count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+TRUNCATED_WARNING = 0.5
+TRUNCATED_NOTICE = 0.05
+EXACT_DUPLICATE_WARNING = 0.01
+EXACT_DUPLICATE_MIN_PAIRS = 10
+NEAR_TWIN_WARNING = 0.5
+NEAR_TWIN_ALMOST_ALWAYS = 0.9
+HARDEST_BUCKET_WARNING = 0.5
+CROWDED_HARDEST = 0.9
+NEAR_DUPLICATE_CAPTIONS_WARNING = 0.1
+
+WARNING, NOTICE = "warning", "notice"
+
+
+@dataclass(frozen=True)
+class Alert:
+    key: str       # which rule fired, e.g. "truncation"
+    level: str     # "warning" | "notice"
+    title: str     # one short line
+    message: str   # one or two sentences of what it means and what to do
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%" if value < 0.995 or value == 1 else f"{100 * value:.2f}%"
+
+
+def truncation_alert(profile: dict) -> Alert | None:
+    lengths = profile.get("lengths") or {}
+    share = lengths.get("share_truncated")
+    if share is None or lengths.get("known") is False:
+        return None
+    limit = lengths.get("max_tokens") or lengths.get("context_length")
+    cut = f"{lengths.get('n_truncated', 0):,} of {lengths.get('n', 0):,} captions ({_pct(share)})"
+    if share >= TRUNCATED_WARNING:
+        return Alert("truncation", WARNING, "Most captions are longer than the encoder's context and are cut",
+                     f"{cut} exceed {limit} tokens; the encoder never sees their ends, so captions that differ only "
+                     f"late in the text look alike. Consider a longer-context encoder (see `capgeo truncation`).")
+    if share >= TRUNCATED_NOTICE:
+        return Alert("truncation", NOTICE, "Some captions are cut by the encoder's context",
+                     f"{cut} exceed {limit} tokens and are truncated when embedded.")
+    return None
+
+
+def exact_duplicate_alert(profile: dict) -> Alert | None:
+    duplicates = profile.get("exact_duplicates") or {}
+    cross = duplicates.get("n_pairs_cross_group") or 0
+    if not cross:
+        return None
+    n = (profile.get("dataset") or {}).get("n_captions") or 0
+    redundant = duplicates.get("n_redundant_captions") or 0
+    share = redundant / n if n else 0.0
+    detail = (f"{cross:,} pairs of identical captions describe different images "
+              f"({redundant:,} redundant captions, {_pct(share)} of the dataset). "
+              f"In a batch such a pair is a false negative: the loss pushes apart two identical texts.")
+    if share >= EXACT_DUPLICATE_WARNING or cross >= EXACT_DUPLICATE_MIN_PAIRS:
+        return Alert("exact_duplicates", WARNING, "Many exact duplicate captions across images",
+                     detail + " Deduplicate or group them before training.")
+    return Alert("exact_duplicates", NOTICE, "A few exact duplicate captions across images", detail)
+
+
+def near_twin_batch_alerts(profile: dict) -> list[Alert]:
+    alerts = []
+    for entry in profile.get("batches") or []:
+        near = entry.get("near_duplicate") or {}
+        share = near.get("share_batches")
+        if share is None or share < NEAR_TWIN_WARNING:
+            continue
+        how_often = "almost always" if share >= NEAR_TWIN_ALMOST_ALWAYS else "often"
+        alerts.append(Alert(
+            "near_twin_batches", WARNING, f"Batches of {entry['batch_size']} {how_often} contain a near-twin",
+            f"{_pct(share)} of random batches of {entry['batch_size']} hold at least one pair of captions of "
+            f"different images with cosine >= {near.get('threshold')}"
+            f" ({near.get('mean_pairs_per_batch', 0):.2f} such pairs per batch on average). "
+            f"The model must tell these apart from the text alone."))
+    return alerts
+
+
+def hardest_bucket_alerts(profile: dict) -> list[Alert]:
+    alerts = []
+    for entry in profile.get("batches") or []:
+        buckets = entry.get("buckets") or {}
+        shares, labels = buckets.get("shares"), buckets.get("labels")
+        if not shares or not labels:
+            continue
+        if shares[-1] >= HARDEST_BUCKET_WARNING:
+            alerts.append(Alert(
+                "hardest_bucket", WARNING, f"Most in-batch negatives are in the hardest bucket at B={entry['batch_size']}",
+                f"{_pct(shares[-1])} of in-batch negatives have caption cosine {labels[-1]}. Plain contrastive loss "
+                f"spreads its gradient over them almost evenly; HN-CLIP's gamma reweights them."))
+    return alerts
+
+
+def crowded_alert(profile: dict) -> Alert | None:
+    hardest = profile.get("hardest_companion") or {}
+    mean = hardest.get("mean")
+    if mean is None or mean < CROWDED_HARDEST:
+        return None
+    return Alert("crowded", NOTICE, "Almost every caption has a near-twin",
+                 f"The mean hardest-companion cosine is {mean:.3f} over N = {hardest.get('count', 0):,} captions "
+                 f"(HN-CLIP reports 0.92-0.94 for long-caption benchmarks). It grows with N, so compare datasets "
+                 f"at equal N.")
+
+
+def near_duplicate_caption_alert(profile: dict) -> Alert | None:
+    near = profile.get("near_duplicates") or {}
+    share = near.get("share_captions_hardest_above")
+    if share is None or share < NEAR_DUPLICATE_CAPTIONS_WARNING:
+        return None
+    return Alert("near_duplicate_captions", WARNING, "Many captions have a near-duplicate of another image",
+                 f"{near.get('n_captions_hardest_above', 0):,} captions ({_pct(share)}) have a caption of another "
+                 f"image at cosine >= {near.get('threshold')}; see the gallery below.")
+
+
+def sampled_alert(profile: dict) -> Alert | None:
+    pairwise = profile.get("pairwise") or {}
+    if pairwise.get("exact", True) and pairwise.get("mode") != "sampled":
+        return None
+    sampled = pairwise.get("n_sampled_pairs")
+    detail = f" from {sampled:,} sampled pairs" if sampled else ""
+    return Alert("sampled", NOTICE, "Pairwise statistics are estimates",
+                 f"The distribution of all pairwise cosines was estimated{detail}; hardest companions are exact "
+                 f"unless stated otherwise.")
+
+
+def skipped_alert(profile: dict) -> Alert | None:
+    skipped = (profile.get("dataset") or {}).get("skipped") or []
+    total = sum(int(item.get("count", 0)) for item in skipped)
+    if not total:
+        return None
+    reasons = "; ".join(f"{item.get('reason')} ({item.get('count')})" for item in skipped[:3])
+    return Alert("skipped", NOTICE, f"{total:,} rows were left out while loading", reasons)
+
+
+def alerts_for(profile: dict) -> list[Alert]:
+    """Every alert that fires for ``profile``, warnings first."""
+    found: list[Alert] = []
+    for rule in (truncation_alert, exact_duplicate_alert, near_duplicate_caption_alert, crowded_alert,
+                 sampled_alert, skipped_alert):
+        alert = rule(profile)
+        if alert is not None:
+            found.append(alert)
+    found += near_twin_batch_alerts(profile) + hardest_bucket_alerts(profile)
+    return sorted(found, key=lambda alert: alert.level != WARNING)

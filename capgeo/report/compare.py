@@ -1,0 +1,124 @@
+"""Several profiles on one page: overlaid distributions, summaries side by side.
+
+Datasets of different sizes compare fairly because every figure draws shares
+(per bin, per bucket), never counts; the hardest-companion caveat (it grows
+with N) is stated when the Ns differ.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from capgeo.report import figures
+from capgeo.report.alerts import alerts_for
+from capgeo.report.html import Page, Section, escape, figure_div, plotly_javascript, table
+from capgeo.report.single import now_utc
+from capgeo.report.summary import MISSING, dataset_label, encoder_label, summary_rows
+
+#: Element ids of the compare figures, in page order.
+COMPARE_FIGURE_IDS = ("fig-compare-cosines", "fig-compare-buckets", "fig-compare-lengths")
+#: Drawn only when some profile has relative buckets.
+COMPARE_OPTIONAL_FIGURE_IDS = ("fig-compare-buckets-relative",)
+
+
+def profile_labels(profiles: Sequence[dict]) -> list[str]:
+    """One short, unique label per profile: the dataset name, plus the encoder when datasets repeat."""
+    datasets = [dataset_label(p) for p in profiles]
+    encoders = [encoder_label(p) for p in profiles]
+    labels = []
+    for dataset, encoder in zip(datasets, encoders):
+        repeated_dataset = len({e for d, e in zip(datasets, encoders) if d == dataset}) > 1
+        single_dataset_many_encoders = len(set(datasets)) == 1 and len(set(encoders)) > 1
+        labels.append(f"{dataset} · {encoder}" if repeated_dataset and not single_dataset_many_encoders
+                      else encoder if single_dataset_many_encoders else dataset)
+    seen: dict[str, int] = {}
+    unique = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        unique.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
+    return unique
+
+
+def compare_table(profiles: Sequence[dict], labels: Sequence[str]) -> str:
+    """Rows matched by label across profiles (batch sizes may differ); missing cells say so."""
+    per_profile = [dict(summary_rows(p)) for p in profiles]
+    order: list[str] = []
+    for rows in (summary_rows(p) for p in profiles):
+        for label, _ in rows:
+            if label not in order:
+                order.append(label)
+    head = "<tr><th></th>" + "".join(f"<th>{escape(label)}</th>" for label in labels) + "</tr>"
+    body = "".join(
+        f"<tr><th>{escape(row)}</th>" + "".join(f'<td class="num">{escape(rows.get(row, MISSING))}</td>'
+                                                for rows in per_profile) + "</tr>"
+        for row in order)
+    return f'<table class="compare"><thead>{head}</thead><tbody>{body}</tbody></table>'
+
+
+def compare_alerts(profiles: Sequence[dict], labels: Sequence[str]) -> str:
+    parts = []
+    for label, profile in zip(labels, profiles):
+        alerts = alerts_for(profile)
+        items = "".join(f'<li class="{escape(a.level)}" data-alert="{escape(a.key)}"><strong>{escape(a.title)}</strong>'
+                        f"{escape(a.message)}</li>" for a in alerts) or '<li class="notice">No alert fired.</li>'
+        parts.append(f"<h3>{escape(label)}</h3><ul class=\"alerts\">{items}</ul>")
+    return "".join(parts)
+
+
+def provenance_table(profiles: Sequence[dict], labels: Sequence[str], command: str | None, created: str) -> str:
+    from capgeo import __version__
+
+    rows = [("Report made with", f"capgeo {escape(__version__)} on {escape(created)}"),
+            ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>')]
+    for label, profile in zip(labels, profiles):
+        dataset = profile.get("dataset") or {}
+        encoder = profile.get("encoder") or {}
+        provenance = profile.get("provenance") or {}
+        rows.append((label, f"{escape(dataset.get('source', '?'))}, sha256 <code>{escape(dataset.get('fingerprint', '?'))}</code>; "
+                            f"encoder {escape(encoder_label(profile))} (<code>{escape(encoder.get('fingerprint', '?'))}</code>); "
+                            f"profiled {escape(provenance.get('created', '?'))} with capgeo "
+                            f"{escape(provenance.get('capgeo_version', '?'))}"
+                            + (f'<pre class="command">{escape(provenance["command"])}</pre>' if provenance.get("command") else "")))
+    return table(rows)
+
+
+def render_compare(profiles: Sequence[dict], *, labels: Sequence[str] | None = None, command: str | None = None,
+                   created: str | None = None) -> str:
+    """The compare page for two or more profiles as an HTML string."""
+    from capgeo.errors import CapgeoError
+
+    if len(profiles) < 2:
+        raise CapgeoError(f"compare needs at least two profiles, got {len(profiles)}")
+    labels = list(labels) if labels else profile_labels(profiles)
+    if len(labels) != len(profiles):
+        raise CapgeoError(f"compare: {len(labels)} labels for {len(profiles)} profiles")
+    created = created or now_utc()
+    page = Page("capgeo compare: " + " vs ".join(labels), f"{len(profiles)} profiles · {created}")
+    page.sections.append(Section("summary", "Side by side", compare_table(profiles, labels)))
+    sizes = {(p.get("hardest_companion") or {}).get("count") for p in profiles}
+    lead = ("Shares per 0.01 bin, so datasets of different sizes overlay. Dotted: all pairs of different images; "
+            "solid: each caption's hardest companion; dashed verticals: means.")
+    if len(sizes) > 1:
+        lead += (" The datasets have different numbers of captions; a caption's hardest companion grows with N, "
+                 "so compare hardest-companion cosines with that in mind (or profile equal --limit slices).")
+    series = [(label, p.get("pairwise"), p.get("hardest_companion")) for label, p in zip(labels, profiles)]
+    page.sections.append(Section("distributions", "Pairwise and hardest-companion cosine",
+                                 figure_div(figures.cosine_distribution_figure(series), "fig-compare-cosines"), lead))
+    buckets = [(label, p.get("batches")) for label, p in zip(labels, profiles)]
+    body = figure_div(figures.bucket_composition_figure(buckets), "fig-compare-buckets")
+    lead = "Share of in-batch negatives per caption-cosine bucket, per profile and batch size."
+    if any((entry.get("relative_buckets") or {}).get("shares") for p in profiles for entry in p.get("batches") or []):
+        body += figure_div(figures.bucket_composition_figure(
+            buckets, kind="relative_buckets", title="In-batch negatives by each dataset's own pairwise quantiles"),
+            "fig-compare-buckets-relative")
+        lead += (" The second chart cuts each profile at its own pairwise quantiles, so encoders whose cosines live "
+                 "on different scales compare fairly (profiles without relative buckets are left out of it).")
+    page.sections.append(Section("buckets", "In-batch negatives by hardness", body, lead))
+    lengths = [(label, p.get("lengths")) for label, p in zip(labels, profiles)]
+    if any(l for _, l in lengths):
+        page.sections.append(Section("lengths", "Caption length",
+                                     figure_div(figures.length_overlay_figure(lengths), "fig-compare-lengths"),
+                                     "Token counts with each encoder's own tokenizer; dashed: each context limit."))
+    page.sections.append(Section("alerts", "Alerts per profile", compare_alerts(profiles, labels)))
+    page.sections.append(Section("provenance", "Provenance", provenance_table(profiles, labels, command, created)))
+    return page.render(plotly_javascript())

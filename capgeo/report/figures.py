@@ -1,0 +1,358 @@
+"""Plotly figures of a profile, one builder per figure, each taking plain dicts.
+
+Every builder reads only sections of the profile JSON (docs/profile-schema.md)
+and returns a ``plotly.graph_objects.Figure``; it never needs embeddings, so a
+saved profile can be drawn without recomputing anything. Builders that overlay
+several datasets take a list of ``(label, section)`` pairs and draw shares, not
+counts, so datasets of different sizes sit on one axis.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+#: Colours per dataset in overlays (plotly's default qualitative palette).
+PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
+#: Bucket colours, easiest (light) to hardest (dark red).
+BUCKET_COLOURS = ("#c6dbef", "#6baed6", "#fdae6b", "#e6550d", "#a63603", "#7f2704")
+#: Cosine histograms are re-binned to this width for display (the profile's bins are finer).
+DISPLAY_BIN_WIDTH = 0.01
+
+_LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=60, b=60), height=420,
+               font=dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size=13))
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+def rebin(histogram: dict, width: float = DISPLAY_BIN_WIDTH) -> tuple[np.ndarray, np.ndarray]:
+    """Merge a fine ``{"edges", "counts"}`` histogram into bins about ``width`` wide.
+
+    Returns (edges, counts) of the merged histogram, trimmed to the bins that hold
+    values; counts are preserved exactly (merging only sums adjacent bins).
+    """
+    edges = np.asarray(histogram["edges"], dtype=np.float64)
+    counts = np.asarray(histogram["counts"], dtype=np.float64)
+    if counts.size == 0 or counts.sum() == 0:
+        return edges[:1], counts[:0]
+    fine_width = float(np.min(np.diff(edges)))
+    factor = max(1, int(round(width / fine_width)))
+    nonzero = np.flatnonzero(counts)
+    # keep whole merged bins, aligned to the start of the fine grid, so shared edges line up across datasets
+    first = (nonzero[0] // factor) * factor
+    last = min(counts.size, (nonzero[-1] // factor + 1) * factor)
+    trimmed = counts[first:last]
+    pad = (-trimmed.size) % factor
+    if pad:
+        trimmed = np.concatenate([trimmed, np.zeros(pad)])
+    merged = trimmed.reshape(-1, factor).sum(axis=1)
+    merged_edges = edges[first:last + 1:factor]
+    if merged_edges.size < merged.size + 1:  # the padded tail bin ends at the histogram's last edge
+        merged_edges = np.append(merged_edges, edges[last])
+    return merged_edges, merged
+
+
+def caption_length_figure(lengths: dict, title: str = "Caption length in tokens") -> go.Figure:
+    """Histogram of untruncated token counts with the context limit marked."""
+    edges = np.asarray(lengths["histogram"]["edges"], dtype=np.float64)
+    counts = np.asarray(lengths["histogram"]["counts"], dtype=np.float64)
+    centres = (edges[:-1] + edges[1:]) / 2
+    widths = np.diff(edges)
+    limit = lengths.get("max_tokens") or lengths.get("context_length")
+    colours = ["#e6550d" if limit is not None and left >= limit else "#636efa" for left in edges[:-1]]
+    figure = go.Figure(go.Bar(
+        x=centres, y=counts, width=widths, marker_color=colours, name="captions",
+        customdata=np.stack([edges[:-1], edges[1:]], axis=1),
+        hovertemplate="%{customdata[0]:.0f}-%{customdata[1]:.0f} tokens: %{y:,} captions<extra></extra>",
+    ))
+    if limit is not None:
+        share = lengths.get("share_truncated")
+        note = f"context limit {limit} tokens"
+        if share is not None:
+            note += f": {_pct(share)} of captions are cut"
+        figure.add_vline(x=limit, line=dict(color="#a63603", width=2, dash="dash"),
+                         annotation=dict(text=note, font=dict(color="#a63603")), annotation_position="top right")
+    figure.update_layout(title=title, xaxis_title="caption length (tokens, start/end included)",
+                         yaxis_title="captions (count)", bargap=0.02, showlegend=False, **_LAYOUT)
+    return figure
+
+
+def cosine_distribution_figure(series: Sequence[tuple[str, dict, dict]],
+                               title: str = "Caption cosine: all pairs vs hardest companion") -> go.Figure:
+    """Distribution of all negative pairwise cosines and of hardest-companion cosines, means marked.
+
+    ``series`` holds ``(label, pairwise_summary, hardest_companion_summary)``; one entry
+    gives the HN-CLIP Figure 1 view, several overlay datasets or encoders. The y-axis is the
+    share of values per display bin, so datasets with different N are comparable.
+    """
+    figure = go.Figure()
+    overlay = len(series) > 1
+    for index, (label, pairwise, hardest) in enumerate(series):
+        colour = PALETTE[index % len(PALETTE)]
+        for kind, summary, dash in (("all pairs", pairwise, "dot"), ("hardest companion", hardest, "solid")):
+            if not summary or not summary.get("histogram"):
+                continue
+            edges, counts = rebin(summary["histogram"])
+            if counts.size == 0:
+                continue
+            shares = counts / counts.sum()
+            name = f"{label}: {kind}" if overlay else kind
+            line_colour = colour if overlay else ("#636efa" if kind == "all pairs" else "#ef553b")
+            figure.add_trace(go.Scatter(
+                x=np.repeat(edges, 2)[1:-1], y=np.repeat(100 * shares, 2), mode="lines", name=name,
+                line=dict(color=line_colour, width=2, dash="solid" if not overlay else dash),
+                fill=None if overlay else "tozeroy", opacity=0.9,
+                hovertemplate=f"{name}<br>cosine %{{x:.3f}}<br>%{{y:.2f}}% per {DISPLAY_BIN_WIDTH} bin<extra></extra>",
+            ))
+            mean = summary.get("mean")
+            if mean is not None:
+                figure.add_vline(x=mean, line=dict(color=line_colour, width=1.5, dash="dash"),
+                                 annotation=dict(text=f"mean {mean:.3f}", font=dict(color=line_colour, size=11)),
+                                 annotation_position="top left" if kind == "all pairs" else "top right")
+    figure.update_layout(title=title, xaxis_title="caption-caption cosine similarity",
+                         yaxis_title=f"share of values per {DISPLAY_BIN_WIDTH} bin (%)",
+                         legend=dict(orientation="h", y=-0.2), **_LAYOUT)
+    return figure
+
+
+def _level_name(level: float) -> str:
+    return f"p{100 * level:g}"
+
+
+def bucket_names(buckets: dict) -> list[str]:
+    """Display names of a bucket composition. Relative buckets are named by their quantile levels
+    ("p50-p90"), which mean the same thing for every dataset; absolute ones by their cosine labels."""
+    levels = buckets.get("quantile_levels")
+    if buckets.get("kind") == "relative" and levels:
+        names = [_level_name(level) for level in levels]
+        return [f"< {names[0]}"] + [f"{a}-{b}" for a, b in zip(names, names[1:])] + [f">= {names[-1]}"]
+    return [f"cosine {label}" for label in buckets["labels"]]
+
+
+def bucket_composition_figure(series: Sequence[tuple[str, list]], kind: str = "buckets",
+                              title: str = "In-batch negatives by hardness bucket") -> go.Figure:
+    """Stacked bars: share of in-batch negatives in each cosine bucket, per batch size.
+
+    ``series`` holds ``(label, batches_section)``; ``kind`` picks ``"buckets"`` (absolute
+    cosine edges) or ``"relative_buckets"`` (edges at the dataset's own pairwise quantiles).
+    Bars are labelled ``B=128`` for one dataset and ``label · B=128`` for several. Buckets
+    are matched by name, so profiles with different edges still draw.
+    """
+    overlay = len(series) > 1
+    names: list[str] = []
+    bars: list[tuple[str, dict, dict]] = []
+    for label, batches in series:
+        for entry in batches or []:
+            buckets = entry.get(kind)
+            if not buckets or not buckets.get("shares"):
+                continue
+            x_label = f"{label} · B={entry['batch_size']}" if overlay else f"B={entry['batch_size']}"
+            entry_names = bucket_names(buckets)
+            edges = [None, *buckets["edges"], None]
+            ranges = {name: (edges[i], edges[i + 1]) for i, name in enumerate(entry_names)}
+            bars.append((x_label, dict(zip(entry_names, buckets["shares"])), ranges))
+            for name in entry_names:
+                if name not in names:
+                    names.append(name)
+    figure = go.Figure()
+    for index, name in enumerate(names):
+        colour = BUCKET_COLOURS[min(index, len(BUCKET_COLOURS) - 1)] if len(names) <= len(BUCKET_COLOURS) \
+            else PALETTE[index % len(PALETTE)]
+        shares = [100 * shares_by_name.get(name, 0.0) for _, shares_by_name, _ in bars]
+        cosine_ranges = []
+        for _, _, ranges in bars:
+            low, high = ranges.get(name, (None, None))
+            cosine_ranges.append(("" if low is None else f"{low:.3f}") + " to " + ("" if high is None else f"{high:.3f}"))
+        figure.add_trace(go.Bar(
+            x=[x for x, _, _ in bars], y=shares, name=name, marker_color=colour, customdata=cosine_ranges,
+            text=[f"{s:.0f}%" if s >= 4 else "" for s in shares], textposition="inside",
+            hovertemplate=f"%{{x}}<br>{name} (cosine %{{customdata}}): %{{y:.1f}}% of negatives<extra></extra>",
+        ))
+    figure.update_layout(title=title, barmode="stack", xaxis_title="batch size (captions per batch)",
+                         yaxis_title="share of in-batch negatives (%)", yaxis_range=[0, 100],
+                         legend=dict(orientation="h", y=-0.2, traceorder="normal"), **_LAYOUT)
+    return figure
+
+
+def largest_off_diagonal(matrix: np.ndarray) -> tuple[int, int, float]:
+    """(row, column, value) of the largest finite off-diagonal entry of a square matrix."""
+    values = np.array(matrix, dtype=np.float64)
+    np.fill_diagonal(values, -np.inf)
+    values[~np.isfinite(values)] = -np.inf
+    row, column = np.unravel_index(int(np.argmax(values)), values.shape)
+    return int(row), int(column), float(values[row, column])
+
+
+def batch_heatmap_figure(example: dict, batch_size: int | None = None,
+                         title: str = "One real batch: caption-caption cosine") -> go.Figure:
+    """Heatmap of one real batch's caption-similarity matrix, largest off-diagonal value annotated.
+
+    ``example`` is a ``batches[i].example`` section: ``cosine`` nested lists with ``null``
+    on the diagonal, and ``caption_ids`` for the hover text.
+    """
+    matrix = np.array([[np.nan if value is None else value for value in row] for row in example["cosine"]],
+                      dtype=np.float64)
+    size = matrix.shape[0]
+    ids = [str(i) for i in example.get("caption_ids", range(size))]
+    hover = [[f"{ids[i]} × {ids[j]}" for j in range(size)] for i in range(size)]
+    figure = go.Figure(go.Heatmap(
+        z=matrix, colorscale="Viridis", colorbar=dict(title=dict(text="cosine")), text=hover,
+        hovertemplate="row %{y}, column %{x}<br>%{text}<br>cosine %{z:.3f}<extra></extra>", hoverongaps=False,
+    ))
+    if size >= 2 and np.isfinite(matrix).any():
+        row, column, value = largest_off_diagonal(matrix)
+        figure.add_annotation(x=column, y=row, text=f"max {value:.3f}<br>{ids[row]} × {ids[column]}",
+                              showarrow=True, arrowhead=2, arrowcolor="#ffffff", ax=40, ay=-40,
+                              font=dict(color="#ffffff", size=12), bgcolor="rgba(0,0,0,0.6)")
+    shown = f" (first {size} of B={batch_size})" if batch_size and batch_size > size else ""
+    layout = dict(_LAYOUT, height=560)
+    figure.update_layout(title=title + shown, xaxis_title="caption in batch (index)",
+                         yaxis_title="caption in batch (index)", **layout)
+    figure.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
+    figure.update_xaxes(constrain="domain")
+    return figure
+
+
+def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost concentrates the softmax") -> go.Figure:
+    """The gamma section's grid diagnostics per batch size, the suggestion and its range marked.
+
+    Left: the effective number of negatives as a share of B-1 (the quantity the rule
+    matches to the paper's default; its target is the dotted line) and the softmax mass
+    on the hardest bucket. Right: the logit boost s*gamma*G for a median and for the
+    hardest in-batch negative.
+    """
+    from plotly.subplots import make_subplots
+
+    figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        "softmax concentration over in-batch negatives", "logit boost s·γ·G"))
+    for index, entry in enumerate(gamma.get("batches") or []):
+        grid = entry.get("grid") or []
+        if not grid:
+            continue
+        colour = PALETTE[index % len(PALETTE)]
+        gammas = [point["gamma"] for point in grid]
+        label = f"B={entry['batch_size']}"
+        figure.add_trace(go.Scatter(x=gammas, y=[100 * p["effective_share"] for p in grid], mode="lines+markers",
+                                    name=f"{label}: effective negatives (% of B-1)", line=dict(color=colour),
+                                    hovertemplate="γ=%{x}<br>effective negatives %{y:.1f}% of B-1<extra></extra>"),
+                         row=1, col=1)
+        if grid[0].get("hard_bucket_mass") is not None:
+            figure.add_trace(go.Scatter(x=gammas, y=[100 * p["hard_bucket_mass"] for p in grid], mode="lines+markers",
+                                        name=f"{label}: softmax mass on cosine >= {gamma.get('hard_edge', 0.9)} (%)",
+                                        line=dict(color=colour, dash="dash"),
+                                        hovertemplate="γ=%{x}<br>mass on hardest bucket %{y:.1f}%<extra></extra>"),
+                             row=1, col=1)
+        for key, name, dash in (("boost_median", "median negative", "dot"), ("boost_hardest", "hardest negative", "solid")):
+            if grid[0].get(key) is None:
+                continue
+            figure.add_trace(go.Scatter(x=gammas, y=[p[key] for p in grid], mode="lines", name=f"{label}: boost, {name}",
+                                        line=dict(color=colour, dash=dash),
+                                        hovertemplate="γ=%{x}<br>boost %{y:.1f} logits<extra></extra>"),
+                             row=1, col=2)
+        target = (entry.get("suggestion") or {}).get("target_share")
+        if target is not None:
+            figure.add_hline(y=100 * target, line=dict(color="#888", dash="dot", width=1), row=1, col=1,
+                             annotation=dict(text=f"target (paper default): {100 * target:.0f}%", font=dict(size=10)),
+                             annotation_position="bottom left")
+    suggested = gamma.get("suggested_gamma")
+    suggested_range = gamma.get("suggested_range")
+    for column in (1, 2):
+        if suggested_range and None not in suggested_range and suggested_range[1] > suggested_range[0]:
+            figure.add_vrect(x0=suggested_range[0], x1=suggested_range[1], fillcolor="#2ca02c", opacity=0.08,
+                             line_width=0, row=1, col=column)
+        if suggested is not None:
+            figure.add_vline(x=suggested, line=dict(color="#2ca02c", width=2), row=1, col=column,
+                             annotation=dict(text=f"suggested γ = {suggested:g}", font=dict(color="#2ca02c")),
+                             annotation_position="top right")
+    scale = gamma.get("logit_scale")
+    layout = dict(_LAYOUT, height=460)
+    figure.update_layout(title=title + (f" (s = {scale:g})" if scale else ""),
+                         legend=dict(orientation="h", y=-0.25), **layout)
+    figure.update_xaxes(title_text="gamma (γ)")
+    figure.update_yaxes(title_text="share (%)", range=[0, 100], row=1, col=1)
+    figure.update_yaxes(title_text="boost (logits)", row=1, col=2)
+    return figure
+
+
+def length_overlay_figure(series: Sequence[tuple[str, dict]],
+                          title: str = "Caption length in tokens, per dataset/encoder") -> go.Figure:
+    """Token-count distributions of several profiles as shares per bin, each context limit marked
+    (once per distinct limit, naming the profiles it applies to)."""
+    figure = go.Figure()
+    limits: dict[int, list[tuple[str, str]]] = {}
+    for index, (label, lengths) in enumerate(series):
+        if not lengths or not lengths.get("histogram"):
+            continue
+        colour = PALETTE[index % len(PALETTE)]
+        edges = np.asarray(lengths["histogram"]["edges"], dtype=np.float64)
+        counts = np.asarray(lengths["histogram"]["counts"], dtype=np.float64)
+        total = counts.sum() or 1.0
+        # share per token (not per bin): profiles bin lengths differently
+        density = 100 * counts / total / np.diff(edges)
+        figure.add_trace(go.Scatter(x=np.repeat(edges, 2)[1:-1], y=np.repeat(density, 2), mode="lines", name=label,
+                                    line=dict(color=colour, width=2),
+                                    hovertemplate=f"{label}<br>%{{x:.0f}} tokens: %{{y:.2f}}% per token<extra></extra>"))
+        limit = lengths.get("max_tokens") or lengths.get("context_length")
+        if limit is not None:
+            limits.setdefault(limit, []).append((label, colour))
+    for limit, users in limits.items():
+        colour = users[0][1] if len(users) == 1 else "#555"
+        names = ", ".join(label for label, _ in users) if len(users) < len(series) else "all"
+        figure.add_vline(x=limit, line=dict(color=colour, width=1.5, dash="dash"),
+                         annotation=dict(text=f"context limit {limit} ({names})", font=dict(color=colour, size=10)),
+                         annotation_position="top right")
+    figure.update_layout(title=title, xaxis_title="caption length (tokens, start/end included)",
+                         yaxis_title="share of captions per token (%)", legend=dict(orientation="h", y=-0.2),
+                         **_LAYOUT)
+    return figure
+
+
+def truncation_figure(truncation: dict,
+                      title: str = "What the context length does to the geometry") -> go.Figure:
+    """Per maximum token length L (log x): negative and hardest-companion cosine, and
+    near-duplicate pairs (all, and those that exist only because captions were cut)."""
+    from plotly.subplots import make_subplots
+
+    entries = truncation.get("per_length") or []
+    lengths = [entry["max_tokens"] for entry in entries]
+    cut = [f"{100 * (entry.get('share_cut') or 0):.1f}% of captions cut" for entry in entries]
+    figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                           subplot_titles=("caption cosine", "near-duplicate pairs (different images)"))
+
+    def line(values, name, colour, dash="solid", column=1, unit=""):
+        figure.add_trace(go.Scatter(x=lengths, y=values, mode="lines+markers", name=name, customdata=cut,
+                                    line=dict(color=colour, dash=dash),
+                                    hovertemplate=f"L=%{{x}} tokens<br>{name}: %{{y}}{unit}<br>%{{customdata}}<extra></extra>"),
+                         row=1, col=column)
+
+    def get(entry, section, key, quantile=None):
+        summary = entry.get(section) or {}
+        return (summary.get("quantiles") or {}).get(quantile) if quantile else summary.get(key)
+
+    line([get(e, "pairwise", "mean") for e in entries], "mean negative cosine", PALETTE[0])
+    line([get(e, "hardest_companion", None, "p50") for e in entries], "hardest companion p50", PALETTE[1])
+    line([get(e, "hardest_companion", None, "p90") for e in entries], "hardest companion p90", PALETTE[1], "dash")
+    line([(e.get("near_duplicates") or {}).get("n_pairs") for e in entries], "near-duplicate pairs", PALETTE[2], column=2)
+    line([(e.get("near_duplicates") or {}).get("n_truncation_only") for e in entries],
+         "of which only because of the cut", PALETTE[3], "dash", column=2)
+    reference = truncation.get("reference_length")
+    if reference is not None:
+        for column in (1, 2):
+            # plotly.js 3+: shapes on a log axis take data values, annotations take log10 of them
+            figure.add_vline(x=reference, line=dict(color="#888", dash="dot"), row=1, col=column)
+            figure.add_annotation(x=float(np.log10(reference)), y=0.02, xref=f"x{column if column > 1 else ''}",
+                                  yref=f"y{column if column > 1 else ''} domain", text=f"full context {reference} ",
+                                  showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=10))
+    layout = dict(_LAYOUT, height=440)
+    threshold = truncation.get("threshold")
+    figure.update_layout(title=title + (f" (near-duplicate: cosine >= {threshold})" if threshold is not None else ""),
+                         legend=dict(orientation="h", y=-0.25), **layout)
+    figure.update_xaxes(type="log", title_text="maximum tokens L (log scale)", tickvals=lengths,
+                        ticktext=[str(length) for length in lengths])
+    figure.update_yaxes(title_text="cosine", row=1, col=1)
+    figure.update_yaxes(title_text="pairs (count)", rangemode="tozero", row=1, col=2)
+    return figure

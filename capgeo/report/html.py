@@ -1,0 +1,216 @@
+"""Page assembly: one self-contained HTML file, plotly's JavaScript inlined once.
+
+Everything that comes from data (captions, ids, paths, encoder names) goes
+through :func:`html.escape`; caption highlights are applied to the raw text by
+character offset and each piece is escaped on its own, so a span lands on the
+same characters after escaping as before. Figures are embedded with
+``plotly.io.to_html(..., include_plotlyjs=False)``, which escapes ``</`` inside
+its JSON, and the page loads nothing from the network: no CDN, fonts or images.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+#: Captions with more words than this are shown clamped to a few lines, with a button to expand.
+LONG_CAPTION_WORDS = 60
+
+#: Tooltip per span kind.
+SPAN_TITLES = {"shared": "shared word", "only_a": "only in this caption", "only_b": "only in this caption"}
+
+#: CSS class per span kind (from capgeo.findings.highlight: shared / only_a / only_b).
+SPAN_CLASSES = {"shared": "shared", "only_a": "only", "only_b": "only", "only": "only", "differs": "only"}
+
+CSS = """
+:root { --ink:#1f2430; --muted:#5b6272; --line:#e3e6ee; --bg:#f7f8fb; --card:#fff;
+        --warn:#a63603; --warn-bg:#fff1e6; --note:#1f5fa8; --note-bg:#eaf2fc; }
+* { box-sizing: border-box; }
+body { margin:0; font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", sans-serif;
+       color:var(--ink); background:var(--bg); line-height:1.5; }
+header { background:#1f2430; color:#fff; padding:20px 32px; }
+header h1 { margin:0 0 4px; font-size:1.5rem; }
+header p { margin:0; color:#c9cfdc; overflow-wrap:anywhere; }
+nav { margin-top:10px; display:flex; flex-wrap:wrap; gap:6px 14px; font-size:0.9rem; }
+nav a { color:#9ecbff; text-decoration:none; }
+main { max-width:1200px; margin:0 auto; padding:16px 24px 48px; }
+section { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:16px 20px; margin:16px 0; }
+section h2 { margin:0 0 10px; font-size:1.2rem; }
+.lead { color:var(--muted); margin:0 0 10px; max-width:80ch; }
+.summary-columns { display:grid; grid-template-columns: 1fr 1fr; gap:0 24px; }
+@media (max-width: 900px) { .summary-columns { grid-template-columns: 1fr; } }
+.summary-columns th { width:48%; }
+table { border-collapse:collapse; width:100%; font-size:0.95rem; }
+th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line); vertical-align:top;
+         overflow-wrap:anywhere; }
+th { color:var(--muted); font-weight:600; width:34%; }
+table.compare th { width:auto; }
+table.compare td.num, table.summary td.num { font-variant-numeric: tabular-nums; }
+ul.alerts { list-style:none; padding:0; margin:0; }
+ul.alerts li { padding:10px 14px; border-radius:6px; margin:6px 0; }
+ul.alerts li.warning { background:var(--warn-bg); border-left:4px solid var(--warn); }
+ul.alerts li.notice { background:var(--note-bg); border-left:4px solid var(--note); }
+ul.alerts li strong { display:block; }
+p.ok { color:#2b7a3d; }
+.figure { width:100%; min-height:420px; }
+.notes li { color:var(--muted); }
+.example { border-top:1px solid var(--line); padding:12px 0; }
+.example:first-of-type { border-top:none; }
+.example-grid { display:grid; grid-template-columns: 1fr 1fr; gap:14px; margin:8px 0; align-items:start; }
+.example-grid > .caption-box { position:sticky; top:8px; }
+.neighbours { display:flex; flex-direction:column; gap:10px; }
+@media (max-width: 800px) { .example-grid { grid-template-columns: 1fr; } }
+.pair { display:grid; grid-template-columns: 1fr 1fr; gap:14px; margin:8px 0; }
+@media (max-width: 800px) { .pair { grid-template-columns: 1fr; } }
+.caption-box { border:1px solid var(--line); border-radius:6px; padding:8px 10px; background:#fcfcfe; min-width:0; }
+.caption-box .meta { font-size:0.8rem; color:var(--muted); margin-bottom:4px; overflow-wrap:anywhere; }
+.caption { max-width:75ch; white-space:pre-wrap; overflow-wrap:anywhere; margin:0; }
+.caption.clamped { max-height:9.5em; overflow:hidden;
+                   -webkit-mask-image: linear-gradient(180deg, #000 70%, transparent); }
+button.expand { margin-top:4px; font-size:0.8rem; border:1px solid var(--line); background:#fff;
+                border-radius:4px; padding:2px 8px; cursor:pointer; color:var(--note); }
+.unseen { color:#9aa1ad; }
+mark.shared { background:#ffe08a; color:inherit; padding:0 1px; border-radius:2px; }
+mark.only { background:none; color:inherit; border-bottom:2px dotted #6b9bd1; }
+.legend mark { margin-right:6px; }
+.stats { font-size:0.85rem; color:var(--muted); }
+.badge { display:inline-block; font-size:0.75rem; padding:0 6px; border-radius:10px; background:#fde2e1; color:#9b1c1c; }
+code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size:0.85rem; }
+pre.command { white-space:pre-wrap; overflow-wrap:anywhere; background:#f1f3f7; padding:8px 10px; border-radius:6px; }
+footer { text-align:center; color:var(--muted); font-size:0.8rem; padding:16px; }
+"""
+
+# expands clamped captions; nothing else on the page needs script besides plotly
+PAGE_SCRIPT = """
+document.querySelectorAll('button.expand').forEach(function (button) {
+  button.addEventListener('click', function () {
+    var caption = document.getElementById(button.getAttribute('data-target'));
+    var clamped = caption.classList.toggle('clamped');
+    button.textContent = clamped ? button.getAttribute('data-more') : 'Show less';
+    button.setAttribute('aria-expanded', clamped ? 'false' : 'true');
+  });
+});
+"""
+
+
+def escape(value) -> str:
+    """Escape any value for HTML text or a quoted attribute."""
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+@dataclass
+class Section:
+    """One ``<section>`` of the page; ``body`` is already-escaped HTML."""
+
+    id: str
+    title: str
+    body: str
+    lead: str | None = None  # plain text, escaped on render
+
+    def render(self) -> str:
+        lead = f'<p class="lead">{escape(self.lead)}</p>' if self.lead else ""
+        return f'<section id="{escape(self.id)}"><h2>{escape(self.title)}</h2>{lead}{self.body}</section>'
+
+
+@dataclass
+class Page:
+    title: str
+    subtitle: str
+    sections: list[Section] = field(default_factory=list)
+
+    def render(self, plotly_js: str) -> str:
+        nav = "".join(f'<a href="#{escape(s.id)}">{escape(s.title)}</a>' for s in self.sections)
+        body = "\n".join(section.render() for section in self.sections)
+        return (
+            "<!DOCTYPE html>\n"
+            '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"<title>{escape(self.title)}</title>\n<style>{CSS}</style>\n"
+            f'<script id="plotly-js">{plotly_js}</script>\n'
+            "</head>\n<body>\n"
+            f"<header><h1>{escape(self.title)}</h1><p>{escape(self.subtitle)}</p><nav>{nav}</nav></header>\n"
+            f"<main>\n{body}\n</main>\n"
+            f"<footer>Made with capgeo. This file is self-contained: it loads nothing from the network.</footer>\n"
+            f"<script>{PAGE_SCRIPT}</script>\n</body>\n</html>\n"
+        )
+
+
+def plotly_javascript() -> str:
+    """plotly.js, checked to be safe inside one inline ``<script>`` element."""
+    import plotly.offline
+
+    source = plotly.offline.get_plotlyjs()
+    if re.search(r"</script", source, flags=re.IGNORECASE):  # would end the element early
+        raise RuntimeError("plotly.js contains '</script' and cannot be inlined safely")
+    return source
+
+
+def figure_div(figure, div_id: str) -> str:
+    """A figure's ``<div>`` plus the script that draws it; plotly.js itself is not included."""
+    import plotly.io as pio
+
+    config = {"displaylogo": False, "responsive": True,
+              "toImageButtonOptions": {"format": "png", "filename": div_id}}
+    markup = pio.to_html(figure, full_html=False, include_plotlyjs=False, div_id=div_id, config=config,
+                         default_height="420px" if figure.layout.height is None else f"{figure.layout.height}px")
+    return f'<div class="figure" data-figure="{escape(div_id)}">{markup}</div>'
+
+
+def table(rows: Iterable[tuple[str, str]], css_class: str = "summary") -> str:
+    """Two-column table; labels are escaped here, values must already be HTML."""
+    body = "".join(f"<tr><th>{escape(label)}</th><td class=\"num\">{value}</td></tr>" for label, value in rows)
+    return f'<table class="{css_class}"><tbody>{body}</tbody></table>'
+
+
+def highlight(text: str, spans: Sequence) -> str:
+    """Escaped ``text`` with each span wrapped in ``<mark class=...>``.
+
+    ``spans`` are dicts (or objects) with ``start``, ``end`` (Python string offsets into
+    ``text``, end exclusive) and ``kind``. Spans that overlap an earlier one or fall
+    outside the text are skipped rather than allowed to corrupt the markup.
+    """
+    pieces: list[str] = []
+    cursor = 0
+    normalised = []
+    for span in spans or ():
+        get = span.get if isinstance(span, dict) else (lambda key, s=span: getattr(s, key, None))
+        start, end, kind = get("start"), get("end"), get("kind")
+        if start is None or end is None:
+            continue
+        normalised.append((int(start), int(end), str(kind or "shared"), get("title") or SPAN_TITLES.get(kind, kind)))
+    for start, end, kind, title in sorted(normalised):
+        if start < cursor or end <= start or end > len(text):
+            continue
+        css = SPAN_CLASSES.get(kind, "shared")
+        pieces.append(escape(text[cursor:start]))
+        pieces.append(f'<mark class="{css}" title="{escape(title)}">{escape(text[start:end])}</mark>')
+        cursor = end
+    pieces.append(escape(text[cursor:]))
+    return "".join(pieces)
+
+
+class CaptionIds:
+    """Unique element ids for captions on one page (for the expand buttons)."""
+
+    def __init__(self, prefix: str = "cap"):
+        self.prefix = prefix
+        self.count = 0
+
+    def next(self) -> str:
+        self.count += 1
+        return f"{self.prefix}-{self.count}"
+
+
+def caption_html(text: str, spans: Sequence, ids: CaptionIds) -> str:
+    """A caption with highlights; long captions are clamped to a few lines with a button to expand."""
+    words = len(text.split())
+    body = highlight(text, spans)
+    if words <= LONG_CAPTION_WORDS:
+        return f'<p class="caption">{body}</p>'
+    element_id = ids.next()
+    more = f"Show all {words} words"
+    return (f'<p class="caption clamped" id="{element_id}">{body}</p>'
+            f'<button type="button" class="expand" data-target="{element_id}" data-more="{escape(more)}" '
+            f'aria-expanded="false">{escape(more)}</button>')

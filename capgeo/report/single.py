@@ -1,0 +1,182 @@
+"""One dataset's report page: summary, alerts, figures, gallery, provenance.
+
+Every section is optional: a profile without ``gamma`` simply has no gamma
+figure, and the page's "Not in this report" list says why (``notes``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from capgeo import __version__
+from capgeo.report import figures
+from capgeo.report.alerts import alerts_for
+from capgeo.report.gallery import gallery_html
+from capgeo.report.html import Page, Section, escape, figure_div, plotly_javascript, table
+from capgeo.report.summary import dataset_label, encoder_label, summary_rows
+
+#: Element ids of the figures, in page order (tests check each is present).
+FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gamma")
+#: Drawn only when the profile has relative buckets (`capgeo report DATA` always computes them).
+OPTIONAL_FIGURE_IDS = ("fig-buckets-relative",)
+#: Drawn only when the profile has a truncation section (`capgeo truncation --json`).
+TRUNCATION_FIGURE_ID = "fig-truncation"
+#: Truncation-only pairs shown as text (the JSON holds them all).
+MAX_TRUNCATION_PAIRS = 4
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def alerts_html(profile: dict) -> str:
+    alerts = alerts_for(profile)
+    if not alerts:
+        return '<p class="ok">Nothing stands out: no alert fired (thresholds in capgeo/report/alerts.py).</p>'
+    items = "".join(f'<li class="{escape(a.level)}" data-alert="{escape(a.key)}"><strong>{escape(a.title)}</strong>'
+                    f"{escape(a.message)}</li>" for a in alerts)
+    return f'<ul class="alerts">{items}</ul>'
+
+
+def heatmap_batch(profile: dict) -> dict | None:
+    """The batch entry whose example matrix is drawn: the largest batch size that has one."""
+    candidates = [entry for entry in profile.get("batches") or [] if (entry.get("example") or {}).get("cosine")]
+    return max(candidates, key=lambda entry: entry["batch_size"]) if candidates else None
+
+
+def _seen_unseen(caption: dict) -> str:
+    """A caption with the part the encoder saw in normal text and the rest greyed."""
+    text = caption.get("text") or ""
+    offset = caption.get("cut_offset")
+    if offset is None or not 0 <= offset <= len(text):
+        return f'<p class="caption">{escape(text)}</p>'
+    return (f'<p class="caption">{escape(text[:offset])}<span class="unseen" title="cut: the encoder did not see this">'
+            f"{escape(text[offset:])}</span></p>")
+
+
+def truncation_pairs_html(truncation: dict) -> str:
+    pairs = (truncation.get("truncation_only_pairs") or [])[:MAX_TRUNCATION_PAIRS]
+    if not pairs:
+        return ""
+    parts = ["<h3>Pairs that are near-duplicates only because they were cut</h3>",
+             '<p class="stats">Grey: the part of the caption the encoder did not see at that length.</p>']
+    for pair in pairs:
+        stats = (f'<div class="stats">at L={pair.get("max_tokens")} tokens cosine '
+                 f'<strong>{pair.get("cosine_at_length", float("nan")):.4f}</strong>; at the full context '
+                 f'{pair.get("cosine_full", float("nan")):.4f}</div>')
+        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(c.get("id"))} · image '
+                        f'{escape(c.get("group"))} · {escape(c.get("tokens"))} tokens</div>{_seen_unseen(c)}</div>'
+                        for c in (pair.get("a") or {}, pair.get("b") or {}))
+        parts.append(f'<div class="example">{stats}<div class="pair">{boxes}</div></div>')
+    return "".join(parts)
+
+
+def figure_sections(profile: dict) -> list[Section]:
+    sections = []
+    if profile.get("pairwise") or profile.get("hardest_companion"):
+        label = dataset_label(profile)
+        figure = figures.cosine_distribution_figure([(label, profile.get("pairwise"), profile.get("hardest_companion"))])
+        sections.append(Section("distributions", "Pairwise and hardest-companion cosine", figure_div(figure, "fig-cosines"),
+                                "All pairs are captions of different images; a caption's hardest companion is its most "
+                                "similar caption of another image (as in HN-CLIP's Figure 1). Dashed lines: means."))
+    batches = profile.get("batches") or []
+    if any((entry.get("buckets") or {}).get("shares") for entry in batches):
+        series = [(dataset_label(profile), batches)]
+        body = figure_div(figures.bucket_composition_figure(series), "fig-buckets")
+        lead = ("Random training batches of captions of distinct images: the share of each row's negatives in each "
+                "caption-cosine bucket, per batch size.")
+        if any((entry.get("relative_buckets") or {}).get("shares") for entry in batches):
+            relative = figure_div(figures.bucket_composition_figure(
+                series, kind="relative_buckets", title="In-batch negatives by the dataset's own pairwise quantiles"),
+                "fig-buckets-relative")
+            # when the fixed edges put (almost) every negative in the lowest bucket, the relative view says more
+            uninformative = all((entry.get("buckets") or {}).get("shares", [0])[0] >= 0.95 for entry in batches)
+            body = relative + body if uninformative else body + relative
+            lead += (f" The {'first' if uninformative else 'second'} chart cuts at this dataset's pairwise quantiles "
+                     "instead of fixed cosines, which compares across encoders whose cosines live on different scales.")
+        sections.append(Section("buckets", "In-batch negatives by hardness", body, lead))
+    entry = heatmap_batch(profile)
+    if entry is not None:
+        figure = figures.batch_heatmap_figure(entry["example"], entry["batch_size"])
+        sections.append(Section("batch-matrix", "One real batch", figure_div(figure, "fig-batch"),
+                                f"Caption-caption cosine of one random batch of {entry['batch_size']} (diagonal "
+                                "masked): the bright off-diagonal cells are the near-twins HN-CLIP's Gbar boosts."))
+    lengths = profile.get("lengths")
+    if lengths and lengths.get("histogram") and lengths.get("known", True):
+        sections.append(Section("lengths", "Caption length", figure_div(figures.caption_length_figure(lengths), "fig-lengths"),
+                                "Untruncated token counts with the encoder's own tokenizer; bars right of the dashed "
+                                "line are cut when embedded."))
+    truncation = profile.get("truncation")
+    if truncation and truncation.get("per_length"):
+        sections.append(Section("truncation", "Context length", figure_div(figures.truncation_figure(truncation),
+                                TRUNCATION_FIGURE_ID) + truncation_pairs_html(truncation),
+                                "The same captions embedded at several maximum token lengths: how the geometry "
+                                "changes when the encoder sees less of each caption."))
+    gamma = profile.get("gamma")
+    if gamma and gamma.get("batches"):
+        figure = figures.gamma_figure(gamma)
+        why = next((b.get("why") for b in gamma["batches"] if b.get("why")), None)
+        sections.append(Section("gamma", "Gamma diagnostics", figure_div(figure, "fig-gamma"),
+                                (why or "") + f" Rule: {gamma.get('rule', 'see docs/gamma.md')}. "
+                                f"Logit scale from {gamma.get('logit_scale_source', '?')}."))
+    return sections
+
+
+def provenance_rows(profile: dict, command: str | None, created: str) -> list[tuple[str, str]]:
+    dataset = profile.get("dataset") or {}
+    encoder = profile.get("encoder") or {}
+    provenance = profile.get("provenance") or {}
+    options = profile.get("options") or {}
+    rows = [
+        ("Report made with", f"capgeo {escape(__version__)} on {escape(created)}"),
+        ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>'),
+        ("Profile computed", f"capgeo {escape(provenance.get('capgeo_version', '?'))} on "
+                             f"{escape(provenance.get('created', '?'))}"
+                             + (f" in {provenance['elapsed_s']:.1f} s" if provenance.get("elapsed_s") is not None else "")),
+    ]
+    if provenance.get("command"):
+        rows.append(("Profile command", f'<pre class="command">{escape(provenance["command"])}</pre>'))
+    rows += [
+        ("Data file", f"{escape(dataset.get('source', '?'))} ({escape(dataset.get('format', '?'))})"),
+        ("Data fingerprint (sha256)", f"<code>{escape(dataset.get('fingerprint', '?'))}</code>"),
+        ("Caption texts digest (sha256)", f"<code>{escape(dataset.get('texts_digest', '?'))}</code>"),
+        ("Encoder", f"{escape(encoder_label(profile))}: {escape(encoder.get('kind', '?'))} "
+                    f"{escape(encoder.get('name', '?'))}, fingerprint <code>{escape(encoder.get('fingerprint', '?'))}</code>"),
+        ("Profile options", f"<code>{escape(json.dumps(options, sort_keys=True))}</code>"),
+    ]
+    for name in ("dupes", "gamma", "truncation"):
+        if profile.get(name):
+            rows.append((f"{name} section", "included"))
+    return rows
+
+
+def render_report(profile: dict, *, command: str | None = None, notes: list[str] | None = None,
+                  created: str | None = None) -> str:
+    """The whole report for one profile as an HTML string."""
+    created = created or now_utc()
+    dataset = profile.get("dataset") or {}
+    title = f"capgeo report: {dataset_label(profile)}"
+    subtitle = (f"{dataset.get('n_captions', '?'):,} captions of {dataset.get('n_groups', '?'):,} images · "
+                f"encoder {encoder_label(profile)} · {created}") if isinstance(dataset.get("n_captions"), int) \
+        else f"encoder {encoder_label(profile)} · {created}"
+    page = Page(title, subtitle)
+    rows = [(label, escape(value)) for label, value in summary_rows(profile)]
+    half = (len(rows) + 1) // 2
+    page.sections.append(Section("summary", "Summary", f'<div class="summary-columns">{table(rows[:half])}'
+                                                       f'{table(rows[half:])}</div>'))
+    page.sections.append(Section("alerts", "Alerts", alerts_html(profile)))
+    page.sections += figure_sections(profile)
+    if profile.get("dupes"):
+        page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile["dupes"]),
+                                     "Captions of different images that the encoder places closest together."))
+    missing = list(notes or [])
+    if not profile.get("dupes") and not any("gallery" in note for note in missing):
+        missing.append("Near-duplicate gallery: the profile has no dupes section.")
+    if not profile.get("gamma") and not any("amma" in note for note in missing):
+        missing.append("Gamma diagnostics: the profile has no gamma section.")
+    if missing:
+        items = "".join(f"<li>{escape(note)}</li>" for note in missing)
+        page.sections.append(Section("notes", "Not in this report", f'<ul class="notes">{items}</ul>'))
+    page.sections.append(Section("provenance", "Provenance", table(provenance_rows(profile, command, created))))
+    return page.render(plotly_javascript())

@@ -1,0 +1,106 @@
+"""Each alert fires on one side of its documented threshold and not on the other."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from _report_fixtures import make_profile
+from capgeo.report import alerts
+
+
+@pytest.fixture(scope="module")
+def base():
+    profile, _ = make_profile()
+    return profile
+
+
+def keys(profile) -> set[str]:
+    return {alert.key for alert in alerts.alerts_for(profile)}
+
+
+def levels(profile, key) -> list[str]:
+    return [alert.level for alert in alerts.alerts_for(profile) if alert.key == key]
+
+
+def with_truncation(base, share):
+    profile = copy.deepcopy(base)
+    n = profile["lengths"]["n"]
+    profile["lengths"]["n_truncated"] = round(share * n)
+    profile["lengths"]["share_truncated"] = share
+    return profile
+
+
+def test_truncation_thresholds(base):
+    assert levels(with_truncation(base, alerts.TRUNCATED_WARNING), "truncation") == ["warning"]
+    assert levels(with_truncation(base, alerts.TRUNCATED_WARNING - 0.01), "truncation") == ["notice"]
+    assert levels(with_truncation(base, alerts.TRUNCATED_NOTICE - 0.01), "truncation") == []
+    message = next(a.message for a in alerts.alerts_for(with_truncation(base, 0.945)) if a.key == "truncation")
+    assert "94.5%" in message and "77 tokens" in message
+
+
+def with_exact(base, cross_pairs, redundant):
+    profile = copy.deepcopy(base)
+    profile["exact_duplicates"].update(n_pairs_cross_group=cross_pairs, n_redundant_captions=redundant)
+    return profile
+
+
+def test_exact_duplicate_thresholds(base):
+    n = base["dataset"]["n_captions"]
+    assert levels(with_exact(base, 0, 0), "exact_duplicates") == []
+    assert levels(with_exact(base, 1, 0), "exact_duplicates") == ["notice"]
+    many = int(alerts.EXACT_DUPLICATE_WARNING * n) + 1
+    assert levels(with_exact(base, 1, many), "exact_duplicates") == ["warning"]
+    assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS, 0), "exact_duplicates") == ["warning"]
+    assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS - 1, 0), "exact_duplicates") == ["notice"]
+
+
+def with_near_twin(base, share):
+    profile = copy.deepcopy(base)
+    for entry in profile["batches"]:
+        entry["near_duplicate"]["share_batches"] = share
+    return profile
+
+
+def test_near_twin_batches(base):
+    fired = [a for a in alerts.alerts_for(with_near_twin(base, 0.95)) if a.key == "near_twin_batches"]
+    assert len(fired) == len(base["batches"]) and all("almost always" in a.title for a in fired)
+    assert all("often" in a.title and "almost" not in a.title
+               for a in alerts.alerts_for(with_near_twin(base, alerts.NEAR_TWIN_WARNING)) if a.key == "near_twin_batches")
+    assert "near_twin_batches" not in keys(with_near_twin(base, alerts.NEAR_TWIN_WARNING - 0.01))
+
+
+def test_hardest_bucket(base):
+    profile = copy.deepcopy(base)
+    profile["batches"][0]["buckets"]["shares"] = [0.1, 0.1, 0.2, 0.6]
+    fired = [a for a in alerts.alerts_for(profile) if a.key == "hardest_bucket"]
+    assert len(fired) == 1 and "60.0%" in fired[0].message and ">=0.9" in fired[0].message
+    profile["batches"][0]["buckets"]["shares"] = [0.2, 0.2, 0.2, 0.4]
+    assert "hardest_bucket" not in keys(profile)
+
+
+def test_crowded_and_near_duplicate_captions(base):
+    profile = copy.deepcopy(base)
+    profile["hardest_companion"]["mean"] = alerts.CROWDED_HARDEST
+    profile["near_duplicates"]["share_captions_hardest_above"] = alerts.NEAR_DUPLICATE_CAPTIONS_WARNING
+    assert {"crowded", "near_duplicate_captions"} <= keys(profile)
+    profile["hardest_companion"]["mean"] = alerts.CROWDED_HARDEST - 0.001
+    profile["near_duplicates"]["share_captions_hardest_above"] = alerts.NEAR_DUPLICATE_CAPTIONS_WARNING - 0.001
+    assert not {"crowded", "near_duplicate_captions"} & keys(profile)
+
+
+def test_sampled_and_skipped(base):
+    profile = copy.deepcopy(base)
+    assert not {"sampled", "skipped"} & keys(profile)
+    profile["pairwise"]["exact"] = False
+    profile["pairwise"]["n_sampled_pairs"] = 1_000_000
+    profile["dataset"]["skipped"] = [{"reason": "empty caption", "count": 3, "examples": ["line 4"]}]
+    assert {"sampled", "skipped"} <= keys(profile)
+
+
+def test_warnings_come_first_and_missing_sections_give_no_alert(base):
+    profile = with_truncation(with_exact(base, 1, 0), 0.9)
+    found = alerts.alerts_for(profile)
+    assert [a.level for a in found] == sorted((a.level for a in found), key=lambda level: level != "warning")
+    assert alerts.alerts_for({"schema": "capgeo.profile/1"}) == []

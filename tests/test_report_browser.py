@@ -1,0 +1,76 @@
+"""The reports in a real browser: headless Chromium (Debian package `chromium`) over the DevTools pipe.
+
+Checks: no JavaScript errors, no network requests, every plotly figure drawn,
+caption text not executed, the expand button works, and a non-blank screenshot.
+Skipped when Chromium is not installed (CI installs it: apt-get install chromium).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from _report_fixtures import REPO_DATA, make_full_profile, real_report_input
+from capgeo.report.build import build_compare, build_report
+from capgeo.report.chromium import find_chromium, open_page
+from capgeo.report.compare import COMPARE_FIGURE_IDS, COMPARE_OPTIONAL_FIGURE_IDS
+from capgeo.report.single import FIGURE_IDS, OPTIONAL_FIGURE_IDS
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(find_chromium() is None,
+                       reason="headless Chromium is not installed (Debian: apt-get install -y chromium)"),
+]
+
+#: clicks the first "Show all N words" button
+EXPAND_FIRST = "document.querySelector('button.expand').click()"
+
+
+def assert_clean(report, figure_ids):
+    assert report.errors == [], report.errors
+    assert report.external_requests == [], report.external_requests
+    assert [url for url in report.requests if url.startswith("file:")] == [report.url]
+    assert report.state["plotly"], "plotly.js did not load"
+    assert sorted(report.state["figures"]) == sorted(figure_ids)
+    assert sorted(report.state["drawn"]) == sorted(figure_ids), "some figures were not drawn"
+
+
+def assert_not_blank(png: bytes, width: int = 1280, height: int = 2000):
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    assert image.size == (width, height)
+    pixels = np.asarray(image, dtype=np.float64)
+    assert pixels.std() > 20, "screenshot is (almost) one colour"
+    assert len(np.unique(pixels.reshape(-1, 3)[::7], axis=0)) > 200, "screenshot has too few colours to hold figures"
+
+
+@pytest.mark.skipif(not (REPO_DATA / "docci_sample.jsonlines").exists(), reason="data/docci_sample.jsonlines is missing")
+def test_real_report_loads_offline_without_errors(tmp_path):
+    path = build_report(real_report_input("docci"), tmp_path / "docci.html", command="capgeo report docci")
+    report = open_page(path, action=EXPAND_FIRST)
+    assert_clean(report, FIGURE_IDS + OPTIONAL_FIGURE_IDS)
+    assert report.state["sections"][:2] == ["summary", "alerts"]
+    assert "gallery" in report.state["sections"] and report.state["marks"] > 50
+    # one long caption expanded by its button
+    assert report.state["clamped"] == report.state["expand_buttons"] - 1
+    assert_not_blank(report.screenshot)
+
+
+def test_hostile_captions_are_shown_not_run(tmp_path):
+    path = build_report(make_full_profile(), tmp_path / "fixture.html")
+    report = open_page(path, screenshot=False)
+    assert_clean(report, FIGURE_IDS)
+    assert report.state["title"] == "capgeo report: fixture.jsonl", "caption text ran as script"
+    assert not any(url.endswith("/x") for url in report.requests), "an <img> from caption text was loaded"
+
+
+@pytest.mark.skipif(not (REPO_DATA / "coco_sample.json").exists(), reason="data/coco_sample.json is missing")
+def test_compare_page_loads_offline_without_errors(tmp_path):
+    profiles = [real_report_input("docci").profile, real_report_input("coco").profile]
+    path = build_compare(profiles, tmp_path / "compare.html")
+    report = open_page(path)
+    assert_clean(report, COMPARE_FIGURE_IDS + COMPARE_OPTIONAL_FIGURE_IDS)
+    assert_not_blank(report.screenshot)

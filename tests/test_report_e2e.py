@@ -1,0 +1,152 @@
+"""End to end on real captions: the real pipeline (embed, profile, dupes, gamma) into the report and the CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from _report_fixtures import REPO_DATA, real_report_input
+from capgeo.cli import main
+from capgeo.report.build import save_profile
+from capgeo.errors import CapgeoError
+from capgeo.report.build import ReportInput, fill_missing
+from capgeo.report.compare import COMPARE_FIGURE_IDS, COMPARE_OPTIONAL_FIGURE_IDS, render_compare
+from capgeo.report.html import highlight
+from capgeo.report.single import FIGURE_IDS, OPTIONAL_FIGURE_IDS, render_report
+from test_report_html import SECTIONS, caption_texts, parse
+
+pytestmark = pytest.mark.skipif(not (REPO_DATA / "docci_sample.jsonlines").exists(),
+                                reason="data/docci_sample.jsonlines (the repository's sample) is missing")
+
+
+@pytest.fixture(scope="module")
+def docci():
+    return real_report_input("docci")
+
+
+@pytest.fixture(scope="module")
+def coco():
+    return real_report_input("coco")
+
+
+def test_real_report_has_every_section_and_figure(docci):
+    profile = docci.profile
+    assert profile["dupes"]["examples"] and profile["gamma"]["batches"]
+    page = render_report(profile, command="capgeo report data/docci_sample.jsonlines --limit 40")
+    parser = parse(page)
+    for element_id in (*SECTIONS, *FIGURE_IDS, *OPTIONAL_FIGURE_IDS):
+        assert element_id in parser.ids, f"{element_id} missing"
+    assert "notes" not in parser.ids  # nothing left out
+    assert f"{profile['pairwise']['mean']:.3f} ± {profile['pairwise']['std']:.3f}" in page
+    assert profile["dataset"]["fingerprint"] in page
+    assert f"{profile['gamma']['suggested_gamma']:.3g}" in page
+    # real DOCCI captions are shown whole (clamped only by CSS), character for character
+    shown = caption_texts(page)
+    for example in profile["dupes"]["examples"]:
+        assert example["query"]["text"] in shown
+        for neighbour in example["neighbours"]:
+            assert neighbour["text_b"] in shown
+
+
+def test_real_dupes_spans_render_on_their_words(docci):
+    for row in docci.profile["dupes"]["pairs"]:
+        parser = parse(f"<div>{highlight(row['text_a'], row['spans_a'])}</div>")
+        assert parser.marks == [row["text_a"][s["start"]:s["end"]] for s in row["spans_a"]]
+
+
+def test_real_compare_of_datasets_of_different_sizes(docci, coco):
+    assert docci.profile["dataset"]["n_captions"] != coco.profile["dataset"]["n_captions"]
+    page = render_compare([docci.profile, coco.profile])
+    parser = parse(page)
+    for figure_id in COMPARE_FIGURE_IDS + COMPARE_OPTIONAL_FIGURE_IDS:
+        assert figure_id in parser.ids
+    assert "docci_sample.jsonlines" in page and "coco_sample.json" in page
+    assert "different numbers of captions" in page
+
+
+def test_cli_report_from_a_saved_profile_recomputes_nothing(tmp_path, docci, monkeypatch):
+    bare = copy.deepcopy(docci.profile)
+    bare.pop("dupes")
+    bare.pop("gamma")
+    saved = save_profile(bare, tmp_path / "docci.json")
+
+    def no_embedding(*args, **kwargs):
+        raise AssertionError("a saved profile must not be re-embedded")
+
+    monkeypatch.setattr("capgeo.encoders.embed", no_embedding)
+    output = tmp_path / "out" / "docci.html"
+    result = CliRunner().invoke(main, ["report", str(saved), "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    page = output.read_text(encoding="utf-8")
+    parser = parse(page)
+    assert "gallery" not in parser.ids and "fig-gamma" not in parser.ids and "notes" in parser.ids
+    assert "has no dupes section" in page and "has no dupes section" in result.output
+    assert f"capgeo report {saved} --output {output}" in page
+
+
+def test_cli_report_and_compare_on_real_data(tmp_path):
+    runner = CliRunner()
+    report_path = tmp_path / "coco.html"
+    saved = tmp_path / "coco.json"
+    result = runner.invoke(main, ["report", str(REPO_DATA / "coco_sample.json"), "--limit", "60", "--batch-size", "8",
+                                  "--n-batches", "10", "--save-profile", str(saved), "-o", str(report_path)])
+    assert result.exit_code == 0, result.output
+    parser = parse(report_path.read_text(encoding="utf-8"))
+    assert {"gallery", "gamma", "fig-gamma", "fig-buckets-relative"} <= set(parser.ids)
+    profile = json.loads(saved.read_text(encoding="utf-8"))
+    assert profile["dupes"] and profile["gamma"] and profile["dataset"]["n_groups"] == 12
+    compare_path = tmp_path / "compare.html"
+    result = runner.invoke(main, ["compare", str(saved), str(REPO_DATA / "docci_sample.jsonlines"), "--limit", "40",
+                                  "--batch-size", "8", "--n-batches", "10", "-o", str(compare_path)])
+    assert result.exit_code == 0, result.output
+    page = compare_path.read_text(encoding="utf-8")
+    assert "<th>coco_sample.json</th><th>docci_sample.jsonlines</th>" in page
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    runner = CliRunner()
+    not_a_profile = tmp_path / "bad.json"
+    not_a_profile.write_text('{"schema": "capgeo.profile/9", "dataset": {}}')
+    result = runner.invoke(main, ["report", str(not_a_profile), "-o", str(tmp_path / "x.html")])
+    assert result.exit_code == 2 and "Error:" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "x.html").exists()
+    result = runner.invoke(main, ["compare", str(REPO_DATA / "coco_sample.json"), "--limit", "10",
+                                  "-o", str(tmp_path / "c.html")])
+    assert result.exit_code == 2 and "at least two profiles" in result.output
+    result = runner.invoke(main, ["report", str(REPO_DATA / "coco_sample.json"), "--limit", "10", "--batch-size", "64",
+                                  "-o", str(tmp_path / "y.html")])
+    assert result.exit_code == 2 and "Error:" in result.output and "64" in result.output
+
+
+def test_fill_missing_computes_only_the_missing_sections(coco, tmp_path):
+    bare = copy.deepcopy(coco.profile)
+    kept_dupes = bare["dupes"]
+    bare.pop("gamma")
+    filled = fill_missing(ReportInput(bare, ["note"])).profile
+    assert filled["dupes"] is kept_dupes  # present sections are never recomputed
+    assert filled["gamma"]["suggested_gamma"] == coco.profile["gamma"]["suggested_gamma"]
+    assert [b["batch_size"] for b in filled["gamma"]["batches"]] == [8]
+
+    changed = copy.deepcopy(coco.profile)
+    changed.pop("gamma")
+    changed["dataset"]["texts_digest"] = "0" * 64
+    with pytest.raises(CapgeoError, match="does not hold the captions"):
+        fill_missing(ReportInput(changed))
+    changed["dataset"]["source"] = str(tmp_path / "gone.json")
+    with pytest.raises(CapgeoError, match="not on this machine"):
+        fill_missing(ReportInput(changed))
+
+
+def test_cli_report_with_the_truncation_section(tmp_path):
+    output = tmp_path / "docci.html"
+    result = CliRunner().invoke(main, ["report", str(REPO_DATA / "docci_sample.jsonlines"), "--limit", "20",
+                                       "--batch-size", "8", "--n-batches", "5", "--no-dupes", "--truncation",
+                                       "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    page = output.read_text(encoding="utf-8")
+    parser = parse(page)
+    assert {"truncation", "fig-truncation"} <= set(parser.ids)
+    assert "--truncation" in page  # the command to reproduce names it
