@@ -1,0 +1,493 @@
+"""What the context length does to the caption geometry.
+
+A text encoder sees at most its context length in tokens; dense captions run
+far longer, so what a model trains on is the geometry of caption *openings*.
+This module embeds one dataset at several maximum token lengths L (the
+encoder's full context always included, as the reference) and compares, per L:
+
+* how many captions are cut at L;
+* the distribution of negative (different-group) cosines and of each caption's
+  hardest companion (:func:`capgeo.geometry.pairwise.scan_pairs`);
+* the in-batch bucket composition at one batch size, on the *same* batches for
+  every L (same seed), so the comparison is paired;
+* the number of near-duplicate pairs of different groups at or above a
+  threshold (exact, every pair: :func:`near_duplicates_at_length`);
+* the pairs that are near-duplicates *only because of truncation*: at or above
+  the threshold at L, below it at the full context; each listed with the
+  character offset where the L-token prefix of each caption ends;
+* how far each caption's embedding moves when more of it is seen: the cosine
+  between its embedding at L and at the full context.
+
+The cut point is found generically, for any tokenizer, with the encoder's own
+``token_counts`` (see :func:`cut_offsets`). The whole result is the
+``truncation`` section of a ``capgeo.profile/1`` dict; docs/truncation.md
+documents every field.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from capgeo.errors import CapgeoError, EncoderError
+
+#: Lengths compared when none are given (those above the encoder's context are left out).
+#: 77: CLIP's context; 248: Long-CLIP's; 32/64: where caption-trained encoders stop gaining.
+DEFAULT_LENGTHS = (32, 64, 77, 128, 248)
+#: Truncation-only pairs listed per length (all are counted).
+DEFAULT_LISTED_PAIRS = 20
+#: Quantile levels of the per-length summaries (the profile's keys p1..p99).
+QUANTILE_LEVELS = (0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99)
+
+_WORD_END = re.compile(r"\S+")
+
+
+# --------------------------------------------------------------------------- lengths
+
+
+def parse_lengths(text: str) -> list[int]:
+    """'32,64,128' -> [32, 64, 128]; a CapgeoError naming the bad part otherwise."""
+    lengths = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            lengths.append(int(part))
+        except ValueError:
+            raise CapgeoError(f"--lengths: expected comma-separated token counts such as 32,64,77, "
+                              f"got {part!r}") from None
+    if not lengths:
+        raise CapgeoError("--lengths: give at least one token count, e.g. 32,64,77")
+    return lengths
+
+
+def resolve_lengths(lengths: Sequence[int] | None, info) -> list[int]:
+    """Ascending distinct lengths to compare, the encoder's context length always last.
+
+    ``None`` takes :data:`DEFAULT_LENGTHS` up to the context. A length given
+    explicitly above the context (or below 2) is an error naming the length,
+    the encoder and its context.
+    """
+    context = int(info.context_length)
+    if lengths is None:
+        chosen = [length for length in DEFAULT_LENGTHS if length < context]
+    else:
+        chosen = []
+        for length in lengths:
+            length = int(length)
+            if length > context:
+                raise EncoderError(f"length {length} is above the context length of encoder {info.spec!r} "
+                                   f"({info.name}): {context} tokens; choose lengths up to {context}")
+            if length < 2:
+                raise EncoderError(f"length {length} is too short: a caption needs at least 2 tokens "
+                                   f"(start and end); choose lengths between 2 and {context}")
+            chosen.append(length)
+    return sorted(set(chosen) | {context})
+
+
+def check_encoder(encoder) -> None:
+    """Precomputed vectors cannot be re-cut: they have no tokenizer and no model."""
+    info = encoder.info
+    if info.kind == "precomputed":
+        raise EncoderError(f"{info.spec}: precomputed vectors have no tokenizer and cannot be re-encoded at "
+                           "other lengths; pass an encoder to run (--encoder, e.g. ViT-L-14/openai or the "
+                           "default all-MiniLM-L6-v2)")
+
+
+# --------------------------------------------------------------------------- embedding
+
+
+def embed_at_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=None, use_cache: bool = True,
+                     progress: bool | None = None) -> dict:
+    """Embeddings of ``captions`` at each length, keyed by length (a loaded ``encoder``).
+
+    The full context is encoded first; it gives the untruncated token counts.
+    A length no caption exceeds shows the model exactly the tokens of the full
+    context, so its embeddings are the full-context ones and are not encoded
+    again. Every other length goes through :func:`capgeo.encoders.embed`
+    (cached per length; CLIP towers run the trimmed forward, so short lengths
+    cost less).
+    """
+    from capgeo.encoders import embed
+
+    check_encoder(encoder)
+    context = int(encoder.info.context_length)
+    full = embed(captions, encoder, max_tokens=context, cache_dir=cache_dir, use_cache=use_cache,
+                 progress=progress)
+    longest = int(np.max(full.token_counts)) if len(full.token_counts) else 0
+    result = {}
+    for length in sorted(set(int(length) for length in lengths)):
+        if length == context or length >= longest:
+            # same input tokens as the full context: same embeddings
+            result[length] = _with_max_tokens(full, length)
+        else:
+            result[length] = embed(captions, encoder, max_tokens=length, cache_dir=cache_dir,
+                                   use_cache=use_cache, progress=progress)
+    result[context] = full
+    return result
+
+
+def _with_max_tokens(embeddings, length: int):
+    from dataclasses import replace
+
+    return replace(embeddings, max_tokens=int(length))
+
+
+# --------------------------------------------------------------------------- cut points
+
+
+def cut_offset(text: str, length: int, token_counts: Callable[[Sequence[str]], np.ndarray]) -> int:
+    """Character offset where the ``length``-token prefix of ``text`` ends, at a word boundary.
+
+    ``token_counts`` is the encoder's own (special tokens included). The answer
+    is the end of the longest whole-word prefix ``text[:offset]`` whose token
+    count is at most ``length``: binary search over word ends, since a longer
+    prefix never has fewer tokens. ``len(text)`` when the whole caption fits;
+    0 when not even its first word does. Sub-word tokenizers may also have seen
+    the first pieces of the word after the offset.
+    """
+    return cut_offsets([text], length, token_counts)[0]
+
+
+def cut_offsets(texts: Sequence[str], length: int, token_counts: Callable[[Sequence[str]], np.ndarray]) -> list[int]:
+    """:func:`cut_offset` of many captions; their binary searches run in lock step, so
+    each step is one batched ``token_counts`` call."""
+    texts = list(texts)
+    if not texts:
+        return []
+    counts = np.asarray(token_counts(texts))
+    offsets = [len(text) for text in texts]
+    # word ends of each caption that is cut; search for the last one that still fits
+    pending = {}
+    for row, (text, count) in enumerate(zip(texts, counts)):
+        if count > length:
+            ends = [match.end() for match in _WORD_END.finditer(text)]
+            # invariant: prefix ending at ends[low - 1] fits (low = 0: the empty prefix), ends[high] does not
+            pending[row] = [ends, 0, len(ends) - 1]
+    while True:
+        active = [row for row, (ends, low, high) in pending.items() if low < high]
+        if not active:
+            break
+        middles = {row: (pending[row][1] + pending[row][2]) // 2 for row in active}
+        prefix_counts = np.asarray(token_counts([texts[row][:pending[row][0][middles[row]]] for row in active]))
+        for row, count in zip(active, prefix_counts):
+            middle = middles[row]
+            if count <= length:
+                pending[row][1] = middle + 1
+            else:
+                pending[row][2] = middle
+    for row, (ends, low, _) in pending.items():
+        offsets[row] = ends[low - 1] if low > 0 else 0
+    return offsets
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def summarize_sample(values: np.ndarray) -> dict:
+    """count, mean, std, min, max and exact quantiles (p1..p99) of a 1-D sample; nulls when empty."""
+    from capgeo.geometry.inbatch import summarize_sample as summarize
+
+    values = np.asarray(values, dtype=np.float64)
+    return summarize(values[np.isfinite(values)], QUANTILE_LEVELS)
+
+
+def movement(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Row-wise cosine between each caption's embedding and its full-context embedding."""
+    vectors = np.asarray(vectors, dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    dots = np.einsum("ij,ij->i", vectors, reference)
+    norms = np.linalg.norm(vectors, axis=1) * np.linalg.norm(reference, axis=1)
+    return np.clip(dots / norms, -1.0, 1.0)
+
+
+def _distribution(summary: dict) -> dict:
+    """The compact form kept per length: count, mean, std, min, max, quantiles."""
+    keys = ("count", "mean", "std", "min", "max", "quantiles", "quantile_resolution", "exact")
+    compact = {key: summary[key] for key in keys if key in summary}
+    compact.setdefault("count", summary.get("n"))
+    return compact
+
+
+@dataclass
+class NearDuplicates:
+    """Different-group pairs at or above the threshold at one length, and those of them below it at full context."""
+
+    n_pairs: int
+    n_captions: int                 # captions in at least one such pair
+    n_truncation_only: int
+    truncation_only: list           # (index_a, index_b, cosine at L, cosine at full), best ``keep``, cosine at L desc
+
+
+def near_duplicates_at_length(vectors: np.ndarray, full_vectors: np.ndarray, group_codes: np.ndarray,
+                              cut: np.ndarray, threshold: float, *, keep: int,
+                              block_size: int = 2048) -> NearDuplicates:
+    """Count the different-group pairs with cosine >= ``threshold`` (exact, every pair) and find
+    the truncation-only ones among them: full-context cosine < ``threshold`` and at least one
+    of the two captions cut (``cut``: (N,) bool). A pair of two uncut captions saw the same
+    tokens at both lengths, so a difference there would be float noise, not truncation.
+
+    Walks the upper triangle in ``block_size`` tiles, so memory stays O(block_size^2)
+    plus the pairs kept; no cap on how many pairs reach the threshold."""
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    full_vectors = np.asarray(full_vectors, dtype=np.float64)
+    group_codes = np.asarray(group_codes)
+    cut = np.asarray(cut, dtype=bool)
+    n = vectors.shape[0]
+    block_size = max(1, min(int(block_size), n))
+    in_pair = np.zeros(n, dtype=bool)
+    n_pairs = n_only = 0
+    kept: list[np.ndarray] = []
+    n_kept = 0
+    upper = np.triu(np.ones((block_size, block_size), dtype=bool), k=1)
+    for row_start in range(0, n, block_size):
+        row_end = min(n, row_start + block_size)
+        for column_start in range(row_start, n, block_size):
+            column_end = min(n, column_start + block_size)
+            similarity = vectors[row_start:row_end] @ vectors[column_start:column_end].T
+            mask = similarity >= threshold
+            mask &= group_codes[row_start:row_end, None] != group_codes[None, column_start:column_end]
+            if column_start == row_start:
+                mask &= upper[:row_end - row_start, :column_end - column_start]
+            rows, columns = np.nonzero(mask)
+            if rows.size == 0:
+                continue
+            a, b = rows + row_start, columns + column_start
+            n_pairs += int(rows.size)
+            in_pair[a] = True
+            in_pair[b] = True
+            full_cosine = np.einsum("ij,ij->i", full_vectors[a], full_vectors[b])
+            only = (full_cosine < threshold) & (cut[a] | cut[b])
+            n_only += int(only.sum())
+            if keep and only.any():
+                kept.append(np.stack([a[only], b[only], similarity[rows, columns][only].astype(np.float64),
+                                      full_cosine[only]], axis=1))
+                n_kept += int(only.sum())
+                if n_kept > 4 * keep + 4096:
+                    kept = [_best(np.concatenate(kept), keep)]
+                    n_kept = len(kept[0])
+    best = _best(np.concatenate(kept), keep) if kept else np.zeros((0, 4))
+    pairs = [(int(a), int(b), float(at_length), float(full)) for a, b, at_length, full in best]
+    return NearDuplicates(n_pairs, int(in_pair.sum()), n_only, pairs)
+
+
+def _best(rows: np.ndarray, keep: int) -> np.ndarray:
+    """The ``keep`` rows of (a, b, cosine at L, cosine full) with the highest cosine at L, ties by a, b."""
+    order = np.lexsort((rows[:, 1], rows[:, 0], -rows[:, 2]))
+    return rows[order[:keep]]
+
+
+def length_statistics(captions, vectors: np.ndarray, full_vectors: np.ndarray, token_counts: np.ndarray,
+                      length: int, reference_length: int, *, batch_size: int, n_batches: int, seed: int, edges: Sequence[float],
+                      threshold: float, top_k: int, block_size: int, keep: int, device=None,
+                      progress: bool | None = None) -> tuple[dict, NearDuplicates]:
+    """Statistics of the captions' geometry at one length, and its near-duplicate pairs."""
+    from capgeo.geometry.inbatch import inbatch_statistics
+    from capgeo.geometry.pairwise import scan_pairs
+
+    group_codes = np.asarray(captions.group_codes)
+    k = max(1, min(top_k, len(captions) - 1))
+    scan = scan_pairs(vectors, group_codes, top_k=k, block_size=block_size, device=device, progress=progress)
+    # captions of which the reference sees more than L tokens
+    more_seen = np.minimum(token_counts, reference_length) > length
+    near = near_duplicates_at_length(vectors, full_vectors, group_codes, more_seen, threshold,
+                                     keep=keep, block_size=block_size)
+    inbatch = inbatch_statistics(vectors, group_codes, batch_size, n_batches=n_batches, seed=seed, edges=edges,
+                                 near_duplicate_threshold=threshold)
+    n_cut = int(np.count_nonzero(token_counts > length))
+    stats = {
+        "max_tokens": int(length),
+        "n_cut": n_cut,
+        "share_cut": n_cut / len(captions),
+        "pairwise": _distribution(scan.pairwise_summary()),
+        "hardest_companion": _distribution(scan.hardest_companion_summary()),
+        "buckets": inbatch["buckets"],
+        "hardest_in_batch": inbatch["hardest_in_batch"],
+        "near_duplicate_in_batch": inbatch["near_duplicate"],
+        "near_duplicates": {
+            "threshold": float(threshold),
+            "n_pairs": near.n_pairs,
+            "n_captions": near.n_captions,
+            "n_truncation_only": near.n_truncation_only,
+        },
+    }
+    return stats, near
+
+
+def _pair_rows(captions, rows, length: int, token_counts: np.ndarray, token_counter) -> list[dict]:
+    """JSON rows of listed truncation-only pairs, each caption with its cut offset at ``length``."""
+    if not rows:
+        return []
+    texts, ids, groups = captions.texts, captions.ids, captions.groups
+    needed = sorted({index for row in rows for index in row[:2]})
+    offsets = {}
+    if token_counter is not None:
+        offsets = dict(zip(needed, cut_offsets([texts[i] for i in needed], length, token_counter)))
+
+    def caption(index: int) -> dict:
+        return {
+            "index": index, "id": ids[index], "group": groups[index], "text": texts[index],
+            "tokens": int(token_counts[index]), "cut": bool(token_counts[index] > length),
+            "cut_offset": offsets.get(index),
+        }
+
+    return [{"max_tokens": int(length), "cosine_at_length": cosine, "cosine_full": full_cosine,
+             "a": caption(a), "b": caption(b)} for a, b, cosine, full_cosine in rows]
+
+
+# --------------------------------------------------------------------------- the section
+
+
+def check_options(captions, threshold: float | None, edges: Sequence[float] | None, batch_size: int | None,
+                  max_listed: int) -> tuple[float, tuple[float, ...], int]:
+    """Validate the options (before any encoding); return the threshold, edges and batch size to use."""
+    from capgeo.geometry.inbatch import DEFAULT_BUCKET_EDGES, DEFAULT_NEAR_DUPLICATE_THRESHOLD, check_edges
+    from capgeo.geometry.profile import DEFAULT_BATCH_SIZE
+
+    n_groups = int(captions.n_groups)
+    if n_groups < 2:
+        raise CapgeoError(f"{captions.source}: all {len(captions)} captions belong to one group (image): "
+                          "there are no negatives to compare")
+    threshold = DEFAULT_NEAR_DUPLICATE_THRESHOLD if threshold is None else float(threshold)
+    if not -1.0 <= threshold <= 1.0:
+        raise CapgeoError(f"threshold must be a cosine between -1 and 1, got {threshold}")
+    edges = check_edges(DEFAULT_BUCKET_EDGES if edges is None else edges)
+    batch_size = min(DEFAULT_BATCH_SIZE, n_groups) if batch_size is None else int(batch_size)
+    if not 2 <= batch_size <= n_groups:
+        raise CapgeoError(f"batch size {batch_size} must be between 2 and the number of groups (images) "
+                          f"in the dataset, {n_groups}: a batch needs captions of different images")
+    if max_listed < 0:
+        raise CapgeoError(f"pairs listed per length must be >= 0, got {max_listed}")
+    return threshold, edges, batch_size
+
+
+def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, batch_size: int | None = None,
+                       n_batches: int = 200, seed: int = 0, threshold: float | None = None,
+                       edges: Sequence[float] | None = None, top_k: int = 10, block_size: int = 2048,
+                       max_listed: int = DEFAULT_LISTED_PAIRS, device=None, progress: bool | None = None) -> dict:
+    """The ``truncation`` section (docs/truncation.md) from embeddings at several lengths.
+
+    ``embeddings_by_length`` maps each maximum token length to the captions'
+    :class:`~capgeo.encoders.base.Embeddings` (:func:`embed_at_lengths`); its
+    largest length is the reference (normally the encoder's context).
+    ``encoder`` (with ``token_counts``) places the cut points of listed pairs;
+    without it they are left out (``cut_offset`` null). ``threshold`` defaults
+    to the profile's near-duplicate threshold, ``batch_size`` to the profile's
+    (128, or the number of groups when smaller).
+    """
+    started = time.perf_counter()
+    if not embeddings_by_length:
+        raise CapgeoError("truncation: no lengths to compare")
+    lengths = sorted(int(length) for length in embeddings_by_length)
+    reference_length = lengths[-1]
+    reference = embeddings_by_length[reference_length]
+    n = len(captions)
+    for length in lengths:
+        shape = np.shape(embeddings_by_length[length].vectors)
+        if len(shape) != 2 or shape[0] != n:
+            raise CapgeoError(f"truncation: embeddings at length {length} have shape {shape}, "
+                              f"expected one row per caption ({n})")
+    token_counts = np.asarray(reference.token_counts, dtype=np.int64)
+    if token_counts.size != n or np.any(token_counts < 0):
+        raise EncoderError("truncation needs token counts from the encoder's tokenizer; "
+                           "precomputed vectors have none")
+    threshold, edges, batch_size = check_options(captions, threshold, edges, batch_size, max_listed)
+
+    full_vectors = np.asarray(reference.vectors, dtype=np.float32)
+    token_counter = encoder.token_counts if encoder is not None else None
+    per_length, listed = [], []
+    for length in lengths:
+        vectors = np.asarray(embeddings_by_length[length].vectors, dtype=np.float32)
+        stats, near = length_statistics(
+            captions, vectors, full_vectors, token_counts, length, reference_length, batch_size=batch_size, n_batches=n_batches,
+            seed=seed, edges=edges, threshold=threshold, top_k=top_k, block_size=block_size, keep=max_listed,
+            device=device, progress=progress)
+        stats["reference"] = length == reference_length
+        cosine_to_full = movement(vectors, full_vectors)
+        # captions of which the reference sees more than L tokens (none at the reference itself)
+        more_seen = np.minimum(token_counts, reference_length) > length
+        stats["movement"] = {"all": summarize_sample(cosine_to_full),
+                             "cut": summarize_sample(cosine_to_full[more_seen])}
+        per_length.append(stats)
+        listed += _pair_rows(captions, near.truncation_only, length, token_counts, token_counter)
+
+    return {
+        "lengths": lengths,
+        "reference_length": reference_length,
+        "context_length": int(reference.info.context_length),
+        "threshold": threshold,
+        "batch_size": int(batch_size),
+        "n_batches": int(n_batches),
+        "seed": int(seed),
+        "bucket_edges": list(edges),
+        "top_k": int(top_k),
+        "max_listed": int(max_listed),
+        "n_captions": n,
+        "n_groups": int(captions.n_groups),
+        "tokens": summarize_sample(token_counts.astype(np.float64)),
+        "per_length": per_length,
+        "truncation_only_pairs": listed,
+        "cut_offset_method": "end of the longest whole-word prefix whose token count (encoder's own "
+                             "tokenizer, special tokens included) is at most the length; binary search",
+        "elapsed_s": round(time.perf_counter() - started, 3),
+    }
+
+
+# --------------------------------------------------------------------------- one call
+
+
+def truncation_profile(captions, encoder=None, *, lengths: Sequence[int] | None = None, device: str | None = None,
+                       cache_dir=None, use_cache: bool = True, progress: bool | None = None,
+                       command: str | None = None, **options) -> dict:
+    """`capgeo truncation` in one call: a ``capgeo.profile/1`` dict with ``dataset``,
+    ``encoder``, ``truncation`` (:func:`truncation_section`; ``options`` go there),
+    ``options`` and ``provenance``. ``encoder`` is a spec, a loaded encoder or None
+    (the embedded default)."""
+    from datetime import datetime, timezone
+
+    from capgeo import __version__
+    from capgeo.encoders import get_encoder
+    from capgeo.encoders.embed import _is_encoder
+    from capgeo.geometry.profile import SCHEMA, summarize_dataset, to_json_ready
+
+    started = time.perf_counter()
+    # fail on bad options before loading a model and encoding
+    check_options(captions, options.get("threshold"), options.get("edges"), options.get("batch_size"),
+                  options.get("max_listed", DEFAULT_LISTED_PAIRS))
+    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device)
+    check_encoder(text_encoder)
+    chosen = resolve_lengths(lengths, text_encoder.info)
+    embeddings = embed_at_lengths(captions, text_encoder, chosen, cache_dir=cache_dir, use_cache=use_cache,
+                                  progress=progress)
+    section = truncation_section(captions, embeddings, text_encoder, device=device, progress=progress, **options)
+    origins = sorted({item.origin for item in embeddings.values()})
+    profile = {
+        "schema": SCHEMA,
+        "dataset": summarize_dataset(captions),
+        "encoder": text_encoder.info.to_dict(),
+        "truncation": section,
+        "options": {
+            "lengths": section["lengths"],
+            "batch_size": section["batch_size"],
+            "n_batches": section["n_batches"],
+            "seed": section["seed"],
+            "near_duplicate_threshold": section["threshold"],
+            "buckets": section["bucket_edges"],
+            "top_k": section["top_k"],
+            "max_listed": section["max_listed"],
+            "device": device,
+        },
+        "provenance": {
+            "capgeo_version": __version__,
+            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "command": command,
+            "elapsed_s": round(time.perf_counter() - started, 3),
+            "embeddings_origin": origins[0] if len(origins) == 1 else ",".join(origins),
+        },
+    }
+    return to_json_ready(profile)
