@@ -7,7 +7,8 @@ from pathlib import Path
 
 def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
                     use_cache: bool = True, max_tokens: int | None = None, progress: bool | None = None,
-                    command: str | None = None, **profile_options) -> dict:
+                    command: str | None = None, gamma: bool = True, logit_scale: float | None = None,
+                    **profile_options) -> dict:
     """Load (when given a path), embed and profile a dataset.
 
     ``captions`` is a CaptionSet or a path read with ``load_captions`` (format
@@ -15,7 +16,9 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
     embedded default. ``profile_options`` go to ``build_profile`` (batch_sizes,
     buckets, relative_buckets, n_batches, top_k, block_size, seed,
     near_duplicate_threshold, mode, include_companions, ...). Returns the
-    ``capgeo.profile/1`` dict (docs/profile-schema.md).
+    ``capgeo.profile/1`` dict (docs/profile-schema.md). With ``gamma`` (the
+    default) it also holds the ``gamma`` section (`capgeo gamma`, docs/gamma.md) at
+    the profile's batch sizes, with ``logit_scale`` overriding the checkpoint's.
     """
     from capgeo.encoders import embed
     from capgeo.geometry.profile import build_profile
@@ -26,5 +29,12 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
         captions = load_captions(captions)
     embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
-    return build_profile(captions, embeddings, device=device, progress=progress, command=command,
-                         **profile_options)
+    profile = build_profile(captions, embeddings, device=device, progress=progress, command=command,
+                            **profile_options)
+    if gamma:
+        from capgeo.findings.gamma import gamma_section
+
+        profile["gamma"] = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
+                                         batch_sizes=[entry["batch_size"] for entry in profile["batches"]],
+                                         seed=profile["options"]["seed"], progress=progress)
+    return profile

@@ -121,3 +121,27 @@ def test_relative_quantiles_option_and_library_entry_point(dataset):
     assert from_library["batches"] == from_cli["batches"]
     assert from_library["pairwise"] == from_cli["pairwise"]
     assert from_library["provenance"]["command"] is None
+
+
+def test_profile_carries_the_gamma_suggestion_of_capgeo_gamma(dataset):
+    """The summary's suggested gamma is the `gamma` section computed on the same vectors and batches."""
+    from capgeo.findings.gamma import gamma_section
+
+    data, vectors, _ = dataset
+    result = run(data, "--encoder", f"vectors:{vectors}", "--batch-size", 8, "--n-batches", 5, "--seed", 3,
+                 "--logit-scale", 50, "--json")
+    assert result.exit_code == 0, result.output
+    profile = json.loads(result.stdout)
+    unit = np.load(vectors).astype(np.float32)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    expected = gamma_section(unit, np.repeat(np.arange(30), 5), logit_scale=50, batch_sizes=(8,), seed=3)
+    assert profile["gamma"]["logit_scale"] == 50
+    got, want = profile["gamma"]["batches"][0]["suggestion"], expected["batches"][0]["suggestion"]
+    assert got["gamma"] == want["gamma"] and got["range"] == want["range"]
+    assert got["gamma_exact"] == pytest.approx(want["gamma_exact"], rel=1e-6)
+
+    text = run(data, "--encoder", f"vectors:{vectors}", "--batch-size", 8, "--n-batches", 5, "--seed", 3,
+               "--logit-scale", 50)
+    assert f"Suggested gamma: {expected['batches'][0]['suggestion']['gamma']:g}" in text.output
+    skipped = run(data, "--encoder", f"vectors:{vectors}", "--batch-size", 8, "--n-batches", 5, "--no-gamma", "--json")
+    assert "gamma" not in json.loads(skipped.stdout)

@@ -55,8 +55,11 @@ def _parse_edges(ctx, param, value):
                    "(recall measured on a sample and reported).")
 @click.option("--no-companions", is_flag=True,
               help="Leave the per-caption top-k companion lists out of the JSON (keeps the hardest one).")
+@click.option("--logit-scale", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+              help="Logit scale s for the gamma suggestion (default: the checkpoint's, else 100).")
+@click.option("--no-gamma", is_flag=True, help="Skip the gamma suggestion (see `capgeo gamma`).")
 @json_option
-def profile(json_out, max_tokens, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
+def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
             block_size, seed, near_duplicate_threshold, mode, sampled_above, sampled_pairs, companions, no_companions,
             **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
@@ -74,7 +77,8 @@ def profile(json_out, max_tokens, batch_sizes, n_batches, buckets, relative_buck
     captions = load_from_options(options)
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
-        use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=_command_line(), **profile_options,
+        use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=_command_line(),
+        gamma=not no_gamma, logit_scale=logit_scale, **profile_options,
     )
     if json_out:
         from capgeo.cli.options import print_json
@@ -165,6 +169,19 @@ def print_profile(result: dict) -> None:
                   f"{near['n_pairs_cross_group']:,} pairs across images"
                   + ("" if near["count_method"] == "top_k" else f" (to +/- one bin of {near['bin_width']:g})")
                   + f"; {near['n_captions_hardest_above']:,} captions have one")
+    if result.get("gamma"):
+        console.print(_gamma_line(result["gamma"]))
+
+
+def _gamma_line(gamma: dict) -> str:
+    """The suggested gamma per batch size, with s and its source (details: `capgeo gamma`)."""
+    parts = []
+    for entry in gamma["batches"]:
+        suggestion = entry["suggestion"]
+        low, high = suggestion["range"]
+        parts.append(f"{suggestion['gamma']:g} (range {low:g}-{high:g}) at B={entry['batch_size']}")
+    return (f"[bold]Suggested gamma:[/bold] {'; '.join(parts)}, s = {gamma['logit_scale']:g} "
+            f"({gamma['logit_scale_source']}). Why and the numbers behind it: `capgeo gamma`.")
 
 
 def _bucket_table(entries: list[dict], kind: str):
