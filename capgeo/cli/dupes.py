@@ -1,0 +1,215 @@
+"""`capgeo dupes DATA`: near-duplicate captions, with the words they share highlighted."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from capgeo.cli.options import dataset_options, embed_from_options, encoder_options, json_option, load_from_options
+
+OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
+#: rich styles; differing words are also underlined so the two kinds differ without colour
+SHARED_STYLE = "bold green"
+DIFFERING_STYLE = "yellow underline"
+DEFAULT_COMPONENT_THRESHOLD = 0.95
+
+
+@click.command("dupes")
+@dataset_options
+@encoder_options
+@click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None, metavar="T",
+              help="Only pairs with cosine >= T (and, with --group-components, the link threshold; "
+                   f"default there {DEFAULT_COMPONENT_THRESHOLD}).")
+@click.option("--top", "top", type=click.IntRange(min=0), default=50, show_default=True, metavar="N",
+              help="List at most N pairs, most similar first; 0 = every pair >= --threshold.")
+@click.option("--examples", is_flag=True,
+              help="Instead of the pair list: query captions at quantiles of the hardest-companion "
+                   "distribution, each with its nearest captions of other groups (--threshold and --top do not apply).")
+@click.option("--quantile", "quantiles", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="Q",
+              help="Quantile of hardest-companion cosine for --examples (repeatable; default 0.9).")
+@click.option("--per-quantile", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Query captions per quantile for --examples.")
+@click.option("--neighbours", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Nearest other-group captions shown per query for --examples.")
+@click.option("--group-components", is_flag=True,
+              help="Instead of the pair list: sets of captions joined by pairs >= --threshold "
+                   "(connected components), with each set's size and weakest link.")
+@click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Companions kept per caption in the scan; crowded captions are re-searched exactly.")
+@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="Rows per block of the similarity scan (memory ~ block-size^2).")
+@click.option("--output-format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text",
+              show_default=True, help="text (coloured, for reading) or rows for other tools.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="Write to FILE (atomically) instead of stdout; parquet needs it.")
+@json_option
+def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_components, top_k, block_size,
+          output_format, output, json_out, **options):
+    """Near-duplicate captions of DATA: pairs of different images (groups) whose captions
+    embed almost alike, most similar first, with the content words they share in one
+    colour and the words only one of them has in another, the word overlap (Jaccard)
+    beside the embedding cosine, and exact duplicates flagged.
+
+    Captions of one group describe the same image and are never paired.
+    Rows (--output-format jsonl/csv/parquet) hold ids, groups, texts, cosine, jaccard,
+    shared and differing words and character spans; see docs/dupes.md.
+    """
+    from capgeo.errors import CapgeoError
+    from capgeo.findings.duplicates import DEFAULT_QUANTILES, dupes_section, section_rows, write_rows
+
+    if examples and group_components:
+        raise CapgeoError("choose one of --examples and --group-components")
+    if top == 0 and threshold is None and not (examples or group_components):
+        raise CapgeoError("--top 0 lists every pair above --threshold: give --threshold too")
+    if output_format == "parquet" and output is None:
+        raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
+    captions = load_from_options(options)
+    embeddings = embed_from_options(captions, options)
+    components_threshold = None
+    if group_components:
+        components_threshold = DEFAULT_COMPONENT_THRESHOLD if threshold is None else threshold
+    section = dupes_section(
+        captions, embeddings, threshold=threshold, limit=top or None,
+        pairs=not (examples or group_components), examples=examples,
+        quantiles=quantiles or DEFAULT_QUANTILES, n_per_quantile=per_quantile, neighbours=neighbours,
+        components_threshold=components_threshold, top_k=top_k, block_size=block_size,
+    )
+    for note in section["warnings"]:
+        click.echo(f"Warning: {note}", err=True)
+    if json_out is not None:
+        from capgeo.cli.options import print_json
+
+        print_json(section, json_out)
+        if json_out == "-":
+            return
+    if output_format == "text":
+        _write_text(section, output)
+    else:
+        write_rows(section_rows(section), output_format, output, stream=sys.stdout)
+    if output is not None:
+        click.echo(f"Wrote {output}", err=True)
+
+
+def _write_text(section: dict, output: str | None) -> None:
+    from rich.console import Console
+
+    if output is None:
+        render(section, Console(highlight=False))
+        return
+    from capgeo._atomic import atomic_open
+
+    with atomic_open(output) as handle:
+        render(section, Console(file=handle, highlight=False, color_system=None, width=100))
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def highlighted(text: str, spans: list[dict]):
+    """The caption as rich Text with each span styled by its kind."""
+    from rich.text import Text
+
+    rendered = Text(text)
+    for span in spans:
+        rendered.stylize(SHARED_STYLE if span["kind"] == "shared" else DIFFERING_STYLE, span["start"], span["end"])
+    return rendered
+
+
+def render(section: dict, console) -> None:
+    from rich.text import Text
+
+    legend = Text.assemble("  ", ("shared word", SHARED_STYLE), "   ", ("only in this caption", DIFFERING_STYLE))
+    header = f"{section['n_captions']:,} captions, {section['n_groups']:,} groups"
+    if section.get("encoder"):
+        header += f", encoder {section['encoder']['spec']}"
+    console.print(Text(header, style="dim"))
+    if section.get("components") is not None:
+        _render_components(section, console)
+    elif section.get("examples") is not None:
+        console.print(legend)
+        _render_examples(section, console)
+    else:
+        console.print(legend)
+        _render_pairs(section, console)
+
+
+def _score_line(prefix: str, row: dict):
+    from rich.text import Text
+
+    line = Text.assemble((prefix, "bold"), f"  cosine {row['cosine']:.4f}", f"  jaccard {row['jaccard']:.2f}")
+    if row["exact_duplicate"]:
+        line.append("  EXACT DUPLICATE", style="bold red")
+    return line
+
+
+def _caption_block(label: str, caption_id: str, group: str, text: str, spans: list[dict]):
+    from rich.padding import Padding
+    from rich.text import Text
+
+    heading = Text.assemble((f"{label} " if label else "", "bold"), (f"{caption_id}", "cyan"))
+    if group != caption_id:  # one caption per group (DOCCI, Urban-1K): the id says it already
+        heading.append(f"  (group {group})", style="dim")
+    return Padding(Text("\n").join([heading, highlighted(text, spans)]), (0, 0, 0, 4))
+
+
+def _render_pairs(section: dict, console) -> None:
+    from rich.markup import escape
+
+    pairs = section["pairs"] or []
+    bound = f"cosine >= {section['threshold']}" if section["threshold"] is not None else "most similar"
+    limit = f", top {section['limit']}" if section["limit"] else ""
+    console.print(f"[bold]{len(pairs):,} near-duplicate pairs of different groups[/] ({bound}{escape(limit)})")
+    for row in pairs:
+        console.print()
+        console.print(_score_line(f"#{row['rank']}", row))
+        console.print(_caption_block("A", row["id_a"], row["group_a"], row["text_a"], row["spans_a"]))
+        console.print(_caption_block("B", row["id_b"], row["group_b"], row["text_b"], row["spans_b"]))
+
+
+def _render_examples(section: dict, console) -> None:
+    from rich.padding import Padding
+    from rich.text import Text
+
+    for example in section["examples"]:
+        query = example["query"]
+        console.print()
+        console.print(Text.assemble(
+            (f"quantile {example['quantile']:g}", "bold"),
+            f" of hardest-companion cosine = {example['target_cosine']:.4f};",
+            f" this query's hardest companion {example['hardest_cosine']:.4f}"))
+        console.print(_caption_block("query", query["id"], query["group"], query["text"], []))
+        for neighbour in example["neighbours"]:
+            console.print(Padding(_score_line(f"neighbour {neighbour['neighbour_rank']}", neighbour), (0, 0, 0, 2)))
+            console.print(_caption_block("", neighbour["id_b"], neighbour["group_b"], neighbour["text_b"],
+                                         neighbour["spans_b"]))
+            if neighbour["only_a_words"]:
+                console.print(Padding(Text.assemble(("only in query: ", "dim"),
+                                                    (", ".join(neighbour["only_a_words"]), DIFFERING_STYLE)),
+                                      (0, 0, 0, 4)))
+
+
+def _render_components(section: dict, console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    components = section["components"]
+    console.print(f"[bold]{len(components):,} near-duplicate sets[/] (connected components of pairs with "
+                  f"cosine >= {section['components_threshold']})")
+    if not components:
+        return
+    table = Table(expand=True)
+    for name in ("#", "size", "groups", "weakest", "strongest", "min pair"):
+        table.add_column(name, justify="right", no_wrap=True)
+    # one line per caption, cut to the width left over
+    table.add_column("first captions", ratio=1, no_wrap=True, overflow="ellipsis")
+    for row in components[:50]:
+        member_min = "" if row["min_member_cosine"] is None else f"{row['min_member_cosine']:.4f}"
+        first = "\n".join(escape(text) for text in row["texts"][:3])
+        table.add_row(str(row["component"]), str(row["size"]), str(row["n_groups"]), f"{row['weakest_link']:.4f}",
+                      f"{row['strongest_link']:.4f}", member_min, first)
+    console.print(table)
+    if len(components) > 50:
+        console.print(f"[dim]... {len(components) - 50:,} more sets (all of them in --output-format jsonl)[/]")
+    console.print("[dim]min pair: the smallest cosine between any two members; weakest: the smallest "
+                  "cosine among the pairs that hold the set together (its maximum spanning tree)[/]")

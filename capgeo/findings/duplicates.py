@@ -1,0 +1,553 @@
+"""Near-duplicate captions: mine them, pick examples, group them, describe them.
+
+Mining starts from the geometry engine's top-k companion lists
+(:func:`capgeo.geometry.pairwise.scan_pairs`): every caption's k most similar
+captions of *other* groups. A pair (i, j) is missed by those lists only when
+both i and j already hold k companions at least as similar, so a row whose
+k-th companion cosine is at or above the cut-off may hide pairs. Given the
+vectors, such rows are re-searched exactly (in blocks, never an N x N matrix);
+given only a scan, a :class:`IncompleteMiningWarning` says how many rows may
+hide pairs.
+
+Captions of one group describe the same image: they are positives of each
+other and never reported.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from capgeo.errors import CapgeoError
+from capgeo.findings.highlight import highlight_pair
+from capgeo.progress import progress_bar
+
+SCHEMA = "capgeo.dupes/1"
+
+#: default quantile of the hardest-companion distribution for --examples (HN-CLIP's figures)
+DEFAULT_QUANTILES = (0.9,)
+
+
+class IncompleteMiningWarning(UserWarning):
+    """Some pairs above the cut-off may be missing from the mined list."""
+
+
+@dataclass(frozen=True, order=True)
+class Pair:
+    """Two captions of different groups, ``index_a < index_b`` (row numbers in the CaptionSet)."""
+
+    index_a: int
+    index_b: int
+    cosine: float
+
+
+@dataclass(frozen=True)
+class Example:
+    """A query caption whose hardest-companion cosine sits at ``quantile`` of that distribution."""
+
+    quantile: float
+    target_cosine: float          # the quantile's value
+    index: int                    # the query caption
+    hardest_cosine: float         # its own hardest-companion cosine
+    neighbours: tuple[tuple[int, float], ...]  # (caption index, cosine), nearest first
+
+
+@dataclass(frozen=True)
+class Component:
+    """Captions joined by near-duplicate links (cosine >= threshold), directly or through others."""
+
+    members: tuple[int, ...]      # caption indices, ascending
+    weakest_link: float           # min edge of the component's maximum spanning tree
+    strongest_link: float         # max edge inside the component
+    n_edges: int
+    min_member_cosine: float | None  # smallest cosine between any two members (None when not computed)
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _vectors_of(source) -> np.ndarray | None:
+    """The normalised vectors when ``source`` is an array or an Embeddings, else None (a scan)."""
+    if isinstance(source, np.ndarray):
+        vectors = source
+    elif hasattr(source, "vectors"):
+        vectors = source.vectors
+    else:
+        return None
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2:
+        raise CapgeoError(f"vectors: expected a 2-D array (captions x dimensions), got shape {vectors.shape}")
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    if not np.all(np.isfinite(norms)) or np.any(norms == 0):
+        bad = int(np.flatnonzero(~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0))[0])
+        raise CapgeoError(f"vectors: row {bad} is all zeros or not finite; expected caption embeddings")
+    # the scan normalises too; the exact re-search must compare the same unit vectors
+    return np.ascontiguousarray(vectors / norms)
+
+
+def _scan_pairs(vectors: np.ndarray, group_codes: np.ndarray, top_k: int, block_size: int):
+    # imported here: the geometry engine is built alongside this module
+    from capgeo.geometry.pairwise import scan_pairs
+
+    # only the companion lists are needed here, not the distributions
+    return scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, histograms=False)
+
+
+def _check_sizes(captions, vectors: np.ndarray | None, scan) -> None:
+    n = len(captions)
+    if vectors is not None and vectors.shape[0] != n:
+        raise CapgeoError(f"vectors: {vectors.shape[0]} rows for {n} captions; expected one row per caption")
+    if scan is not None:
+        shape = np.asarray(scan.companion_index).shape
+        if shape[0] != n:
+            raise CapgeoError(f"pair scan: {shape[0]} rows for {n} captions; expected one row per caption")
+        if len(shape) != 2 or shape[1] < 1:
+            raise CapgeoError("pair scan: no companions per caption (top_k 0); scan with top_k >= 1")
+
+
+def _resolve(captions, source, top_k: int, block_size: int, scan=None):
+    """(vectors or None, a scan): ``scan`` when given, else one of ``top_k`` columns computed from the vectors."""
+    vectors = _vectors_of(source)
+    if vectors is None:
+        scan = source
+    else:
+        _check_sizes(captions, vectors, None)
+        if scan is None:
+            k = max(1, min(top_k, len(captions) - 1))
+            scan = _scan_pairs(vectors, np.asarray(captions.group_codes), k, block_size)
+    _check_sizes(captions, None, scan)
+    return vectors, scan
+
+
+# --------------------------------------------------------------------------- mining
+
+
+def _scan_candidates(scan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (caption, companion) link of the scan as an unordered pair, each once."""
+    index = np.asarray(scan.companion_index)
+    cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
+    rows = np.repeat(np.arange(index.shape[0]), index.shape[1])
+    columns = index.ravel()
+    values = cosine.ravel()
+    keep = (columns >= 0) & np.isfinite(values)
+    return _unique_links(rows[keep], columns[keep], values[keep])
+
+
+def _unique_links(rows: np.ndarray, columns: np.ndarray, values: np.ndarray):
+    """Links as (low index, high index, cosine) arrays, each unordered pair once; a pair seen
+    twice keeps its larger cosine (the two directions can differ in the last float32 bit)."""
+    low, high = np.minimum(rows, columns), np.maximum(rows, columns)
+    order = np.lexsort((-values, high, low))
+    low, high, values = low[order], high[order], values[order]
+    first = np.ones(len(low), dtype=bool)
+    first[1:] = (low[1:] != low[:-1]) | (high[1:] != high[:-1])
+    return low[first], high[first], values[first]
+
+
+def _ordered(links, threshold: float | None, limit: int | None) -> list[Pair]:
+    low, high, values = links
+    if threshold is not None:
+        keep = values >= threshold
+        low, high, values = low[keep], high[keep], values[keep]
+    # cosine descending, ties by caption indices ascending
+    order = np.lexsort((high, low, -values))[:limit]
+    return [Pair(int(a), int(b), float(c)) for a, b, c in zip(low[order], high[order], values[order])]
+
+
+def _cutoff(pairs: list[Pair], threshold: float | None, limit: int | None) -> float:
+    """Cosine a missed pair would need to reach to belong in the answer."""
+    cutoff = -np.inf if threshold is None else threshold
+    if limit is not None and len(pairs) >= limit:
+        cutoff = max(cutoff, pairs[limit - 1].cosine)
+    return cutoff
+
+
+def _rows_that_may_hide_pairs(scan, cutoff: float) -> np.ndarray:
+    """Rows whose k-th companion is at or above the cut-off (nan/-1 padding means the row is complete)."""
+    cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
+    index = np.asarray(scan.companion_index)
+    last = cosine[:, -1]
+    full = (index[:, -1] >= 0) & np.isfinite(last) & (last >= cutoff)
+    return np.flatnonzero(full)
+
+
+def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray, cutoff: float,
+                 per_row: int | None, block_size: int, max_links: int):
+    """All other-group links of ``rows`` with cosine >= cutoff (at most ``per_row`` best per row), exactly."""
+    n = vectors.shape[0]
+    row_chunk = max(1, min(256, block_size))
+    found_rows, found_columns, found_values = [], [], []
+    found = 0
+    with progress_bar("Re-searching crowded captions", len(rows)) as bar:
+        for start in range(0, len(rows), row_chunk):
+            chunk = rows[start:start + row_chunk]
+            chunk_rows, chunk_columns, chunk_values = [], [], []
+            for column_start in range(0, n, block_size):
+                columns = np.arange(column_start, min(n, column_start + block_size))
+                similarity = vectors[chunk] @ vectors[columns].T
+                other_group = group_codes[chunk][:, None] != group_codes[columns][None, :]
+                r, c = np.nonzero(other_group & (similarity >= cutoff))
+                chunk_rows.append(chunk[r])
+                chunk_columns.append(columns[c])
+                chunk_values.append(similarity[r, c].astype(np.float64))
+                # a pair is found at most twice (once from each end): this bounds the distinct pairs
+                # and the memory held, before any more blocks are searched (with a per-row limit,
+                # each chunk is cut to per_row links a row below, which bounds it instead)
+                found += len(r)
+                if per_row is None and found > 2 * max_links:
+                    raise CapgeoError(f"more than {max_links:,} caption pairs reach cosine {cutoff:.4f}; "
+                                      "raise --threshold or set a --top limit")
+            chunk_rows = np.concatenate(chunk_rows)
+            chunk_columns = np.concatenate(chunk_columns)
+            chunk_values = np.concatenate(chunk_values)
+            if per_row is not None and len(chunk_rows):
+                # best `per_row` links of each row: sort by row, then cosine descending
+                order = np.lexsort((-chunk_values, chunk_rows))
+                chunk_rows, chunk_columns, chunk_values = chunk_rows[order], chunk_columns[order], chunk_values[order]
+                first = np.searchsorted(chunk_rows, chunk_rows, side="left")
+                keep = (np.arange(len(chunk_rows)) - first) < per_row
+                chunk_rows, chunk_columns, chunk_values = chunk_rows[keep], chunk_columns[keep], chunk_values[keep]
+            found_rows.append(chunk_rows)
+            found_columns.append(chunk_columns)
+            found_values.append(chunk_values)
+            bar.advance(len(chunk))
+    return np.concatenate(found_rows), np.concatenate(found_columns), np.concatenate(found_values)
+
+
+def near_duplicate_pairs(captions, source, *, threshold: float | None = None, limit: int | None = 50,
+                         top_k: int = 10, block_size: int = 2048, max_pairs: int = 1_000_000,
+                         scan=None) -> list[Pair]:
+    """Caption pairs of different groups, most similar first, each unordered pair once.
+
+    ``source`` is the captions' normalised vectors (an array or an Embeddings) or
+    a PairScan from :func:`capgeo.geometry.pairwise.scan_pairs`. Pairs have cosine
+    >= ``threshold`` (when given) and at most ``limit`` are returned (when given).
+    Ties are broken by caption indices.
+
+    With vectors the answer is exact: the scan uses ``k = max(top_k, limit)``
+    (the global top-L pairs are always inside each end's top-L list) and rows
+    that may hide pairs are re-searched exactly. With a scan only, an
+    :class:`IncompleteMiningWarning` gives the number of rows that may hide pairs.
+    ``scan``: a scan of these vectors to reuse instead of scanning again (any k:
+    crowded rows are re-searched either way).
+    """
+    if threshold is None and limit is None:
+        raise CapgeoError("near-duplicate mining needs a threshold, a limit, or both")
+    if limit is not None and limit < 1:
+        raise CapgeoError(f"limit: expected a positive number of pairs, got {limit}")
+    if threshold is not None and not -1.0 <= threshold <= 1.0:
+        raise CapgeoError(f"threshold: expected a cosine between -1 and 1, got {threshold}")
+    if len(captions) < 2:
+        return []
+    vectors, scan = _resolve(captions, source, max(top_k, limit or 0), block_size, scan)
+    links = _scan_candidates(scan)
+    pairs = _ordered(links, threshold, limit)
+    cutoff = _cutoff(pairs, threshold, limit)
+    crowded = _rows_that_may_hide_pairs(scan, cutoff)
+    if len(crowded) == 0:
+        return pairs
+    if vectors is None:
+        k = np.asarray(scan.companion_index).shape[1]
+        warnings.warn(IncompleteMiningWarning(
+            f"{len(crowded):,} captions have {k} or more other-group companions at cosine >= {cutoff:.4f}: "
+            f"pairs among them may be missing; scan with a larger top_k (> {k}) or pass the vectors"), stacklevel=2)
+        return pairs
+    extra = _exact_links(vectors, np.asarray(captions.group_codes), crowded, cutoff, limit, block_size, max_pairs)
+    merged = _unique_links(*(np.concatenate([known, found]) for known, found in zip(links, extra)))
+    if threshold is not None and limit is None and int((merged[2] >= threshold).sum()) > max_pairs:
+        raise CapgeoError(f"more than {max_pairs:,} caption pairs reach cosine {threshold:.4f}; "
+                          "raise --threshold or set a --top limit")
+    return _ordered(merged, threshold, limit)
+
+
+# --------------------------------------------------------------------------- examples
+
+
+def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT_QUANTILES, *,
+                          n_per_quantile: int = 1, neighbours: int = 3, top_k: int = 10,
+                          block_size: int = 2048, scan=None) -> list[Example]:
+    """Query captions whose hardest-companion cosine sits at each quantile, with their nearest companions.
+
+    The hardest-companion cosine of a caption is its highest cosine with a caption
+    of another group (column 0 of the scan). For each quantile q the queries are the
+    ``n_per_quantile`` captions whose rank in that distribution is nearest to
+    q * (n - 1) (ties by index); each comes with its ``neighbours`` nearest
+    other-group captions.
+    """
+    for q in quantiles:
+        if not 0.0 <= q <= 1.0:
+            raise CapgeoError(f"quantile: expected a value between 0 and 1, got {q}")
+    if n_per_quantile < 1 or neighbours < 1:
+        raise CapgeoError("examples: need at least one query per quantile and one neighbour")
+    if len(captions) < 2:
+        return []
+    _, scan = _resolve(captions, source, max(top_k, neighbours), block_size, scan)
+    index = np.asarray(scan.companion_index)
+    cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
+    if index.shape[1] < neighbours:
+        raise CapgeoError(f"examples: the pair scan has {index.shape[1]} companions per caption, "
+                          f"fewer than the {neighbours} neighbours asked for")
+    hardest = cosine[:, 0]
+    valid = np.flatnonzero((index[:, 0] >= 0) & np.isfinite(hardest))
+    if len(valid) == 0:
+        return []
+    # stable sort: equal cosines keep caption order, so choices are reproducible
+    ranked = valid[np.argsort(hardest[valid], kind="stable")]
+    n_queries = min(n_per_quantile, len(ranked))
+    examples = []
+    for q in quantiles:
+        target = float(np.quantile(hardest[valid], q))
+        centre = int(round(q * (len(ranked) - 1)))
+        first = min(max(0, centre - n_queries // 2), len(ranked) - n_queries)
+        for query in ranked[first:first + n_queries]:
+            row = [(int(j), float(c)) for j, c in zip(index[query, :neighbours], cosine[query, :neighbours])
+                   if j >= 0 and np.isfinite(c)]
+            examples.append(Example(float(q), target, int(query), float(hardest[query]), tuple(row)))
+    return examples
+
+
+# --------------------------------------------------------------------------- components
+
+
+def near_duplicate_components(captions, source, threshold: float, *, top_k: int = 10, block_size: int = 2048,
+                              max_pairs: int = 1_000_000, member_cosine_limit: int = 2000,
+                              scan=None) -> list[Component]:
+    """Connected components of the graph whose edges are the pairs with cosine >= threshold.
+
+    Components chain: two members can be far below the threshold when each is
+    close to a third. ``weakest_link`` is the smallest cosine among the edges that
+    hold the component together, i.e. the minimum edge of its maximum spanning
+    tree (the largest cosine c such that the component stays connected using only
+    edges >= c). ``min_member_cosine`` is the smallest cosine between any two
+    members, computed when vectors are given and the component has at most
+    ``member_cosine_limit`` members. Largest components first.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
+
+    pairs = near_duplicate_pairs(captions, source, threshold=threshold, limit=None, top_k=top_k,
+                                 block_size=block_size, max_pairs=max_pairs, scan=scan)
+    if not pairs:
+        return []
+    vectors = _vectors_of(source)
+    n = len(captions)
+    rows = np.array([p.index_a for p in pairs])
+    columns = np.array([p.index_b for p in pairs])
+    values = np.array([p.cosine for p in pairs])
+    graph = coo_matrix((np.ones(len(pairs)), (rows, columns)), shape=(n, n)).tocsr()
+    _, labels = connected_components(graph, directed=False)
+    edge_label = labels[rows]
+    components = []
+    for label in np.unique(edge_label):
+        in_component = edge_label == label
+        edge_rows, edge_columns, edge_values = rows[in_component], columns[in_component], values[in_component]
+        members = np.unique(np.concatenate([edge_rows, edge_columns]))
+        local = {int(m): i for i, m in enumerate(members)}
+        # weights 2 - cosine are > 0 for every cosine <= 1, so no edge is read as "absent"
+        # (plain negation would drop cosine 0), and a minimum spanning tree of them is
+        # a maximum spanning tree of the cosines
+        weights = coo_matrix((2.0 - edge_values, ([local[int(r)] for r in edge_rows],
+                                                  [local[int(c)] for c in edge_columns])),
+                             shape=(len(members), len(members)))
+        tree = minimum_spanning_tree(weights)
+        weakest = float(2.0 - tree.data.max())
+        member_min = None
+        if vectors is not None and len(members) <= member_cosine_limit:
+            block = vectors[members] @ vectors[members].T
+            member_min = float(block[np.triu_indices(len(members), k=1)].min())
+        components.append(Component(tuple(int(m) for m in members), weakest, float(edge_values.max()),
+                                    int(in_component.sum()), member_min))
+    components.sort(key=lambda c: (-c.size, -c.weakest_link, c.members[0]))
+    return components
+
+
+# --------------------------------------------------------------------------- JSON-ready rows
+
+
+def pair_row(captions, index_a: int, index_b: int, cosine: float, texts=None, ids=None, groups=None) -> dict:
+    """One pair as a JSON-ready dict: ids, groups, texts, cosine, Jaccard, highlights."""
+    texts = captions.texts if texts is None else texts
+    ids = captions.ids if ids is None else ids
+    groups = captions.groups if groups is None else groups
+    highlight = highlight_pair(texts[index_a], texts[index_b])
+    return {
+        "index_a": index_a, "index_b": index_b,
+        "id_a": ids[index_a], "id_b": ids[index_b],
+        "group_a": groups[index_a], "group_b": groups[index_b],
+        "text_a": texts[index_a], "text_b": texts[index_b],
+        "cosine": float(cosine),
+        "jaccard": highlight.jaccard,
+        "exact_duplicate": highlight.exact_duplicate,
+        "shared_words": list(highlight.shared),
+        "only_a_words": list(highlight.only_a),
+        "only_b_words": list(highlight.only_b),
+        "spans_a": [span.to_dict() for span in highlight.spans_a],
+        "spans_b": [span.to_dict() for span in highlight.spans_b],
+    }
+
+
+def pair_rows(captions, pairs: Sequence[Pair]) -> list[dict]:
+    texts, ids, groups = captions.texts, captions.ids, captions.groups
+    rows = []
+    with progress_bar("Highlighting pairs", len(pairs)) as bar:
+        for rank, p in enumerate(pairs, start=1):
+            rows.append({"rank": rank, **pair_row(captions, p.index_a, p.index_b, p.cosine, texts, ids, groups)})
+            bar.advance(1)
+    return rows
+
+
+def component_rows(captions, components: Iterable[Component], threshold: float) -> list[dict]:
+    texts, ids, groups = captions.texts, captions.ids, captions.groups
+    return [{
+        "component": number, "size": c.size, "threshold": threshold,
+        "n_groups": len({groups[m] for m in c.members}), "n_edges": c.n_edges,
+        "weakest_link": c.weakest_link, "strongest_link": c.strongest_link,
+        "min_member_cosine": c.min_member_cosine,
+        "indices": list(c.members),
+        "ids": [ids[m] for m in c.members],
+        "groups": [groups[m] for m in c.members],
+        "texts": [texts[m] for m in c.members],
+    } for number, c in enumerate(components, start=1)]
+
+
+CHAINING_WARNING = ("components chain through links: members are joined when a path of pairs at or above the "
+                    "threshold connects them, so two members of one component can be far below the threshold "
+                    "(min_member_cosine, the smallest cosine between two members, shows how far)")
+
+
+def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = 50,
+                  pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
+                  n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
+                  block_size: int = 2048, max_pairs: int = 1_000_000) -> dict:
+    """Everything `capgeo dupes` finds, as one JSON-ready dict (shape in docs/dupes.md).
+
+    ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.
+    Pairs are mined when ``pairs``; examples when ``examples``; components when
+    ``components_threshold`` is given. Warnings (incomplete mining, chaining) are
+    listed under "warnings".
+    """
+    vectors = _vectors_of(source)
+    scan = None
+    if vectors is not None:
+        # one scan serves the pairs, the examples and the components
+        needed = max(top_k, (limit or 0) if pairs else 0, neighbours if examples else 0)
+        _, scan = _resolve(captions, vectors, needed, block_size)
+    notes: list[str] = []
+
+    def collecting_warnings(function, *args, **kwargs):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", IncompleteMiningWarning)
+            result = function(*args, **kwargs)
+        notes.extend(str(w.message) for w in caught if issubclass(w.category, IncompleteMiningWarning))
+        return result
+
+    shared = {"top_k": top_k, "block_size": block_size, "scan": scan}
+    section: dict = {
+        "schema": SCHEMA,
+        "n_captions": len(captions), "n_groups": captions.n_groups,
+        "threshold": threshold, "limit": limit, "top_k": top_k,
+        "pairs": None, "quantiles": None, "examples": None,
+        "components_threshold": components_threshold, "components": None,
+        "warnings": notes,
+    }
+    if hasattr(source, "info"):
+        section["encoder"] = source.info.to_dict()
+    if pairs:
+        mined = collecting_warnings(near_duplicate_pairs, captions, source, threshold=threshold, limit=limit,
+                                    max_pairs=max_pairs, **shared)
+        section["pairs"] = pair_rows(captions, mined)
+    if examples:
+        chosen = examples_at_quantiles(captions, source, quantiles, n_per_quantile=n_per_quantile,
+                                       neighbours=neighbours, **shared)
+        section["quantiles"] = [float(q) for q in quantiles]
+        section["examples"] = _grouped_examples(captions, chosen)
+    if components_threshold is not None:
+        found = collecting_warnings(near_duplicate_components, captions, source, components_threshold,
+                                    max_pairs=max_pairs, **shared)
+        section["components"] = component_rows(captions, found, components_threshold)
+        if found:
+            notes.append(CHAINING_WARNING)
+    return section
+
+
+def _grouped_examples(captions, examples: list[Example]) -> list[dict]:
+    texts, ids, groups = captions.texts, captions.ids, captions.groups
+    out = []
+    for example in examples:
+        out.append({
+            "quantile": example.quantile, "target_cosine": example.target_cosine,
+            "query": {"index": example.index, "id": ids[example.index], "group": groups[example.index],
+                      "text": texts[example.index]},
+            "hardest_cosine": example.hardest_cosine,
+            "neighbours": [{"neighbour_rank": rank, **pair_row(captions, example.index, j, c, texts, ids, groups)}
+                           for rank, (j, c) in enumerate(example.neighbours, start=1)],
+        })
+    return out
+
+
+def section_rows(section: dict) -> list[dict]:
+    """The rows a file gets: components if computed, else examples if chosen, else pairs."""
+    if section.get("components") is not None:
+        return section["components"]
+    if section.get("examples") is not None:
+        return flat_example_rows(section)
+    return section.get("pairs") or []
+
+
+def flat_example_rows(section: dict) -> list[dict]:
+    """The examples of a dupes section as one row per (query, neighbour)."""
+    rows = []
+    for example in section.get("examples") or []:
+        for neighbour in example["neighbours"]:
+            rows.append({"quantile": example["quantile"], "target_cosine": example["target_cosine"],
+                         "query_hardest_cosine": example["hardest_cosine"], **neighbour})
+    return rows
+
+
+# --------------------------------------------------------------------------- files
+
+ROW_FORMATS = ("jsonl", "csv", "parquet")
+
+
+def _csv_cell(value):
+    # lists and span dicts become JSON text so every CSV cell is a plain string or number
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else value
+
+
+def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None) -> None:
+    """Write rows as jsonl, csv or parquet: atomically to ``output``, or to ``stream`` (jsonl/csv only).
+
+    In csv, list columns (words, spans, component members) are JSON-encoded strings;
+    jsonl and parquet keep them as lists (of structs for spans).
+    """
+    import polars as pl
+
+    from capgeo._atomic import atomic_open, atomic_path
+
+    if fmt not in ROW_FORMATS:
+        raise CapgeoError(f"format: expected one of {', '.join(ROW_FORMATS)}, got {fmt!r}")
+    if output is None and fmt == "parquet":
+        raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
+    if fmt == "jsonl":
+        text = "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
+    elif fmt == "csv":
+        frame = pl.DataFrame([{key: _csv_cell(value) for key, value in row.items()} for row in rows],
+                             infer_schema_length=None)
+        text = frame.write_csv()
+    else:
+        with atomic_path(output) as tmp:
+            pl.DataFrame(rows, infer_schema_length=None).write_parquet(tmp)
+        return
+    if output is None:
+        stream.write(text)
+        return
+    with atomic_open(output) as handle:
+        handle.write(text)

@@ -1,0 +1,216 @@
+"""`capgeo dupes` end to end through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from capgeo.captions import load_captions
+from capgeo.cli import main
+from capgeo.findings.highlight import normalize_word
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+COCO = DATA / "coco-karpathy-test" / "mscoco_test.json"
+needs_data = pytest.mark.skipif(not COCO.exists(), reason=f"COCO Karpathy test captions not found at {COCO}")
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return result
+
+
+@pytest.fixture(scope="module")
+def coco_run(tmp_path_factory):
+    """60 real COCO captions (12 images) through the embedded default encoder, rows as jsonl."""
+    if not COCO.exists():
+        pytest.skip(f"COCO Karpathy test captions not found at {COCO}")
+    folder = tmp_path_factory.mktemp("coco")
+    out = folder / "pairs.jsonl"
+    result = run("dupes", COCO, "--limit", 60, "--top", 25, "--output-format", "jsonl", "-o", out,
+                 "--cache-dir", folder / "cache")
+    assert result.exit_code == 0, result.output
+    return folder, [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+@needs_data
+def test_default_encoder_on_real_coco_lists_pairs_of_different_images_in_order(coco_run):
+    folder, rows = coco_run
+    from capgeo.encoders import embed
+
+    captions = load_captions(COCO, limit=60)
+    vectors = embed(captions, None, cache_dir=folder / "cache").vectors.astype(np.float64)
+    codes = captions.group_codes
+    similarity = vectors @ vectors.T
+    a, b = np.triu_indices(len(vectors), k=1)
+    keep = codes[a] != codes[b]
+    expected = sorted(zip(-similarity[a[keep], b[keep]], a[keep], b[keep]))[:25]
+
+    assert len(rows) == 25
+    assert [(r["index_a"], r["index_b"]) for r in rows] == [(int(i), int(j)) for _, i, j in expected]
+    assert np.allclose([r["cosine"] for r in rows], [-c for c, _, _ in expected], atol=1e-5)
+    ids, groups, texts = captions.ids, captions.groups, captions.texts
+    for rank, row in enumerate(rows, start=1):
+        assert row["rank"] == rank
+        assert row["group_a"] != row["group_b"]
+        assert (row["id_a"], row["group_a"], row["text_a"]) == (ids[row["index_a"]], groups[row["index_a"]],
+                                                                texts[row["index_a"]])
+        for side in ("a", "b"):
+            for span in row[f"spans_{side}"]:
+                assert normalize_word(row[f"text_{side}"][span["start"]:span["end"]]) == span["word"]
+
+
+@needs_data
+def test_text_rendering_of_real_captions(coco_run):
+    folder, rows = coco_run
+    result = run("dupes", COCO, "--limit", 60, "--top", 3, "--cache-dir", folder / "cache")
+    assert result.exit_code == 0, result.output
+    assert "3 near-duplicate pairs of different groups" in result.output
+    for row in rows[:3]:
+        assert f"cosine {row['cosine']:.4f}" in result.output
+        assert f"jaccard {row['jaccard']:.2f}" in result.output
+        assert row["text_b"].split()[0] in result.output
+
+
+# --------------------------------------------------------------------------- precomputed vectors
+
+
+@pytest.fixture()
+def small_dataset(tmp_path):
+    """Six captions of five images with an exact duplicate across images, and vectors for them."""
+    captions = [
+        ("A red double-decker bus parked by the café.", "img1"),
+        ("a red double-decker  BUS parked by the café.", "img2"),   # exact duplicate of img1's caption
+        ("Two red buses parked near a cafe.", "img3"),
+        ("Berries and a bowl of cherries on a table.", "img4"),
+        ("A bowl of berries on the table.", "img5"),
+        ("The berries sit in a white bowl.", "img5"),
+    ]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "image": g}) + "\n" for t, g in captions), encoding="utf-8")
+    rng = np.random.default_rng(0)
+    topic = rng.normal(size=(2, 8))
+    vectors = np.vstack([topic[0] + 0.1 * rng.normal(size=(3, 8)), topic[1] + 0.3 * rng.normal(size=(3, 8))])
+    vectors[1] = vectors[0]  # an encoder embeds the exact duplicate (same text up to case/space) alike
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vector_file = tmp_path / "vectors.npy"
+    np.save(vector_file, vectors.astype(np.float32))
+    return data, f"vectors:{vector_file}", vectors, captions
+
+
+def test_every_row_format_round_trips(small_dataset, tmp_path):
+    data, encoder, vectors, captions = small_dataset
+    rows = {}
+    for fmt in ("jsonl", "csv", "parquet"):
+        out = tmp_path / f"pairs.{fmt}"
+        result = run("dupes", data, "--encoder", encoder, "--no-cache", "--top", 0, "--threshold", -1,
+                     "--output-format", fmt, "-o", out)
+        assert result.exit_code == 0, result.output
+        if fmt == "jsonl":
+            rows[fmt] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+        elif fmt == "parquet":
+            rows[fmt] = pl.read_parquet(out).to_dicts()
+        else:
+            frame = pl.read_csv(out, schema_overrides={"id_a": pl.String, "id_b": pl.String,
+                                                       "group_a": pl.String, "group_b": pl.String})
+            rows[fmt] = [{key: json.loads(value) if key.startswith(("spans_", "shared_", "only_")) else value
+                          for key, value in row.items()} for row in frame.to_dicts()]
+    assert rows["jsonl"] == rows["parquet"] == rows["csv"]
+    # every pair of different images once: 6 captions, one same-image pair (img5) left out
+    assert len(rows["jsonl"]) == 6 * 5 // 2 - 1
+    cosines = [r["cosine"] for r in rows["jsonl"]]
+    assert cosines == sorted(cosines, reverse=True)
+    duplicate = next(r for r in rows["jsonl"] if {r["group_a"], r["group_b"]} == {"img1", "img2"})
+    assert duplicate["exact_duplicate"] and duplicate["jaccard"] == 1.0
+    assert duplicate["cosine"] == pytest.approx(float(vectors[0] @ vectors[1]), abs=1e-5)
+    plural = next(r for r in rows["jsonl"] if {r["group_a"], r["group_b"]} == {"img1", "img3"})
+    assert {"red", "double", "decker", "parked"} <= set(plural["shared_words"]) | set(plural["only_a_words"])
+    assert "bus" in plural["shared_words"] and "café" in plural["only_a_words"] and "cafe" in plural["only_b_words"]
+
+
+def test_jsonl_and_csv_go_to_stdout_without_a_file(small_dataset):
+    data, encoder, _, _ = small_dataset
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--top", 2, "--output-format", "jsonl")
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["rank"] for row in lines] == [1, 2]
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--top", 2, "--output-format", "csv")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines()[0].startswith("rank,index_a,index_b,id_a")
+
+
+def test_text_output_flags_exact_duplicates_and_wraps(small_dataset, tmp_path):
+    data, encoder, _, _ = small_dataset
+    out = tmp_path / "pairs.txt"
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--top", 1, "-o", out)
+    assert result.exit_code == 0, result.output
+    text = out.read_text(encoding="utf-8")
+    assert "EXACT DUPLICATE" in text and "double-decker" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_examples_and_components(small_dataset, tmp_path):
+    data, encoder, vectors, _ = small_dataset
+    out = tmp_path / "examples.jsonl"
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--examples", "--quantile", 0.5,
+                 "--quantile", 1.0, "--per-quantile", 1, "--neighbours", 2, "--output-format", "jsonl", "-o", out)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [(r["quantile"], r["neighbour_rank"]) for r in rows] == [(0.5, 1), (0.5, 2), (1.0, 1), (1.0, 2)]
+    top = rows[2]
+    similarity = vectors @ vectors.T
+    assert top["query_hardest_cosine"] == pytest.approx(top["cosine"])
+    assert top["cosine"] == pytest.approx(float(similarity[top["index_a"], top["index_b"]]), abs=1e-5)
+
+    threshold = float(similarity[0, 2]) - 1e-3  # links img1-img2-img3 (the bus captions)
+    out = tmp_path / "components.jsonl"
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--group-components", "--threshold", threshold,
+                 "--output-format", "jsonl", "-o", out)
+    assert result.exit_code == 0, result.output
+    assert "Warning: components chain" in result.stderr
+    components = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert components[0]["groups"][:3] == ["img1", "img2", "img3"] and components[0]["size"] >= 3
+
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--group-components", "--threshold", threshold)
+    assert result.exit_code == 0
+    assert "near-duplicate sets" in result.stdout and "weakest" in result.stdout and "min pair" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--output-format", "parquet"), "parquet needs an output file"),
+    (("--examples", "--group-components"), "choose one of --examples and --group-components"),
+    (("--top", "0"), "give --threshold too"),
+])
+def test_user_mistakes_are_one_line_errors(small_dataset, args, message):
+    data, encoder, _, _ = small_dataset
+    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--no-cache", *args])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: ") and message in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_json_section(small_dataset, tmp_path):
+    data, encoder, _, _ = small_dataset
+    out = tmp_path / "section.json"
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--top", 3, "--json", out)
+    assert result.exit_code == 0, result.output
+    section = json.loads(out.read_text(encoding="utf-8"))
+    assert section["schema"] == "capgeo.dupes/1" and len(section["pairs"]) == 3
+    assert section["encoder"]["kind"] == "precomputed"
+
+
+def test_highlighted_text_styles_exactly_the_spans():
+    from capgeo.cli.dupes import DIFFERING_STYLE, SHARED_STYLE, highlighted
+    from capgeo.findings.highlight import highlight_pair
+
+    text_a, text_b = "Deux cafés près du lac, 日本語 dogs", "Un café près des dogs"
+    pair = highlight_pair(text_a, text_b)
+    rendered = highlighted(text_a, [span.to_dict() for span in pair.spans_a])
+    assert rendered.plain == text_a
+    styled = [(span.start, span.end, str(span.style)) for span in rendered.spans]
+    assert styled == [(s.start, s.end, SHARED_STYLE if s.kind == "shared" else DIFFERING_STYLE) for s in pair.spans_a]
+    assert {text_a[s.start:s.end] for s in pair.spans_a if s.kind == "shared"} == {"cafés", "près", "dogs"}
