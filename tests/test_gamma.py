@@ -11,7 +11,6 @@ from capgeo.encoders.base import Embeddings, EncoderInfo
 from capgeo.errors import CapgeoError
 from capgeo.findings import gamma as gamma_module
 from capgeo.findings.gamma import (
-    REFERENCE,
     gamma_section,
     grid_diagnostics,
     group_ids_in_code_order,

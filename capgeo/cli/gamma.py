@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.options import dataset_options, embed_from_options, encoder_options, json_option, load_from_options
+from capgeo.cli.options import (
+    dataset_options,
+    embed_from_options,
+    encoder_options,
+    json_option,
+    load_from_options,
+    reproduce_command,
+)
 
 
 def _parse_grid(ctx, param, value):
@@ -46,8 +53,6 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
     B 128) makes it on geometry like the paper's DOCCI statistics.
     """
-    import sys
-
     from capgeo.findings.gamma import DEFAULT_GRID, check_batch_sizes, gamma_profile
 
     batch_sizes = batch_sizes or (128,)
@@ -56,7 +61,7 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     embeddings = embed_from_options(captions, options)
     profile = gamma_profile(
         captions, embeddings, image_embeddings=image_embeddings,
-        command="capgeo " + " ".join(sys.argv[1:]),
+        command=reproduce_command(),
         logit_scale=logit_scale, batch_sizes=batch_sizes, grid=grid or DEFAULT_GRID,
         n_batches=n_batches, seed=seed, hard_edge=hard_edge,
     )
@@ -71,7 +76,6 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
 
 def _print(profile: dict) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     section = profile["gamma"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 
 import click
 
@@ -93,3 +92,45 @@ def print_json(payload: dict, destination: str) -> None:
     with atomic_open(destination) as handle:
         handle.write(text + "\n")
     click.echo(f"Wrote {destination}", err=True)
+
+
+def comma_separated_floats(ctx, param, value):
+    """click callback: '0.7,0.8,0.9' -> (0.7, 0.8, 0.9); None stays None."""
+    if value is None:
+        return None
+    try:
+        return tuple(float(part) for part in value.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated numbers such as 0.7,0.8,0.9, got {value!r}") from None
+
+
+def reproduce_command() -> str:
+    """The command that reproduces the running one, rebuilt from its parsed parameters
+    (defaults left out), so it is right however capgeo was started (console script,
+    python -m, or a test runner)."""
+    import shlex
+
+    ctx = click.get_current_context()
+    words = ["capgeo", ctx.info_name or ctx.command.name]
+    arguments = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if isinstance(param, click.Argument):
+            arguments += list(value) if isinstance(value, (list, tuple)) else [value]
+            continue
+        if getattr(param, "is_flag", False):
+            if value:
+                words.append(max(param.opts, key=len))
+            continue
+        default = param.get_default(ctx)
+        if param.callback is not None and isinstance(default, str):
+            default = param.callback(ctx, param, default)
+        if value is None or value == default or (param.multiple and not value):
+            continue
+        flag = max(param.opts, key=len)
+        for item in (value if param.multiple else [value]):
+            # values a callback parsed into a tuple go back to their comma-separated form
+            text = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in item) \
+                if isinstance(item, (list, tuple)) else str(item)
+            words += [flag, text]
+    return shlex.join([*words[:2], *[str(a) for a in arguments], *words[2:]])

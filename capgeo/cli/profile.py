@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.options import dataset_options, encoder_options, json_option, load_from_options
+from capgeo.cli.options import (
+    comma_separated_floats,
+    dataset_options,
+    encoder_options,
+    json_option,
+    load_from_options,
+    reproduce_command,
+)
 
 MODES = ("auto", "exact", "sampled")
-
-
-def _parse_edges(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return tuple(float(part) for part in value.split(",") if part.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated numbers such as 0.7,0.8,0.9, got {value!r}") from None
 
 
 @click.command()
@@ -28,12 +26,12 @@ def _parse_edges(ctx, param, value):
                    "(default 128, or the number of groups when smaller).")
 @click.option("--n-batches", type=click.IntRange(min=1), default=200, show_default=True,
               help="Random batches drawn per batch size.")
-@click.option("--buckets", callback=_parse_edges, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
+@click.option("--buckets", callback=comma_separated_floats, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
               help="Cosine edges of the hardness buckets of in-batch negatives.")
 @click.option("--relative-buckets", is_flag=True,
               help="Also bucket by the dataset's own pairwise quantiles (p50, p90, p99): "
                    "comparable across encoders whose cosines live on different scales.")
-@click.option("--relative-quantiles", callback=_parse_edges, default=None, metavar="LEVELS",
+@click.option("--relative-quantiles", callback=comma_separated_floats, default=None, metavar="LEVELS",
               help="Pairwise quantile levels of the relative bucket edges (default 0.5,0.9,0.99); "
                    "implies --relative-buckets.")
 @click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
@@ -77,7 +75,7 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
     captions = load_from_options(options)
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
-        use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=_command_line(),
+        use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, **profile_options,
     )
     if json_out:
@@ -87,17 +85,6 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
         if json_out == "-":
             return
     print_profile(result)
-
-
-def _command_line() -> str | None:
-    import os
-    import shlex
-    import sys
-
-    program = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if program.startswith("capgeo") or program == "__main__.py":
-        return "capgeo " + shlex.join(sys.argv[1:])
-    return None
 
 
 def _mode_text(result: dict) -> str:

@@ -4,35 +4,7 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.options import dataset_options, encoder_options, load_from_options
-
-
-def _command_line() -> str:
-    """The command that reproduces this run, rebuilt from the parsed parameters (defaults left out),
-    so it is right however capgeo was started (console script, python -m, or a test runner)."""
-    import shlex
-
-    ctx = click.get_current_context()
-    words = ["capgeo", ctx.info_name or ctx.command.name]
-    arguments = []
-    for param in ctx.command.params:
-        value = ctx.params.get(param.name)
-        if isinstance(param, click.Argument):
-            arguments += list(value) if isinstance(value, (list, tuple)) else [value]
-            continue
-        if getattr(param, "is_flag", False):
-            if value:
-                words.append(max(param.opts, key=len))
-            continue
-        if value is None or value == param.get_default(ctx) or (param.multiple and not value):
-            continue
-        flag = max(param.opts, key=len)
-        if param.multiple:
-            for item in value:
-                words += [flag, str(item)]
-        else:
-            words += [flag, str(value)]
-    return shlex.join([*words[:2], *[str(a) for a in arguments], *words[2:]])
+from capgeo.cli.options import dataset_options, encoder_options, load_from_options, reproduce_command
 
 
 def _default_output(source: str) -> str:
@@ -108,11 +80,11 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
             captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
             use_cache=not options.pop("no_cache"), max_tokens=max_tokens, batch_sizes=batch_sizes or None,
             n_batches=n_batches, seed=seed, dupes=not no_dupes, gamma=not no_gamma, truncation=truncation,
-            command=_command_line())
+            command=reproduce_command())
     if save_profile:
         write_profile(report_input.profile, save_profile)
         click.echo(f"Wrote {save_profile}", err=True)
-    path = build_report(report_input, output, command=_command_line())
+    path = build_report(report_input, output, command=reproduce_command())
     _wrote(path, report_input.notes)
 
 
@@ -154,11 +126,11 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
             profiles.append(report_dataset(
                 captions, encoder, device=options["device"], cache_dir=options["cache_dir"],
                 use_cache=not options["no_cache"], batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed,
-                dupes=False, gamma=True, command=_command_line()).profile)
+                dupes=False, gamma=True, command=reproduce_command()).profile)
     if len(profiles) < 2:
         raise CapgeoError("compare needs at least two profiles: give two or more SOURCES, "
                           "or one dataset with two or more --encoder")
     if labels and len(labels) != len(profiles):
         raise CapgeoError(f"--label given {len(labels)} times for {len(profiles)} profiles")
-    path = build_compare(profiles, output, labels=labels or None, command=_command_line())
+    path = build_compare(profiles, output, labels=labels or None, command=reproduce_command())
     _wrote(path, [])

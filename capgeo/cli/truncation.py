@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.options import dataset_options, encoder_options, json_option, load_from_options
+from capgeo.cli.options import (
+    comma_separated_floats,
+    dataset_options,
+    encoder_options,
+    json_option,
+    load_from_options,
+    reproduce_command,
+)
 
 #: characters of the unseen part shown on the terminal (the JSON has the whole text)
 UNSEEN_SHOWN = 240
@@ -25,13 +32,6 @@ def _parse_lengths(ctx, param, value):
         raise click.BadParameter(str(error).removeprefix("--lengths: ")) from None
 
 
-def _parse_edges(ctx, param, value):
-    try:
-        return tuple(float(part) for part in value.split(",") if part.strip())
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated cosines such as 0.7,0.8,0.9, got {value!r}") from None
-
-
 @click.command()
 @dataset_options
 @encoder_options
@@ -43,7 +43,7 @@ def _parse_edges(ctx, param, value):
                    "when smaller). The same batches are used at every length.")
 @click.option("--n-batches", type=click.IntRange(min=1), default=200, show_default=True,
               help="Random batches drawn (the same ones at every length).")
-@click.option("--buckets", callback=_parse_edges, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
+@click.option("--buckets", callback=comma_separated_floats, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
               help="Cosine edges of the in-batch hardness buckets.")
 @click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None, metavar="T",
               help="Near-duplicate cosine (pairs of different groups); default: the profile's, 0.95.")
@@ -62,13 +62,12 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
     the in-batch buckets and the near-duplicate pairs; the pairs that are near-duplicates
     only because of truncation, with the cut point in their text; and how far each
     caption's embedding moves when more of it is seen. See docs/truncation.md."""
-    from capgeo.cli.profile import _command_line
     from capgeo.findings.truncation import truncation_profile
 
     captions = load_from_options(options)
     result = truncation_profile(
         captions, options.pop("encoder"), lengths=lengths, device=options.pop("device"),
-        cache_dir=options.pop("cache_dir"), use_cache=not options.pop("no_cache"), command=_command_line(),
+        cache_dir=options.pop("cache_dir"), use_cache=not options.pop("no_cache"), command=reproduce_command(),
         batch_size=batch_size, n_batches=n_batches, edges=buckets, threshold=threshold, seed=seed,
         max_listed=max_listed, top_k=top_k, block_size=block_size,
     )

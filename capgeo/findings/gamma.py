@@ -531,10 +531,8 @@ def gamma_profile(captions, embeddings, *, image_embeddings=None, command: str |
     and ``provenance``. ``image_embeddings`` is a path (see :func:`load_image_embeddings`)
     or an (n_groups, d) array in group-code order."""
     import time
-    from datetime import datetime, timezone
 
-    from capgeo import __version__
-    from capgeo.geometry.profile import SCHEMA, summarize_dataset, to_json_ready
+    from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
 
     started = time.perf_counter()
     image_vectors, image_source = None, "image embeddings"
@@ -561,11 +559,6 @@ def gamma_profile(captions, embeddings, *, image_embeddings=None, command: str |
             "hard_edge": section["hard_edge"],
             "image_embeddings": image_source if image_embeddings is not None else None,
         },
-        "provenance": {
-            "capgeo_version": __version__,
-            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": command,
-            "elapsed_s": round(time.perf_counter() - started, 3),
-        },
+        "provenance": provenance(command, started),
     }
     return to_json_ready(profile)

@@ -448,12 +448,9 @@ def truncation_profile(captions, encoder=None, *, lengths: Sequence[int] | None 
     ``encoder``, ``truncation`` (:func:`truncation_section`; ``options`` go there),
     ``options`` and ``provenance``. ``encoder`` is a spec, a loaded encoder or None
     (the embedded default)."""
-    from datetime import datetime, timezone
-
-    from capgeo import __version__
     from capgeo.encoders import get_encoder
     from capgeo.encoders.embed import _is_encoder
-    from capgeo.geometry.profile import SCHEMA, summarize_dataset, to_json_ready
+    from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
 
     started = time.perf_counter()
     # fail on bad options before loading a model and encoding
@@ -482,12 +479,7 @@ def truncation_profile(captions, encoder=None, *, lengths: Sequence[int] | None 
             "max_listed": section["max_listed"],
             "device": device,
         },
-        "provenance": {
-            "capgeo_version": __version__,
-            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": command,
-            "elapsed_s": round(time.perf_counter() - started, 3),
-            "embeddings_origin": origins[0] if len(origins) == 1 else ",".join(origins),
-        },
+        "provenance": provenance(command, started,
+                                 embeddings_origin=origins[0] if len(origins) == 1 else ",".join(origins)),
     }
     return to_json_ready(profile)

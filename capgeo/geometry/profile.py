@@ -48,6 +48,19 @@ COMPANION_DECIMALS = 6
 LENGTH_BINS = 60
 
 
+def provenance(command: str | None, started: float, **extra) -> dict:
+    """The ``provenance`` section every result carries: version, time, command, duration.
+
+    ``started`` is the ``time.perf_counter()`` reading taken when the work began."""
+    return {
+        "capgeo_version": __version__,
+        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": command,
+        "elapsed_s": round(time.perf_counter() - started, 3),
+        **extra,
+    }
+
+
 def build_profile(
     captions,
     embeddings,
@@ -185,13 +198,7 @@ def build_profile(
             "include_companions": bool(include_companions),
             "device": device,
         },
-        "provenance": {
-            "capgeo_version": __version__,
-            "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "command": command,
-            "elapsed_s": round(time.perf_counter() - started, 3),
-            "embeddings_origin": getattr(embeddings, "origin", None),
-        },
+        "provenance": provenance(command, started, embeddings_origin=getattr(embeddings, "origin", None)),
     }
     profile = to_json_ready(profile)
     profile["companions"] = _companions(caption_ids, companion_index, companion_cosine, include_companions)
