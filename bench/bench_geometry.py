@@ -1,0 +1,173 @@
+"""Benchmark: capgeo's pairwise pass against faiss k-NN search alone and numpy brute force.
+
+Same vectors (N random unit vectors of width 768 by default, or a .npy file of
+embeddings), same k. Each method runs in a fresh subprocess so its peak memory
+(VmHWM from /proc/self/status, which sees torch's and faiss's native allocations)
+is its own; this process prints seconds, peak memory and the ratios.
+
+    python bench/bench_geometry.py                      # N = 20,000, width 768, k = 10
+    python bench/bench_geometry.py --n 5000 --embeddings vectors.npy
+
+Methods:
+  capgeo  scan_pairs: top-k other-group companions + negatives and same-group histograms
+          (+ in-batch statistics at B=128 when capgeo.geometry.inbatch is present)
+  faiss   IndexFlatIP add + search(k + 1): the k nearest neighbours only, no histogram
+  numpy   blockwise float32 matmul + argpartition (k + 1) per row, no histogram
+Seconds are wall time; CPU seconds (user + system) show the work done when other
+jobs share the cores. "data MB" is the worker's peak after loading the vectors and
+importing its library (torch alone is ~600 MB of resident libraries).
+Goal: capgeo no slower than 1.2x faiss's search alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GOAL_RATIO = 1.2
+
+
+def peak_memory_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process: the work done, whatever else shares the cores."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def load_vectors(args):
+    import numpy as np
+
+    if args.embeddings:
+        vectors = np.load(args.embeddings).astype(np.float32)[: args.n]
+    else:
+        vectors = np.random.default_rng(args.seed).standard_normal((args.n, args.width), dtype=np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    # captions come in groups of 5 consecutive ones, like COCO
+    groups = np.arange(len(vectors)) // 5
+    return np.ascontiguousarray(vectors), groups
+
+
+def run_capgeo(vectors, groups, args) -> dict:
+    from capgeo.geometry.pairwise import scan_pairs
+
+    started = time.perf_counter()
+    scan = scan_pairs(vectors, groups, top_k=args.k, block_size=args.block_size, device="cpu", progress=False)
+    result = {"pairs_in_histogram": int(scan.negatives.n + scan.same_group.n),
+              "scan_seconds": time.perf_counter() - started}
+    try:
+        from capgeo.geometry.inbatch import inbatch_statistics
+    except ImportError:
+        result["inbatch"] = False
+    else:
+        inbatch_statistics(vectors, groups, 128, n_batches=200, seed=0)
+        result["inbatch"] = True
+    return result
+
+
+def run_faiss(vectors, groups, args) -> dict:
+    import faiss
+
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(vectors)
+    index.search(vectors, args.k + 1)
+    return {"threads": faiss.omp_get_max_threads()}
+
+
+def run_numpy(vectors, groups, args) -> dict:
+    import numpy as np
+
+    n, k = len(vectors), args.k + 1
+    neighbours = np.empty((n, k), dtype=np.int64)
+    for start in range(0, n, args.block_size):
+        block = vectors[start:start + args.block_size] @ vectors.T
+        part = np.argpartition(-block, k - 1, axis=1)[:, :k]
+        order = np.argsort(-np.take_along_axis(block, part, 1), axis=1)
+        neighbours[start:start + len(block)] = np.take_along_axis(part, order, 1)
+    return {}
+
+
+METHODS = {"capgeo": run_capgeo, "faiss": run_faiss, "numpy": run_numpy}
+
+
+def worker(args) -> None:
+    vectors, groups = load_vectors(args)
+    # warm up the libraries (imports, thread pools) outside the timing
+    if args.worker == "capgeo":
+        import torch  # noqa: F401
+    elif args.worker == "faiss":
+        import faiss  # noqa: F401
+    baseline = peak_memory_mb()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
+    extra = METHODS[args.worker](vectors, groups, args)
+    seconds = time.perf_counter() - started
+    print(json.dumps({"method": args.worker, "seconds": seconds, "cpu_seconds": cpu_seconds() - cpu_started,
+                      "peak_mb": peak_memory_mb(),
+                      "data_mb": baseline, **extra}))
+
+
+def over_data(run: dict) -> float:
+    """Peak memory the method added to its loaded vectors and libraries (MB)."""
+    return run["peak_mb"] - run["data_mb"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=20_000)
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--block-size", type=int, default=2048)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--embeddings", help=".npy file of caption embeddings (first --n rows)")
+    parser.add_argument("--methods", default="capgeo,faiss,numpy")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per method; the fastest counts")
+    parser.add_argument("--worker", choices=sorted(METHODS), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+        return
+
+    forwarded = [f"--n={args.n}", f"--width={args.width}", f"--k={args.k}", f"--block-size={args.block_size}",
+                 f"--seed={args.seed}"] + ([f"--embeddings={args.embeddings}"] if args.embeddings else [])
+    results = {}
+    for method in args.methods.split(","):
+        runs = []
+        for _ in range(args.repeat):
+            output = subprocess.run([sys.executable, __file__, f"--worker={method}", *forwarded],
+                                    check=True, capture_output=True, text=True).stdout
+            runs.append(json.loads(output.strip().splitlines()[-1]))
+        results[method] = min(runs, key=lambda run: run["seconds"])
+
+    print(f"N = {args.n}, width = {args.width}, k = {args.k}, block = {args.block_size}")
+    print(f"{'method':8s} {'seconds':>9s} {'CPU s':>9s} {'peak MB':>9s} {'data MB':>9s}")
+    for method, run in results.items():
+        print(f"{method:8s} {run['seconds']:9.2f} {run['cpu_seconds']:9.2f} {run['peak_mb']:9.0f} "
+              f"{run['data_mb']:9.0f}")
+    if "capgeo" in results:
+        mine = results["capgeo"]
+        for baseline in ("faiss", "numpy"):
+            if baseline in results:
+                other = results[baseline]
+                print(f"capgeo / {baseline}: time {mine['seconds'] / other['seconds']:.2f}x, "
+                      f"CPU time {mine['cpu_seconds'] / other['cpu_seconds']:.2f}x, "
+                      f"peak memory {mine['peak_mb'] / other['peak_mb']:.2f}x, "
+                      f"memory over the data {over_data(mine) / max(over_data(other), 1):.2f}x")
+        if "faiss" in results:
+            ratio = mine["seconds"] / results["faiss"]["seconds"]
+            verdict = "met" if ratio <= GOAL_RATIO else "NOT met"
+            print(f"goal capgeo <= {GOAL_RATIO}x faiss search alone: {verdict} ({ratio:.2f}x); "
+                  f"in-batch included: {mine.get('inbatch')}")
+
+
+if __name__ == "__main__":
+    main()
