@@ -1,0 +1,162 @@
+"""open_clip checkpoints saved to disk load through the real loading path and encode like the model they came from."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+open_clip = pytest.importorskip("open_clip")
+
+from _clip_fixtures import coco_captions, docci_captions, reference_embeddings, tiny_clip, tiny_config  # noqa: E402
+from capgeo.encoders.openclip import load_open_clip_encoder  # noqa: E402
+from capgeo.errors import EncoderError  # noqa: E402
+
+TINY_NAME = "capgeo-test-tiny-77"
+
+
+@pytest.fixture(scope="module")
+def tiny_model_name(tmp_path_factory) -> str:
+    """A tiny config registered with open_clip under a model name, like a built-in one."""
+    folder = tmp_path_factory.mktemp("configs")
+    (folder / f"{TINY_NAME}.json").write_text(json.dumps(tiny_config(77)))
+    open_clip.add_model_config(folder / f"{TINY_NAME}.json")
+    return TINY_NAME
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_clip(tiny_config(77), seed=3)
+
+
+@pytest.fixture
+def captions(shared_data) -> list[str]:
+    return coco_captions(shared_data, images=3) + docci_captions(shared_data, count=4)
+
+
+def expected_for(model, captions, context_length=77) -> np.ndarray:
+    return reference_embeddings(model, open_clip.SimpleTokenizer(context_length=context_length)(captions))
+
+
+def test_openai_style_state_dict_loads_by_model_name(tmp_path, tiny_model_name, model, captions):
+    path = tmp_path / "openai-style.pt"
+    torch.save(model.state_dict(), path)                     # keys exactly as OpenAI's CLIP names them
+    encoder = load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+
+    info = encoder.info
+    assert (info.kind, info.name, info.width, info.context_length) == ("open_clip", tiny_model_name, 32, 77)
+    assert info.logit_scale == pytest.approx(float(model.logit_scale.detach().exp()), rel=1e-6)
+    assert info.fingerprint == "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+    assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5
+    assert isinstance(encoder.model.visual, torch.nn.Identity)  # image tower freed
+
+
+def test_open_clip_training_checkpoint_with_module_prefix(tmp_path, model, captions):
+    """{'state_dict': {'module.…': …}} as open_clip's trainer writes it, with the config beside the file."""
+    path = tmp_path / "epoch_3.pt"
+    torch.save({"epoch": 3, "name": "run", "state_dict": {"module." + k: v for k, v in model.state_dict().items()}},
+               path)
+    (tmp_path / "epoch_3.json").write_text(json.dumps(tiny_config(77)))
+    expected = expected_for(model, captions)
+    by_sidecar = load_open_clip_encoder(str(path), device="cpu")
+    by_config_file = load_open_clip_encoder(f"{tmp_path / 'epoch_3.json'}@{path}", device="cpu")
+    assert np.abs(by_sidecar.encode(captions) - expected).max() < 1e-5
+    assert np.abs(by_config_file.encode(captions) - expected).max() < 1e-5
+
+
+def test_local_dir_in_hub_layout(tmp_path, model, captions):
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "open_clip_config.json").write_text(json.dumps({"model_cfg": tiny_config(77), "preprocess_cfg": {}}))
+    torch.save(model.state_dict(), folder / "open_clip_pytorch_model.bin")
+    encoder = load_open_clip_encoder(f"local-dir:{folder}", device="cpu")
+    assert encoder.info.name == "my-model"
+    assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5
+
+
+def test_checkpoint_context_wins_over_config_no_interpolation(tmp_path, tiny_model_name, shared_data):
+    """A 248-token checkpoint under a 77-token model name keeps its 248 positions (open_clip would
+    interpolate them to 77 without a word)."""
+    long_model = tiny_clip(tiny_config(248), seed=5)
+    path = tmp_path / "long.pt"
+    torch.save(long_model.state_dict(), path)
+    encoder = load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+    assert encoder.info.context_length == 248
+    captions = docci_captions(shared_data, count=4)
+    assert np.abs(encoder.encode(captions) - expected_for(long_model, captions, 248)).max() < 1e-5
+
+
+def test_token_counts_are_untruncated_with_start_and_end_tokens(tmp_path, tiny_model_name, model, captions):
+    path = tmp_path / "m.pt"
+    torch.save(model.state_dict(), path)
+    encoder = load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+    counts = encoder.token_counts(captions)
+    wide = open_clip.SimpleTokenizer(context_length=1000)(captions)
+    assert (counts == (wide != 0).sum(dim=1).numpy()).all()
+    assert counts.max() > 77                                  # DOCCI captions exceed the context
+
+
+def test_checkpoint_that_does_not_fit_the_model(tmp_path, tiny_model_name):
+    other = tiny_clip(tiny_config(77, width=128), seed=1)
+    path = tmp_path / "wide.pt"
+    torch.save(other.state_dict(), path)
+    with pytest.raises(EncoderError, match=f"does not fit model {tiny_model_name}"):
+        load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("no-such-model@{tmp}/m.pt", "open_clip has no model 'no-such-model'"),
+    ("{name}@{tmp}/missing.pt", "not found"),
+    ("{tmp}/m.pt", "cannot tell the model from the file alone"),
+    ("ViT-B-32/no_such_tag", "no pretrained tag 'no_such_tag'"),
+    ("ViT-B-32", "needs weights"),
+    ("local-dir:{tmp}", "open_clip_config.json"),
+])
+def test_bad_specs_are_one_line_encoder_errors(tmp_path, tiny_model_name, model, spec, message):
+    torch.save(model.state_dict(), tmp_path / "m.pt")
+    with pytest.raises(EncoderError, match=message) as caught:
+        load_open_clip_encoder(spec.format(tmp=tmp_path, name=tiny_model_name), device="cpu")
+    assert "\n" not in str(caught.value)
+
+
+def test_longclip_file_given_as_open_clip_is_redirected(tmp_path, tiny_model_name, model):
+    state = dict(model.state_dict())
+    state["positional_embedding_res"] = state["positional_embedding"].clone()
+    torch.save(state, tmp_path / "longclip-x.pt")
+    with pytest.raises(EncoderError, match="Long-CLIP checkpoint"):
+        load_open_clip_encoder(f"{tiny_model_name}@{tmp_path / 'longclip-x.pt'}", device="cpu")
+
+
+@pytest.mark.parametrize("spec, missing", [
+    ("ViT-B-32/laion2b_s34b_b79k", "weights of ViT-B-32/laion2b_s34b_b79k"),
+    ("hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "config of hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K"),
+])
+def test_missing_weights_offline_say_which_and_how_to_pass_a_file(monkeypatch, tmp_path, spec, missing):
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(EncoderError) as caught:
+        load_open_clip_encoder(spec, device="cpu")
+    message = str(caught.value)
+    assert missing in message and "HF_HUB_OFFLINE" in message
+    assert "@/path/to/checkpoint.pt" in message and "local-dir:" in message
+    assert "\n" not in message
+
+
+def test_embed_entry_point_uses_this_loader(tmp_path, tiny_model_name, model, captions):
+    """capgeo.encoders.embed with an open_clip spec: same vectors, token counts and truncation flags."""
+    embed = pytest.importorskip("capgeo.encoders").embed
+    path = tmp_path / "m.pt"
+    torch.save(model.state_dict(), path)
+    embeddings = embed(captions, f"{tiny_model_name}@{path}", device="cpu", use_cache=False, max_tokens=40)
+    cut = open_clip.SimpleTokenizer(context_length=40)(captions)
+    padded = torch.zeros(len(captions), 77, dtype=torch.long)
+    padded[:, :40] = cut
+    assert np.abs(embeddings.vectors - reference_embeddings(model, padded)).max() < 1e-5
+    wide = open_clip.SimpleTokenizer(context_length=1000)(captions)
+    assert (embeddings.truncated == ((wide != 0).sum(dim=1) > 40).numpy()).all()
+    assert embeddings.info.kind == "open_clip" and embeddings.max_tokens == 40
