@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from capgeo.captions import CaptionSet, load_captions
+from capgeo.errors import DataError
 
 
 def _rows(captions: CaptionSet) -> list[dict]:
@@ -153,7 +154,8 @@ def test_coco_list_without_split(tmp_path):
 
 def test_urban1k_real_folder(shared_data):
     folder = shared_data / "urban1k" / "Urban1k" / "caption"
-    for path in (folder, folder.parent):  # the caption folder or the dataset root holding it
+    # the caption folder, the dataset root holding it, or a folder the archive was unpacked into
+    for path in (folder, folder.parent, folder.parent.parent):
         captions = load_captions(path)
         assert captions.format == "urban1k"
         assert len(captions) == 1000
@@ -251,3 +253,14 @@ def test_format_override_reads_as_named(tmp_path, name):
         path.write_text(json.dumps([{"image_name": "a.jpg", "captions": ["x y", "z"]}]))
     assert load_captions(path).format == name  # sniffed from the content
     assert load_captions(path, format=name).format == name
+
+
+def test_a_folder_with_other_entries_is_not_unwrapped(tmp_path):
+    """Only a folder holding nothing but one folder stands for it; anything else is detected as it is."""
+    inner = tmp_path / "outer" / "Urban1k" / "caption"
+    inner.mkdir(parents=True)
+    (inner / "1.txt").write_text("a red bus", encoding="utf-8")
+    assert load_captions(tmp_path / "outer").texts == ["a red bus"]
+    (tmp_path / "outer" / "notes.md").write_text("readme", encoding="utf-8")
+    with pytest.raises(DataError, match="cannot tell the folder's format"):
+        load_captions(tmp_path / "outer")

@@ -53,6 +53,7 @@ def load_captions(
     if limit is not None and limit < 1:
         raise DataError(f"--limit must be at least 1, got {limit}")
     columns = ColumnChoice(text_column, captions_column, id_column, group_column)
+    path = _unwrap_single_folder(path)
     content = DatasetContent(path)
     if format == "auto":
         format = detect_format(content, generic=bool(columns.given()))
@@ -71,3 +72,14 @@ def load_captions(
     else:
         raise DataError(f"unknown format {format!r}; expected one of {', '.join(list(BENCHMARK_READERS) + list(GENERIC_FORMATS))}")
     return to_caption_set(raw, split=split, limit=limit)
+
+
+def _unwrap_single_folder(path: Path) -> Path:
+    """A folder holding nothing but one folder (an archive unpacked into a folder of its
+    own name, e.g. urban1k/Urban1k/caption) stands for that inner folder."""
+    while path.is_dir():
+        entries = [entry for entry in path.iterdir() if not entry.name.startswith(".")]
+        if len(entries) != 1 or not entries[0].is_dir():
+            break
+        path = entries[0]
+    return path
