@@ -6,7 +6,7 @@ import time
 
 import click
 
-from capgeo.cli.options import dataset_options, embed_from_options, encoder_options, json_option, load_from_options
+from capgeo.cli.options import dataset_options, embed_from_options, emit, encoder_options, json_option, load_from_options
 
 OUTPUT_SUFFIXES = (".npy", ".npz", ".parquet")
 
@@ -64,13 +64,7 @@ def encode(output, max_tokens, json_out, **options):
 
         alignment = write_vector_file(output, embeddings.vectors, captions.ids, captions.groups)
         summary["output"] = {"path": output, "aligned_by": alignment}
-    if json_out:
-        from capgeo.cli.options import print_json
-
-        print_json(summary, json_out)
-        if json_out == "-":
-            return
-    _print_summary(summary)
+    emit(summary, json_out, _print_summary)
 
 
 def _print_summary(summary: dict) -> None:

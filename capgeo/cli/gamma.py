@@ -6,6 +6,7 @@ import click
 
 from capgeo.cli.options import (
     dataset_options,
+    emit,
     embed_from_options,
     encoder_options,
     json_option,
@@ -65,13 +66,7 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
         logit_scale=logit_scale, batch_sizes=batch_sizes, grid=grid or DEFAULT_GRID,
         n_batches=n_batches, seed=seed, hard_edge=hard_edge,
     )
-    if json_out:
-        from capgeo.cli.options import print_json
-
-        print_json(profile, json_out)
-        if json_out == "-":
-            return
-    _print(profile)
+    emit(profile, json_out, _print)
 
 
 def _print(profile: dict) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.options import dataset_options, json_option, load_from_options, print_json
+from capgeo.cli.options import dataset_options, emit, json_option, load_from_options
 
 HELP = """Show what DATA holds: format, captions and groups, captions per group, splits,
 caption length in words, examples, and rows skipped while reading (with why).
@@ -20,10 +20,7 @@ def _show_info(json_out, **options):
     for item in summary["skipped"]:
         where = ", ".join(item["examples"])
         click.echo(f"Warning: skipped {item['count']} row(s): {item['reason']} (at {where})", err=True)
-    if json_out is not None:
-        print_json(summary, json_out)
-    else:
-        _print_summary(summary)
+    emit(summary, json_out, _print_summary)
 
 
 def _print_summary(summary: dict) -> None:

@@ -79,6 +79,15 @@ def json_option(command):
                         help="Write the result as JSON to FILE, or to stdout when no file is given.")(command)
 
 
+def emit(result: dict, json_out: str | None, show) -> None:
+    """A command's output: JSON to stdout (only that), or to a file and the terminal
+    summary ``show(result)``, or the summary alone."""
+    if json_out:
+        print_json(result, json_out)
+    if json_out != "-":
+        show(result)
+
+
 def print_json(payload: dict, destination: str) -> None:
     """Write JSON to stdout ('-') or atomically to a file."""
     import json

@@ -7,6 +7,7 @@ import click
 from capgeo.cli.options import (
     comma_separated_floats,
     dataset_options,
+    emit,
     encoder_options,
     json_option,
     load_from_options,
@@ -78,13 +79,7 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, **profile_options,
     )
-    if json_out:
-        from capgeo.cli.options import print_json
-
-        print_json(result, json_out)
-        if json_out == "-":
-            return
-    print_profile(result)
+    emit(result, json_out, print_profile)
 
 
 def _mode_text(result: dict) -> str:

@@ -7,6 +7,7 @@ import click
 from capgeo.cli.options import (
     comma_separated_floats,
     dataset_options,
+    emit,
     encoder_options,
     json_option,
     load_from_options,
@@ -71,12 +72,10 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
         batch_size=batch_size, n_batches=n_batches, edges=buckets, threshold=threshold, seed=seed,
         max_listed=max_listed, top_k=top_k, block_size=block_size,
     )
-    if json_out:
-        from capgeo.cli.options import print_json
+    emit(result, json_out, _render_on_terminal)
 
-        print_json(result, json_out)
-        if json_out == "-":
-            return
+
+def _render_on_terminal(result: dict) -> None:
     from rich.console import Console
 
     render(result, Console(highlight=False))
