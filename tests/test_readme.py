@@ -1,0 +1,39 @@
+"""The README tells the truth: its test command is CI's, and its Python example works."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_ci_runs_the_readme_test_command():
+    setup = README.split("## Set up", 1)[1].split("\n## ", 1)[0]
+    commands = [line for line in re.findall(r"```bash\n(.*?)```", setup, re.S)[0].splitlines()
+                if line and not line.startswith("#")]
+    assert len(commands) == 2, commands
+    assert "capgeo profile data/" in commands[0]
+    assert "pytest" in commands[1]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert commands[1] in ci.splitlines()
+
+
+def test_python_example_runs_and_agrees_with_brute_force(monkeypatch):
+    code = README.split("## From Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(ROOT)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    captions, embeddings, profile, pairs = (namespace[name] for name in ("captions", "embeddings", "profile", "pairs"))
+
+    vectors = embeddings.vectors.astype(np.float64)
+    similarity = vectors @ vectors.T
+    groups = np.asarray(captions.group_codes)
+    similarity[groups[:, None] == groups[None, :]] = -np.inf  # a caption's own image is no companion
+    assert abs(profile["hardest_companion"]["mean"] - similarity.max(axis=1).mean()) < 1e-5
+    upper = np.triu(np.ones_like(similarity, dtype=bool), k=1) & np.isfinite(similarity)
+    assert len(pairs) == int((similarity[upper] >= 0.8).sum())
+    assert 0.05 <= profile["gamma"]["suggested_gamma"] <= 2.0
