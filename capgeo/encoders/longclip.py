@@ -78,14 +78,19 @@ def _resolve(spec: str) -> tuple[Path, str | None]:
             raise EncoderError(f"Long-CLIP checkpoint {path} not found (or use longclip-B / longclip-L)")
         return path, None
     repo, filename, name = known
+    from capgeo.encoders.hub import cache_only_when_unreachable, unavailable_reason
+
+    online = True
     try:
         from huggingface_hub import hf_hub_download
 
-        return Path(hf_hub_download(repo_id=repo, filename=filename)), name
+        with cache_only_when_unreachable() as online:
+            return Path(hf_hub_download(repo_id=repo, filename=filename)), name
     except Exception as error:  # offline, no network, not in the cache
+        why = type(error).__name__ if online else f"{unavailable_reason()}: {type(error).__name__}"
         raise EncoderError(
             f"Long-CLIP weights {repo}/{filename} are not in the Hugging Face cache and could not be "
-            f"downloaded ({type(error).__name__}); download {filename} where a network exists and pass "
+            f"downloaded ({why}); download {filename} where a network exists and pass "
             f"its path: --encoder /path/to/{filename}") from error
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Sequence
 
@@ -250,11 +249,14 @@ def _hf_file(repo: str, filename: str | None) -> str:
 
 def _download(fetch, what: str, spec: str, model_name: str | None = None) -> str:
     """Run a download; a failure (no network, HF_HUB_OFFLINE=1, not in the cache) becomes a one-line EncoderError."""
+    from capgeo.encoders.hub import cache_only_when_unreachable, unavailable_reason
+
+    online = True
     try:
-        target = fetch()
+        with cache_only_when_unreachable() as online:
+            target = fetch()
     except Exception as error:  # huggingface_hub / urllib raise many kinds; all mean "not available here"
-        offline = (" (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
-                   else " (set HF_HUB_OFFLINE=1 to skip download attempts)")
+        offline = "" if online else f" ({unavailable_reason()})"
         example = f"{model_name or 'MODEL'}@/path/to/checkpoint.pt"
         raise EncoderError(
             f"{what}: not in the local cache and could not be downloaded{offline}: "

@@ -1,0 +1,61 @@
+"""Hub downloads fail fast, with a clear message, when the hub cannot be reached."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from huggingface_hub import constants
+
+from capgeo.encoders import hub
+from capgeo.errors import EncoderError
+
+
+@pytest.fixture
+def hub_offline_by_network(monkeypatch):
+    """As on a machine with no network and no HF_HUB_OFFLINE: the switch is off, the host unreachable."""
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(hub, "hub_reachable", lambda timeout=3.0: False)
+
+
+def test_unreachable_hub_switches_to_the_cache_for_the_block_only(hub_offline_by_network):
+    with hub.cache_only_when_unreachable() as online:
+        assert online is False and constants.is_offline_mode()
+    assert not constants.is_offline_mode()
+    with pytest.raises(RuntimeError):
+        with hub.cache_only_when_unreachable():
+            raise RuntimeError("download failed")
+    assert not constants.is_offline_mode()  # restored after an error too
+
+
+def test_reachable_hub_is_left_alone(monkeypatch):
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub, "hub_reachable", lambda timeout=3.0: True)
+    with hub.cache_only_when_unreachable() as online:
+        assert online is True and not constants.is_offline_mode()
+
+
+def test_hub_reachable_is_false_for_a_closed_port(monkeypatch):
+    with socket.socket() as listener:  # a port that was open a moment ago and is closed now
+        listener.bind(("127.0.0.1", 0))
+        port = listener.getsockname()[1]
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+    assert hub.hub_reachable(timeout=1.0) is False
+
+
+def test_missing_longclip_weights_fail_at_once_naming_the_cause(hub_offline_by_network):
+    from capgeo.encoders.longclip import load_longclip_encoder
+
+    started = time.perf_counter()
+    with pytest.raises(EncoderError, match="cannot be reached.*pass its path: --encoder /path/to/longclip-L.pt"):
+        load_longclip_encoder("longclip-L")
+    assert time.perf_counter() - started < 10  # no minute of retries
+
+
+def test_missing_open_clip_weights_fail_at_once_naming_the_cause(hub_offline_by_network):
+    from capgeo.encoders.openclip import load_open_clip_encoder
+
+    with pytest.raises(EncoderError, match=r"ViT-B-32/laion2b_s34b_b79k.*cannot be reached.*ViT-B-32@/path/to"):
+        load_open_clip_encoder("ViT-B-32/laion2b_s34b_b79k")
