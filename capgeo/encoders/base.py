@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
 from dataclasses import asdict, dataclass
 from typing import Protocol, Sequence
 
@@ -57,3 +60,19 @@ class Embeddings:
     def truncated(self) -> np.ndarray:
         """(N,) bool: the caption was longer than ``max_tokens`` and was cut."""
         return self.token_counts > self.max_tokens
+
+
+def file_fingerprint(path: str | os.PathLike) -> str:
+    """sha256 of a weights or vector file: the encoder's identity in results and cache keys."""
+    stat = os.stat(path)
+    return _file_sha256(os.fspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    # size and mtime are part of the key so that a file rewritten in place is hashed again
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()

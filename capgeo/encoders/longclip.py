@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from capgeo.encoders.base import EncoderInfo
+from capgeo.encoders.base import EncoderInfo, file_fingerprint
 from capgeo.errors import EncoderError
 
 LONGCLIP_CONTEXT = 248
@@ -52,7 +52,7 @@ class TextArchitecture:
 def load_longclip_encoder(spec_or_path: str, device: str | None = None):
     """A Long-CLIP text encoder: ``longclip-B`` / ``longclip-L`` (Hugging Face hub, cached) or a
     path to a ``longclip-*.pt`` state dict."""
-    from capgeo.encoders.openclip import OpenClipTextEncoder, file_sha256
+    from capgeo.encoders.openclip import OpenClipTextEncoder
     from capgeo.encoders.trimmed import default_device
 
     import open_clip
@@ -65,7 +65,7 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None):
     tower = tower.eval().to(device)
     info = EncoderInfo(
         spec=spec, kind="longclip", name=name or _name_for(tower), width=int(tower.output_dim),
-        context_length=LONGCLIP_CONTEXT, logit_scale=logit_scale, fingerprint=file_sha256(path))
+        context_length=LONGCLIP_CONTEXT, logit_scale=logit_scale, fingerprint=file_fingerprint(path))
     tokenizer = open_clip.SimpleTokenizer(context_length=LONGCLIP_CONTEXT)
     return OpenClipTextEncoder(tower, tokenizer, info, device)
 

@@ -8,8 +8,6 @@ fingerprint) comes from the files, so a cache hit never imports torch.
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -17,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from capgeo.encoders.base import EncoderInfo
+from capgeo.encoders.base import EncoderInfo, file_fingerprint
 from capgeo.errors import EncoderError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -38,15 +36,6 @@ def default_model_dir() -> Path:
     return model_dir
 
 
-@functools.lru_cache(maxsize=8)
-def file_sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def read_info(model_dir: Path, spec: str) -> EncoderInfo:
     """Identity of the packaged model, read from its files without loading it."""
     try:
@@ -57,7 +46,7 @@ def read_info(model_dir: Path, spec: str) -> EncoderInfo:
     return EncoderInfo(
         spec=spec, kind=KIND, name=MODEL_NAME, width=int(config["hidden_size"]),
         context_length=int(sbert["max_seq_length"]), logit_scale=None,
-        fingerprint=file_sha256(str(model_dir / WEIGHTS_FILE)),
+        fingerprint=file_fingerprint(model_dir / WEIGHTS_FILE),
     )
 
 

@@ -19,14 +19,13 @@ huggingface_hub and their cache; without a network (or with
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from capgeo.encoders.base import EncoderInfo
+from capgeo.encoders.base import EncoderInfo, file_fingerprint
 from capgeo.errors import EncoderError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt")
@@ -155,7 +154,7 @@ def load_open_clip_encoder(spec: str, device: str | None = None) -> OpenClipText
     info = EncoderInfo(
         spec=spec, kind="open_clip", name=name, width=_output_width(model, tokenizer, device),
         context_length=int(model.context_length), logit_scale=_logit_scale(model),
-        fingerprint=file_sha256(weights))
+        fingerprint=file_fingerprint(weights))
     return OpenClipTextEncoder(model, tokenizer, info, device)
 
 
@@ -387,11 +386,3 @@ def _logit_scale(model) -> float | None:
     if scale is None:
         return None
     return float(scale.detach().float().exp().reshape(-1)[0])
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(block)
-    return "sha256:" + digest.hexdigest()

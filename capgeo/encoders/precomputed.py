@@ -14,14 +14,13 @@ Token counts are unknown: they are reported as -1 and the context length as 0.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from capgeo.encoders.base import EncoderInfo
+from capgeo.encoders.base import EncoderInfo, file_fingerprint
 from capgeo.errors import EncoderError
 
 KIND = "precomputed"
@@ -152,7 +151,7 @@ class PrecomputedEncoder:
         self.raw_vectors = stored.vectors
         self.info = EncoderInfo(
             spec=spec or str(path), kind=KIND, name=self.path.name, width=int(stored.vectors.shape[1]),
-            context_length=0, logit_scale=None, fingerprint=_file_sha256(self.path),
+            context_length=0, logit_scale=None, fingerprint=file_fingerprint(self.path),
         )
         #: how many stored vectors matched no caption at the last align()
         self.ignored = 0
@@ -186,14 +185,6 @@ class PrecomputedEncoder:
                progress: bool | None = None) -> np.ndarray:
         raise EncoderError(f"{self.path}: precomputed vectors cannot encode new text; "
                            "they are matched to captions by row or id")
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 22), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_precomputed_encoder(path: str | Path, spec: str | None = None) -> PrecomputedEncoder:
