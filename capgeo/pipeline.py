@@ -32,9 +32,22 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
     profile = build_profile(captions, embeddings, device=device, progress=progress, command=command,
                             **profile_options)
     if gamma:
-        from capgeo.findings.gamma import gamma_section
-
-        profile["gamma"] = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
-                                         batch_sizes=[entry["batch_size"] for entry in profile["batches"]],
-                                         seed=profile["options"]["seed"], progress=progress)
+        add_gamma_section(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
     return profile
+
+
+def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float | None = None,
+                      progress: bool | None = None) -> str | None:
+    """Add the ``gamma`` section (`capgeo gamma`) at the profile's own batch sizes, batch
+    count and seed. Returns why it was left out, or None."""
+    from capgeo.findings.gamma import MIN_BATCH_SIZE, gamma_section
+
+    options = profile.get("options") or {}
+    batch_sizes = [entry["batch_size"] for entry in profile.get("batches") or [] if entry["batch_size"] >= MIN_BATCH_SIZE]
+    if not batch_sizes:
+        return (f"Gamma diagnostics: left out, the rule needs batches of at least {MIN_BATCH_SIZE} captions "
+                f"of different images (docs/gamma.md).")
+    profile["gamma"] = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale, batch_sizes=batch_sizes,
+                                     n_batches=options.get("n_batches", 200), seed=options.get("seed", 0),
+                                     progress=progress)
+    return None

@@ -134,7 +134,8 @@ def test_profile_carries_the_gamma_suggestion_of_capgeo_gamma(dataset):
     profile = json.loads(result.stdout)
     unit = np.load(vectors).astype(np.float32)
     unit /= np.linalg.norm(unit, axis=1, keepdims=True)
-    expected = gamma_section(unit, np.repeat(np.arange(30), 5), logit_scale=50, batch_sizes=(8,), seed=3)
+    expected = gamma_section(unit, np.repeat(np.arange(30), 5), logit_scale=50, batch_sizes=(8,), seed=3,
+                             n_batches=5)
     assert profile["gamma"]["logit_scale"] == 50
     got, want = profile["gamma"]["batches"][0]["suggestion"], expected["batches"][0]["suggestion"]
     assert got["gamma"] == want["gamma"] and got["range"] == want["range"]
@@ -145,3 +146,16 @@ def test_profile_carries_the_gamma_suggestion_of_capgeo_gamma(dataset):
     assert f"Suggested gamma: {expected['batches'][0]['suggestion']['gamma']:g}" in text.output
     skipped = run(data, "--encoder", f"vectors:{vectors}", "--batch-size", 8, "--n-batches", 5, "--no-gamma", "--json")
     assert "gamma" not in json.loads(skipped.stdout)
+
+
+def test_no_gamma_section_for_batches_the_rule_cannot_answer(tmp_path):
+    """3 images: every batch has at most 2 negatives per row, too few for the gamma rule."""
+    data = tmp_path / "three.jsonl"
+    data.write_text("".join(json.dumps({"id": f"c{i}", "image": f"img{i % 3}", "caption": f"caption {i}"}) + "\n"
+                            for i in range(9)))
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(9, 8)).astype(np.float32))
+    result = run(data, "--encoder", f"vectors:{tmp_path / 'v.npy'}", "--n-batches", 3, "--json")
+    assert result.exit_code == 0, result.output
+    profile = json.loads(result.stdout)
+    assert [entry["batch_size"] for entry in profile["batches"]] == [3]
+    assert "gamma" not in profile

@@ -292,6 +292,24 @@ def test_batch_size_larger_than_groups_is_a_clear_error():
         gamma_section(vectors, codes, batch_sizes=(32,))
 
 
+def test_batches_too_small_for_the_rule_are_a_clear_error():
+    """With B - 1 <= 2 negatives a row's effective share stays >= 1/2, above the reference's 0.495."""
+    vectors = common_direction_vectors(40, 8)
+    codes = np.arange(40)
+    with pytest.raises(CapgeoError, match=r"--batch-size 3 is too small .* at least 4"):
+        gamma_section(vectors, codes, batch_sizes=(3,))
+    assert gamma_section(vectors, codes, batch_sizes=(4,), n_batches=4)["batches"][0]["batch_size"] == 4
+
+
+def test_group_labels_need_not_be_contiguous():
+    vectors = common_direction_vectors(40, 8)
+    contiguous = gamma_section(vectors, np.repeat(np.arange(20), 2), batch_sizes=(8,), n_batches=4)
+    gapped = gamma_section(vectors, np.repeat(np.arange(20) * 7 + 3, 2), batch_sizes=(8,), n_batches=4)
+    assert gapped["batches"][0]["suggestion"] == contiguous["batches"][0]["suggestion"]
+    with pytest.raises(CapgeoError, match="25"):
+        gamma_section(vectors[:10], np.array([0, 0, 90, 90, 5, 5, 6, 6, 7, 7]), batch_sizes=(25,))
+
+
 def test_image_vectors_must_match_groups_and_width():
     vectors = common_direction_vectors(40, 8)   # width 9
     codes = np.arange(40)

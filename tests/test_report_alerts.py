@@ -42,7 +42,7 @@ def test_truncation_thresholds(base):
 
 def with_exact(base, cross_pairs, redundant):
     profile = copy.deepcopy(base)
-    profile["exact_duplicates"].update(n_pairs_cross_group=cross_pairs, n_redundant_captions=redundant)
+    profile["exact_duplicates"].update(n_pairs_cross_group=cross_pairs, n_redundant_cross_group=redundant)
     return profile
 
 
@@ -54,6 +54,21 @@ def test_exact_duplicate_thresholds(base):
     assert levels(with_exact(base, 1, many), "exact_duplicates") == ["warning"]
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS, 0), "exact_duplicates") == ["warning"]
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS - 1, 0), "exact_duplicates") == ["notice"]
+
+
+def test_repeats_inside_one_image_do_not_count_as_duplicates_across_images():
+    """50 images each with two identical captions and one text shared by two images: a notice, not a warning."""
+    from capgeo.geometry.exact_duplicates import find_exact_duplicates
+
+    texts = [f"caption of image {i}" for i in range(50) for _ in range(2)] + ["a shared text", "A shared  text"]
+    groups = [f"img{i}" for i in range(50) for _ in range(2)] + ["img50", "img51"]
+    section = find_exact_duplicates(texts, [f"c{i}" for i in range(len(texts))], groups)
+    assert section["n_pairs_within_group"] == 50 and section["n_pairs_cross_group"] == 1
+    assert section["n_redundant_cross_group"] == 1
+    profile, _ = make_profile()
+    profile["dataset"]["n_captions"] = len(texts)
+    profile["exact_duplicates"] = section
+    assert levels(profile, "exact_duplicates") == ["notice"]
 
 
 def with_near_twin(base, share):

@@ -150,3 +150,22 @@ def test_cli_report_with_the_truncation_section(tmp_path):
     parser = parse(page)
     assert {"truncation", "fig-truncation"} <= set(parser.ids)
     assert "--truncation" in page  # the command to reproduce names it
+
+
+def test_fill_missing_works_for_a_profile_of_precomputed_vectors(tmp_path):
+    """Precomputed vectors have no token limit (max_tokens 0): --fill-missing must not try to re-cut them."""
+    import numpy as np
+
+    vectors = np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32)
+    np.save(tmp_path / "v.npy", vectors)
+    saved = tmp_path / "p.json"
+    made = CliRunner().invoke(main, ["profile", str(REPO_DATA / "coco_sample.json"), "--encoder",
+                                     f"vectors:{tmp_path / 'v.npy'}", "--batch-size", "16", "--n-batches", "5",
+                                     "--no-gamma", "--json", str(saved)])
+    assert made.exit_code == 0, made.output
+    assert "gamma" not in json.loads(saved.read_text())
+    output = tmp_path / "r.html"
+    result = CliRunner().invoke(main, ["report", str(saved), "--fill-missing", "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    page = output.read_text(encoding="utf-8")
+    assert 'id="gamma"' in page and 'id="gallery"' in page

@@ -321,6 +321,11 @@ def _why(suggestion: dict, batch_size: int, logit_scale: float, spread: float, r
     )
 
 
+#: the rule matches the effective share of B - 1 negatives to the reference's (0.495); a row's
+#: share cannot fall below 1/(B - 1), so batches of 2 or 3 captions have no answer
+MIN_BATCH_SIZE = 4
+
+
 def check_batch_sizes(batch_sizes, n_groups: int) -> list[int]:
     """Each batch size must fit the dataset: B captions of B different groups (images)."""
     batch_sizes = [int(b) for b in batch_sizes]
@@ -331,6 +336,11 @@ def check_batch_sizes(batch_sizes, n_groups: int) -> list[int]:
             raise CapgeoError(
                 f"--batch-size {batch_size} is not possible: a batch needs between 2 and the number of groups "
                 f"(images) in the dataset, {n_groups}, captions of different images")
+        if batch_size < MIN_BATCH_SIZE:
+            raise CapgeoError(
+                f"--batch-size {batch_size} is too small for the gamma rule: with {batch_size - 1} negative(s) per "
+                f"row the effective share cannot fall below 1/{batch_size - 1}, above the share the paper's default "
+                f"reaches ({reference_share(REFERENCE.gamma):.3f}); use a batch size of at least {MIN_BATCH_SIZE}")
     return batch_sizes
 
 
@@ -365,7 +375,8 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
         checkpoint_scale = getattr(getattr(embeddings, "info", None), "logit_scale", None)
         embeddings = embeddings.vectors
     vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
-    group_codes = np.asarray(group_codes, dtype=np.int64)
+    # labels 0..G-1 in sorted order, whatever integers came in (row c of image_vectors is label c)
+    group_codes = np.unique(np.asarray(group_codes, dtype=np.int64), return_inverse=True)[1].reshape(-1)
     if vectors.ndim != 2 or len(vectors) != len(group_codes):
         raise CapgeoError(f"caption vectors {vectors.shape} do not match {len(group_codes)} group codes")
     if not np.isfinite(vectors).all():

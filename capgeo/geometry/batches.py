@@ -18,7 +18,8 @@ def sample_batches(group_codes: np.ndarray, batch_size: int, n_batches: int, see
     caption uniformly at random from each, so no two captions of a batch describe
     the same image. Deterministic for a seed.
     """
-    group_codes = np.asarray(group_codes)
+    # any integer labels: renumber to 0..G-1 so that G counts the groups that exist
+    group_codes = np.unique(np.asarray(group_codes), return_inverse=True)[1].reshape(-1)
     n_groups = int(group_codes.max()) + 1 if group_codes.size else 0
     if batch_size < 2:
         raise CapgeoError(f"batch size must be at least 2, got {batch_size}")

@@ -83,5 +83,7 @@ def find_exact_duplicates(texts: Sequence[str], caption_ids: Sequence[str], grou
         "n_pairs_cross_group": n_pairs - n_within,
         "n_pairs_within_group": n_within,
         "n_sets_cross_group": int(sets.filter(pl.col("n_groups") > 1).height),
+        # images whose caption text another image already has: what deduplication across images removes
+        "n_redundant_cross_group": int(sets.select((pl.col("n_groups") - 1).sum()).item() or 0),
         "examples": examples,
     }

@@ -157,7 +157,8 @@ def inbatch_statistics(
     upper = np.triu(np.ones((B, B), dtype=bool), k=1)
     example = None
 
-    chunk = max(1, _CHUNK_ENTRIES // (B * B))
+    # bound both the (c, B, B) cosines and the (c, B, d) gathered vectors
+    chunk = max(1, min(_CHUNK_ENTRIES // (B * B), _CHUNK_ENTRIES // (B * vectors.shape[1])))
     for start in range(0, n_batches, chunk):
         stop = min(start + chunk, n_batches)
         members = torch.from_numpy(vectors[batches[start:stop]])     # (c, B, d)

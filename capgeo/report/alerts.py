@@ -87,10 +87,11 @@ def exact_duplicate_alert(profile: dict) -> Alert | None:
     if not cross:
         return None
     n = (profile.get("dataset") or {}).get("n_captions") or 0
-    redundant = duplicates.get("n_redundant_captions") or 0
+    # repeats inside one image are positives and harmless: count only texts shared across images
+    redundant = duplicates.get("n_redundant_cross_group") or 0
     share = redundant / n if n else 0.0
     detail = (f"{cross:,} pairs of identical captions describe different images "
-              f"({redundant:,} redundant captions, {_pct(share)} of the dataset). "
+              f"({redundant:,} captions repeat another image's text, {_pct(share)} of the dataset). "
               f"In a batch such a pair is a false negative: the loss pushes apart two identical texts.")
     if share >= EXACT_DUPLICATE_WARNING or cross >= EXACT_DUPLICATE_MIN_PAIRS:
         return Alert("exact_duplicates", WARNING, "Many exact duplicate captions across images",

@@ -62,13 +62,12 @@ def usable_batch_sizes(batch_sizes: Sequence[int] | None, n_groups: int) -> tupl
 
 
 def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
-                 seed: int = 0, progress: bool | None = None) -> list[str]:
+                 progress: bool | None = None) -> list[str]:
     """Add the ``dupes`` and ``gamma`` sections a profile lacks, from its captions and embeddings.
 
     Sections already present are kept as they are. Returns notes for what was not added.
     """
     notes = []
-    batch_sizes = [entry["batch_size"] for entry in profile.get("batches") or []]
     if dupes and not profile.get("dupes"):
         from capgeo.findings.duplicates import dupes_section
 
@@ -77,10 +76,11 @@ def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gam
     elif not dupes and not profile.get("dupes"):
         notes.append("Near-duplicate gallery: left out (--no-dupes).")
     if gamma and not profile.get("gamma"):
-        from capgeo.findings.gamma import gamma_section
+        from capgeo.pipeline import add_gamma_section
 
-        profile["gamma"] = gamma_section(embeddings, captions.group_codes, batch_sizes=batch_sizes or (128,),
-                                         seed=seed, progress=progress)
+        note = add_gamma_section(profile, captions, embeddings, progress=progress)
+        if note:
+            notes.append(note)
     elif not gamma and not profile.get("gamma"):
         notes.append("Gamma diagnostics: left out (--no-gamma).")
     return notes
@@ -112,7 +112,7 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
     # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
     profile = build_profile(captions, embeddings, batch_sizes=sizes, seed=seed, n_batches=n_batches,
                             relative_buckets=True, device=device, progress=progress, command=command)
-    notes += add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, seed=seed, progress=progress)
+    notes += add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
     if truncation:
         # `capgeo truncation`: the same captions re-embedded at several lengths, on the same batches
         from capgeo.findings.truncation import truncation_profile
@@ -163,11 +163,12 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
                           "(texts digest differs: the file changed, or the profile used --split); "
                           "run `capgeo report DATA` instead")
     encoder = profile.get("encoder") or {}
-    max_tokens = (profile.get("lengths") or {}).get("max_tokens")
+    lengths = profile.get("lengths") or {}
+    # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
+    max_tokens = (lengths.get("max_tokens") or None) if lengths.get("known", True) else None
     embeddings = embed(captions, encoder.get("spec"), device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
-    seed = (profile.get("options") or {}).get("seed", 0)
-    add_sections(profile, captions, embeddings, seed=seed, progress=progress)
+    add_sections(profile, captions, embeddings, progress=progress)
     return ReportInput(profile, [])
 
 

@@ -1,0 +1,35 @@
+"""Training-style batches: B captions of B different groups, whatever the group labels are."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from capgeo.errors import CapgeoError
+from capgeo.geometry.batches import sample_batches
+
+
+@pytest.mark.parametrize("codes", [
+    [0, 0, 0, 1, 1, 1, 2, 2, 2, 3],
+    [0, 0, 0, 5, 5, 5, 9, 9, 9, 40],      # labels with gaps, as library callers may pass
+    [7, 3, 7, 3, 12, 12, 7, 25, 3, 25],   # unsorted
+])
+def test_every_batch_holds_distinct_groups_and_every_caption_can_be_drawn(codes):
+    codes = np.asarray(codes)
+    batches = sample_batches(codes, 4, 400, seed=1)
+    assert batches.shape == (400, 4)
+    for batch in batches:
+        assert len(set(codes[batch])) == 4
+    assert set(batches.ravel()) == set(range(len(codes)))  # each caption of each group turns up
+
+
+def test_batch_size_is_checked_against_the_groups_that_exist():
+    codes = np.array([0, 0, 5, 5, 9, 9])  # three groups, labels up to 9
+    with pytest.raises(CapgeoError, match="number of groups .* 3"):
+        sample_batches(codes, 4, 1)
+
+
+def test_seed_fixes_the_draw():
+    codes = np.repeat(np.arange(50), 2)
+    assert (sample_batches(codes, 8, 20, seed=3) == sample_batches(codes, 8, 20, seed=3)).all()
+    assert (sample_batches(codes, 8, 20, seed=3) != sample_batches(codes, 8, 20, seed=4)).any()
