@@ -49,7 +49,7 @@ def test_openai_style_state_dict_loads_by_model_name(tmp_path, tiny_model_name, 
     info = encoder.info
     assert (info.kind, info.name, info.width, info.context_length) == ("open_clip", tiny_model_name, 32, 77)
     assert info.logit_scale == pytest.approx(float(model.logit_scale.detach().exp()), rel=1e-6)
-    assert info.fingerprint == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert len(info.fingerprint) == 64 and info.fingerprint != hashlib.sha256(path.read_bytes()).hexdigest()
     assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5
     assert isinstance(encoder.model.visual, torch.nn.Identity)  # image tower freed
 
@@ -65,6 +65,18 @@ def test_open_clip_training_checkpoint_with_module_prefix(tmp_path, model, capti
     by_config_file = load_open_clip_encoder(f"{tmp_path / 'epoch_3.json'}@{path}", device="cpu")
     assert np.abs(by_sidecar.encode(captions) - expected).max() < 1e-5
     assert np.abs(by_config_file.encode(captions) - expected).max() < 1e-5
+
+
+def test_fingerprint_covers_the_config_not_only_the_weights(tmp_path, model):
+    """The same weights built with another activation are another encoder: results and cache keys must differ."""
+    for folder, quick_gelu in (("a", True), ("b", False)):
+        (tmp_path / folder).mkdir()
+        torch.save(model.state_dict(), tmp_path / folder / "tiny.pt")
+        (tmp_path / folder / "tiny.json").write_text(json.dumps(tiny_config(77, quick_gelu=quick_gelu)))
+    same = load_open_clip_encoder(str(tmp_path / "a" / "tiny.pt"), device="cpu").info.fingerprint
+    again = load_open_clip_encoder(str(tmp_path / "a" / "tiny.pt"), device="cpu").info.fingerprint
+    other = load_open_clip_encoder(str(tmp_path / "b" / "tiny.pt"), device="cpu").info.fingerprint
+    assert same == again and same != other
 
 
 def test_local_dir_in_hub_layout(tmp_path, model, captions):

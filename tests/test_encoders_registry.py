@@ -29,6 +29,7 @@ from capgeo.errors import EncoderError
     ("longclip-B", "longclip", "longclip-B"),
     ("LongCLIP-L", "longclip", "LongCLIP-L"),
     ("/models/longclip-L.pt", "longclip", "/models/longclip-L.pt"),
+    ("ViT-B-16@/models/longclip-B.pt", "open_clip", "ViT-B-16@/models/longclip-B.pt"),  # MODEL@ wins
     ("vectors:emb.npy", "precomputed", "emb.npy"),
     ("vectors:/data/any name.bin", "precomputed", "/data/any name.bin"),
     ("out/emb.parquet", "precomputed", "out/emb.parquet"),
@@ -154,3 +155,12 @@ def test_longclip_checkpoint_path_runs_end_to_end_through_embed_and_cache(tmp_pa
     again = embed(texts, NoEncoding(), cache_dir=tmp_path / "cache", chunk_rows=5)
     assert again.origin == "cache"
     np.testing.assert_array_equal(again.vectors, first.vectors)
+
+
+@pytest.mark.parametrize("device, message", [("foo", "expected cpu, cuda"), ("cuda", "no cuda device")])
+def test_unusable_device_is_a_one_line_error(device, message, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(EncoderError, match=message):
+        get_encoder("ViT-B-32@/nowhere.pt", device=device)

@@ -19,6 +19,7 @@ huggingface_hub and their cache; without a network (or with
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Sequence
@@ -154,8 +155,16 @@ def load_open_clip_encoder(spec: str, device: str | None = None) -> OpenClipText
     info = EncoderInfo(
         spec=spec, kind="open_clip", name=name, width=_output_width(model, tokenizer, device),
         context_length=int(model.context_length), logit_scale=_logit_scale(model),
-        fingerprint=file_fingerprint(weights))
+        fingerprint=_model_fingerprint(weights, config, quick_gelu, tokenizer_name))
     return OpenClipTextEncoder(model, tokenizer, info, device)
+
+
+def _model_fingerprint(weights: Path, config: dict, quick_gelu: bool, tokenizer_name: str) -> str:
+    """The weights' sha256 together with everything else that changes the output: the same
+    file built with another activation or config, or tokenised differently, is another encoder."""
+    build = json.dumps({"weights": file_fingerprint(weights), "config": config, "quick_gelu": bool(quick_gelu),
+                        "tokenizer": tokenizer_name}, sort_keys=True, default=str)
+    return hashlib.sha256(build.encode()).hexdigest()
 
 
 def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:

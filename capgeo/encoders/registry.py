@@ -66,10 +66,10 @@ def spec_kind(spec: str | None) -> tuple[str, str]:
     suffix = Path(lowered).suffix
     if suffix in VECTOR_SUFFIXES:
         return "precomputed", spec
+    if "@" in spec:
+        return "open_clip", spec              # MODEL@checkpoint, whatever the file is called
     if suffix in (".pt", ".pth") and "longclip" in Path(lowered).name:
         return "longclip", spec
-    if "@" in spec:
-        return "open_clip", spec              # MODEL@checkpoint
     if suffix in CHECKPOINT_SUFFIXES:
         return "open_clip", spec              # a bare checkpoint file: the loader infers the model
     if spec.count("/") == 1 and all(spec.split("/")):
@@ -85,9 +85,27 @@ def describe_kinds() -> str:
     return "; ".join(f"{kind.kind} (e.g. {examples(kind)})" for kind in KINDS)
 
 
+def check_device(device: str | None) -> None:
+    """A --device that torch does not know, or whose hardware is missing, is a one-line error."""
+    if device is None:
+        return
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise EncoderError(f"--device {device!r}: expected cpu, cuda, cuda:N or mps") from None
+    available = {"cpu": True, "cuda": torch.cuda.is_available(),
+                 "mps": getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()}
+    if not available.get(kind, False):
+        raise EncoderError(f"--device {device!r}: no {kind} device on this machine; use cpu, or leave --device out")
+
+
 def get_encoder(spec: str | None, device: str | None = None) -> TextEncoder:
     """The text encoder a spec names. ``None`` means the embedded all-MiniLM-L6-v2."""
     kind, argument = spec_kind(spec)
+    if kind != "precomputed":
+        check_device(device)
     if kind == "sentence-transformers":
         from capgeo.encoders.minilm import load_minilm_encoder
 
