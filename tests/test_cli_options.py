@@ -38,3 +38,39 @@ def test_the_recorded_command_reproduces_the_run(repo_data, tmp_path):
     assert again.exit_code == 0, again.output
     replay = json.loads(again.stdout)
     assert replay["batches"] == profile["batches"] and replay["pairwise"] == profile["pairwise"]
+
+
+def test_an_output_that_cannot_be_written_fails_before_any_work(tmp_path, repo_data):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for args in (["encode", str(repo_data / "coco_sample.json"), "-o", str(blocker / "v.npy")],
+                 ["profile", str(repo_data / "coco_sample.json"), "--json", str(blocker / "p.json")],
+                 ["report", str(repo_data / "coco_sample.json"), "-o", str(tmp_path)]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert ("cannot write" in result.output or "is a directory" in result.output), result.output
+        assert "Traceback" not in result.output
+    assert blocker.read_text() == "not a folder" and sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_atomic_write_into_an_impossible_place_is_a_capgeo_error(tmp_path):
+    from capgeo._atomic import atomic_open
+    from capgeo.errors import CapgeoError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    with pytest.raises(CapgeoError, match="cannot write .*a-file/out.json"):
+        with atomic_open(blocker / "out.json") as handle:
+            handle.write("{}")
+
+
+def test_an_unwritable_cache_names_the_folder_and_the_way_out(tmp_path, repo_data):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    vectors = np.random.default_rng(0).normal(size=(300, 4)).astype(np.float32)
+    from capgeo.encoders.cache import CacheEntry
+    from capgeo.errors import CapgeoError
+
+    entry = CacheEntry(blocker, "key", 300, 4)
+    with pytest.raises(CapgeoError, match="cannot write the embedding cache .*--cache-dir FOLDER or --no-cache"):
+        entry.save_chunk(0, 300, vectors)

@@ -6,7 +6,14 @@ import sys
 
 import click
 
-from capgeo.cli.options import dataset_options, embed_from_options, encoder_options, json_option, load_from_options
+from capgeo.cli.options import (
+    dataset_options,
+    embed_from_options,
+    encoder_options,
+    json_option,
+    load_from_options,
+    writable_output,
+)
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
 #: rich styles; differing words are also underlined so the two kinds differ without colour
@@ -42,6 +49,7 @@ DEFAULT_COMPONENT_THRESHOLD = 0.95
 @click.option("--output-format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text",
               show_default=True, help="text (coloured, for reading) or rows for other tools.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              callback=writable_output,
               help="Write to FILE (atomically) instead of stdout; parquet needs it.")
 @json_option
 def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_components, top_k, block_size,

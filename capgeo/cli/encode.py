@@ -6,7 +6,15 @@ import time
 
 import click
 
-from capgeo.cli.options import dataset_options, embed_from_options, emit, encoder_options, json_option, load_from_options
+from capgeo.cli.options import (
+    dataset_options,
+    embed_from_options,
+    emit,
+    encoder_options,
+    json_option,
+    load_from_options,
+    writable_output,
+)
 
 OUTPUT_SUFFIXES = (".npy", ".npz", ".parquet")
 
@@ -41,7 +49,8 @@ def encoders(json_out):
 @encoder_options
 @click.option("--max-tokens", type=click.IntRange(min=2), default=None,
               help="Cut captions to this many tokens (default: the encoder's context length).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              callback=writable_output, metavar="FILE",
               help="Export the vectors: .npy (rows in caption order), .npz (vectors + ids) or "
                    ".parquet (caption_id, group_id, vector). Loads back with --encoder vectors:FILE.")
 @json_option

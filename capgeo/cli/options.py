@@ -74,8 +74,22 @@ def embed_from_options(captions, options: dict, max_tokens: int | None = None):
     )
 
 
+def writable_output(ctx, param, value):
+    """click callback: an output file that cannot be written fails before any work is done."""
+    if value not in (None, "-"):
+        from capgeo._atomic import check_writable
+        from capgeo.errors import CapgeoError
+
+        try:
+            check_writable(value)
+        except CapgeoError as error:
+            raise click.BadParameter(str(error)) from None
+    return value
+
+
 def json_option(command):
     return click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
+                        callback=writable_output,
                         help="Write the result as JSON to FILE, or to stdout when no file is given.")(command)
 
 

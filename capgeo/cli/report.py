@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.options import dataset_options, encoder_options, load_from_options, reproduce_command
+from capgeo.cli.options import (
+    dataset_options,
+    encoder_options,
+    load_from_options,
+    reproduce_command,
+    writable_output,
+)
 
 
 def _default_output(source: str) -> str:
@@ -52,9 +58,11 @@ def _profile_options(command):
 @click.option("--fill-missing", is_flag=True,
               help="For a saved profile: compute its missing dupes/gamma sections from the dataset it names "
                    "(re-reads and embeds it; the embedding cache makes this cheap).")
-@click.option("--save-profile", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+@click.option("--save-profile", type=click.Path(dir_okay=False, path_type=str), default=None,
+              callback=writable_output, metavar="FILE",
               help="Also write the complete profile (with dupes and gamma) as JSON, to redraw the report later.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              callback=writable_output, metavar="FILE",
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
 def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, fill_missing, save_profile,
            output, **options):
@@ -102,6 +110,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
 @click.option("--label", "labels", multiple=True, help="Name of each profile in the figures, in order (default: "
                                                      "dataset name, plus the encoder when needed).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default="compare.html",
+              callback=writable_output,
               show_default=True, metavar="FILE", help="HTML file to write.")
 def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, output, **options):
     """Compare saved profiles and/or datasets on one page: overlaid cosine distributions,

@@ -30,6 +30,7 @@ import numpy as np
 
 from capgeo._atomic import atomic_open, atomic_path
 from capgeo.encoders.base import EncoderInfo
+from capgeo.errors import CapgeoError
 
 FORMAT_VERSION = 1
 DEFAULT_CHUNK_ROWS = 256
@@ -136,7 +137,11 @@ class CacheEntry:
             return None
 
     def _save_array(self, path: Path, array: np.ndarray) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise CapgeoError(f"cannot write the embedding cache {self.folder}: {error.strerror or error}; "
+                              "pass --cache-dir FOLDER or --no-cache") from None
         with atomic_path(path) as tmp:
             with open(tmp, "wb") as handle:
                 np.save(handle, array)
