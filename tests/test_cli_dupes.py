@@ -214,3 +214,27 @@ def test_highlighted_text_styles_exactly_the_spans():
     styled = [(span.start, span.end, str(span.style)) for span in rendered.spans]
     assert styled == [(s.start, s.end, SHARED_STYLE if s.kind == "shared" else DIFFERING_STYLE) for s in pair.spans_a]
     assert {text_a[s.start:s.end] for s in pair.spans_a if s.kind == "shared"} == {"cafés", "près", "dogs"}
+
+
+def test_no_pairs_still_gives_files_with_their_header(tmp_path, monkeypatch):
+    """A threshold nobody reaches: csv and parquet keep the pair columns, so downstream tools still read them."""
+    import polars as pl
+
+    from capgeo.findings.duplicates import PAIR_COLUMNS, write_rows
+
+    write_rows([], "csv", str(tmp_path / "z.csv"), columns=PAIR_COLUMNS)
+    write_rows([], "parquet", str(tmp_path / "z.parquet"), columns=PAIR_COLUMNS)
+    assert (tmp_path / "z.csv").read_text().strip().split(",") == list(PAIR_COLUMNS)
+    frame = pl.read_parquet(tmp_path / "z.parquet")
+    assert frame.columns == list(PAIR_COLUMNS) and frame.height == 0
+
+
+def test_json_to_stdout_still_writes_the_rows_file(small_dataset, tmp_path):
+    import polars as pl
+
+    data, encoder, _, _ = small_dataset
+    out = tmp_path / "rows.parquet"
+    result = run("dupes", data, "--encoder", encoder, "--output-format", "parquet", "-o", out, "--json")
+    assert result.exit_code == 0, result.output
+    section = json.loads(result.stdout)
+    assert pl.read_parquet(out).height == len(section["pairs"]) > 0

@@ -64,7 +64,7 @@ def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_c
     shared and differing words and character spans; see docs/dupes.md.
     """
     from capgeo.errors import CapgeoError
-    from capgeo.findings.duplicates import DEFAULT_QUANTILES, dupes_section, section_rows, write_rows
+    from capgeo.findings.duplicates import DEFAULT_QUANTILES, dupes_section, section_columns, section_rows, write_rows
 
     if examples and group_components:
         raise CapgeoError("choose one of --examples and --group-components")
@@ -89,12 +89,12 @@ def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_c
         from capgeo.cli.options import print_json
 
         print_json(section, json_out)
-        if json_out == "-":
-            return
+    if json_out == "-" and output is None:
+        return  # stdout holds the JSON alone
     if output_format == "text":
         _write_text(section, output)
     else:
-        write_rows(section_rows(section), output_format, output, stream=sys.stdout)
+        write_rows(section_rows(section), output_format, output, stream=sys.stdout, columns=section_columns(section))
     if output is not None:
         click.echo(f"Wrote {output}", err=True)
 

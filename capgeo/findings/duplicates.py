@@ -493,6 +493,18 @@ def _grouped_examples(captions, examples: list[Example]) -> list[dict]:
     return out
 
 
+#: the columns of each kind of row, so that a file with no rows still has its header
+PAIR_COLUMNS = ("rank", "index_a", "index_b", "id_a", "id_b", "group_a", "group_b", "text_a", "text_b", "cosine",
+                "jaccard", "exact_duplicate", "shared_words", "only_a_words", "only_b_words", "spans_a", "spans_b")
+COMPONENT_COLUMNS = ("component", "size", "threshold", "n_groups", "n_edges", "weakest_link", "strongest_link",
+                     "min_member_cosine", "indices", "ids", "groups", "texts")
+
+
+def section_columns(section: dict) -> tuple[str, ...]:
+    """The columns of :func:`section_rows` for this section (examples always have rows)."""
+    return COMPONENT_COLUMNS if section.get("components") is not None else PAIR_COLUMNS
+
+
 def section_rows(section: dict) -> list[dict]:
     """The rows a file gets: components if computed, else examples if chosen, else pairs."""
     if section.get("components") is not None:
@@ -522,11 +534,12 @@ def _csv_cell(value):
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else value
 
 
-def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None) -> None:
+def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, columns: Sequence[str] = ()) -> None:
     """Write rows as jsonl, csv or parquet: atomically to ``output``, or to ``stream`` (jsonl/csv only).
 
     In csv, list columns (words, spans, component members) are JSON-encoded strings;
-    jsonl and parquet keep them as lists (of structs for spans).
+    jsonl and parquet keep them as lists (of structs for spans). With no rows, csv and
+    parquet still get the header ``columns``.
     """
     import polars as pl
 
@@ -539,12 +552,15 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None) -> N
     if fmt == "jsonl":
         text = "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
     elif fmt == "csv":
-        frame = pl.DataFrame([{key: _csv_cell(value) for key, value in row.items()} for row in rows],
-                             infer_schema_length=None)
+        frame = (pl.DataFrame([{key: _csv_cell(value) for key, value in row.items()} for row in rows],
+                              infer_schema_length=None)
+                 if rows else pl.DataFrame(schema={column: pl.String for column in columns}))
         text = frame.write_csv()
     else:
+        frame = (pl.DataFrame(rows, infer_schema_length=None) if rows
+                 else pl.DataFrame(schema={column: pl.String for column in columns}))
         with atomic_path(output) as tmp:
-            pl.DataFrame(rows, infer_schema_length=None).write_parquet(tmp)
+            frame.write_parquet(tmp)
         return
     if output is None:
         stream.write(text)
