@@ -74,3 +74,25 @@ def test_an_unwritable_cache_names_the_folder_and_the_way_out(tmp_path, repo_dat
     entry = CacheEntry(blocker, "key", 300, 4)
     with pytest.raises(CapgeoError, match="cannot write the embedding cache .*--cache-dir FOLDER or --no-cache"):
         entry.save_chunk(0, 300, vectors)
+
+
+def test_report_rejects_an_impossible_batch_size_before_encoding(repo_data, monkeypatch):
+    import capgeo.encoders
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("encoded before checking --batch-size")
+
+    monkeypatch.setattr(capgeo.encoders, "embed", no_encoding)
+    result = CliRunner().invoke(main, ["report", str(repo_data / "coco_sample.json"), "--batch-size", "500",
+                                       "-o", "unused.html"])
+    assert result.exit_code == 2 and "batch size 500 is larger than the number of groups" in result.output
+
+
+def test_gamma_default_batch_fits_a_small_dataset(repo_data, tmp_path):
+    vectors = np.random.default_rng(0).normal(size=(300, 8)).astype(np.float32)
+    np.save(tmp_path / "v.npy", vectors)
+    result = CliRunner().invoke(main, ["gamma", str(repo_data / "coco_sample.json"), "--encoder",
+                                       f"vectors:{tmp_path / 'v.npy'}", "--n-batches", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [entry["batch_size"] for entry in json.loads(result.stdout)["gamma"]["batches"]] == [60]
+    assert "the dataset has only 60 images" in result.stderr

@@ -56,8 +56,13 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     """
     from capgeo.findings.gamma import DEFAULT_GRID, check_batch_sizes, gamma_profile
 
-    batch_sizes = batch_sizes or (128,)
     captions = load_from_options(options)
+    if not batch_sizes:
+        # the paper's effective batch, or the whole dataset when it has fewer images
+        batch_sizes = (min(128, captions.n_groups),)
+        if captions.n_groups < 128:
+            click.echo(f"Note: batch size {captions.n_groups}: the dataset has only {captions.n_groups} images "
+                       f"(default 128).", err=True)
     check_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
     embeddings = embed_from_options(captions, options)
     profile = gamma_profile(

@@ -78,6 +78,12 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     source = options["data"]
     output = output or _default_output(source)
     if is_profile_file(source):
+        given = {**options, "max_tokens": max_tokens, "batch_size": batch_sizes}
+        ignored = [name for name in ("encoder", "text_column", "captions_column", "id_column", "group_column",
+                                     "split", "limit", "max_tokens", "batch_size") if given.get(name)]
+        if ignored:
+            click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
+                       + ", ".join("--" + name.replace("_", "-") for name in ignored), err=True)
         report_input = load_saved_profile(source)
         if fill_missing:
             report_input = complete(report_input, device=options["device"], cache_dir=options["cache_dir"],
@@ -118,7 +124,7 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
 
     SOURCES are profile JSON files and/or datasets (profiled with each --encoder);
     for example `capgeo compare docci.json coco.json` or
-    `capgeo compare DATA --encoder ViT-B-32 --encoder longclip-L`."""
+    `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
     from capgeo.captions import load_captions
     from capgeo.errors import CapgeoError
     from capgeo.report.build import build_compare, is_profile_file, load_saved_profile, report_dataset

@@ -104,7 +104,7 @@ def build_profile(
     if batch_sizes is None:
         # the default adapts to small datasets; sizes asked for explicitly must fit
         batch_sizes = (min(DEFAULT_BATCH_SIZE, captions.n_groups),)
-    batch_sizes = _check_batch_sizes(batch_sizes, captions.n_groups)
+    batch_sizes = check_batch_sizes(batch_sizes, captions.n_groups)
     if not -1.0 <= near_duplicate_threshold <= 1.0:
         raise CapgeoError(f"near-duplicate threshold must be a cosine between -1 and 1, got {near_duplicate_threshold}")
     levels = tuple(float(level) for level in relative_quantiles)
@@ -205,7 +205,7 @@ def build_profile(
     return profile
 
 
-def _check_batch_sizes(batch_sizes: Sequence[int], n_groups: int) -> list[int]:
+def check_batch_sizes(batch_sizes: Sequence[int], n_groups: int) -> list[int]:
     sizes = []
     for size in batch_sizes:
         size = int(size)

@@ -50,7 +50,9 @@ def usable_batch_sizes(batch_sizes: Sequence[int] | None, n_groups: int) -> tupl
     """Batch sizes to profile, and notes. Explicit sizes are kept (too large ones fail clearly later);
     the defaults are reduced to those the dataset can fill."""
     if batch_sizes:
-        return [int(b) for b in batch_sizes], []
+        from capgeo.geometry.profile import check_batch_sizes
+
+        return check_batch_sizes(batch_sizes, n_groups), []
     kept = [b for b in DEFAULT_BATCH_SIZES if b <= n_groups]
     notes = [f"Batch size {b} left out: the dataset has only {n_groups} images."
              for b in DEFAULT_BATCH_SIZES if b > n_groups]
@@ -103,12 +105,12 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
         from capgeo.captions import load_captions
 
         captions = load_captions(captions)
+    sizes, notes = usable_batch_sizes(batch_sizes, captions.n_groups)  # before the (slow) encoding
     if embeddings is None:
         from capgeo.encoders import embed
 
         embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                            max_tokens=max_tokens, progress=progress)
-    sizes, notes = usable_batch_sizes(batch_sizes, captions.n_groups)
     # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
     profile = build_profile(captions, embeddings, batch_sizes=sizes, seed=seed, n_batches=n_batches,
                             relative_buckets=True, device=device, progress=progress, command=command)
