@@ -96,3 +96,14 @@ def test_gamma_default_batch_fits_a_small_dataset(repo_data, tmp_path):
     assert result.exit_code == 0, result.output
     assert [entry["batch_size"] for entry in json.loads(result.stdout)["gamma"]["batches"]] == [60]
     assert "the dataset has only 60 images" in result.stderr
+
+
+def test_every_command_warns_about_rows_it_skipped(tmp_path):
+    data = tmp_path / "captions.jsonl"
+    data.write_text("".join(json.dumps({"caption": text}) + "\n" for text in ["a dog", "  ", "a cat", "a cow", "a pig"]))
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32))
+    result = CliRunner().invoke(main, ["profile", str(data), "--encoder", f"vectors:{tmp_path / 'v.npy'}",
+                                       "--n-batches", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    assert "Warning: skipped 1 row(s): empty or whitespace-only caption (at line 2)" in result.stderr
+    assert json.loads(result.stdout)["dataset"]["n_captions"] == 4

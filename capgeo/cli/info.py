@@ -17,9 +17,6 @@ def _show_info(json_out, **options):
 
     captions = load_from_options(options)
     summary = summarize_captions(captions)
-    for item in summary["skipped"]:
-        where = ", ".join(item["examples"])
-        click.echo(f"Warning: skipped {item['count']} row(s): {item['reason']} (at {where})", err=True)
     emit(summary, json_out, _print_summary)
 
 

@@ -30,10 +30,11 @@ def dataset_options(command):
 
 
 def load_from_options(options: dict):
-    """Pop the dataset options from a command's kwargs and load the captions."""
+    """Pop the dataset options from a command's kwargs and load the captions; rows left
+    out while reading are reported on stderr by every command."""
     from capgeo.captions import load_captions
 
-    return load_captions(
+    captions = load_captions(
         options.pop("data"),
         format=options.pop("data_format"),
         text_column=options.pop("text_column"),
@@ -43,6 +44,10 @@ def load_from_options(options: dict):
         split=options.pop("split"),
         limit=options.pop("limit"),
     )
+    for skipped in captions.skipped:
+        click.echo(f"Warning: skipped {skipped.count} row(s): {skipped.reason} (at {', '.join(skipped.examples)})",
+                   err=True)
+    return captions
 
 
 def encoder_options(command):
