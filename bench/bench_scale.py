@@ -12,21 +12,9 @@ times one full-width tile matmul rate and the sampled estimate (2,000,000 pairs)
 from __future__ import annotations
 
 import argparse
-import resource
 import time
-from pathlib import Path
 
-
-def peak_memory_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+from bench_geometry import cpu_seconds, peak_memory_mb  # this folder: run as python bench/bench_scale.py
 
 
 def main() -> None:
