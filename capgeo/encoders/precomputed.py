@@ -29,13 +29,29 @@ ID_COLUMNS = ("caption_id", "id")
 UNKNOWN_TOKEN_COUNT = -1
 
 
+@dataclass(frozen=True)
+class VectorNames:
+    """Which arrays (.npz) and columns (.parquet) hold the vectors and their ids, in order of preference."""
+
+    npz_vectors: tuple[str, ...]
+    npz_ids: tuple[str, ...]
+    parquet_vectors: tuple[str, ...]
+    parquet_ids: tuple[str, ...]
+
+
+#: caption vectors: .npz `vectors` + `ids`; .parquet a vector column + `caption_id`/`id`
+CAPTION_VECTOR_NAMES = VectorNames(("vectors",), ("ids",), VECTOR_COLUMNS, ID_COLUMNS)
+
+
 @dataclass
 class VectorFile:
     vectors: np.ndarray          # (N, d) float32 as stored (not yet normalised)
     ids: list[str] | None        # caption ids, or None when aligned by row
 
 
-def read_vector_file(path: str | Path) -> VectorFile:
+def read_vector_file(path: str | Path, names: VectorNames = CAPTION_VECTOR_NAMES) -> VectorFile:
+    """Vectors, and their ids when the file has them, from .npy, .npz or .parquet, checked
+    to be one real (N, d) array with unique ids."""
     path = Path(path)
     if not path.is_file():
         raise EncoderError(f"vector file not found: {path}")
@@ -46,9 +62,9 @@ def read_vector_file(path: str | Path) -> VectorFile:
         if suffix == ".npy":
             stored = VectorFile(np.load(path, allow_pickle=False), None)
         elif suffix == ".npz":
-            stored = _read_npz(path)
+            stored = _read_npz(path, names)
         elif suffix == ".parquet":
-            stored = _read_parquet(path)
+            stored = _read_parquet(path, names)
         else:
             raise EncoderError(f"{path}: vector files must end in .npy, .npz or .parquet")
     except (OSError, ValueError, PolarsError) as error:
@@ -77,26 +93,29 @@ def _counts(values: Sequence[str]) -> dict[str, int]:
     return counts
 
 
-def _read_npz(path: Path) -> VectorFile:
+def _read_npz(path: Path, names: VectorNames) -> VectorFile:
     with np.load(path, allow_pickle=False) as archive:
-        if "vectors" not in archive.files:
-            raise EncoderError(f"{path}: .npz needs an array named 'vectors' (found: {', '.join(archive.files)})")
-        ids = [str(value) for value in archive["ids"].tolist()] if "ids" in archive.files else None
-        return VectorFile(archive["vectors"], ids)
+        vectors_key = next((name for name in names.npz_vectors if name in archive.files), None)
+        if vectors_key is None:
+            raise EncoderError(f"{path}: .npz needs an array named {' or '.join(map(repr, names.npz_vectors))} "
+                               f"(found: {', '.join(archive.files)})")
+        ids_key = next((name for name in names.npz_ids if name in archive.files), None)
+        ids = [str(value) for value in archive[ids_key].tolist()] if ids_key else None
+        return VectorFile(archive[vectors_key], ids)
 
 
-def _read_parquet(path: Path) -> VectorFile:
+def _read_parquet(path: Path, names: VectorNames) -> VectorFile:
     import polars as pl
 
     table = pl.read_parquet(path)
     list_columns = [name for name, dtype in table.schema.items() if isinstance(dtype, (pl.List, pl.Array))]
-    named = [name for name in VECTOR_COLUMNS if name in list_columns]
+    named = [name for name in names.parquet_vectors if name in list_columns]
     if named:
         column = named[0]
     elif len(list_columns) == 1:
         column = list_columns[0]
     else:
-        raise EncoderError(f"{path}: expected one list column of floats named {' or '.join(VECTOR_COLUMNS)}, "
+        raise EncoderError(f"{path}: expected one list column of floats named {' or '.join(names.parquet_vectors)}, "
                            f"found {list_columns or 'none'}")
     series = table[column]
     if series.null_count():
@@ -110,7 +129,7 @@ def _read_parquet(path: Path) -> VectorFile:
                                f"{lengths[row]} (row {row})")
         series = series.cast(pl.Array(pl.Float64, int(lengths[0])))
     vectors = series.to_numpy()
-    id_column = next((name for name in ID_COLUMNS if name in table.columns), None)
+    id_column = next((name for name in names.parquet_ids if name in table.columns), None)
     ids = [str(value) for value in table[id_column].to_list()] if id_column else None
     return VectorFile(np.asarray(vectors), ids)
 

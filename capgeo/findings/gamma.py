@@ -476,8 +476,8 @@ def group_ids_in_code_order(groups, group_codes) -> list[str]:
     return [str(groups[i]) for i in first]
 
 
-_ID_KEYS = ("group_id", "group_ids", "image_id", "ids", "id")
-_VECTOR_KEYS = ("vectors", "embeddings", "embedding", "vector", "image_embeddings")
+IMAGE_ID_NAMES = ("group_id", "group_ids", "image_id", "ids", "id")
+IMAGE_VECTOR_NAMES = ("vectors", "embeddings", "embedding", "vector", "image_embeddings")
 
 
 def load_image_embeddings(path, group_ids: list[str]) -> np.ndarray:
@@ -485,53 +485,28 @@ def load_image_embeddings(path, group_ids: list[str]) -> np.ndarray:
 
     ``.npy``: an (n_groups, d) array already in that order. ``.npz``: arrays named one of
     group_id/ids/... and vectors/embeddings/... . ``.parquet``: a group_id (or image_id/id)
-    column and a list column of floats (vectors/embedding/...)."""
+    column and a list column of floats (vectors/embedding/...). Read with the precomputed
+    encoder's reader, which checks the array and the ids."""
     from pathlib import Path
 
-    path = Path(path)
-    suffix = path.suffix.lower()
-    try:
-        if suffix == ".npy":
-            return np.load(path, allow_pickle=False)
-        if suffix == ".npz":
-            with np.load(path, allow_pickle=False) as archive:
-                ids_key = next((k for k in _ID_KEYS if k in archive.files), None)
-                vectors_key = next((k for k in _VECTOR_KEYS if k in archive.files), None)
-                if ids_key is None or vectors_key is None:
-                    raise CapgeoError(f"{path}: expected arrays named one of {_ID_KEYS} and one of {_VECTOR_KEYS}, "
-                                      f"found {archive.files}")
-                ids = [str(x) for x in archive[ids_key].tolist()]
-                vectors = np.asarray(archive[vectors_key], dtype=np.float32)
-        elif suffix == ".parquet":
-            import polars as pl
+    from capgeo.encoders.precomputed import VectorNames, read_vector_file
 
-            frame = pl.read_parquet(path)
-            ids_key = next((k for k in _ID_KEYS if k in frame.columns), None)
-            vectors_key = next((k for k in _VECTOR_KEYS if k in frame.columns), None)
-            if ids_key is None or vectors_key is None:
-                raise CapgeoError(f"{path}: expected a column named one of {_ID_KEYS} and one of {_VECTOR_KEYS}, "
-                                  f"found {frame.columns}")
-            ids = [str(x) for x in frame[ids_key].to_list()]
-            vectors = np.asarray(frame[vectors_key].to_list(), dtype=np.float32)
-        else:
-            raise CapgeoError(f"{path}: image embeddings must be .npy (rows in group order), .npz or .parquet "
-                              f"(with group ids)")
-    except CapgeoError:
-        raise
-    except (OSError, ValueError) as error:
-        raise CapgeoError(f"{path}: cannot read image embeddings: {error}") from None
-    if vectors.ndim != 2 or len(vectors) != len(ids):
-        raise CapgeoError(f"{path}: {len(ids)} ids but vectors of shape {vectors.shape}")
-    position = {}
-    for row, group_id in enumerate(ids):
-        if group_id in position:
-            raise CapgeoError(f"{path}: group id {group_id!r} appears more than once")
-        position[group_id] = row
+    path = Path(path)
+    if path.suffix.lower() not in (".npy", ".npz", ".parquet"):
+        raise CapgeoError(f"{path}: image embeddings must be .npy (rows in group order), .npz or .parquet "
+                          f"(with group ids)")
+    ids, vectors = IMAGE_ID_NAMES, IMAGE_VECTOR_NAMES
+    stored = read_vector_file(path, VectorNames(vectors, ids, vectors, ids))
+    if path.suffix.lower() == ".npy":
+        return stored.vectors
+    if stored.ids is None:
+        raise CapgeoError(f"{path}: expected group ids in an array or column named one of {IMAGE_ID_NAMES}")
+    position = {group_id: row for row, group_id in enumerate(stored.ids)}  # unique: checked by the reader
     missing = [g for g in group_ids if g not in position]
     if missing:
         raise CapgeoError(f"{path}: no image vector for {len(missing)} of the dataset's {len(group_ids)} groups, "
                           f"e.g. {', '.join(repr(m) for m in missing[:3])}")
-    return vectors[[position[g] for g in group_ids]]
+    return np.asarray(stored.vectors, dtype=np.float32)[[position[g] for g in group_ids]]
 
 
 # ---------------------------------------------------------------- profile-shaped output
