@@ -12,6 +12,7 @@ from capgeo.cli.options import (
     encoder_options,
     json_option,
     load_from_options,
+    refuse_path_clashes,
     writable_output,
 )
 
@@ -72,6 +73,7 @@ def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_c
         raise CapgeoError("--top 0 lists every pair above --threshold: give --threshold too")
     if output_format == "parquet" and output is None:
         raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
+    refuse_path_clashes()
     captions = load_from_options(options)
     embeddings = embed_from_options(captions, options)
     components_threshold = None

@@ -13,6 +13,7 @@ from capgeo.cli.options import (
     encoder_options,
     json_option,
     load_from_options,
+    refuse_path_clashes,
     writable_output,
 )
 
@@ -64,6 +65,7 @@ def encode(output, max_tokens, json_out, **options):
     if output and Path(output).suffix.lower() not in OUTPUT_SUFFIXES:
         # fail before any encoding work
         raise CapgeoError(f"--output {output}: must end in .npy, .npz or .parquet")
+    refuse_path_clashes()
     captions = load_from_options(options)
     started = time.perf_counter()
     embeddings = embed_from_options(captions, options, max_tokens=max_tokens)

@@ -11,6 +11,7 @@ from capgeo.cli.options import (
     encoder_options,
     json_option,
     load_from_options,
+    refuse_path_clashes,
     reproduce_command,
 )
 
@@ -56,6 +57,7 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     """
     from capgeo.findings.gamma import DEFAULT_GRID, check_batch_sizes, gamma_profile
 
+    refuse_path_clashes()
     captions = load_from_options(options)
     if not batch_sizes:
         # the paper's effective batch, or the whole dataset when it has fewer images

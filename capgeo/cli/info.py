@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.options import dataset_options, emit, json_option, load_from_options
+from capgeo.cli.options import dataset_options, emit, json_option, load_from_options, refuse_path_clashes
 
 HELP = """Show what DATA holds: format, captions and groups, captions per group, splits,
 caption length in words, examples, and rows skipped while reading (with why).
@@ -15,6 +15,7 @@ DATA is a file or folder in any supported format (see docs/formats.md)."""
 def _show_info(json_out, **options):
     from capgeo.captions import summarize_captions
 
+    refuse_path_clashes()
     captions = load_from_options(options)
     summary = summarize_captions(captions)
     emit(summary, json_out, _print_summary)

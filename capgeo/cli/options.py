@@ -92,6 +92,27 @@ def writable_output(ctx, param, value):
     return value
 
 
+#: command parameters that name files a command reads, and those it writes, with their labels
+INPUT_PARAMS = {"data": "DATA", "sources": "SOURCES", "image_embeddings": "--image-embeddings"}
+ENCODER_PARAMS = ("encoder", "encoders")
+OUTPUT_PARAMS = {"output": "--output", "json_out": "--json", "save_profile": "--save-profile"}
+
+
+def refuse_path_clashes(**extra_outputs: str | None) -> None:
+    """Before any work: no output of the running command may be one of its inputs
+    (dataset, files in a dataset folder, vector files, checkpoints, profiles) or
+    another of its outputs. ``extra_outputs`` are outputs the command derives itself."""
+    from capgeo.paths import check_output_paths, encoder_input_file
+
+    params = click.get_current_context().params
+    inputs = {label: params.get(name) for name, label in INPUT_PARAMS.items()}
+    specs = [spec for name in ENCODER_PARAMS
+             for spec in ([params.get(name)] if isinstance(params.get(name), str) else params.get(name) or ())]
+    inputs["--encoder"] = [path for path in map(encoder_input_file, specs) if path]
+    outputs = {label: params.get(name) for name, label in OUTPUT_PARAMS.items()}
+    check_output_paths(inputs, {**outputs, **extra_outputs})
+
+
 def json_option(command):
     return click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
                         callback=writable_output,

@@ -11,6 +11,7 @@ from capgeo.cli.options import (
     encoder_options,
     json_option,
     load_from_options,
+    refuse_path_clashes,
     reproduce_command,
 )
 
@@ -65,6 +66,7 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
     from capgeo.pipeline import profile_dataset
 
+    refuse_path_clashes()
     profile_options = dict(
         batch_sizes=batch_sizes or None, n_batches=n_batches, buckets=buckets,
         relative_buckets=relative_buckets or relative_quantiles is not None, top_k=top_k, block_size=block_size,

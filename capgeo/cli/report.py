@@ -8,6 +8,7 @@ from capgeo.cli.options import (
     dataset_options,
     encoder_options,
     load_from_options,
+    refuse_path_clashes,
     reproduce_command,
     writable_output,
 )
@@ -77,6 +78,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
 
     source = options["data"]
     output = output or _default_output(source)
+    refuse_path_clashes(**{"--output": output})
     if is_profile_file(source):
         given = {**options, "max_tokens": max_tokens, "batch_size": batch_sizes}
         ignored = [name for name in ("encoder", "text_column", "captions_column", "id_column", "group_column",
@@ -129,6 +131,7 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     from capgeo.errors import CapgeoError
     from capgeo.report.build import build_compare, is_profile_file, load_saved_profile, report_dataset
 
+    refuse_path_clashes()
     profiles = []
     for source in sources:
         if is_profile_file(source):

@@ -11,6 +11,7 @@ from capgeo.cli.options import (
     encoder_options,
     json_option,
     load_from_options,
+    refuse_path_clashes,
     reproduce_command,
 )
 
@@ -65,6 +66,7 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
     caption's embedding moves when more of it is seen. See docs/truncation.md."""
     from capgeo.findings.truncation import truncation_profile
 
+    refuse_path_clashes()
     captions = load_from_options(options)
     result = truncation_profile(
         captions, options.pop("encoder"), lengths=lengths, device=options.pop("device"),
