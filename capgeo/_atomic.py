@@ -1,9 +1,17 @@
-"""Atomic file writes: a reader never sees a half-written output file."""
+"""Atomic file writes: a reader never sees a half-written output file.
+
+Also the one place where an operating-system error on writing (full disk,
+quota, no permission, read-only file system) becomes a one-line CapgeoError
+naming the path and what to free or change: every writer (outputs, the
+embedding cache, reports) goes through ``atomic_path``.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
@@ -29,18 +37,42 @@ def check_writable(target: str | os.PathLike) -> None:
         raise CapgeoError(f"cannot write {target}: {folder} is not a writable folder")
 
 
+#: errno -> what the user can do about it
+WRITE_ERROR_ADVICE = {
+    errno.ENOSPC: "free space on that disk or write somewhere else",
+    errno.EDQUOT: "free space within your disk quota or write somewhere else",
+    errno.EFBIG: "the file is larger than that file system allows; write somewhere else",
+    errno.EACCES: "you have no permission to write there; change the folder's permissions or write somewhere else",
+    errno.EPERM: "the operation is not permitted there; write somewhere else",
+    errno.EROFS: "that file system is read-only; write somewhere else",
+}
+
+
+def write_error(target: str | os.PathLike, error: OSError, remedy: str | None = None) -> CapgeoError:
+    """The one-line error for an OSError met while writing ``target``."""
+    advice = WRITE_ERROR_ADVICE.get(error.errno, "write somewhere else")
+    if remedy:
+        advice = f"{advice} ({remedy})"
+    return CapgeoError(f"cannot write {target}: {error.strerror or error}; {advice}")
+
+
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; rename it over ``target`` on success.
 
-    On any exception the temporary file is removed and ``target`` is untouched.
+    On any exception the temporary file is removed and ``target`` is untouched; an
+    OSError raised while writing becomes a one-line CapgeoError (``write_error``),
+    with ``remedy`` added to its advice. A missing folder is created, and said so
+    on stderr.
     """
     target = Path(target)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.parent.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            print(f"Note: created the folder {target.parent}", file=sys.stderr)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     except OSError as error:  # a file where a folder should be, no permission, read-only disk
-        raise CapgeoError(f"cannot write {target}: {error.strerror or error}") from None
+        raise write_error(target, error, remedy) from None
     os.close(fd)
     # mkstemp creates 0600; give the output the permissions a plain open() would
     os.chmod(tmp, 0o666 & ~_current_umask())
@@ -48,6 +80,12 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, target)
+    except OSError as error:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        if error.errno in WRITE_ERROR_ADVICE:
+            raise write_error(target, error, remedy) from None
+        raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
@@ -55,11 +93,12 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_open(target: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+def atomic_open(target: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8",
+                remedy: str | None = None) -> Iterator[IO]:
     """Open a temporary file for writing; it replaces ``target`` only if the block succeeds."""
     if "b" in mode:
         encoding = None
-    with atomic_path(target) as tmp:
+    with atomic_path(target, remedy=remedy) as tmp:
         with open(tmp, mode, encoding=encoding) as handle:
             yield handle
             handle.flush()

@@ -183,7 +183,8 @@ def test_token_counts_file_of_wrong_length_is_not_trusted(tmp_path):
     first = CountingEncoder()
     embed(texts, first, cache_dir=tmp_path, chunk_rows=4)
     entry_folder = next(tmp_path.glob("embeddings/*"))
-    np.save(entry_folder / "token_counts.npy", np.arange(5))
+    counts_file = next(entry_folder.glob("token_counts.*.npy"))
+    np.save(counts_file, np.arange(5))
     key = entry_folder.name
     assert CacheEntry(tmp_path, key, 12, WIDTH).load_token_counts() is None
 
@@ -248,5 +249,44 @@ def test_chunks_of_another_chunk_size_are_replaced(tmp_path):
     result = embed(texts, encoder, cache_dir=tmp_path, chunk_rows=5)
     assert encoder.encode_calls == 4
     np.testing.assert_array_equal(result.vectors, expected(texts))
-    assert [path.name for path in chunk_files(tmp_path)] == [
-        f"chunk-{start:09d}-{start + 5:09d}.npy" for start in range(0, 20, 5)]
+    assert [path.name.split(".")[0] for path in chunk_files(tmp_path)] == [
+        f"chunk-{start:09d}-{start + 5:09d}" for start in range(0, 20, 5)]
+
+
+def _flip_one_bit(path: Path, offset_from_end: int = 5) -> None:
+    data = bytearray(path.read_bytes())
+    data[-offset_from_end] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("victim", ["chunk", "token_counts"])
+def test_a_flipped_bit_in_any_cache_file_is_caught_and_recomputed(tmp_path, capfd, victim):
+    texts = make_texts(30)
+    embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
+    folder = next(tmp_path.glob("embeddings/*"))
+    # a bit in the data area: still a valid .npy of finite numbers, so only a checksum can tell
+    path = chunk_files(tmp_path)[1] if victim == "chunk" else next(folder.glob("token_counts.*.npy"))
+    _flip_one_bit(path, offset_from_end=2 if victim == "chunk" else 8)
+    encoder = CountingEncoder()
+    result = embed(texts, encoder, cache_dir=tmp_path, chunk_rows=10)
+    np.testing.assert_array_equal(result.vectors, expected(texts))
+    np.testing.assert_array_equal(result.token_counts, [len(text.split()) + 2 for text in texts])
+    assert "fails its checksum" in capfd.readouterr().err
+    if victim == "chunk":
+        assert encoder.encoded_texts == 10 and encoder.token_calls == 0
+    else:
+        assert encoder.token_calls == 1
+
+
+def test_valid_but_wrong_token_counts_cannot_reorder_the_rows(tmp_path):
+    # the reported failure: token counts replaced by other valid integers reordered every
+    # row; here even a replacement named with its own correct checksum is not trusted by the chunks
+    texts = make_texts(30)
+    embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
+    folder = next(tmp_path.glob("embeddings/*"))
+    for old in folder.glob("token_counts.*.npy"):
+        old.unlink()
+    CacheEntry(tmp_path, folder.name, 30, WIDTH).save_token_counts(np.arange(30))
+    result = embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
+    cosines = np.sum(result.vectors * expected(texts), axis=1)
+    np.testing.assert_allclose(cosines, 1.0, atol=1e-6)

@@ -67,13 +67,12 @@ def test_atomic_write_into_an_impossible_place_is_a_capgeo_error(tmp_path):
 def test_an_unwritable_cache_names_the_folder_and_the_way_out(tmp_path, repo_data):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    vectors = np.random.default_rng(0).normal(size=(300, 4)).astype(np.float32)
     from capgeo.encoders.cache import CacheEntry
     from capgeo.errors import CapgeoError
 
     entry = CacheEntry(blocker, "key", 300, 4)
     with pytest.raises(CapgeoError, match="cannot write the embedding cache .*--cache-dir FOLDER or --no-cache"):
-        entry.save_chunk(0, 300, vectors)
+        entry.save_token_counts(np.arange(300))
 
 
 def test_report_rejects_an_impossible_batch_size_before_encoding(repo_data, monkeypatch):

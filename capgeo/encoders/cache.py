@@ -5,23 +5,28 @@ that decides the vectors: the caption texts in order, the encoder (kind, name,
 weight fingerprint, width, context length), the token limit, normalisation and
 this file's format version. A folder holds:
 
-- ``token_counts.npy``: each caption's untruncated token count (written first, so
-  a cache hit or a resumed run needs no tokenizer);
-- ``chunk-<start>-<stop>.npy``: vectors of rows ``start:stop`` of the captions
-  sorted by token count (longest first), written as encoding proceeds;
+- ``token_counts.<checksum>.npy``: each caption's untruncated token count
+  (written first, so a cache hit or a resumed run needs no tokenizer);
+- ``chunk-<start>-<stop>.<checksum>.npy``: vectors of rows ``start:stop`` of the
+  captions sorted by token count (longest first), written as encoding proceeds;
 - ``manifest.json``: written last, once every chunk is there.
 
-Every file is written to a temporary name and renamed, so a killed process
-leaves at worst a ``*.part`` file, which is never read. Chunks are validated
-(shape, dtype, finite, unit norm) on every read and deleted when bad, so an
-interrupted encode resumes from the chunks that are really there.
+The checksum in each name is a sha256 of the file's bytes; a chunk's also covers
+the token-count checksum, because the row order is rebuilt from those counts:
+chunks written under other counts never match. A file whose bytes do not match
+its name is deleted and recomputed, with a warning on stderr. Every file is
+written to a temporary name and renamed, so a killed process leaves at worst a
+``*.part`` file, which is never read; the name and the bytes arrive together.
+Chunks are also validated (shape, dtype, finite, unit norm) on every read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Sequence
@@ -32,9 +37,11 @@ from capgeo._atomic import atomic_open, atomic_path
 from capgeo.encoders.base import EncoderInfo
 from capgeo.errors import CapgeoError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2   # 2: checksums in the file names
 DEFAULT_CHUNK_ROWS = 256
-TOKEN_COUNTS_FILE = "token_counts.npy"
+TOKEN_COUNTS_STEM = "token_counts"
+#: hex characters of sha256 kept in a file name (128 bits)
+CHECKSUM_CHARS = 32
 MANIFEST_FILE = "manifest.json"
 STALE_PART_SECONDS = 3600
 
@@ -78,34 +85,53 @@ class CacheEntry:
         self.key = key
         self.n = n
         self.width = width
+        self._counts_checksum: str | None = None
+        self._chunk_names: dict[tuple[int, int], str] = {}
 
     # token counts -------------------------------------------------------
     def load_token_counts(self) -> np.ndarray | None:
-        counts = self._load_array(self.folder / TOKEN_COUNTS_FILE)
-        if counts is None or counts.shape != (self.n,) or not np.issubdtype(counts.dtype, np.integer):
-            return None
-        return counts.astype(np.int64)
+        for path, checksum, data in self._verified(f"{TOKEN_COUNTS_STEM}.*.npy", "token counts"):
+            counts = _parse_array(data)
+            if counts is None or counts.shape != (self.n,) or not np.issubdtype(counts.dtype, np.integer):
+                path.unlink(missing_ok=True)
+                continue
+            self._counts_checksum = checksum
+            return counts.astype(np.int64)
+        return None
 
     def save_token_counts(self, counts: np.ndarray) -> None:
-        self._save_array(self.folder / TOKEN_COUNTS_FILE, np.asarray(counts, dtype=np.int64))
+        data = _npy_bytes(np.asarray(counts, dtype=np.int64))
+        self._counts_checksum = checksum = _checksum(data)
+        self._write(f"{TOKEN_COUNTS_STEM}.*.npy", f"{TOKEN_COUNTS_STEM}.{checksum}.npy", data)
 
     # vector chunks --------------------------------------------------------
-    def chunk_path(self, start: int, stop: int) -> Path:
-        return self.folder / f"chunk-{start:09d}-{stop:09d}.npy"
+    def _chunk_stem(self, start: int, stop: int) -> str:
+        return f"chunk-{start:09d}-{stop:09d}"
 
     def load_chunk(self, start: int, stop: int) -> np.ndarray | None:
-        """The chunk's vectors, or None when absent or not trustworthy (then it is deleted)."""
-        path = self.chunk_path(start, stop)
-        if not path.exists():
+        """The chunk's vectors, or None when absent or not trustworthy (then it is deleted).
+
+        Chunks are only trusted under the token counts they were ordered by, so the
+        counts must have been loaded or saved first."""
+        if self._counts_checksum is None:
             return None
-        vectors = self._load_array(path)
-        if vectors is None or not _valid_vectors(vectors, stop - start, self.width):
-            path.unlink(missing_ok=True)
-            return None
-        return vectors
+        for path, _, data in self._verified(f"{self._chunk_stem(start, stop)}.*.npy", "vectors",
+                                      salt=self._counts_checksum):
+            vectors = _parse_array(data)
+            if vectors is None or not _valid_vectors(vectors, stop - start, self.width):
+                path.unlink(missing_ok=True)
+                continue
+            self._chunk_names[(start, stop)] = path.name
+            return vectors
+        return None
 
     def save_chunk(self, start: int, stop: int, vectors: np.ndarray) -> None:
-        self._save_array(self.chunk_path(start, stop), np.ascontiguousarray(vectors, dtype=np.float32))
+        if self._counts_checksum is None:
+            raise RuntimeError("save the token counts before the chunks they order")
+        data = _npy_bytes(np.ascontiguousarray(vectors, dtype=np.float32))
+        name = f"{self._chunk_stem(start, stop)}.{_checksum(data, self._counts_checksum)}.npy"
+        self._write(f"{self._chunk_stem(start, stop)}.*.npy", name, data)
+        self._chunk_names[(start, stop)] = name
 
     # manifest -------------------------------------------------------------
     def write_manifest(self, info: EncoderInfo, max_tokens: int, ranges: list[tuple[int, int]]) -> None:
@@ -114,10 +140,11 @@ class CacheEntry:
         manifest = {
             "format": FORMAT_VERSION, "key": self.key, "n": self.n, "width": self.width,
             "max_tokens": max_tokens, "encoder": info.to_dict(),
-            "chunks": [self.chunk_path(start, stop).name for start, stop in ranges],
+            "token_counts": f"{TOKEN_COUNTS_STEM}.{self._counts_checksum}.npy",
+            "chunks": [self._chunk_names[(start, stop)] for start, stop in ranges],
             "capgeo": __version__, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        with atomic_open(self.folder / MANIFEST_FILE) as handle:
+        with atomic_open(self.folder / MANIFEST_FILE, remedy=CACHE_REMEDY) as handle:
             json.dump(manifest, handle, indent=2)
         self._remove_leftovers(set(manifest["chunks"]))
 
@@ -129,24 +156,38 @@ class CacheEntry:
         return manifest.get("key") == self.key and manifest.get("format") == FORMAT_VERSION
 
     # helpers --------------------------------------------------------------
-    @staticmethod
-    def _load_array(path: Path) -> np.ndarray | None:
-        try:
-            return np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError):
-            return None
+    def _verified(self, pattern: str, what: str, salt: str = ""):
+        """(path, checksum, bytes) of each file matching ``pattern`` whose bytes match the
+        checksum in its name; the others are deleted, with a warning."""
+        for path in sorted(self.folder.glob(pattern)):
+            named = path.name.split(".")[-2]
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if _checksum(data, salt) != named:
+                _warn(f"the embedding cache file {path} fails its checksum (damaged, or written for other "
+                      f"token counts); recomputing its {what}")
+                path.unlink(missing_ok=True)
+                continue
+            yield path, named, data
 
-    def _save_array(self, path: Path, array: np.ndarray) -> None:
+    def _write(self, pattern: str, name: str, data: bytes) -> None:
+        """Write ``data`` as ``name`` and remove the other files matching ``pattern``
+        (earlier versions of the same file)."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             raise CapgeoError(f"cannot write the embedding cache {self.folder}: {error.strerror or error}; "
                               "pass --cache-dir FOLDER or --no-cache") from None
-        with atomic_path(path) as tmp:
+        with atomic_path(self.folder / name, remedy=CACHE_REMEDY) as tmp:
             with open(tmp, "wb") as handle:
-                np.save(handle, array)
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
+        for old in self.folder.glob(pattern):
+            if old.name != name:
+                old.unlink(missing_ok=True)
 
     def _remove_leftovers(self, chunk_names: set[str]) -> None:
         # chunks cut at other boundaries (another chunk size) are never read again
@@ -161,6 +202,32 @@ class CacheEntry:
                     part.unlink()
             except OSError:
                 pass
+
+
+CACHE_REMEDY = "pass --cache-dir FOLDER on another disk, or --no-cache"
+
+
+def _checksum(data: bytes, salt: str = "") -> str:
+    digest = hashlib.sha256(salt.encode())
+    digest.update(data)
+    return digest.hexdigest()[:CHECKSUM_CHARS]
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _parse_array(data: bytes) -> np.ndarray | None:
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def _warn(message: str) -> None:
+    print(f"Warning: {message}", file=sys.stderr)
 
 
 def _valid_vectors(vectors: np.ndarray, rows: int, width: int) -> bool:
