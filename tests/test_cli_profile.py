@@ -84,7 +84,7 @@ def test_batch_size_above_the_groups_is_exit_2_with_one_line(dataset):
 
 @pytest.mark.parametrize("args, message", [
     (["--buckets", "0.8,x"], "comma-separated numbers"),
-    (["--relative-quantiles", "0.9,0.5"], "relative bucket quantiles must be ascending"),
+    (["--relative-quantiles", "0.9,0.5"], "--relative-quantiles: expected strictly ascending levels"),
     (["--buckets", "0.9,0.8"], "strictly ascending"),
     (["--near-duplicate-threshold", "1.5"], "near-duplicate-threshold"),
     (["--mode", "fast"], "--mode"),

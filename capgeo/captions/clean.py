@@ -10,7 +10,9 @@ Readers hand over ``RawCaptions``: parallel columns as they appear in the file.
   since every later result is keyed by caption id;
 - a missing group means one caption per image: group = caption id;
 - text is stripped of surrounding whitespace, inner text kept as is; empty,
-  whitespace-only and null captions are skipped and counted in ``skipped``;
+  whitespace-only, invisible-only (control, zero-width) and null captions are
+  skipped and counted in ``skipped``; a caption that is not text (a number, a
+  list) is an error, since it means the wrong column was read;
 - ``split`` keeps only matching rows (error if the file has no split field or
   nothing matches); ``limit`` keeps the first N captions that remain;
 - nothing left is an error.
@@ -18,6 +20,7 @@ Readers hand over ``RawCaptions``: parallel columns as they appear in the file.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +31,9 @@ import polars as pl
 from capgeo.captions.model import COLUMNS, CaptionSet, Skipped
 from capgeo.errors import DataError
 
+#: Unicode categories that show nothing: control, format (zero-width), surrogate,
+#: unassigned, and separators
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn", "Zs", "Zl", "Zp"})
 #: how many places to quote per kind of skipped row
 MAX_EXAMPLES = 5
 
@@ -159,7 +165,14 @@ def _clean_text(value, raw: RawCaptions, row: int) -> tuple[str, str | None]:
             f"{raw.source}: {raw.where(row)}: caption should be text, found {type(value).__name__}: "
             f"{str(value)[:60]!r}" + ("; a list of captions is read with --captions-column" if isinstance(value, list) else "")
         )
-    text = value.strip() if isinstance(value, str) else str(value).strip()
+    if not isinstance(value, str):
+        # JSON and Parquet say what type a field is: numbers in the text column mean it is the wrong column
+        raise DataError(f"{raw.source}: {raw.where(row)}: caption should be text, found {type(value).__name__}: "
+                        f"{str(value)[:60]!r}; is the caption column the right one (--text-column)?")
+    text = value.strip()
     if not text:
         return "", "empty or whitespace-only caption"
+    if not any(unicodedata.category(char) not in INVISIBLE_CATEGORIES for char in text):
+        # such captions all embed alike and would be reported as near-duplicates of each other
+        return "", "caption with no visible character (only control, format or zero-width characters)"
     return text, None

@@ -7,6 +7,7 @@ import sys
 import click
 
 from capgeo.cli.options import (
+    check_options_before_encoding,
     dataset_options,
     embed_from_options,
     encoder_options,
@@ -75,6 +76,7 @@ def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_c
         raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
     refuse_path_clashes()
     captions = load_from_options(options)
+    check_options_before_encoding(captions, top_k=top_k)
     embeddings = embed_from_options(captions, options)
     components_threshold = None
     if group_components:

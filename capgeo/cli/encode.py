@@ -7,6 +7,7 @@ import time
 import click
 
 from capgeo.cli.options import (
+    check_options_before_encoding,
     dataset_options,
     embed_from_options,
     emit,
@@ -67,6 +68,7 @@ def encode(output, max_tokens, json_out, **options):
         raise CapgeoError(f"--output {output}: must end in .npy, .npz or .parquet")
     refuse_path_clashes()
     captions = load_from_options(options)
+    check_options_before_encoding(captions, needs_negatives=False)
     started = time.perf_counter()
     embeddings = embed_from_options(captions, options, max_tokens=max_tokens)
     summary = encode_summary(captions, embeddings, time.perf_counter() - started)

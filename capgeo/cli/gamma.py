@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    check_options_before_encoding,
     dataset_options,
     emit,
     embed_from_options,
@@ -59,6 +60,7 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
 
     refuse_path_clashes()
     captions = load_from_options(options)
+    check_options_before_encoding(captions, n_batches=n_batches)
     if not batch_sizes:
         # the paper's effective batch, or the whole dataset when it has fewer images
         batch_sizes = (min(128, captions.n_groups),)

@@ -113,6 +113,17 @@ def refuse_path_clashes(**extra_outputs: str | None) -> None:
     check_output_paths(inputs, {**outputs, **extra_outputs})
 
 
+def check_options_before_encoding(captions=None, **concerns) -> None:
+    """The checks of capgeo.preflight that apply to the running command (``concerns``:
+    buckets, relative_quantiles, n_batches, top_k, sampled_pairs, needs_negatives),
+    plus its cache folder, before it encodes anything."""
+    from capgeo.preflight import check_before_encoding
+
+    params = click.get_current_context().params
+    check_before_encoding(captions, cache_dir=params.get("cache_dir"), use_cache=not params.get("no_cache"),
+                          **concerns)
+
+
 def json_option(command):
     return click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
                         callback=writable_output,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    check_options_before_encoding,
     comma_separated_floats,
     dataset_options,
     emit,
@@ -76,6 +77,9 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
     if relative_quantiles is not None:
         profile_options["relative_quantiles"] = relative_quantiles
     captions = load_from_options(options)
+    check_options_before_encoding(captions, buckets=buckets, relative_quantiles=relative_quantiles,
+                                  n_batches=n_batches, top_k=top_k,
+                                  sampled_pairs=sampled_pairs if mode != "exact" else None)
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    check_options_before_encoding,
     dataset_options,
     encoder_options,
     load_from_options,
@@ -88,10 +89,12 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
                        + ", ".join("--" + name.replace("_", "-") for name in ignored), err=True)
         report_input = load_saved_profile(source)
         if fill_missing:
+            check_options_before_encoding(needs_negatives=False)
             report_input = complete(report_input, device=options["device"], cache_dir=options["cache_dir"],
                                     use_cache=not options["no_cache"])
     else:
         captions = load_from_options(options)
+        check_options_before_encoding(captions, n_batches=n_batches)
         report_input = report_dataset(
             captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
             use_cache=not options.pop("no_cache"), max_tokens=max_tokens, batch_sizes=batch_sizes or None,
@@ -129,9 +132,11 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
     from capgeo.captions import load_captions
     from capgeo.errors import CapgeoError
+    from capgeo.preflight import check_has_negatives
     from capgeo.report.build import build_compare, is_profile_file, load_saved_profile, report_dataset
 
     refuse_path_clashes()
+    check_options_before_encoding(n_batches=n_batches)
     profiles = []
     for source in sources:
         if is_profile_file(source):
@@ -140,6 +145,7 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
             profiles.append(load_saved_profile(source).profile)
             continue
         captions = load_captions(source, limit=limit)
+        check_has_negatives(captions)
         for encoder in encoders or (None,):
             profiles.append(report_dataset(
                 captions, encoder, device=options["device"], cache_dir=options["cache_dir"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    check_options_before_encoding,
     comma_separated_floats,
     dataset_options,
     emit,
@@ -68,6 +69,7 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
 
     refuse_path_clashes()
     captions = load_from_options(options)
+    check_options_before_encoding(captions, buckets=buckets, n_batches=n_batches, top_k=top_k)
     result = truncation_profile(
         captions, options.pop("encoder"), lengths=lengths, device=options.pop("device"),
         cache_dir=options.pop("cache_dir"), use_cache=not options.pop("no_cache"), command=reproduce_command(),

@@ -70,6 +70,9 @@ def read_vector_file(path: str | Path, names: VectorNames = CAPTION_VECTOR_NAMES
     except (OSError, ValueError, PolarsError) as error:
         # first line only: polars and numpy messages can run over several
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        if "allow_pickle" in reason:
+            # numpy's advice (allow_pickle=True) would run code from a file of unknown origin
+            reason = "not a plain numeric array file (it is damaged, or holds Python objects, which are never loaded)"
         raise EncoderError(f"{path}: cannot read vectors: {reason}") from error
     vectors = stored.vectors
     if vectors.ndim != 2 or vectors.shape[0] == 0 or vectors.shape[1] == 0:

@@ -349,10 +349,10 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
     from capgeo.geometry.inbatch import DEFAULT_BUCKET_EDGES, DEFAULT_NEAR_DUPLICATE_THRESHOLD, check_edges
     from capgeo.geometry.profile import DEFAULT_BATCH_SIZE
 
+    from capgeo.preflight import check_has_negatives
+
+    check_has_negatives(captions)
     n_groups = int(captions.n_groups)
-    if n_groups < 2:
-        raise CapgeoError(f"{captions.source}: all {len(captions)} captions belong to one group (image): "
-                          "there are no negatives to compare")
     threshold = DEFAULT_NEAR_DUPLICATE_THRESHOLD if threshold is None else float(threshold)
     if not -1.0 <= threshold <= 1.0:
         raise CapgeoError(f"threshold must be a cosine between -1 and 1, got {threshold}")

@@ -26,6 +26,7 @@ from capgeo.geometry.inbatch import (
     check_edges,
     inbatch_statistics,
 )
+from capgeo.preflight import check_counts, check_has_negatives, check_quantile_levels
 
 SCHEMA_NAME = "capgeo.profile"
 SCHEMA_VERSION = 1
@@ -97,9 +98,7 @@ def build_profile(
         raise CapgeoError(f"embeddings have shape {vectors.shape}, expected one row per caption ({n_captions})")
     if mode not in MODES:
         raise CapgeoError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if captions.n_groups < 2:
-        raise CapgeoError(f"{captions.source}: all {n_captions} captions belong to one group (image): "
-                          "there are no negatives (pairs of different images) to profile")
+    check_has_negatives(captions)
     edges = check_edges(buckets)
     if batch_sizes is None:
         # the default adapts to small datasets; sizes asked for explicitly must fit
@@ -107,9 +106,8 @@ def build_profile(
     batch_sizes = check_batch_sizes(batch_sizes, captions.n_groups)
     if not -1.0 <= near_duplicate_threshold <= 1.0:
         raise CapgeoError(f"near-duplicate threshold must be a cosine between -1 and 1, got {near_duplicate_threshold}")
-    levels = tuple(float(level) for level in relative_quantiles)
-    if relative_buckets and (not levels or any(not 0 < q < 1 for q in levels) or list(levels) != sorted(set(levels))):
-        raise CapgeoError(f"relative bucket quantiles must be ascending levels between 0 and 1, got {list(levels)}")
+    levels = check_quantile_levels(relative_quantiles) if relative_buckets else tuple(relative_quantiles)
+    check_counts(n_batches=n_batches, top_k=top_k, sampled_pairs=sampled_pairs)
 
     for name, value in (("n_batches", n_batches), ("top_k", top_k), ("block_size", block_size), ("bins", bins),
                         ("sampled_pairs", sampled_pairs)):

@@ -1,0 +1,99 @@
+"""Option checks that need no vectors, run by every command before it encodes.
+
+Encoding is the slow step (seconds to minutes), so anything that can be
+rejected without vectors is rejected first, by one function per concern, so
+that every command words the same mistake the same way. Batch sizes are the
+batch-size policy's (not here).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Sequence
+
+from capgeo.errors import CapgeoError
+
+#: bounds on counts that otherwise run until killed; each with why it is enough
+MAX_N_BATCHES = 100_000
+MAX_TOP_K = 1_000
+MAX_SAMPLED_PAIRS = 50_000_000
+
+
+def check_has_negatives(captions) -> None:
+    """A dataset whose captions all describe one image has no negatives to measure."""
+    if int(captions.n_groups) < 2:
+        raise CapgeoError(f"{captions.source}: all {len(captions)} captions belong to one group (image): "
+                          "there are no negatives (captions of different images); "
+                          "give --group-column if another column names the image")
+
+
+def check_bucket_edges(edges: Sequence[float] | None, option: str = "--buckets") -> tuple[float, ...] | None:
+    """Strictly ascending cosines in [-1, 1]; None means the command's default."""
+    if edges is None:
+        return None
+    from capgeo.geometry.inbatch import check_edges
+
+    return check_edges(edges, what=option)
+
+
+def check_quantile_levels(levels: Sequence[float] | None, option: str = "--relative-quantiles") -> tuple[float, ...] | None:
+    """Strictly ascending quantile levels strictly between 0 and 1."""
+    if levels is None:
+        return None
+    values = tuple(float(level) for level in levels)
+    if not values or any(not 0 < q < 1 for q in values) or any(b <= a for a, b in zip(values, values[1:])):
+        raise CapgeoError(f"{option}: expected strictly ascending levels between 0 and 1 (exclusive), "
+                          f"e.g. 0.5,0.9,0.99, got {list(values)}")
+    return values
+
+
+def check_counts(n_batches: int | None = None, top_k: int | None = None, sampled_pairs: int | None = None) -> None:
+    """Bounds on the counts that can run away (time and memory grow with them)."""
+    bounds = (
+        ("--n-batches", n_batches, MAX_N_BATCHES,
+         "batch shares are then already within about +-0.3% (1/sqrt(n)); memory grows with n x batch size"),
+        ("--top-k", top_k, MAX_TOP_K, "memory grows as captions x k (12 bytes each)"),
+        ("--sampled-pairs", sampled_pairs, MAX_SAMPLED_PAIRS,
+         f"every share is then within +-{math.sqrt(math.log(40) / (2 * MAX_SAMPLED_PAIRS)):.5f} at 95%; "
+         "memory grows by 16 bytes a pair"),
+    )
+    for option, value, bound, why in bounds:
+        if value is None:
+            continue
+        if int(value) < 1:
+            raise CapgeoError(f"{option}: expected at least 1, got {value}")
+        if int(value) > bound:
+            raise CapgeoError(f"{option}: expected at most {bound:,}, got {int(value):,} ({why})")
+
+
+def check_cache_folder(cache_dir: str | os.PathLike | None, use_cache: bool = True) -> None:
+    """The embedding cache must be writable before encoding starts, not after."""
+    if not use_cache:
+        return
+    from capgeo.encoders.cache import CACHE_REMEDY, default_cache_dir
+
+    given = Path(cache_dir) if cache_dir else default_cache_dir()
+    source = "--cache-dir" if cache_dir else ("CAPGEO_CACHE" if os.environ.get("CAPGEO_CACHE") else "default")
+    folder = given
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise CapgeoError(f"cannot write the embedding cache {given} ({source}): {folder} is not a folder; "
+                          f"{CACHE_REMEDY}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CapgeoError(f"cannot write the embedding cache {given} ({source}): {folder} is not writable; "
+                          f"{CACHE_REMEDY}")
+
+
+def check_before_encoding(captions=None, *, cache_dir=None, use_cache: bool = True, buckets=None,
+                          relative_quantiles=None, n_batches=None, top_k=None, sampled_pairs=None,
+                          needs_negatives: bool = True) -> None:
+    """Every check above that applies to a command, in one call before it encodes."""
+    check_counts(n_batches=n_batches, top_k=top_k, sampled_pairs=sampled_pairs)
+    check_bucket_edges(buckets)
+    check_quantile_levels(relative_quantiles)
+    if captions is not None and needs_negatives:
+        check_has_negatives(captions)
+    check_cache_folder(cache_dir, use_cache)

@@ -1,0 +1,269 @@
+"""The bad-input catalogue (docs/errors.md): each row is a user mistake or fault run
+through the real command line, which must answer with exit code 2 and one
+`Error:` line saying what is wrong, with no traceback, and leave every file in
+the working folder as it was (nothing overwritten, nothing half-written).
+
+Cases use `vectors:` files or fail before any encoder is loaded, so the table
+runs in seconds. The full-disk rows need a small tmpfs (root and `mount`) and
+are skipped with the reason elsewhere.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from click.testing import CliRunner
+
+from capgeo.cli import main
+
+N_CAPTIONS, N_GROUPS, WIDTH = 12, 6, 8
+PROFILE_ARGS = "--encoder vectors:V.npy --batch-size 4 --n-batches 3"
+
+#: (case id, command line, fragment of the Error line, extra environment)
+CATALOGUE = [
+    # outputs over inputs
+    ("profile-json-over-data", "profile D.jsonl --json D.jsonl", "would overwrite the input DATA", {}),
+    ("report-output-over-data", "report D.jsonl -o D.jsonl", "would overwrite the input DATA", {}),
+    ("encode-parquet-over-data", "encode C.parquet -o C.parquet", "would overwrite the input DATA", {}),
+    ("encode-output-over-vectors", "encode D.jsonl --encoder vectors:V.npy -o V.npy",
+     "would overwrite the input --encoder V.npy", {}),
+    ("info-json-over-data", "info D.jsonl --json D.jsonl", "would overwrite the input DATA", {}),
+    ("dupes-output-over-data", "dupes D.jsonl --encoder vectors:V.npy -o D.jsonl", "would overwrite the input", {}),
+    ("dupes-json-over-vectors", "dupes D.jsonl --encoder vectors:V.npy --json V.npy", "would overwrite the input", {}),
+    ("gamma-json-over-data", "gamma D.jsonl --encoder vectors:V.npy --json D.jsonl", "would overwrite the input", {}),
+    ("gamma-json-over-image-vectors", "gamma D.jsonl --encoder vectors:V.npy --image-embeddings I.npy --json I.npy",
+     "would overwrite the input --image-embeddings", {}),
+    ("truncation-json-over-data", "truncation D.jsonl --json D.jsonl", "would overwrite the input DATA", {}),
+    ("report-over-saved-profile", "report P.json -o P.json", "would overwrite the input DATA", {}),
+    ("compare-over-a-source", "compare P.json P2.json -o P2.json", "would overwrite the input SOURCES", {}),
+    ("json-over-file-in-dataset-folder", "info ds --json ds/D.jsonl", "(it holds ds/D.jsonl)", {}),
+    ("json-over-checkpoint", "profile D.jsonl --encoder ViT-B-32@ckpt.pt --json ckpt.pt",
+     "would overwrite the input --encoder ckpt.pt", {}),
+    ("output-over-data-through-symlink", "report link.jsonl -o D.jsonl", "would overwrite the input DATA", {}),
+    ("output-over-data-by-other-spelling", "profile D.jsonl --json sub/../D.jsonl", "would overwrite the input", {}),
+    ("report-save-profile-over-data", "report D.jsonl --save-profile D.jsonl -o r.html", "would overwrite the input", {}),
+    ("report-default-output-over-data", "report D.html", "would overwrite the input DATA", {}),
+    # one output over another
+    ("encode-output-and-json-same", "encode D.jsonl --encoder vectors:V.npy -o a.parquet --json a.parquet",
+     "one would overwrite the other", {}),
+    ("report-save-profile-and-output-same", "report D.jsonl --save-profile x.html -o x.html",
+     "one would overwrite the other", {}),
+    ("dupes-output-and-json-same", "dupes D.jsonl --encoder vectors:V.npy -o o.txt --json ./o.txt",
+     "one would overwrite the other", {}),
+    # option checks before encoding, worded alike in every command
+    ("profile-buckets-descending", "profile D.jsonl --buckets 0.9,0.8", "--buckets: edges must be strictly ascending", {}),
+    ("truncation-buckets-descending", "truncation D.jsonl --buckets 0.9,0.8",
+     "--buckets: edges must be strictly ascending", {}),
+    ("profile-bucket-not-a-cosine", "profile D.jsonl --buckets 0.5,2", "every edge must be a cosine", {}),
+    ("profile-buckets-not-numbers", "profile D.jsonl --buckets 0.8,x", "comma-separated numbers", {}),
+    ("profile-relative-quantiles-descending", "profile D.jsonl --relative-quantiles 0.9,0.5",
+     "--relative-quantiles: expected strictly ascending levels", {}),
+    ("profile-relative-quantile-above-1", "profile D.jsonl --relative-quantiles 0.5,1.5",
+     "--relative-quantiles: expected strictly ascending levels", {}),
+    ("profile-one-image", "profile one.jsonl", "belong to one group (image)", {}),
+    ("gamma-one-image", "gamma one.jsonl", "belong to one group (image)", {}),
+    ("truncation-one-image", "truncation one.jsonl", "belong to one group (image)", {}),
+    ("report-one-image", "report one.jsonl -o r.html", "belong to one group (image)", {}),
+    ("dupes-one-image", "dupes one.jsonl", "belong to one group (image)", {}),
+    ("compare-one-image", "compare one.jsonl D.jsonl", "belong to one group (image)", {}),
+    ("gamma-n-batches-runaway", "gamma D.jsonl --n-batches 100000000", "--n-batches: expected at most 100,000", {}),
+    ("profile-n-batches-runaway", "profile D.jsonl --n-batches 100000000", "--n-batches: expected at most 100,000", {}),
+    ("report-n-batches-runaway", "report D.jsonl --n-batches 100000000 -o r.html",
+     "--n-batches: expected at most 100,000", {}),
+    ("truncation-n-batches-runaway", "truncation D.jsonl --n-batches 100000000",
+     "--n-batches: expected at most 100,000", {}),
+    ("compare-n-batches-runaway", "compare P.json P2.json --n-batches 100000000",
+     "--n-batches: expected at most 100,000", {}),
+    ("profile-top-k-runaway", "profile D.jsonl --top-k 5000", "--top-k: expected at most 1,000", {}),
+    ("dupes-top-k-runaway", "dupes D.jsonl --top-k 5000", "--top-k: expected at most 1,000", {}),
+    ("truncation-top-k-runaway", "truncation D.jsonl --top-k 5000", "--top-k: expected at most 1,000", {}),
+    ("profile-sampled-pairs-runaway", "profile D.jsonl --mode sampled --sampled-pairs 1000000000",
+     "--sampled-pairs: expected at most 50,000,000", {}),
+    ("profile-n-batches-zero", "profile D.jsonl --n-batches 0", "Invalid value for '--n-batches'", {}),
+    ("profile-cache-under-a-file", "profile D.jsonl", "cannot write the embedding cache",
+     {"CAPGEO_CACHE": "blocker/cache"}),
+    ("encode-cache-dir-under-a-file", "encode D.jsonl --cache-dir blocker/cache", "cannot write the embedding cache", {}),
+    ("gamma-cache-under-a-file", "gamma D.jsonl", "(CAPGEO_CACHE): blocker is not a folder",
+     {"CAPGEO_CACHE": "blocker/cache"}),
+    ("dupes-cache-under-a-file", "dupes D.jsonl", "cannot write the embedding cache", {"CAPGEO_CACHE": "blocker/cache"}),
+    ("encode-output-suffix", "encode D.jsonl -o out.txt", "must end in .npy, .npz or .parquet", {}),
+    ("encode-output-under-a-file", "encode D.jsonl -o blocker/out.npy", "is not a writable folder", {}),
+    ("report-output-is-a-folder", "report D.jsonl -o sub", "is a directory", {}),
+    ("dupes-parquet-to-stdout", "dupes D.jsonl --output-format parquet", "needs an output file", {}),
+    ("dupes-examples-and-components", "dupes D.jsonl --examples --group-components", "choose one of", {}),
+    ("dupes-every-pair-without-threshold", "dupes D.jsonl --top 0", "give --threshold too", {}),
+    ("gamma-negative-grid", "gamma D.jsonl --grid -1", "expected one or more gamma values >= 0", {}),
+    ("truncation-lengths-not-numbers", "truncation D.jsonl --lengths 32,abc", "comma-separated token counts", {}),
+    ("profile-max-tokens-1", "profile D.jsonl --max-tokens 1", "Invalid value for '--max-tokens'", {}),
+    ("encode-precomputed-max-tokens", "encode D.jsonl --encoder vectors:V.npy --max-tokens 16",
+     "cannot be re-cut", {}),
+    # vector files
+    ("vectors-random-bytes", "profile D.jsonl --encoder vectors:random.npy", "not a plain numeric array file", {}),
+    ("vectors-wrong-row-count", "profile D.jsonl --encoder vectors:short.npy", "short.npy", {}),
+    ("vectors-nan", "encode D.jsonl --encoder vectors:nan.npy", "nan.npy", {}),
+    ("vectors-missing", "encode D.jsonl --encoder vectors:missing.npy", "vector file not found", {}),
+    ("unknown-encoder-spec", "encode D.jsonl --encoder nonsense", "unknown encoder spec", {}),
+    ("unknown-device", "encode D.jsonl --device tpu9", "--device 'tpu9': expected cpu", {}),
+    # captions
+    ("integer-captions-parquet", "info ints.parquet --text-column caption", "caption should be text, found int", {}),
+    ("integer-captions-jsonl", "info ints.jsonl", "caption should be text, found int", {}),
+    ("only-invisible-captions", "info invisible.jsonl", "no visible character", {}),
+    ("data-missing", "profile nothing.jsonl", "does not exist", {}),
+    ("malformed-jsonl", "info bad.jsonl", "bad.jsonl", {}),
+    ("empty-file", "profile empty.jsonl", "empty.jsonl", {}),
+    ("csv-without-text-column", "info nocol.csv", "nocol.csv", {}),
+    ("text-column-missing", "info D.jsonl --text-column nope", "nope", {}),
+    ("split-not-in-file", "info D.jsonl --split test", "split", {}),
+    ("duplicate-caption-ids", "profile dupids.jsonl", "dupids.jsonl", {}),
+    ("saved-profile-wrong-schema", "report notprofile.json -o r.html", "notprofile.json", {}),
+    ("compare-one-source", "compare P.json", "at least two profiles", {}),
+    ("compare-label-count", "compare P.json P2.json --label a", "--label given 1 times for 2 profiles", {}),
+]
+
+#: what numpy says about a pickled .npy: advice that would run code from an unknown file
+UNSAFE_ADVICE = "allow_pickle"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> Path:
+    """The files the catalogue reads, made once; each case works on a copy."""
+    folder = tmp_path_factory.mktemp("bad-inputs")
+    rng = np.random.default_rng(0)
+    records = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a red cat {i} sits on mat {i % 3}"}
+               for i in range(N_CAPTIONS)]
+    write_jsonl(folder / "D.jsonl", records)
+    (folder / "D.html").write_text((folder / "D.jsonl").read_text())  # a dataset whose default report is itself
+    pl.DataFrame({"caption": [r["caption"] for r in records]}).write_parquet(folder / "C.parquet")
+    np.save(folder / "V.npy", rng.normal(size=(N_CAPTIONS, WIDTH)).astype(np.float32))
+    np.save(folder / "I.npy", rng.normal(size=(N_GROUPS, WIDTH)).astype(np.float32))
+    np.save(folder / "short.npy", rng.normal(size=(5, WIDTH)).astype(np.float32))
+    nan = rng.normal(size=(N_CAPTIONS, WIDTH)).astype(np.float32)
+    nan[3, 2] = np.nan
+    np.save(folder / "nan.npy", nan)
+    (folder / "random.npy").write_bytes(rng.bytes(4096))
+    (folder / "ckpt.pt").write_bytes(rng.bytes(1024))
+    write_jsonl(folder / "one.jsonl", [{"id": f"o{i}", "image": "same", "caption": f"caption {i}"} for i in range(3)])
+    pl.DataFrame({"caption": [1, 2, 3]}).write_parquet(folder / "ints.parquet")
+    write_jsonl(folder / "ints.jsonl", [{"caption": i} for i in range(3)])
+    write_jsonl(folder / "invisible.jsonl", [{"caption": "\u200b\u200d"}, {"caption": "\x07\u2060"}])
+    write_jsonl(folder / "dupids.jsonl", [{"id": "same", "caption": "one"}, {"id": "same", "caption": "two"}])
+    (folder / "bad.jsonl").write_text('{"caption": "fine"}\n{"caption": "broken\n')
+    (folder / "empty.jsonl").write_text("")
+    (folder / "nocol.csv").write_text("a,b\n1,2\n")
+    (folder / "notprofile.json").write_text(json.dumps({"schema": "something/else", "dataset": {}}))
+    (folder / "blocker").write_text("a file where a folder is expected")
+    (folder / "ds").mkdir()
+    shutil.copy(folder / "D.jsonl", folder / "ds" / "D.jsonl")
+    (folder / "sub").mkdir()
+    (folder / "link.jsonl").symlink_to("D.jsonl")
+    for name, seed in (("P.json", 0), ("P2.json", 1)):
+        result = CliRunner().invoke(main, ["profile", str(folder / "D.jsonl"), *shlex.split(PROFILE_ARGS.replace(
+            "V.npy", str(folder / "V.npy"))), "--seed", str(seed), "--no-gamma", "--json", str(folder / name)])
+        assert result.exit_code == 0, result.output
+    return folder
+
+
+def write_jsonl(path: Path, records: list[dict]) -> None:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (links as their target) with a hash of its bytes."""
+    state = {}
+    for path in sorted(folder.rglob("*")):
+        relative = str(path.relative_to(folder))
+        if path.is_symlink():
+            state[relative] = "-> " + os.readlink(path)
+        elif path.is_file():
+            state[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return state
+
+
+@pytest.fixture
+def workspace(inputs, tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "work"
+    shutil.copytree(inputs, folder, symlinks=True)
+    monkeypatch.chdir(folder)
+    return folder
+
+
+def assert_refused(result, fragment: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1, result.stderr
+    assert fragment in errors[0], errors[0]
+    assert UNSAFE_ADVICE not in result.output
+
+
+def run(command: str, env: dict[str, str]):
+    return CliRunner().invoke(main, shlex.split(command), env={"COLUMNS": "200", **env})
+
+
+def test_the_catalogue_has_at_least_sixty_distinct_cases():
+    assert len(CATALOGUE) >= 60
+    assert len({case[0] for case in CATALOGUE}) == len(CATALOGUE)
+
+
+@pytest.mark.parametrize("command, fragment, env", [case[1:] for case in CATALOGUE],
+                         ids=[case[0] for case in CATALOGUE])
+def test_bad_input_is_one_error_line_and_changes_no_file(workspace, command, fragment, env):
+    env = {"CAPGEO_CACHE": str(workspace / "cache"), **env}
+    before = snapshot(workspace)
+    result = run(command, env)
+    assert_refused(result, fragment)
+    assert snapshot(workspace) == before
+
+
+# --------------------------------------------------------------------------- a full disk
+
+FULL_DISK_CASES = [
+    ("report-output", f"report D.jsonl {PROFILE_ARGS} --no-dupes -o full/r.html", {}),
+    ("encode-output", "encode D.jsonl --encoder vectors:V.npy -o full/x.npy", {}),
+    ("profile-json", f"profile D.jsonl {PROFILE_ARGS} --no-gamma --json full/p.json", {}),
+    ("dupes-output", "dupes D.jsonl --encoder vectors:V.npy -o full/d.txt", {}),
+    ("cache-write", "encode D.jsonl", {"CAPGEO_CACHE": "full/cache"}),
+]
+
+
+@pytest.fixture
+def full_disk(workspace) -> Path:
+    """A 200 KB tmpfs at ./full, filled to the last byte."""
+    mount_point = workspace / "full"
+    mount_point.mkdir()
+    if shutil.which("mount") is None or os.geteuid() != 0:
+        pytest.skip("a full disk is simulated with a tmpfs mount, which needs root and `mount`")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mount_point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        with open(mount_point / "filler", "wb") as handle:
+            while True:
+                handle.write(b"\0" * 4096)
+                handle.flush()
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    yield mount_point
+    subprocess.run(["umount", str(mount_point)], check=True)
+
+
+@pytest.mark.parametrize("command, env", [case[1:] for case in FULL_DISK_CASES],
+                         ids=[case[0] for case in FULL_DISK_CASES])
+def test_a_full_disk_is_one_error_line_and_leaves_no_partial_file(workspace, full_disk, command, env):
+    env = {"CAPGEO_CACHE": str(workspace / "cache"), **env}
+    before = snapshot(workspace)
+    result = run(command, env)
+    assert_refused(result, "No space left on device; free space on that disk")
+    assert snapshot(workspace) == before
