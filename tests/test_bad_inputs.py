@@ -267,3 +267,43 @@ def test_a_full_disk_is_one_error_line_and_leaves_no_partial_file(workspace, ful
     result = run(command, env)
     assert_refused(result, "No space left on device; free space on that disk")
     assert snapshot(workspace) == before
+
+
+# --------------------------------------------------------------------------- runaway sizes and the cache
+
+
+def test_a_ten_megabyte_caption_adds_kilobytes_not_megabytes_to_a_report():
+    from capgeo.report.html import MAX_SHOWN_CHARS, CaptionIds, caption_html
+
+    text = "a red cat on a mat " * 550_000
+    spans = [{"start": k, "end": k + 3, "kind": "shared"} for k in range(2, len(text), 19)]
+    rendered = caption_html(text, spans, CaptionIds())
+    # every shown word may be marked up (~40 characters each), the rest is one note
+    assert len(rendered) < MAX_SHOWN_CHARS * 4
+    assert f"{len(text) - MAX_SHOWN_CHARS:,} more characters not shown" in rendered
+    assert rendered.count("<mark") == len([k for k in range(2, MAX_SHOWN_CHARS, 19) if k + 3 <= MAX_SHOWN_CHARS])
+
+
+@pytest.mark.slow
+def test_damaged_cache_files_give_back_the_uncached_vectors_through_the_cli(workspace):
+    """The reported failures: one flipped bit in a chunk, and token counts replaced by
+    other valid integers, were cache hits with wrong vectors. Now each is recomputed."""
+    env = {"CAPGEO_CACHE": str(workspace / "cache")}
+    first = run("encode D.jsonl -o truth.npy", env)
+    assert first.exit_code == 0 and "encoded" in first.stdout, first.output
+    truth = np.load("truth.npy")
+
+    chunk = next((workspace / "cache").glob("embeddings/*/chunk-*.npy"))
+    data = bytearray(chunk.read_bytes())
+    data[-3] ^= 0x80  # the sign of the last vector's last element
+    chunk.write_bytes(bytes(data))
+    result = run("encode D.jsonl -o second.npy", env)
+    assert result.exit_code == 0 and "fails its checksum" in result.stderr
+    np.testing.assert_array_equal(np.load("second.npy"), truth)
+
+    counts = next((workspace / "cache").glob("embeddings/*/token_counts.*.npy"))
+    np.save(counts, np.arange(N_CAPTIONS))
+    result = run("encode D.jsonl -o third.npy", env)
+    assert result.exit_code == 0 and "fails its checksum" in result.stderr
+    np.testing.assert_array_equal(np.load("third.npy"), truth)
+    assert "cache hit" in run("encode D.jsonl", env).stdout  # and the repaired entry is whole again

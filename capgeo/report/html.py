@@ -17,6 +17,8 @@ from typing import Iterable, Sequence
 
 #: Captions with more words than this are shown clamped to a few lines, with a button to expand.
 LONG_CAPTION_WORDS = 60
+#: characters of one caption shown in a report; the rest is summarised by its length
+MAX_SHOWN_CHARS = 5_000
 
 #: Tooltip per span kind.
 SPAN_TITLES = {"shared": "shared word", "only_a": "only in this caption", "only_b": "only in this caption"}
@@ -206,11 +208,14 @@ class CaptionIds:
 def caption_html(text: str, spans: Sequence, ids: CaptionIds) -> str:
     """A caption with highlights; long captions are clamped to a few lines with a button to expand."""
     words = len(text.split())
-    body = highlight(text, spans)
+    body = highlight(text[:MAX_SHOWN_CHARS], spans)
+    if len(text) > MAX_SHOWN_CHARS:
+        # a runaway caption (megabytes) would otherwise be copied, marked up, into every gallery entry
+        body += escape(f" … ({len(text) - MAX_SHOWN_CHARS:,} more characters not shown)")
     if words <= LONG_CAPTION_WORDS:
         return f'<p class="caption">{body}</p>'
     element_id = ids.next()
-    more = f"Show all {words} words"
+    more = f"Show all {words} words" if len(text) <= MAX_SHOWN_CHARS else f"Show the first {MAX_SHOWN_CHARS:,} characters"
     return (f'<p class="caption clamped" id="{element_id}">{body}</p>'
             f'<button type="button" class="expand" data-target="{element_id}" data-more="{escape(more)}" '
             f'aria-expanded="false">{escape(more)}</button>')
