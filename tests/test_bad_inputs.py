@@ -307,3 +307,8 @@ def test_damaged_cache_files_give_back_the_uncached_vectors_through_the_cli(work
     assert result.exit_code == 0 and "fails its checksum" in result.stderr
     np.testing.assert_array_equal(np.load("third.npy"), truth)
     assert "cache hit" in run("encode D.jsonl", env).stdout  # and the repaired entry is whole again
+
+
+def test_precomputed_vectors_need_no_cache_folder(workspace):
+    result = run("encode D.jsonl --encoder vectors:V.npy", {"CAPGEO_CACHE": "blocker/cache"})
+    assert result.exit_code == 0, result.output

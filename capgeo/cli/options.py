@@ -106,9 +106,7 @@ def refuse_path_clashes(**extra_outputs: str | None) -> None:
 
     params = click.get_current_context().params
     inputs = {label: params.get(name) for name, label in INPUT_PARAMS.items()}
-    specs = [spec for name in ENCODER_PARAMS
-             for spec in ([params.get(name)] if isinstance(params.get(name), str) else params.get(name) or ())]
-    inputs["--encoder"] = [path for path in map(encoder_input_file, specs) if path]
+    inputs["--encoder"] = [path for path in map(encoder_input_file, _encoder_specs(params)) if path]
     outputs = {label: params.get(name) for name, label in OUTPUT_PARAMS.items()}
     check_output_paths(inputs, {**outputs, **extra_outputs})
 
@@ -117,11 +115,24 @@ def check_options_before_encoding(captions=None, **concerns) -> None:
     """The checks of capgeo.preflight that apply to the running command (``concerns``:
     buckets, relative_quantiles, n_batches, top_k, sampled_pairs, needs_negatives),
     plus its cache folder, before it encodes anything."""
+    from capgeo.encoders.registry import spec_kind
     from capgeo.preflight import check_before_encoding
 
     params = click.get_current_context().params
-    check_before_encoding(captions, cache_dir=params.get("cache_dir"), use_cache=not params.get("no_cache"),
-                          **concerns)
+    specs = _encoder_specs(params)
+    # precomputed vectors are never cached, so their commands need no cache folder
+    precomputed = bool(specs) and all(spec and spec_kind(spec)[0] == "precomputed" for spec in specs)
+    check_before_encoding(captions, cache_dir=params.get("cache_dir"),
+                          use_cache=not params.get("no_cache") and not precomputed, **concerns)
+
+
+def _encoder_specs(params: dict) -> list[str | None]:
+    """The --encoder values of the running command (one, several, or the default None)."""
+    specs = []
+    for name in ENCODER_PARAMS:
+        value = params.get(name)
+        specs += [value] if isinstance(value, str) else list(value or ())
+    return specs
 
 
 def json_option(command):

@@ -17,8 +17,8 @@ from typing import Iterable, Sequence
 
 #: Captions with more words than this are shown clamped to a few lines, with a button to expand.
 LONG_CAPTION_WORDS = 60
-#: characters of one caption shown in a report; the rest is summarised by its length
-MAX_SHOWN_CHARS = 5_000
+#: characters of one caption shown in a report (10x the longest DOCCI caption); the rest is summarised by its length
+MAX_SHOWN_CHARS = 50_000
 
 #: Tooltip per span kind.
 SPAN_TITLES = {"shared": "shared word", "only_a": "only in this caption", "only_b": "only in this caption"}
