@@ -348,7 +348,6 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
     """Validate the options (before any encoding); return the threshold, edges and batch size to use."""
     from capgeo.geometry.inbatch import DEFAULT_BUCKET_EDGES, DEFAULT_NEAR_DUPLICATE_THRESHOLD, check_edges
     from capgeo.geometry.profile import DEFAULT_BATCH_SIZE
-
     from capgeo.preflight import check_has_negatives
 
     check_has_negatives(captions)
