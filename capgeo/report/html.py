@@ -17,7 +17,8 @@ from typing import Iterable, Sequence
 
 #: Captions with more words than this are shown clamped to a few lines, with a button to expand.
 LONG_CAPTION_WORDS = 60
-#: characters of one caption shown in a report (over 10x the longest DOCCI caption, about 3,500); the rest is summarised by its length
+#: characters of one caption shown in a report (over 10x the longest DOCCI caption);
+#: the rest is summarised by its length
 MAX_SHOWN_CHARS = 50_000
 
 #: Tooltip per span kind.
