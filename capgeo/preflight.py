@@ -38,7 +38,8 @@ def check_bucket_edges(edges: Sequence[float] | None, option: str = "--buckets")
     return check_edges(edges, what=option)
 
 
-def check_quantile_levels(levels: Sequence[float] | None, option: str = "--relative-quantiles") -> tuple[float, ...] | None:
+def check_quantile_levels(levels: Sequence[float] | None,
+                          option: str = "--relative-quantiles") -> tuple[float, ...] | None:
     """Strictly ascending quantile levels strictly between 0 and 1."""
     if levels is None:
         return None
