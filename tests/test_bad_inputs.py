@@ -316,3 +316,12 @@ def test_damaged_cache_files_give_back_the_uncached_vectors_through_the_cli(work
 def test_precomputed_vectors_need_no_cache_folder(workspace):
     result = run("encode D.jsonl --encoder vectors:V.npy", {"CAPGEO_CACHE": "blocker/cache"})
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("command", ["encode D.jsonl --encoder vectors:V.npy -o new/deeper/x.npy",
+                                     "info D.jsonl --json new/deeper/x.json"])
+def test_an_output_in_a_missing_folder_creates_it_and_says_so(workspace, command):
+    result = run(command, {})
+    assert result.exit_code == 0, result.output
+    assert f"Note: created the folder {Path('new') / 'deeper'}" in result.stderr
+    assert len(list((workspace / "new" / "deeper").iterdir())) == 1
