@@ -178,6 +178,14 @@ def same_group_pair_count(group_codes) -> int:
     return int((sizes * (sizes - 1) // 2).sum())
 
 
+class TooManyPairs(CapgeoError):
+    """More pairs reach the threshold than the caller allowed."""
+
+    def __init__(self, limit: int, threshold: float):
+        super().__init__(f"more than {limit:,} caption pairs reach cosine {threshold:.4f}")
+        self.limit, self.threshold = limit, threshold
+
+
 @dataclass(frozen=True)
 class TileGrid:
     """The pass's tiles: rows ``[b * block_size, (b + 1) * block_size)`` form block ``b``;
@@ -259,13 +267,16 @@ def make_grid(n: int, block_size: int | None, device, *, top_k: int = DEFAULT_TO
 
 def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_TOP_K, bins: int = DEFAULT_BINS,
                  histograms: bool = True, threshold: float | None = None, precision: str = "fp32",
-                 progress: bool | None = None, bookkeeping_threads: int | None = 1) -> PairPartial:
+                 max_pairs: int | None = None, progress: bool | None = None,
+                 bookkeeping_threads: int | None = 1) -> PairPartial:
     """What ``tiles`` ((row block, column block) pairs, row <= column) contribute to the pass.
 
     ``matrix``, ``groups``: from :func:`prepare_inputs` (unit float32 vectors and int64
     group codes, on the device the tiles run on). The tiles are walked in row-major
     order whatever order they are given in (the running top-k relies on it). Host work
     per tile is a fixed number of torch calls; group membership is tested on the device.
+    ``max_pairs``: raise :class:`TooManyPairs` as soon as more pairs than this reach
+    ``threshold`` (memory stays bounded however low the threshold).
     """
     import torch
 
@@ -279,6 +290,7 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
             reduced = ReducedProducts(matrix, precision)
             precision_error = {"cosine_error_bound": reduced.bound, **reduced.measure(bins)}
         state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles), reduced)
+        state.max_pairs = max_pairs
     threads = _CpuThreads(device, bookkeeping_threads)
     with torch.inference_mode(), matmul_precision(precision), _threads_for_tiles(device, grid.block_size), \
             progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
@@ -416,6 +428,8 @@ class _ScanState:
         self.best_index = torch.full((n, top_k), -1, dtype=torch.int64, device=device)
         self._touched = torch.zeros(n, dtype=torch.bool, device=device)
         self._pairs = []
+        self._pair_count = 0
+        self.max_pairs = None
         self.reduced = reduced  # tf32 / bf16 products (capgeo.geometry.precision), None for fp32
         self._recomputed = torch.zeros((), dtype=torch.int64, device=device)
 
@@ -564,6 +578,9 @@ class _ScanState:
             kept = cosines >= self.threshold
             rows, columns, cosines = rows[kept], columns[kept], cosines[kept]
         self._pairs.append((rows, columns, cosines))
+        self._pair_count += int(rows.numel())
+        if self.max_pairs is not None and self._pair_count > self.max_pairs:
+            raise TooManyPairs(self.max_pairs, self.threshold)
 
     def _merge(self, start, values, ids):
         """Merge a tile's candidates into the running top-k of rows start..start+len.

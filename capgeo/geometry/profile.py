@@ -85,11 +85,13 @@ def build_profile(
     device: str | None = None,
     progress: bool | None = None,
     command: str | None = None,
+    on_scan=None,
 ) -> dict:
     """Profile ``captions`` (a CaptionSet) from their ``embeddings`` (an Embeddings).
 
     Returns the ``capgeo.profile/1`` dict (docs/profile-schema.md). Deterministic for a
-    seed. Raises CapgeoError for bad options, a batch size above the number of groups,
+    seed. ``on_scan``: called with the pairwise scan (a PairScan), so a caller can reuse
+    it (the report's dupes section does). Raises CapgeoError for bad options, a batch size above the number of groups,
     or a dataset with a single group (it has no negatives).
     """
     started = time.perf_counter()
@@ -138,6 +140,8 @@ def build_profile(
         scan = scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
                           progress=progress, precision=precision)
     # tf32 / bf16 products: the distribution is within a stated bound, not exact
+    if on_scan is not None:
+        on_scan(scan)
     pairwise_exact = getattr(scan, "mode", "exact") == "exact" and "precision" not in scan.extra
     companions_exact = getattr(scan, "companion_mode", "exact") == "exact"
     pairwise = _with_exact_flag(scan.pairwise_summary(), pairwise_exact)
