@@ -497,7 +497,8 @@ class _ScanState:
         approximate, positions = torch.topk(tile, 2 * k + 1, dim=1, sorted=True)
         ids = candidate_ids[positions]
         query_vectors = self.matrix[query_start:query_start + queries]
-        rescored = torch.bmm(self.matrix[ids], query_vectors[:, :, None])[:, :, 0]
+        with matmul_precision("fp32"):  # the re-scoring is the exact part: no TF32 here
+            rescored = torch.bmm(self.matrix[ids], query_vectors[:, :, None])[:, :, 0]
         rescored.masked_fill_(~torch.isfinite(approximate), float("-inf"))
         values, ids = _sort_desc_by_value_then_index(rescored, ids)
         values, ids = values[:, :k].contiguous(), ids[:, :k].contiguous()
