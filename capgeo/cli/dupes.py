@@ -11,6 +11,7 @@ from capgeo.cli.options import (
     embed_from_options,
     encoder_options,
     json_option,
+    ray_option,
     load_from_options,
     writable_output,
 )
@@ -52,6 +53,7 @@ DEFAULT_COMPONENT_THRESHOLD = 0.95
               callback=writable_output,
               help="Write to FILE (atomically) instead of stdout; parquet needs it.")
 @json_option
+@ray_option
 def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_components, top_k, block_size,
           output_format, output, json_out, **options):
     """Near-duplicate captions of DATA: pairs of different images (groups) whose captions

@@ -12,6 +12,7 @@ from capgeo.cli.options import (
     emit,
     encoder_options,
     json_option,
+    ray_option,
     load_from_options,
     writable_output,
 )
@@ -54,6 +55,7 @@ def encoders(json_out):
               help="Export the vectors: .npy (rows in caption order), .npz (vectors + ids) or "
                    ".parquet (caption_id, group_id, vector). Loads back with --encoder vectors:FILE.")
 @json_option
+@ray_option
 def encode(output, max_tokens, json_out, **options):
     """Encode a dataset's captions (cached), print a summary and optionally export the vectors."""
     from pathlib import Path

@@ -10,6 +10,7 @@ from capgeo.cli.options import (
     emit,
     encoder_options,
     json_option,
+    ray_option,
     load_from_options,
     reproduce_command,
 )
@@ -58,6 +59,7 @@ MODES = ("auto", "exact", "sampled")
               help="Logit scale s for the gamma suggestion (default: the checkpoint's, else 100).")
 @click.option("--no-gamma", is_flag=True, help="Skip the gamma suggestion (see `capgeo gamma`).")
 @json_option
+@ray_option
 def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
             block_size, seed, near_duplicate_threshold, mode, sampled_above, sampled_pairs, companions, no_companions,
             **options):

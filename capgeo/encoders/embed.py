@@ -11,6 +11,7 @@ from capgeo.encoders.base import Embeddings, TextEncoder
 from capgeo.encoders.cache import DEFAULT_CHUNK_ROWS, CacheEntry, cache_key, chunk_ranges
 from capgeo.errors import DataError, EncoderError
 from capgeo.progress import progress_bar
+from capgeo.scale.session import active_ray
 
 
 def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | None = None,
@@ -60,11 +61,20 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
         else:
             vectors[order[start:stop]] = chunk
 
+    ray_session = active_ray()
+    if ray_session is not None:
+        from capgeo.scale.encode import encode_shards
+
+        spec = encoder if encoder is None or isinstance(encoder, (str, Path)) else info.spec
+        chunks = encode_shards(ray_session, spec, device, texts, order, pending, limit)
+    else:
+        chunks = ((start, stop, text_encoder.encode([texts[i] for i in order[start:stop]], max_tokens=limit))
+                  for start, stop in pending)
     with progress_bar(f"Encoding with {info.name}", total=len(texts), enabled=progress) as bar:
         bar.advance(len(texts) - sum(stop - start for start, stop in pending))
-        for start, stop in pending:
+        for start, stop, chunk in chunks:
             rows = order[start:stop]
-            chunk = np.asarray(text_encoder.encode([texts[i] for i in rows], max_tokens=limit), dtype=np.float32)
+            chunk = np.asarray(chunk, dtype=np.float32)
             if chunk.shape != (stop - start, info.width):
                 raise EncoderError(f"encoder {info.spec!r} returned shape {chunk.shape} "
                                    f"for {stop - start} captions of width {info.width}")

@@ -1,0 +1,64 @@
+"""Encoding on Ray: shards of captions go to a pool of actors, one model each.
+
+The driver keeps the cache (decides which chunks are missing, writes each chunk as
+it comes back), so the cache format, resuming and later local reuse are those of
+a single-machine run; the workers need the encoder's weights, not the captions
+file or the cache.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from capgeo.scale.session import RaySession, import_ray
+
+#: an actor that dies (node lost, out of memory) is restarted and its shard re-run this often
+RETRIES = 3
+
+
+class ShardEncoder:
+    """One loaded encoder in one Ray worker; encodes shards of caption texts."""
+
+    def __init__(self, spec: str | None, device: str | None):
+        from capgeo.encoders.registry import get_encoder
+
+        self.encoder = get_encoder(spec, device=device)
+
+    def encode(self, start: int, stop: int, texts: list[str], max_tokens: int):
+        import ray
+
+        vectors = np.asarray(self.encoder.encode(texts, max_tokens=max_tokens), dtype=np.float32)
+        return start, stop, vectors, ray.get_runtime_context().get_node_id()
+
+
+def actor_count(session: RaySession, shards: int) -> int:
+    """One actor per GPU in the cluster, else one per CPU; never more than there are shards."""
+    slots = int(session.gpus) if session.gpus >= 1 else max(1, int(session.cpus))
+    return max(1, min(shards, slots))
+
+
+def encode_shards(session: RaySession, spec: str | None, device: str | None, texts: Sequence[str],
+                  order: np.ndarray, pending: Sequence[tuple[int, int]],
+                  max_tokens: int) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Vectors of each pending chunk ``(start, stop)`` of ``order`` (rows sorted longest first),
+    yielded as actors finish them, in no fixed order."""
+    if not pending:
+        return
+    ray = import_ray()
+    from ray.util import ActorPool
+
+    resources = {"num_gpus": 1} if session.gpus >= 1 else {"num_cpus": 1}
+    actor_class = ray.remote(ShardEncoder).options(max_restarts=RETRIES, max_task_retries=RETRIES, **resources)
+    actors = [actor_class.remote(spec, device) for _ in range(actor_count(session, len(pending)))]
+    shards = [(start, stop, [texts[i] for i in order[start:stop]]) for start, stop in pending]
+    try:
+        pool = ActorPool(actors)
+        for start, stop, vectors, node in pool.map_unordered(
+                lambda actor, shard: actor.encode.remote(*shard, max_tokens), shards):
+            session.nodes_used.add(node)
+            yield start, stop, vectors
+    finally:
+        for actor in actors:
+            ray.kill(actor)

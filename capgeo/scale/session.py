@@ -1,0 +1,75 @@
+"""Connecting to Ray for the length of one command.
+
+A command run with ``--ray [ADDRESS]`` wraps its work in :func:`ray_session`; the
+two engines that can spread out (encoding in :mod:`capgeo.encoders.embed`, the
+exact pairwise pass in :mod:`capgeo.geometry.pairwise`) ask :func:`active_ray`
+whether they run inside one. A context variable rather than a parameter keeps the
+many callers between the CLI and those engines unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from capgeo.errors import CapgeoError
+
+#: ``--ray`` given without an address: start a local Ray instance (or join RAY_ADDRESS)
+LOCAL = "local"
+
+_current: contextvars.ContextVar["RaySession | None"] = contextvars.ContextVar("capgeo_ray_session", default=None)
+
+
+@dataclass
+class RaySession:
+    address: str          # what the user gave: "local", "auto", "ray://host:10001", "host:6379"
+    nodes: int            # alive nodes when the session began
+    cpus: float
+    gpus: float
+    nodes_used: set[str] = field(default_factory=set)  # Ray node ids that ran capgeo work
+
+
+def active_ray() -> RaySession | None:
+    """The Ray session the current command runs in, or None (the single-machine default)."""
+    return _current.get()
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise CapgeoError("--ray needs Ray, which is not installed: pip install 'capgeo[ray]'") from None
+    return ray
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None) -> Iterator[RaySession | None]:
+    """Run the body on Ray at ``address`` (None: no Ray, the body runs locally).
+
+    Joins an already initialised Ray connection (a notebook, a test's cluster) and
+    leaves it open; a connection this function opened is closed on exit.
+    """
+    if address is None:
+        yield None
+        return
+    ray = import_ray()
+    opened = False
+    if not ray.is_initialized():
+        try:
+            ray.init(address=None if address == LOCAL else address, logging_level="ERROR", log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as error:
+            raise CapgeoError(f"--ray {address}: cannot start or join a Ray cluster: "
+                              f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+        opened = True
+    resources = ray.cluster_resources()
+    session = RaySession(address=address, nodes=sum(1 for node in ray.nodes() if node.get("Alive")),
+                         cpus=float(resources.get("CPU", 0)), gpus=float(resources.get("GPU", 0)))
+    token = _current.set(session)
+    try:
+        yield session
+    finally:
+        _current.reset(token)
+        if opened:
+            ray.shutdown()
