@@ -49,16 +49,19 @@ def encode_shards(session: RaySession, spec: str | None, device: str | None, tex
     ray = import_ray()
     from ray.util import ActorPool
 
-    resources = {"num_gpus": 1} if session.gpus >= 1 else {"num_cpus": 1}
-    actor_class = ray.remote(ShardEncoder).options(max_restarts=RETRIES, max_task_retries=RETRIES, **resources)
-    actors = [actor_class.remote(spec, device) for _ in range(actor_count(session, len(pending)))]
+    pool = ActorPool(_encoder_actors(ray, session, spec, device, actor_count(session, len(pending))))
     shards = [(start, stop, [texts[i] for i in order[start:stop]]) for start, stop in pending]
-    try:
-        pool = ActorPool(actors)
-        for start, stop, vectors, node in pool.map_unordered(
-                lambda actor, shard: actor.encode.remote(*shard, max_tokens), shards):
-            session.nodes_used.add(node)
-            yield start, stop, vectors
-    finally:
-        for actor in actors:
-            ray.kill(actor)
+    for start, stop, vectors, node in pool.map_unordered(
+            lambda actor, shard: actor.encode.remote(*shard, max_tokens), shards):
+        session.nodes_used.add(node)
+        yield start, stop, vectors
+
+
+def _encoder_actors(ray, session: RaySession, spec: str | None, device: str | None, count: int) -> list:
+    """``count`` actors holding the encoder, started once per command and reused by later calls."""
+    actors = session.actors.setdefault(("encoder", spec, device), [])
+    if len(actors) < count:
+        resources = {"num_gpus": 1} if session.gpus >= 1 else {"num_cpus": 1}
+        actor_class = ray.remote(ShardEncoder).options(max_restarts=RETRIES, max_task_retries=RETRIES, **resources)
+        actors += [actor_class.remote(spec, device) for _ in range(count - len(actors))]
+    return actors[:count]

@@ -29,6 +29,17 @@ class RaySession:
     cpus: float
     gpus: float
     nodes_used: set[str] = field(default_factory=set)  # Ray node ids that ran capgeo work
+    # actors kept for the whole command (a loaded model is reused by every embed call), by purpose
+    actors: dict[tuple, list] = field(default_factory=dict, repr=False)
+
+    def release_actors(self) -> None:
+        """Stop the kept actors, handing their CPUs/GPUs back (to the pairwise tasks, say)."""
+        import ray
+
+        for actors in self.actors.values():
+            for actor in actors:
+                ray.kill(actor)
+        self.actors.clear()
 
 
 def active_ray() -> RaySession | None:
@@ -71,5 +82,6 @@ def ray_session(address: str | None) -> Iterator[RaySession | None]:
         yield session
     finally:
         _current.reset(token)
+        session.release_actors()
         if opened:
             ray.shutdown()
