@@ -15,6 +15,7 @@ from capgeo.cli.options import (
     load_from_options,
     writable_output,
 )
+from capgeo.cli.pass_options import block_size_option
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
 #: rich styles; differing words are also underlined so the two kinds differ without colour
@@ -45,8 +46,7 @@ DEFAULT_COMPONENT_THRESHOLD = 0.95
                    "(connected components), with each set's size and weakest link.")
 @click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
               help="Companions kept per caption in the scan; crowded captions are re-searched exactly.")
-@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
-              help="Rows per block of the similarity scan (memory ~ block-size^2).")
+@block_size_option
 @click.option("--output-format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text",
               show_default=True, help="text (coloured, for reading) or rows for other tools.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,

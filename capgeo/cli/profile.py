@@ -14,6 +14,7 @@ from capgeo.cli.options import (
     load_from_options,
     reproduce_command,
 )
+from capgeo.cli.pass_options import block_size_option
 
 MODES = ("auto", "exact", "sampled")
 
@@ -38,8 +39,7 @@ MODES = ("auto", "exact", "sampled")
                    "implies --relative-buckets.")
 @click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
               help="Companions (most similar captions of other groups) kept per caption.")
-@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
-              help="Rows per block of the pairwise pass; memory grows with it.")
+@block_size_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
 @click.option("--near-duplicate-threshold", type=click.FloatRange(-1.0, 1.0), default=0.95, show_default=True,
               metavar="T", help="Cosine at or above which two captions of different images count as near-duplicates.")

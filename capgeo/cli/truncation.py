@@ -13,6 +13,7 @@ from capgeo.cli.options import (
     load_from_options,
     reproduce_command,
 )
+from capgeo.cli.pass_options import block_size_option
 
 #: characters of the unseen part shown on the terminal (the JSON has the whole text)
 UNSEEN_SHOWN = 240
@@ -53,8 +54,7 @@ def _parse_lengths(ctx, param, value):
               help="Truncation-only near-duplicate pairs listed per length (all are counted).")
 @click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
               help="Companions kept per caption in the pairwise pass.")
-@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
-              help="Rows per block of the pairwise pass; memory grows with it.")
+@block_size_option
 @json_option
 def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_listed, top_k, block_size, json_out,
                **options):

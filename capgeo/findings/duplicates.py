@@ -180,9 +180,12 @@ def _rows_that_may_hide_pairs(scan, cutoff: float) -> np.ndarray:
 
 
 def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray, cutoff: float,
-                 per_row: int | None, block_size: int, max_links: int):
+                 per_row: int | None, block_size: int | None, max_links: int):
     """All other-group links of ``rows`` with cosine >= cutoff (at most ``per_row`` best per row), exactly."""
+    from capgeo.geometry.tile_size import CPU_BLOCK_SIZE
+
     n = vectors.shape[0]
+    block_size = block_size or CPU_BLOCK_SIZE  # numpy on the CPU, whatever device the pass used
     row_chunk = max(1, min(256, block_size))
     found_rows, found_columns, found_values = [], [], []
     found = 0
@@ -223,7 +226,7 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
 
 
 def near_duplicate_pairs(captions, source, *, threshold: float | None = None, limit: int | None = 50,
-                         top_k: int = 10, block_size: int = 2048, max_pairs: int = 1_000_000,
+                         top_k: int = 10, block_size: int | None = None, max_pairs: int = 1_000_000,
                          scan=None) -> list[Pair]:
     """Caption pairs of different groups, most similar first, each unordered pair once.
 
@@ -273,7 +276,7 @@ def near_duplicate_pairs(captions, source, *, threshold: float | None = None, li
 
 def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT_QUANTILES, *,
                           n_per_quantile: int = 1, neighbours: int = 3, top_k: int = 10,
-                          block_size: int = 2048, scan=None) -> list[Example]:
+                          block_size: int | None = None, scan=None) -> list[Example]:
     """Query captions whose hardest-companion cosine sits at each quantile, with their nearest companions.
 
     The hardest-companion cosine of a caption is its highest cosine with a caption
@@ -317,7 +320,7 @@ def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT
 # --------------------------------------------------------------------------- components
 
 
-def near_duplicate_components(captions, source, threshold: float, *, top_k: int = 10, block_size: int = 2048,
+def near_duplicate_components(captions, source, threshold: float, *, top_k: int = 10, block_size: int | None = None,
                               max_pairs: int = 1_000_000, member_cosine_limit: int = 2000,
                               scan=None) -> list[Component]:
     """Connected components of the graph whose edges are the pairs with cosine >= threshold.
@@ -426,7 +429,7 @@ CHAINING_WARNING = ("components chain through links: members are joined when a p
 def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = 50,
                   pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                   n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
-                  block_size: int = 2048, max_pairs: int = 1_000_000) -> dict:
+                  block_size: int | None = None, max_pairs: int = 1_000_000) -> dict:
     """Everything `capgeo dupes` finds, as one JSON-ready dict (shape in docs/dupes.md).
 
     ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.

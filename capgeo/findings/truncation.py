@@ -40,6 +40,7 @@ from capgeo.errors import CapgeoError, EncoderError
 DEFAULT_LENGTHS = (32, 64, 77, 128, 248)
 #: Truncation-only pairs listed per length (all are counted).
 DEFAULT_LISTED_PAIRS = 20
+PAIR_CHUNK = 65536
 #: Quantile levels of the per-length summaries (the profile's keys p1..p99).
 QUANTILE_LEVELS = (0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99)
 
@@ -226,54 +227,42 @@ class NearDuplicates:
 
 def near_duplicates_at_length(vectors: np.ndarray, full_vectors: np.ndarray, group_codes: np.ndarray,
                               cut: np.ndarray, threshold: float, *, keep: int,
-                              block_size: int = 2048) -> NearDuplicates:
+                              block_size: int | None = None, device=None) -> NearDuplicates:
     """Count the different-group pairs with cosine >= ``threshold`` (exact, every pair) and find
     the truncation-only ones among them: full-context cosine < ``threshold`` and at least one
     of the two captions cut (``cut``: (N,) bool). A pair of two uncut captions saw the same
     tokens at both lengths, so a difference there would be float noise, not truncation.
 
-    Walks the upper triangle in ``block_size`` tiles, so memory stays O(block_size^2)
-    plus the pairs kept; no cap on how many pairs reach the threshold."""
-    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    The pairs come from the all-pairs pass (:func:`capgeo.geometry.pairwise.scan_pairs` with a
+    threshold); :func:`length_statistics` takes them from the pass it runs anyway."""
+    from capgeo.geometry.pairwise import scan_pairs
+
+    scan = scan_pairs(vectors, group_codes, top_k=0, block_size=block_size, device=device, histograms=False,
+                      threshold=threshold)
+    return near_duplicates_from_pairs(scan.extra["pairs"], full_vectors, cut, threshold, keep=keep)
+
+
+def near_duplicates_from_pairs(pairs, full_vectors: np.ndarray, cut: np.ndarray, threshold: float, *,
+                               keep: int) -> NearDuplicates:
+    """:class:`NearDuplicates` from the pass's (rows, columns, cosines) of the pairs at or above ``threshold``."""
+    a, b, at_length = (np.asarray(part) for part in pairs)
     full_vectors = np.asarray(full_vectors, dtype=np.float64)
-    group_codes = np.asarray(group_codes)
     cut = np.asarray(cut, dtype=bool)
-    n = vectors.shape[0]
-    block_size = max(1, min(int(block_size), n))
-    in_pair = np.zeros(n, dtype=bool)
-    n_pairs = n_only = 0
-    kept: list[np.ndarray] = []
-    n_kept = 0
-    upper = np.triu(np.ones((block_size, block_size), dtype=bool), k=1)
-    for row_start in range(0, n, block_size):
-        row_end = min(n, row_start + block_size)
-        for column_start in range(row_start, n, block_size):
-            column_end = min(n, column_start + block_size)
-            similarity = vectors[row_start:row_end] @ vectors[column_start:column_end].T
-            mask = similarity >= threshold
-            mask &= group_codes[row_start:row_end, None] != group_codes[None, column_start:column_end]
-            if column_start == row_start:
-                mask &= upper[:row_end - row_start, :column_end - column_start]
-            rows, columns = np.nonzero(mask)
-            if rows.size == 0:
-                continue
-            a, b = rows + row_start, columns + column_start
-            n_pairs += int(rows.size)
-            in_pair[a] = True
-            in_pair[b] = True
-            full_cosine = np.einsum("ij,ij->i", full_vectors[a], full_vectors[b])
-            only = (full_cosine < threshold) & (cut[a] | cut[b])
-            n_only += int(only.sum())
-            if keep and only.any():
-                kept.append(np.stack([a[only], b[only], similarity[rows, columns][only].astype(np.float64),
-                                      full_cosine[only]], axis=1))
-                n_kept += int(only.sum())
-                if n_kept > 4 * keep + 4096:
-                    kept = [_best(np.concatenate(kept), keep)]
-                    n_kept = len(kept[0])
-    best = _best(np.concatenate(kept), keep) if kept else np.zeros((0, 4))
-    pairs = [(int(a), int(b), float(at_length), float(full)) for a, b, at_length, full in best]
-    return NearDuplicates(n_pairs, int(in_pair.sum()), n_only, pairs)
+    in_pair = np.zeros(len(cut), dtype=bool)
+    in_pair[a] = True
+    in_pair[b] = True
+    full_cosine = np.zeros(len(a))
+    # the pairs may be many: their full-context cosines in chunks, never (pairs x width) at once
+    for start in range(0, len(a), PAIR_CHUNK):
+        chunk = slice(start, start + PAIR_CHUNK)
+        full_cosine[chunk] = np.einsum("ij,ij->i", full_vectors[a[chunk]], full_vectors[b[chunk]])
+    only = (full_cosine < threshold) & (cut[a] | cut[b])
+    rows = np.zeros((0, 4))
+    if keep and only.any():
+        rows = _best(np.stack([a[only], b[only], at_length[only].astype(np.float64), full_cosine[only]], axis=1),
+                     keep)
+    kept = [(int(x), int(y), float(at), float(full)) for x, y, at, full in rows]
+    return NearDuplicates(len(a), int(in_pair.sum()), int(only.sum()), kept)
 
 
 def _best(rows: np.ndarray, keep: int) -> np.ndarray:
@@ -284,7 +273,7 @@ def _best(rows: np.ndarray, keep: int) -> np.ndarray:
 
 def length_statistics(captions, vectors: np.ndarray, full_vectors: np.ndarray, token_counts: np.ndarray,
                       length: int, reference_length: int, *, batch_size: int, n_batches: int, seed: int, edges: Sequence[float],
-                      threshold: float, top_k: int, block_size: int, keep: int, device=None,
+                      threshold: float, top_k: int, block_size: int | None, keep: int, device=None,
                       progress: bool | None = None) -> tuple[dict, NearDuplicates]:
     """Statistics of the captions' geometry at one length, and its near-duplicate pairs."""
     from capgeo.geometry.inbatch import inbatch_statistics
@@ -292,11 +281,12 @@ def length_statistics(captions, vectors: np.ndarray, full_vectors: np.ndarray, t
 
     group_codes = np.asarray(captions.group_codes)
     k = max(1, min(top_k, len(captions) - 1))
-    scan = scan_pairs(vectors, group_codes, top_k=k, block_size=block_size, device=device, progress=progress)
+    # one pass: distributions, companions and the near-duplicate pairs from the same tiles
+    scan = scan_pairs(vectors, group_codes, top_k=k, block_size=block_size, device=device, progress=progress,
+                      threshold=threshold)
     # captions of which the reference sees more than L tokens
     more_seen = np.minimum(token_counts, reference_length) > length
-    near = near_duplicates_at_length(vectors, full_vectors, group_codes, more_seen, threshold,
-                                     keep=keep, block_size=block_size)
+    near = near_duplicates_from_pairs(scan.extra["pairs"], full_vectors, more_seen, threshold, keep=keep)
     inbatch = inbatch_statistics(vectors, group_codes, batch_size, n_batches=n_batches, seed=seed, edges=edges,
                                  near_duplicate_threshold=threshold)
     n_cut = int(np.count_nonzero(token_counts > length))
@@ -368,7 +358,7 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
 
 def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, batch_size: int | None = None,
                        n_batches: int = 200, seed: int = 0, threshold: float | None = None,
-                       edges: Sequence[float] | None = None, top_k: int = 10, block_size: int = 2048,
+                       edges: Sequence[float] | None = None, top_k: int = 10, block_size: int | None = None,
                        max_listed: int = DEFAULT_LISTED_PAIRS, device=None, progress: bool | None = None) -> dict:
     """The ``truncation`` section (docs/truncation.md) from embeddings at several lengths.
 

@@ -36,9 +36,10 @@ from capgeo.geometry.distribution import (
     bin_indices_torch,
     summarize_values,
 )
+from capgeo.geometry.partials import Moments, PairPartial, exact_units, sorted_pairs
 from capgeo.progress import progress_bar
 
-DEFAULT_BLOCK_SIZE = 2048
+DEFAULT_BLOCK_SIZE = None  # sized from the device and N: capgeo.geometry.tile_size
 DEFAULT_TOP_K = 10
 SMALL_TILE = 256  # tiles narrower than this run on one CPU thread
 UNIT_NORM_TOLERANCE = 1e-6
@@ -174,80 +175,137 @@ def same_group_pair_count(group_codes) -> int:
     return int((sizes * (sizes - 1) // 2).sum())
 
 
+@dataclass(frozen=True)
+class TileGrid:
+    """The pass's tiles: rows ``[b * block_size, (b + 1) * block_size)`` form block ``b``;
+    tile (r, c) with r <= c holds block r's rows against block c's columns."""
+
+    n: int
+    block_size: int
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.n // self.block_size)
+
+    def span(self, block: int) -> tuple[int, int]:
+        start = block * self.block_size
+        return start, min(start + self.block_size, self.n)
+
+    def tiles(self) -> list[tuple[int, int]]:
+        """Every tile of the upper triangle, in the row-major order the pass walks them."""
+        return [(row, column) for row in range(self.blocks) for column in range(row, self.blocks)]
+
+
 def scan_pairs(
     vectors,
     group_codes,
     *,
     top_k: int = DEFAULT_TOP_K,
-    block_size: int = DEFAULT_BLOCK_SIZE,
+    block_size: int | None = None,
     bins: int = DEFAULT_BINS,
     device=None,
     progress: bool | None = None,
     histograms: bool = True,
+    threshold: float | None = None,
     bookkeeping_threads: int | None = 1,
 ) -> PairScan:
     """Exact pairwise statistics of unit caption embeddings in one blockwise pass.
 
     ``vectors``: (N, d) array or tensor (normalised here unless already unit length);
-    ``group_codes``: (N,) integers, captions of one image share a code. ``histograms=False`` skips the
-    distributions and computes the hardest companions only (estimate mode uses it).
+    ``group_codes``: (N,) integers, captions of one image share a code. ``block_size``:
+    rows per tile, None sizes it from the device and N (:func:`choose_block_size`).
+    ``histograms=False`` skips the distributions and computes the hardest companions only
+    (estimate mode uses it). ``threshold``: also collect every different-group pair with
+    cosine >= threshold (``PairScan.pairs``), from the same tiles.
     ``progress``: None shows a bar on a terminal only. ``bookkeeping_threads``: CPU
     threads for everything but the matmuls (histogram, top-k, merges); None keeps
     torch's setting. One is the default because these memory-bound steps gain little
     from a second thread and lose a lot when cores are shared (measured in
     docs/geometry.md); the matmuls always use torch's thread setting.
+
+    This is the local driver of the engine: :func:`tile_partial` computes what any set
+    of tiles contributes, :func:`capgeo.geometry.partials.merge_partials` combines such
+    partials, :func:`finish_scan` turns the whole into a :class:`PairScan`. Running the
+    tiles in other processes and merging gives bit-identical results.
     """
-    import torch
+    started = time.perf_counter()
+    matrix, groups, device = prepare_inputs(vectors, group_codes, device)
+    grid = make_grid(matrix.shape[0], block_size, device, top_k=top_k)
+    partial = tile_partial(matrix, groups, grid, grid.tiles(), top_k=top_k, bins=bins, histograms=histograms,
+                           threshold=threshold, progress=progress, bookkeeping_threads=bookkeeping_threads)
+    return finish_scan(partial, group_codes, device=device, seconds=time.perf_counter() - started)
+
+
+def make_grid(n: int, block_size: int | None, device, *, top_k: int = DEFAULT_TOP_K) -> TileGrid:
+    """The tile grid for ``n`` captions: ``block_size`` rows per tile, or sized from the device."""
+    from capgeo.geometry.tile_size import choose_block_size
 
     if top_k < 0:
         raise CapgeoError(f"top-k must be >= 0, got {top_k}")
+    if block_size is None:
+        block_size = choose_block_size(n, device)
     if block_size < 1:
         raise CapgeoError(f"block size must be >= 1, got {block_size}")
-    started = time.perf_counter()
-    matrix, groups, device = prepare_inputs(vectors, group_codes, device)
-    n = matrix.shape[0]
-    block_size = min(block_size, n)
-    state = _ScanState(n, top_k, block_size, bins, device, histograms)
-    starts = list(range(0, n, block_size))
-    group_sets = [np.unique(np.asarray(group_codes)[s:s + block_size]) for s in starts]
-    total_tiles = len(starts) * (len(starts) + 1) // 2
-    bookkeeping_threads = _CpuThreads(device, bookkeeping_threads)
+    return TileGrid(n, min(int(block_size), n))
 
-    with torch.inference_mode(), _threads_for_tiles(device, block_size), \
-            progress_bar("pairwise cosines", total_tiles, enabled=progress) as bar:
-        for row_block, row_start in enumerate(starts):
-            row_end = min(row_start + block_size, n)
-            rows = matrix[row_start:row_end]
-            for column_block in range(row_block, len(starts)):
-                column_start = starts[column_block]
-                column_end = min(column_start + block_size, n)
-                tile = state.tile(row_end - row_start, column_end - column_start)
-                torch.mm(rows, matrix[column_start:column_end].T, out=tile)
-                # most tiles hold no pair of one group when captions of a group are adjacent
-                shares_groups = np.intersect1d(group_sets[row_block], group_sets[column_block]).size > 0
-                with bookkeeping_threads:
-                    same = None
-                    if shares_groups:
-                        same = groups[row_start:row_end, None] == groups[None, column_start:column_end]
-                    state.accumulate(tile, row_start, column_start, same, diagonal=row_block == column_block)
-                bar.advance(1)
 
-    negatives, same_group = state.histograms()
-    index, cosine = state.companions()
-    return PairScan(
+def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_TOP_K, bins: int = DEFAULT_BINS,
+                 histograms: bool = True, threshold: float | None = None, progress: bool | None = None,
+                 bookkeeping_threads: int | None = 1) -> PairPartial:
+    """What ``tiles`` ((row block, column block) pairs, row <= column) contribute to the pass.
+
+    ``matrix``, ``groups``: from :func:`prepare_inputs` (unit float32 vectors and int64
+    group codes, on the device the tiles run on). The tiles are walked in row-major
+    order whatever order they are given in (the running top-k relies on it). Host work
+    per tile is a fixed number of torch calls; group membership is tested on the device.
+    """
+    import torch
+
+    tiles = sorted({(int(row), int(column)) for row, column in tiles})
+    if any(not 0 <= row <= column < grid.blocks for row, column in tiles):
+        raise ValueError(f"tiles must satisfy 0 <= row block <= column block < {grid.blocks}")
+    device = matrix.device
+    state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles))
+    threads = _CpuThreads(device, bookkeeping_threads)
+    with torch.inference_mode(), _threads_for_tiles(device, grid.block_size), \
+            progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
+        for row_block, column_block in tiles:
+            state.add_tile(row_block, column_block, threads)
+            bar.advance(1)
+    return state.partial()
+
+
+def finish_scan(partial: PairPartial, group_codes, *, device=None, seconds: float = 0.0) -> PairScan:
+    """The :class:`PairScan` of a partial that covers every tile of the grid."""
+    negatives, same_group = Histogram(bins=partial.bins), Histogram(bins=partial.bins)
+    if partial.histograms:
+        for histogram, counts, moments in ((negatives, partial.negative_counts, partial.negative),
+                                           (same_group, partial.same_counts, partial.same)):
+            histogram.add_counts(counts, n=int(counts.sum()), total=moments.sum,
+                                 total_squares=moments.sum_of_squares, minimum=moments.minimum,
+                                 maximum=moments.maximum)
+    index, cosine = partial.dense_companions()
+    same_total = same_group_pair_count(group_codes)
+    n = partial.n
+    scan = PairScan(
         negatives=negatives,
         same_group=same_group,
         companion_index=index,
         companion_cosine=cosine,
         n=n,
-        top_k=top_k,
-        block_size=block_size,
+        top_k=partial.top_k,
+        block_size=partial.block_size,
         mode="exact",
-        negative_pairs_total=n * (n - 1) // 2 - same_group_pair_count(group_codes),
-        same_group_pairs_total=same_group_pair_count(group_codes),
-        device=str(device),
-        seconds=time.perf_counter() - started,
+        negative_pairs_total=n * (n - 1) // 2 - same_total,
+        same_group_pairs_total=same_total,
+        device=str(device if device is not None else "cpu"),
+        seconds=seconds,
     )
+    if partial.threshold is not None:
+        scan.extra["threshold"] = float(partial.threshold)
+        scan.extra["pairs"] = sorted_pairs(partial)
+    scan.extra["tiles"] = int(partial.tiles)
+    return scan
 
 
 @contextlib.contextmanager
@@ -288,49 +346,92 @@ class _CpuThreads:
             self.torch.set_num_threads(self.saved)
 
 
-class _ScanState:
-    """Running accumulators of the pass, plus reusable tile-sized buffers."""
+# slots of the per-tile float64 sums: all pairs of the tile (strict upper triangle on the
+# diagonal), then the same-group pairs among them
+_ALL_SUM, _ALL_SQUARES, _SAME_SUM, _SAME_SQUARES = range(4)
 
-    def __init__(self, n, top_k, block_size, bins, device, histograms):
+
+class _ScanState:
+    """Device-side accumulators of the tiles one call walks, plus reusable tile-sized buffers.
+
+    Each tile's sums are float64 (float32 products, summed per row in float32 over at most
+    one tile width, rows added in float64) and kept per tile; :meth:`partial` adds them
+    exactly, so the result depends on the tile grid only through float rounding inside
+    a row of one tile (~1e-12 relative), not on how tiles are grouped.
+    """
+
+    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, n_tiles):
         import torch
 
         self.torch = torch
-        self.n, self.top_k, self.bins, self.histograms_on = n, top_k, bins, histograms
-        self.device = device
+        self.grid, self.matrix, self.groups = grid, matrix, groups
+        self.top_k, self.bins, self.histograms_on, self.threshold = top_k, bins, histograms, threshold
+        device = self.device = matrix.device
+        n, block_size = grid.n, grid.block_size
         cells = block_size * block_size
+        # a tile can hold a same-group pair only if the group code ranges of its row and
+        # column blocks overlap (always true near the diagonal when groups are adjacent):
+        # an O(1) test per tile, the exact mask is then built on the device
+        codes = groups.cpu().numpy() if groups.device.type != "cpu" else groups.numpy()
+        spans = [grid.span(block) for block in range(grid.blocks)]
+        self._code_low = [int(codes[start:end].min()) for start, end in spans]
+        self._code_high = [int(codes[start:end].max()) for start, end in spans]
         # flat buffers viewed at each tile's shape, so edge tiles stay contiguous
         self._tile = torch.empty(cells, dtype=torch.float32, device=device)
         self._scratch = torch.empty(cells, dtype=torch.float32, device=device) if histograms else None
         self._bins = torch.empty(cells, dtype=torch.int32, device=device) if histograms else None
         # the tile transposed: topk along rows of a copy is 2-3x faster than along columns
-        self._transposed = torch.empty(cells, dtype=torch.float32, device=device)
+        self._transposed = torch.empty(cells, dtype=torch.float32, device=device) if top_k else None
         # strict lower triangle + diagonal of a diagonal tile: pairs already counted or self-pairs
         self._lower = torch.ones(block_size, block_size, dtype=torch.bool, device=device).tril()
         self._upper = ~self._lower
         self.negative_counts = torch.zeros(bins + 1, dtype=torch.int64, device=device)
-        self.same_counts = torch.zeros(bins, dtype=torch.int64, device=device)
-        self.negative_moments = np.zeros(3)  # n, sum, sum of squares (float64)
-        self.same_moments = np.zeros(3)
-        self.negative_range = [float("inf"), float("-inf")]
-        self.same_range = [float("inf"), float("-inf")]
+        self.same_counts = torch.zeros(bins + 1, dtype=torch.int64, device=device)
+        self._tile_sums = torch.zeros((max(n_tiles, 1), 4), dtype=torch.float64, device=device)
+        self._tile_number = 0
+        infinity = torch.tensor(float("inf"), device=device)
+        # running (min, max) of negatives and of same-group pairs, on the device (no sync per tile)
+        self.negative_range = torch.stack([infinity, -infinity])
+        self.same_range = torch.stack([infinity, -infinity])
         self.best_cosine = torch.full((n, top_k), float("-inf"), dtype=torch.float32, device=device)
         self.best_index = torch.full((n, top_k), -1, dtype=torch.int64, device=device)
+        self._touched = torch.zeros(n, dtype=torch.bool, device=device)
+        self._pairs = []
 
-    def tile(self, rows, columns):
-        return self._tile[: rows * columns].view(rows, columns)
+    def add_tile(self, row_block, column_block, threads):
+        torch = self.torch
+        row_start, row_end = self.grid.span(row_block)
+        column_start, column_end = self.grid.span(column_block)
+        rows, columns = row_end - row_start, column_end - column_start
+        tile = self._tile[: rows * columns].view(rows, columns)
+        torch.mm(self.matrix[row_start:row_end], self.matrix[column_start:column_end].T, out=tile)
+        shares_groups = (self._code_low[row_block] <= self._code_high[column_block]
+                         and self._code_low[column_block] <= self._code_high[row_block])
+        diagonal = row_block == column_block
+        with threads:
+            same = None
+            if shares_groups:
+                same = self.groups[row_start:row_end, None] == self.groups[None, column_start:column_end]
+            self._accumulate(tile, row_start, column_start, same, diagonal)
+        self._tile_number += 1
 
-    def accumulate(self, tile, row_start, column_start, same, diagonal):
+    def _accumulate(self, tile, row_start, column_start, same, diagonal):
         torch = self.torch
         rows, columns = tile.shape
+        self._touched[row_start:row_start + rows] = True
+        self._touched[column_start:column_start + columns] = True
+        # pairs counted elsewhere or self-pairs: the lower triangle and diagonal of a diagonal tile
+        lower = self._lower[:rows, :columns] if diagonal else None
         if self.histograms_on:
-            self._histogram(tile, same, diagonal)
-        # exclude self-pairs and same-group pairs from companions and from the negatives' max
+            counted_same = same if same is None or not diagonal else same & self._upper[:rows, :columns]
+            self._histogram(tile, counted_same, lower)
+        # exclude self-pairs and same-group pairs from companions and from the pairs kept
         if same is not None:
             tile.masked_fill_(same, float("-inf"))
         if diagonal:
             tile.fill_diagonal_(float("-inf"))
-        if self.histograms_on:
-            self.negative_range[1] = max(self.negative_range[1], float(tile.max()))
+        if self.threshold is not None:
+            self._collect_pairs(tile, row_start, column_start, lower)
         if self.top_k == 0:
             return
         column_ids = torch.arange(column_start, column_start + columns, device=self.device)
@@ -343,55 +444,51 @@ class _ScanState:
             values, ids = _tile_topk(transposed, row_ids, self.top_k)
             self._merge(column_start, values, ids)
 
-    def _histogram(self, tile, same, diagonal):
-        """Bin counts, moments and min of the tile's pairs (the max is taken after masking)."""
+    def _histogram(self, tile, same, lower):
+        """Bin counts, float64 sums, min and max of the tile's pairs (upper triangle on the diagonal)."""
         torch = self.torch
         rows, columns = tile.shape
         cells = rows * columns
-        bins = bin_indices_torch(tile, self.bins, scratch=self._scratch[:cells].view(rows, columns),
-                                 out=self._bins[:cells].view(rows, columns))
-        flat = tile.reshape(-1)
-        # float32 sums are cascaded (~1e-7 relative); tiles add up in float64
-        included, total, squares = cells, float(flat.sum()), float(torch.dot(flat, flat))
-        minimum = float(flat.min())
-        excluded_minimum = float("inf")
-        if diagonal:
-            # each unordered pair once: the strict upper triangle. Its sums are those of the
-            # whole tile less the diagonal, halved (the tile is symmetric up to float rounding)
-            bins.masked_fill_(self._lower[:rows, :columns], self.bins)  # overflow bin, discarded
-            self_pairs = tile.diagonal()
-            included = rows * (rows - 1) // 2
-            total = (total - float(self_pairs.sum())) / 2
-            squares = (squares - float(torch.dot(self_pairs, self_pairs))) / 2
-            excluded_minimum = float(self_pairs.min())
-            if same is not None:
-                same = same & self._upper[:rows, :columns]
+        scratch = self._scratch[:cells].view(rows, columns)
+        sums = self._tile_sums[self._tile_number]
+        counted = tile
+        if lower is not None:
+            counted = scratch.copy_(tile).masked_fill_(lower, 0.0)
+        sums[_ALL_SUM] = _float64_total(counted)
+        sums[_ALL_SQUARES] = _float64_total(torch.mul(counted, counted, out=scratch))
+        bins = bin_indices_torch(tile, self.bins, scratch=scratch, out=self._bins[:cells].view(rows, columns))
+        if lower is not None:
+            bins.masked_fill_(lower, self.bins)  # overflow bin, discarded
+        excluded = lower
         if same is not None:
             inside = tile[same]
             if inside.numel():
-                inside_bins = bins[same]
-                same_counts = torch.bincount(inside_bins, minlength=self.bins + 1)
-                self.same_counts += same_counts[: self.bins]
-                self.negative_counts -= same_counts
-                inside_total = float(inside.sum())
-                inside_squares = float(torch.dot(inside, inside))
-                self.same_moments += (inside.numel(), inside_total, inside_squares)
+                self.same_counts += torch.bincount(bins[same], minlength=self.bins + 1)
+                sums[_SAME_SUM] = inside.to(torch.float64).sum()
+                sums[_SAME_SQUARES] = inside.mul(inside).to(torch.float64).sum()
                 low, high = torch.aminmax(inside)
-                self.same_range = [min(self.same_range[0], float(low)), max(self.same_range[1], float(high))]
-                excluded_minimum = min(excluded_minimum, float(low))
-                included -= int(inside.numel())
-                total -= inside_total
-                squares -= inside_squares
+                self.same_range = torch.stack([torch.minimum(self.same_range[0], low),
+                                               torch.maximum(self.same_range[1], high)])
+                bins.masked_fill_(same, self.bins)
+                excluded = same if lower is None else (same | lower)
         self.negative_counts += torch.bincount(bins.reshape(-1), minlength=self.bins + 1)
-        self.negative_moments += (included, total, squares)
-        if included and excluded_minimum <= minimum + 1e-6:
-            # the tile's minimum may be a self or same-group pair: take it over negatives only
-            excluded = torch.zeros_like(tile, dtype=torch.bool) if same is None else same.clone()
-            if diagonal:
-                excluded |= self._lower[:rows, :columns]
-            minimum = float(tile.masked_fill(excluded, float("inf")).min())
-        if included:
-            self.negative_range[0] = min(self.negative_range[0], minimum)
+        if excluded is None:
+            low, high = torch.aminmax(tile)
+        else:
+            low = scratch.copy_(tile).masked_fill_(excluded, float("inf")).min()
+            high = scratch.copy_(tile).masked_fill_(excluded, float("-inf")).max()
+        self.negative_range = torch.stack([torch.minimum(self.negative_range[0], low),
+                                           torch.maximum(self.negative_range[1], high)])
+
+    def _collect_pairs(self, tile, row_start, column_start, lower):
+        """Different-group pairs at or above the threshold (masked cells are -inf by now)."""
+        torch = self.torch
+        hits = tile >= self.threshold
+        if lower is not None:
+            hits &= ~lower
+        rows, columns = torch.nonzero(hits, as_tuple=True)
+        if rows.numel():
+            self._pairs.append((rows + row_start, columns + column_start, tile[rows, columns]))
 
     def _merge(self, start, values, ids):
         """Merge a tile's candidates into the running top-k of rows start..start+len.
@@ -408,25 +505,48 @@ class _ScanState:
         self.best_cosine[start:end] = sorted_values[:, : self.top_k]
         self.best_index[start:end] = torch.gather(merged_ids, 1, order[:, : self.top_k])
 
-    def histograms(self):
-        negatives, same_group = Histogram(bins=self.bins), Histogram(bins=self.bins)
-        if self.histograms_on:
-            counts = self.negative_counts[: self.bins].cpu().numpy()
-            negatives.add_counts(counts, n=int(self.negative_moments[0]), total=self.negative_moments[1],
-                                 total_squares=self.negative_moments[2], minimum=self.negative_range[0],
-                                 maximum=self.negative_range[1])
-            same_group.add_counts(self.same_counts.cpu().numpy(), n=int(self.same_moments[0]),
-                                  total=self.same_moments[1], total_squares=self.same_moments[2],
-                                  minimum=self.same_range[0], maximum=self.same_range[1])
-        return negatives, same_group
+    def partial(self) -> PairPartial:
+        """The accumulators as a host-side :class:`PairPartial` (sums added exactly here)."""
+        torch = self.torch
+        sums = self._tile_sums[: self._tile_number].cpu().numpy()
+        exact = [sum(exact_units(value) for value in sums[:, slot]) for slot in range(4)]
+        negative_range = self.negative_range.cpu().numpy().astype(np.float64)
+        same_range = self.same_range.cpu().numpy().astype(np.float64)
+        negative_counts = self.negative_counts[: self.bins].cpu().numpy()
+        same_counts = self.same_counts[: self.bins].cpu().numpy()
+        negative = Moments(int(negative_counts.sum()), exact[_ALL_SUM] - exact[_SAME_SUM],
+                           exact[_ALL_SQUARES] - exact[_SAME_SQUARES], *negative_range)
+        same = Moments(int(same_counts.sum()), exact[_SAME_SUM], exact[_SAME_SQUARES], *same_range)
+        touched = torch.nonzero(self._touched)[:, 0]
+        if self.top_k:
+            has_candidate = torch.isfinite(self.best_cosine[touched, 0])
+            touched = touched[has_candidate]
+        rows = touched.cpu().numpy().astype(np.int64)
+        if self._pairs:
+            pair_rows, pair_columns, pair_cosines = (torch.cat(parts).cpu().numpy() for parts in zip(*self._pairs))
+        else:
+            pair_rows = pair_columns = np.zeros(0, np.int64)
+            pair_cosines = np.zeros(0, np.float32)
+        return PairPartial(
+            n=self.grid.n, top_k=self.top_k, bins=self.bins, block_size=self.grid.block_size,
+            histograms=self.histograms_on, threshold=self.threshold,
+            negative_counts=negative_counts, same_counts=same_counts, negative=negative, same=same,
+            companion_rows=rows,
+            companion_cosine=self.best_cosine[touched].cpu().numpy().astype(np.float32),
+            companion_index=self.best_index[touched].cpu().numpy().astype(np.int64),
+            pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
+            pair_cosines=pair_cosines.astype(np.float32), tiles=self._tile_number,
+        )
 
-    def companions(self):
-        cosine = self.best_cosine.cpu().numpy().astype(np.float32)
-        index = self.best_index.cpu().numpy().astype(np.int64)
-        missing = ~np.isfinite(cosine)
-        cosine[missing] = np.nan
-        index[missing] = -1
-        return index, cosine
+
+
+def _float64_total(values):
+    """Sum of a 2-D float32 tensor: float32 within each row (one tile wide), float64 across rows.
+
+    A float64 reduction of the whole tile costs ~4x a float32 one on CPU; row sums keep
+    the float32 rounding to one tile row, where it is ~1e-7 relative and averages out.
+    """
+    return values.sum(dim=1).to(dtype=_torch().float64).sum()
 
 
 def _tile_topk(tile, ids, k):
@@ -475,7 +595,7 @@ def _torch():
 
 
 def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_K,
-                     block_size: int = DEFAULT_BLOCK_SIZE, device=None):
+                     block_size: int | None = DEFAULT_BLOCK_SIZE, device=None):
     """Exact top-k other-group companions of the captions ``queries`` only.
 
     Same ordering rules as :func:`scan_pairs` (cosine desc, lower index first); used to
@@ -487,6 +607,7 @@ def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_
     matrix, groups, device = prepare_inputs(vectors, group_codes, device)
     queries = torch.as_tensor(np.asarray(queries, dtype=np.int64), device=device)
     n = matrix.shape[0]
+    block_size = make_grid(n, block_size, device).block_size
     best_cosine = torch.full((len(queries), top_k), float("-inf"), device=device)
     best_index = torch.full((len(queries), top_k), -1, dtype=torch.int64, device=device)
     with torch.inference_mode():

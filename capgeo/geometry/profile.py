@@ -71,7 +71,7 @@ def build_profile(
     relative_quantiles: Sequence[float] = DEFAULT_RELATIVE_LEVELS,
     n_batches: int = 200,
     top_k: int = 10,
-    block_size: int = 2048,
+    block_size: int | None = None,
     bins: int = 4000,
     seed: int = 0,
     near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
@@ -113,7 +113,7 @@ def build_profile(
 
     for name, value in (("n_batches", n_batches), ("top_k", top_k), ("block_size", block_size), ("bins", bins),
                         ("sampled_pairs", sampled_pairs)):
-        if int(value) < 1:
+        if value is not None and int(value) < 1:
             raise CapgeoError(f"{name.replace('_', ' ')} must be at least 1, got {value}")
     if companions not in COMPANION_MODES:
         raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {companions!r}")
@@ -186,7 +186,8 @@ def build_profile(
             "relative_quantiles": list(levels),
             "n_batches": int(n_batches),
             "top_k": int(top_k),
-            "block_size": int(block_size),
+            "block_size": None if block_size is None else int(block_size),
+            "block_size_used": int(scan.block_size),
             "bins": int(bins),
             "seed": int(seed),
             "near_duplicate_threshold": float(near_duplicate_threshold),

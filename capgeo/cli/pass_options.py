@@ -1,0 +1,13 @@
+"""Options of the all-pairs pass shared by every command that runs it (profile, dupes, truncation)."""
+
+from __future__ import annotations
+
+import click
+
+
+def block_size_option(command):
+    return click.option(
+        "--block-size", type=click.IntRange(min=1), default=None, metavar="ROWS",
+        help="Rows per tile of the pairwise pass (memory ~ 24 bytes x ROWS^2). "
+             "Default: sized from the device and N (2048 on CPU; on a GPU the largest tile, up to 32768, "
+             "that fits half the free memory).")(command)

@@ -1,0 +1,166 @@
+"""Partial results of the pairwise pass and their merge.
+
+The pass is a sum over tiles, so any set of tiles (one tile, one row block against a
+range of column blocks, a whole Ray task) yields a :class:`PairPartial`, and
+:func:`merge_partials` combines partials **associatively and commutatively, bit for
+bit**: whichever way tiles are grouped and in whatever order partials meet, the merged
+result is the same, provided every partial was computed on the same tile grid
+(``block_size``) and device kind, so that each tile's cosines are the same floats.
+
+That holds because nothing in a partial depends on merge order:
+
+* histogram counts are integers;
+* each tile's sums are float64 numbers that are added **exactly** (as integers in units
+  of 2**-1074, the smallest float64 step), then rounded once at the end;
+* min and max are exact;
+* a caption's top-k companions are merged by (cosine descending, caption index
+  ascending): a total order, so the k best of a union do not depend on grouping;
+* pairs at or above a threshold are a set, sorted by (row, column) at the end.
+
+numpy only: this module is imported by Ray workers and drivers that may not hold torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import reduce
+from typing import Iterable
+
+import numpy as np
+
+# 2**-1074 is float64's smallest positive step, so every finite float64 is an integer
+# multiple of it: sums of such integers are exact and order-independent
+_EXACT_SCALE = 1 << 1074
+
+
+def exact_units(value: float) -> int:
+    """``value`` (a finite float) as an integer number of 2**-1074 steps, exactly."""
+    numerator, denominator = float(value).as_integer_ratio()
+    return numerator * (_EXACT_SCALE // denominator)
+
+
+def from_exact_units(units: int) -> float:
+    """The float nearest to ``units`` * 2**-1074 (correctly rounded)."""
+    return float(Fraction(units, _EXACT_SCALE))
+
+
+@dataclass
+class Moments:
+    """Count, exact sum and sum of squares (in 2**-1074 units), min and max of some cosines."""
+
+    count: int = 0
+    total: int = 0
+    squares: int = 0
+    minimum: float = float("inf")
+    maximum: float = float("-inf")
+
+    def merged(self, other: "Moments") -> "Moments":
+        return Moments(self.count + other.count, self.total + other.total, self.squares + other.squares,
+                       min(self.minimum, other.minimum), max(self.maximum, other.maximum))
+
+    @property
+    def sum(self) -> float:
+        return from_exact_units(self.total)
+
+    @property
+    def sum_of_squares(self) -> float:
+        return from_exact_units(self.squares)
+
+
+@dataclass
+class PairPartial:
+    """What some tiles of the pass contribute. Build with the pass, combine with :func:`merge_partials`.
+
+    ``companion_rows`` (m,) ascending caption indices with at least one candidate;
+    ``companion_cosine`` / ``companion_index`` (m, top_k): their best other-group captions so
+    far, cosine descending then index ascending, -inf / -1 padding. ``pair_rows``,
+    ``pair_columns``, ``pair_cosines``: the different-group pairs (row < column) with cosine
+    >= ``threshold`` (empty when ``threshold`` is None).
+    """
+
+    n: int
+    top_k: int
+    bins: int
+    block_size: int
+    histograms: bool
+    threshold: float | None
+    negative_counts: np.ndarray
+    same_counts: np.ndarray
+    negative: Moments
+    same: Moments
+    companion_rows: np.ndarray
+    companion_cosine: np.ndarray
+    companion_index: np.ndarray
+    pair_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pair_columns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    pair_cosines: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    tiles: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def layout(self) -> tuple:
+        """What two partials must share to be merged."""
+        return (self.n, self.top_k, self.bins, self.block_size, self.histograms, self.threshold)
+
+    def dense_companions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(index (n, k) int64 with -1, cosine (n, k) float32 with NaN) for every caption."""
+        index = np.full((self.n, self.top_k), -1, dtype=np.int64)
+        cosine = np.full((self.n, self.top_k), np.nan, dtype=np.float32)
+        if self.top_k and self.companion_rows.size:
+            index[self.companion_rows] = self.companion_index
+            cosine[self.companion_rows] = self.companion_cosine
+        missing = ~np.isfinite(cosine)
+        cosine[missing] = np.nan
+        index[missing] = -1
+        return index, cosine
+
+
+def merge_two(first: PairPartial, second: PairPartial) -> PairPartial:
+    """``first`` + ``second`` (neither is modified). Associative and commutative, bit for bit."""
+    if first.layout != second.layout:
+        raise ValueError(f"cannot merge partials of different passes: {first.layout} and {second.layout}")
+    rows, index, cosine = _merge_companions(first, second)
+    return PairPartial(
+        n=first.n, top_k=first.top_k, bins=first.bins, block_size=first.block_size,
+        histograms=first.histograms, threshold=first.threshold,
+        negative_counts=first.negative_counts + second.negative_counts,
+        same_counts=first.same_counts + second.same_counts,
+        negative=first.negative.merged(second.negative),
+        same=first.same.merged(second.same),
+        companion_rows=rows, companion_cosine=cosine, companion_index=index,
+        pair_rows=np.concatenate([first.pair_rows, second.pair_rows]),
+        pair_columns=np.concatenate([first.pair_columns, second.pair_columns]),
+        pair_cosines=np.concatenate([first.pair_cosines, second.pair_cosines]),
+        tiles=first.tiles + second.tiles,
+    )
+
+
+def merge_partials(partials: Iterable[PairPartial]) -> PairPartial:
+    """All ``partials`` combined; the order and grouping do not change the result."""
+    partials = list(partials)
+    if not partials:
+        raise ValueError("no partial results to merge")
+    return reduce(merge_two, partials[1:], partials[0])
+
+
+def sorted_pairs(partial: PairPartial) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The threshold pairs as (rows, columns, cosines) sorted by row, then column."""
+    order = np.lexsort((partial.pair_columns, partial.pair_rows))
+    return partial.pair_rows[order], partial.pair_columns[order], partial.pair_cosines[order]
+
+
+def _merge_companions(first: PairPartial, second: PairPartial):
+    k = first.top_k
+    rows = np.union1d(first.companion_rows, second.companion_rows).astype(np.int64)
+    if k == 0 or rows.size == 0:
+        return rows, np.zeros((rows.size, k), np.int64), np.zeros((rows.size, k), np.float32)
+    cosine = np.full((rows.size, 2 * k), -np.inf, dtype=np.float32)
+    index = np.full((rows.size, 2 * k), -1, dtype=np.int64)
+    for half, partial in enumerate((first, second)):
+        where = np.searchsorted(rows, partial.companion_rows)
+        cosine[where, half * k:(half + 1) * k] = partial.companion_cosine
+        index[where, half * k:(half + 1) * k] = partial.companion_index
+    # cosine descending, then caption index ascending: a total order on candidates
+    order = np.lexsort((index, -cosine), axis=1)[:, :k]
+    return rows, np.take_along_axis(index, order, 1), np.take_along_axis(cosine, order, 1)

@@ -1,0 +1,145 @@
+"""The all-pairs engine's pieces: tile sizing, per-tile partials and their merge, the
+threshold consumer, and results that do not depend on the tile size."""
+
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from capgeo.geometry.partials import (
+    exact_units,
+    from_exact_units,
+    merge_partials,
+)
+from capgeo.geometry.pairwise import finish_scan, make_grid, prepare_inputs, scan_pairs, tile_partial
+from capgeo.geometry.tile_size import BYTES_PER_CELL, CPU_BLOCK_SIZE, MAX_DEVICE_BLOCK_SIZE, choose_block_size
+
+
+def grouped_vectors(n, width, seed, per_group=5):
+    """Clustered unit vectors (so some pairs are close) in adjacent groups of ``per_group``."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(max(n // 20, 2), width))
+    vectors = centres[rng.integers(0, len(centres), n)] + 0.4 * rng.normal(size=(n, width))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32), np.arange(n) // per_group
+
+
+def representable(n, seed):
+    """Entries +-0.25 in width 16: every cosine is a multiple of 1/8, exact in any summation order."""
+    rng = np.random.default_rng(seed)
+    return rng.choice([-0.25, 0.25], size=(n, 16)).astype(np.float32), rng.integers(0, n // 3, n)
+
+
+def float64_pairs(vectors, groups):
+    unit = vectors.astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    cosine = unit @ unit.T
+    rows, columns = np.triu_indices(len(unit), 1)
+    different = groups[rows] != groups[columns]
+    return rows[different], columns[different], cosine[rows, columns][different]
+
+
+def test_tiny_and_huge_tiles_give_identical_results_on_exact_cosines():
+    vectors, groups = representable(150, seed=1)
+    tiny = scan_pairs(vectors, groups, top_k=6, block_size=1, device="cpu", threshold=0.5)
+    huge = scan_pairs(vectors, groups, top_k=6, block_size=10_000, device="cpu", threshold=0.5)
+    assert (tiny.block_size, huge.block_size) == (1, 150)
+    for first, second in ((tiny.negatives, huge.negatives), (tiny.same_group, huge.same_group)):
+        np.testing.assert_array_equal(first.counts, second.counts)
+        assert (first.n, first.total, first.total_squares) == (second.n, second.total, second.total_squares)
+        assert (first.min, first.max) == (second.min, second.max)
+    np.testing.assert_array_equal(tiny.companion_index, huge.companion_index)
+    np.testing.assert_array_equal(tiny.companion_cosine, huge.companion_cosine)
+    for first, second in zip(tiny.extra["pairs"], huge.extra["pairs"]):
+        np.testing.assert_array_equal(first, second)
+    # and both equal numpy's float64 mean exactly (every cosine is a multiple of 1/8)
+    _, _, values = float64_pairs(vectors, groups)
+    assert tiny.negatives.mean == values.mean()
+
+
+def test_mean_and_std_agree_across_tile_sizes_to_1e9():
+    # float32 products can differ by an ulp between tile shapes; the float64 sums must not add more
+    vectors, groups = grouped_vectors(700, 48, seed=2)
+    scans = [scan_pairs(vectors, groups, top_k=4, block_size=size, device="cpu") for size in (61, 256, 700)]
+    _, _, values = float64_pairs(vectors, groups)
+    for scan in scans:
+        assert scan.negatives.n == values.size
+        assert abs(scan.negatives.mean - scans[0].negatives.mean) < 1e-9
+        assert abs(scan.negatives.std - scans[0].negatives.std) < 1e-9
+        # and they are the float64 statistics of the float32 cosines (within float32 rounding of each)
+        assert abs(scan.negatives.mean - values.mean()) < 1e-8
+        assert abs(scan.negatives.std - values.std()) < 1e-8
+        np.testing.assert_array_equal(scan.companion_index[:, 0], scans[0].companion_index[:, 0])
+
+
+def test_partials_merge_in_any_grouping_and_order_bit_for_bit():
+    vectors, groups = grouped_vectors(230, 12, seed=3)
+    whole = scan_pairs(vectors, groups, top_k=5, block_size=32, device="cpu", threshold=0.6)
+    matrix, codes, device = prepare_inputs(vectors, groups, "cpu")
+    grid = make_grid(len(vectors), 32, device)
+    tiles = grid.tiles()
+    rng = random.Random(4)
+    for _ in range(3):
+        rng.shuffle(tiles)
+        cuts = sorted(rng.sample(range(1, len(tiles)), 5))
+        chunks = [tiles[start:end] for start, end in zip([0] + cuts, cuts + [len(tiles)])]
+        partials = [tile_partial(matrix, codes, grid, chunk, top_k=5, threshold=0.6) for chunk in chunks]
+        rng.shuffle(partials)
+        merged = finish_scan(merge_partials(partials), groups)
+        for first, second in ((merged.negatives, whole.negatives), (merged.same_group, whole.same_group)):
+            np.testing.assert_array_equal(first.counts, second.counts)
+            # bit-identical float64 moments, not merely close
+            assert (first.n, first.total, first.total_squares) == (second.n, second.total, second.total_squares)
+            assert (first.min, first.max) == (second.min, second.max)
+        np.testing.assert_array_equal(merged.companion_index, whole.companion_index)
+        np.testing.assert_array_equal(merged.companion_cosine, whole.companion_cosine)
+        for first, second in zip(merged.extra["pairs"], whole.extra["pairs"]):
+            np.testing.assert_array_equal(first, second)
+        assert merged.extra["tiles"] == len(tiles)
+
+
+def test_threshold_pairs_are_every_different_group_pair_above_it():
+    vectors, groups = grouped_vectors(300, 10, seed=5)
+    scan = scan_pairs(vectors, groups, top_k=3, block_size=37, device="cpu", threshold=0.7, histograms=False)
+    rows, columns, values = float64_pairs(vectors, groups)
+    # pairs within float32 rounding of the threshold may fall either way
+    sure = values >= 0.7 + 1e-6
+    maybe = np.abs(values - 0.7) < 1e-6
+    found_rows, found_columns, found_cosines = scan.extra["pairs"]
+    found = set(zip(found_rows.tolist(), found_columns.tolist()))
+    assert set(zip(rows[sure].tolist(), columns[sure].tolist())) <= found
+    assert found <= set(zip(rows[sure | maybe].tolist(), columns[sure | maybe].tolist()))
+    assert len(found) == len(found_rows) and np.all(found_rows < found_columns)
+    assert np.all(groups[found_rows] != groups[found_columns])
+    lookup = dict(zip(zip(rows.tolist(), columns.tolist()), values))
+    np.testing.assert_allclose(found_cosines, [lookup[pair] for pair in zip(found_rows.tolist(), found_columns.tolist())],
+                               atol=2e-6)
+
+
+def test_exact_units_add_without_rounding():
+    values = [0.1, 0.2, -0.3, 1e-300, 1e300, -1e300]
+    total = sum(exact_units(value) for value in values)
+    # float addition loses the small terms; exact units keep them until the one final rounding
+    assert sum(values) != float(sum(Fraction(value) for value in values))
+    assert from_exact_units(total) == float(sum(Fraction(value) for value in values))
+    assert from_exact_units(sum(exact_units(value) for value in reversed(values))) == from_exact_units(total)
+
+
+def test_block_size_chosen_from_device_and_n():
+    torch = pytest.importorskip("torch")
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert choose_block_size(100_000, cpu) == CPU_BLOCK_SIZE
+    assert choose_block_size(500, cpu) == 500
+    # the tile buffers must fit the stated share of free memory
+    gib = 1 << 30
+    for free in (1 * gib, 8 * gib, 40 * gib):
+        side = choose_block_size(10_000_000, cuda, free_bytes=free, memory_share=0.5)
+        assert side % 1024 == 0
+        assert side * side * BYTES_PER_CELL <= 0.5 * free or side == 1024
+        assert (side + 1024) ** 2 * BYTES_PER_CELL > 0.5 * free or side == MAX_DEVICE_BLOCK_SIZE
+    assert choose_block_size(10_000_000, cuda, free_bytes=140 * gib) == MAX_DEVICE_BLOCK_SIZE
+    assert choose_block_size(5_000, cuda, free_bytes=140 * gib) == 5_000
+    # the pass sizes its tiles itself when no block size is given
+    vectors, groups = grouped_vectors(40, 8, seed=6)
+    assert scan_pairs(vectors, groups, top_k=2, device="cpu").block_size == 40
