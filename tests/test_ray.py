@@ -71,3 +71,107 @@ def test_encoding_on_ray_resumes_and_fills_the_cache_a_local_run_reuses(cluster,
     local = embed(captions, tiny_encoder_spec, device="cpu", cache_dir=tmp_path, chunk_rows=32, progress=False)
     assert local.origin == "cache"
     np.testing.assert_array_equal(local.vectors, on_ray.vectors)
+
+
+def seeded_captions(n_groups: int = 800, per_group: int = 3, width: int = 24, seed: int = 5):
+    """n_groups x per_group unit vectors (captions of a group adjacent and alike), with exact
+    copies across groups so that cosine ties decide the top-k order, and group codes."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((n_groups, width))
+    vectors = np.repeat(centres, per_group, axis=0) + 0.6 * rng.standard_normal((n_groups * per_group, width))
+    vectors[1::97] = vectors[0]  # one caption copied into 25 other groups: tied cosines everywhere
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32), np.repeat(np.arange(n_groups), per_group)
+
+
+def test_exact_pass_on_ray_is_identical_to_the_local_pass(cluster):
+    from capgeo.geometry.pairwise import scan_pairs
+
+    vectors, groups = seeded_captions()  # 2,400 captions
+    options = dict(top_k=5, block_size=200, device="cpu", threshold=0.8, progress=False)
+    local = scan_pairs(vectors, groups, **options)
+    with ray_session(cluster.address) as session:
+        on_ray = scan_pairs(vectors, groups, **options)
+
+    assert on_ray.extra["ray"]["tasks"] == 12 * 13 // 2  # every tile of the upper triangle was its own task
+    assert len(session.nodes_used) == 2
+    for name in ("negatives", "same_group"):
+        mine, theirs = getattr(on_ray, name), getattr(local, name)
+        np.testing.assert_array_equal(mine.counts, theirs.counts)
+        assert (mine.n, mine.total, mine.total_squares, mine.min, mine.max) == \
+               (theirs.n, theirs.total, theirs.total_squares, theirs.min, theirs.max)
+    np.testing.assert_array_equal(on_ray.companion_index, local.companion_index)
+    np.testing.assert_array_equal(on_ray.companion_cosine, local.companion_cosine)
+    for mine, theirs in zip(on_ray.extra["pairs"], local.extra["pairs"]):
+        np.testing.assert_array_equal(mine, theirs)
+
+    # and both are right: brute force in float64
+    cosine = vectors.astype(np.float64) @ vectors.T.astype(np.float64)
+    cosine[groups[:, None] == groups[None, :]] = -np.inf
+    assert np.abs(on_ray.companion_cosine[:, 0] - cosine.max(axis=1)).max() < 1e-6
+    upper = np.triu(np.ones_like(cosine, dtype=bool), 1) & np.isfinite(cosine)
+    assert on_ray.negatives.n == int(upper.sum())
+    # the pass sums float32 cosines (each within ~1e-7 of the float64 one) in float64
+    assert on_ray.negatives.total == pytest.approx(cosine[upper].sum(), abs=1e-7 * upper.sum())
+    assert len(on_ray.extra["pairs"][0]) == int((cosine[upper] >= 0.8).sum())
+
+
+@pytest.fixture(scope="module")
+def vector_dataset(tmp_path_factory):
+    """2,400 captions of 800 images as JSONL, and their seeded vectors as an .npz by caption id."""
+    from capgeo.encoders.precomputed import write_vector_file
+
+    folder = tmp_path_factory.mktemp("vector-dataset")
+    vectors, groups = seeded_captions()
+    ids = [f"c{row}" for row in range(len(groups))]
+    with open(folder / "captions.jsonl", "w", encoding="utf-8") as handle:
+        for row, group in enumerate(groups):
+            handle.write(json.dumps({"id": ids[row], "image": f"img{group}", "caption": f"caption {row} of {group}"})
+                         + "\n")
+    write_vector_file(folder / "vectors.npz", vectors, ids, [f"img{group}" for group in groups])
+    return folder / "captions.jsonl", f"vectors:{folder / 'vectors.npz'}"
+
+
+def run_cli(*args):
+    from click.testing import CliRunner
+
+    from capgeo.cli import main
+
+    result = CliRunner().invoke(main, [str(arg) for arg in args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_profile_and_dupes_with_ray_print_what_the_local_commands_print(cluster, vector_dataset):
+    data, encoder = vector_dataset
+    common = ["--encoder", encoder, "--id-column", "id", "--group-column", "image", "--text-column", "caption"]
+    profile_options = [*common, "--block-size", 256, "--batch-size", 32, "--n-batches", 20, "--no-gamma", "--json"]
+    local = json.loads(run_cli("profile", data, *profile_options).stdout)
+    ray_run = run_cli("profile", data, *profile_options, "--ray", cluster.address)
+    assert "Ray: 55 task(s) on 2 of 2 node(s)" in ray_run.stderr  # 10 blocks of 256 rows: 55 tiles
+    on_ray = json.loads(ray_run.stdout)
+    local.pop("provenance"), on_ray.pop("provenance")  # the command line and timings
+    assert on_ray == local
+    assert local["near_duplicates"]["n_pairs_cross_group"] > 0 and local["batches"]
+
+    dupes_options = [*common, "--block-size", 256, "--threshold", 0.8, "--top", 0, "--output-format", "jsonl"]
+    local_pairs = run_cli("dupes", data, *dupes_options).stdout
+    ray_pairs = run_cli("dupes", data, *dupes_options, "--ray", cluster.address)
+    assert "on 2 of 2 node(s)" in ray_pairs.stderr
+    assert ray_pairs.stdout == local_pairs
+    assert len(local_pairs.splitlines()) > 25
+
+
+def test_ray_option_without_ray_installed_is_one_error_line(vector_dataset, monkeypatch):
+    import sys
+
+    from click.testing import CliRunner
+
+    from capgeo.cli import main
+
+    data, encoder = vector_dataset
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails as if not installed
+    result = CliRunner().invoke(main, ["encode", str(data), "--encoder", encoder, "--id-column", "id",
+                                       "--group-column", "image", "--text-column", "caption", "--ray"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "Error: --ray needs Ray, which is not installed: pip install 'capgeo[ray]'"

@@ -87,8 +87,11 @@ def ray_option(command):
     def on_ray(*args, ray_address=None, **kwargs):
         from capgeo.scale.session import ray_session
 
-        with ray_session(ray_address):
-            return command(*args, **kwargs)
+        with ray_session(ray_address) as session:
+            result = command(*args, **kwargs)
+            if session is not None:
+                click.echo(session.summary(), err=True)
+            return result
 
     return click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
                         help="Encode and run the exact pairwise pass on Ray: a local Ray instance without ADDRESS, "

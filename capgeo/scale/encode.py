@@ -54,6 +54,7 @@ def encode_shards(session: RaySession, spec: str | None, device: str | None, tex
     for start, stop, vectors, node in pool.map_unordered(
             lambda actor, shard: actor.encode.remote(*shard, max_tokens), shards):
         session.nodes_used.add(node)
+        session.tasks += 1
         yield start, stop, vectors
 
 

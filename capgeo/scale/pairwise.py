@@ -73,9 +73,11 @@ def scan_pairs_on_ray(session: RaySession, vectors, group_codes, *, top_k: int, 
                 batch, ready = ready[:MERGE_FAN_IN], ready[MERGE_FAN_IN:]
                 pending[merge_task.remote(*batch)] = False
     partial = ray.get(ready[0])
-    session.nodes_used.update(ray.get(node_refs))
+    nodes = set(ray.get(node_refs))
+    session.nodes_used |= nodes
+    session.tasks += len(tiles)
     scan = finish_scan(partial, group_codes, device=worker_device, seconds=time.perf_counter() - started)
-    scan.extra["ray"] = {"tasks": len(tiles), "nodes": len(set(ray.get(node_refs)))}
+    scan.extra["ray"] = {"tasks": len(tiles), "nodes": len(nodes)}
     return scan
 
 

@@ -29,6 +29,7 @@ class RaySession:
     cpus: float
     gpus: float
     nodes_used: set[str] = field(default_factory=set)  # Ray node ids that ran capgeo work
+    tasks: int = 0  # encoding shards and pairwise tiles run
     # actors kept for the whole command (a loaded model is reused by every embed call), by purpose
     actors: dict[tuple, list] = field(default_factory=dict, repr=False)
 
@@ -40,6 +41,10 @@ class RaySession:
             for actor in actors:
                 ray.kill(actor)
         self.actors.clear()
+
+
+    def summary(self) -> str:
+        return f"Ray: {self.tasks} task(s) on {len(self.nodes_used)} of {self.nodes} node(s)"
 
 
 def active_ray() -> RaySession | None:
