@@ -175,3 +175,57 @@ def test_ray_option_without_ray_installed_is_one_error_line(vector_dataset, monk
                                        "--group-column", "image", "--text-column", "caption", "--ray"])
     assert result.exit_code == 2
     assert result.stderr.strip() == "Error: --ray needs Ray, which is not installed: pip install 'capgeo[ray]'"
+
+
+def crash_at_tiles_once(marker_folder: str, doomed: set):
+    """A Ray worker set-up hook: the worker process dies (as on a lost node) the first time
+    any worker reaches a tile of ``doomed``; marker files make it happen once per tile."""
+
+    def hook():
+        import os
+
+        import capgeo.geometry.pairwise as pairwise
+
+        original = pairwise.tile_partial
+
+        def tile_partial_or_die(matrix, groups, grid, tiles, **options):
+            for row, column in tiles:
+                if (row, column) in doomed:
+                    try:
+                        os.close(os.open(os.path.join(marker_folder, f"{row}-{column}"), os.O_CREAT | os.O_EXCL))
+                    except FileExistsError:
+                        continue
+                    os._exit(1)
+            return original(matrix, groups, grid, tiles, **options)
+
+        pairwise.tile_partial = tile_partial_or_die
+
+    return hook
+
+
+@pytest.mark.slow
+def test_tiles_whose_worker_died_are_retried_and_counted_once(cluster, tmp_path):
+    import sys
+
+    from capgeo.geometry.pairwise import scan_pairs
+
+    vectors, groups = seeded_captions(n_groups=300)
+    options = dict(top_k=3, block_size=300, device="cpu", threshold=0.8, progress=False)
+    local = scan_pairs(vectors, groups, **options)
+    doomed = {(0, 2)}  # each death costs a new worker process (seconds on 2 cores)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
+    ray.shutdown()
+    ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False,
+             runtime_env={"worker_process_setup_hook": crash_at_tiles_once(str(tmp_path), doomed)})
+    try:
+        with ray_session(cluster.address):
+            on_ray = scan_pairs(vectors, groups, **options)
+    finally:
+        ray.shutdown()
+        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+    assert [path.name for path in tmp_path.iterdir()] == ["0-2"]  # the worker died there once
+    np.testing.assert_array_equal(on_ray.negatives.counts, local.negatives.counts)
+    assert (on_ray.negatives.n, on_ray.negatives.total) == (local.negatives.n, local.negatives.total)
+    np.testing.assert_array_equal(on_ray.companion_index, local.companion_index)
+    for mine, theirs in zip(on_ray.extra["pairs"], local.extra["pairs"]):
+        np.testing.assert_array_equal(mine, theirs)
