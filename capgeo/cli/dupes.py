@@ -11,8 +11,8 @@ from capgeo.cli.options import (
     embed_from_options,
     encoder_options,
     json_option,
-    ray_option,
     load_from_options,
+    ray_option,
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option

@@ -12,8 +12,8 @@ from capgeo.cli.options import (
     emit,
     encoder_options,
     json_option,
-    ray_option,
     load_from_options,
+    ray_option,
     writable_output,
 )
 

@@ -10,8 +10,8 @@ from capgeo.cli.options import (
     emit,
     encoder_options,
     json_option,
-    ray_option,
     load_from_options,
+    ray_option,
     reproduce_command,
 )
 from capgeo.cli.pass_options import block_size_option

@@ -102,9 +102,10 @@ def _tile_task(matrix: np.ndarray, groups: np.ndarray, grid, tile: tuple[int, in
     return partial, ray.get_runtime_context().get_node_id()
 
 
-#: (key, vectors, group codes) on this worker's device, from its previous task: a worker runs
-#: many tiles of one pass, and copying the vectors to a GPU once per task would cost more than the tile
-_device_inputs: tuple | None = None
+#: (pass id, vectors, group codes) on this worker's GPU from its previous tile: a worker runs many
+#: tiles of one pass, and copying the vectors to the GPU for every tile would cost more than the tile.
+#: Workers belong to the command's Ray job, so the copy goes when the command ends.
+_gpu_inputs: tuple | None = None
 
 
 def _inputs_on_device(matrix: np.ndarray, groups: np.ndarray, device: str, pass_id: str):
@@ -112,15 +113,16 @@ def _inputs_on_device(matrix: np.ndarray, groups: np.ndarray, device: str, pass_
 
     import torch
 
-    global _device_inputs
-    key = (pass_id, device)
-    if _device_inputs is None or _device_inputs[0] != key:
-        _device_inputs = None  # free the previous pass's copy first
-        with warnings.catch_warnings():
-            # object-store arrays are read-only; the tile code only reads them, so no copy on the CPU
-            warnings.simplefilter("ignore", UserWarning)
-            _device_inputs = (key, torch.from_numpy(matrix).to(device), torch.from_numpy(groups).to(device))
-    return _device_inputs[1], _device_inputs[2]
+    global _gpu_inputs
+    with warnings.catch_warnings():
+        # object-store arrays are read-only; the tile code only reads them, so no copy on the CPU
+        warnings.simplefilter("ignore", UserWarning)
+        if torch.device(device).type == "cpu":
+            return torch.from_numpy(matrix), torch.from_numpy(groups)
+        if _gpu_inputs is None or _gpu_inputs[0] != pass_id:
+            _gpu_inputs = None  # free the previous pass's copy first
+            _gpu_inputs = (pass_id, torch.from_numpy(matrix).to(device), torch.from_numpy(groups).to(device))
+    return _gpu_inputs[1], _gpu_inputs[2]
 
 
 def _merge_task(*partials):
