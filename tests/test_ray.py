@@ -84,6 +84,7 @@ def seeded_captions(n_groups: int = 800, per_group: int = 3, width: int = 24, se
     return vectors.astype(np.float32), np.repeat(np.arange(n_groups), per_group)
 
 
+@pytest.mark.slow
 def test_exact_pass_on_ray_is_identical_to_the_local_pass(cluster):
     from capgeo.geometry.pairwise import scan_pairs
 
