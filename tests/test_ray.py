@@ -230,3 +230,22 @@ def test_tiles_whose_worker_died_are_retried_and_counted_once(cluster, tmp_path)
     np.testing.assert_array_equal(on_ray.companion_index, local.companion_index)
     for mine, theirs in zip(on_ray.extra["pairs"], local.extra["pairs"]):
         np.testing.assert_array_equal(mine, theirs)
+
+
+@pytest.mark.parametrize("address, expected", [
+    ("127.0.0.1:1", "Error: --ray 127.0.0.1:1: no Ray head answers there (Connection refused); "
+                    "start one with `ray start --head` or give its address"),
+    ("nonsense", "Error: --ray nonsense: expected HOST:PORT of a Ray head (e.g. 10.0.0.1:6379), 'auto', "
+                 "or no address for a local Ray instance"),
+])
+def test_a_ray_address_nobody_answers_at_is_one_error_line_at_once(vector_dataset, monkeypatch, address, expected):
+    from click.testing import CliRunner
+
+    from capgeo.cli import main
+
+    data, encoder = vector_dataset
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a fresh process, whatever ran before
+    monkeypatch.setattr(ray, "init", lambda *args, **kwargs: pytest.fail("Ray would retry for minutes"))
+    result = CliRunner().invoke(main, ["encode", str(data), "--encoder", encoder, "--id-column", "id",
+                                       "--group-column", "image", "--text-column", "caption", "--ray", address])
+    assert (result.exit_code, result.stderr.strip()) == (2, expected)

@@ -73,6 +73,7 @@ def ray_session(address: str | None) -> Iterator[RaySession | None]:
     ray = import_ray()
     opened = False
     if not ray.is_initialized():
+        _check_reachable(address)
         try:
             ray.init(address=None if address == LOCAL else address, logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as error:
@@ -90,3 +91,20 @@ def ray_session(address: str | None) -> Iterator[RaySession | None]:
         session.release_actors()
         if opened:
             ray.shutdown()
+
+
+def _check_reachable(address: str, seconds: float = 5.0) -> None:
+    """A head address that does not answer fails at once: Ray itself would retry for minutes."""
+    import socket
+
+    if address in (LOCAL, "auto") or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise CapgeoError(f"--ray {address}: expected HOST:PORT of a Ray head (e.g. 10.0.0.1:6379), 'auto', "
+                          "or no address for a local Ray instance")
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except OSError as error:
+        raise CapgeoError(f"--ray {address}: no Ray head answers there ({error.strerror or error}); "
+                          "start one with `ray start --head` or give its address") from None
