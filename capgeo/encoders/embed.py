@@ -65,8 +65,8 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
     if ray_session is not None:
         from capgeo.scale.encode import encode_shards
 
-        spec = encoder if encoder is None or isinstance(encoder, (str, Path)) else info.spec
-        chunks = encode_shards(ray_session, spec, device, texts, order, pending, limit)
+        # each actor loads the encoder again from its spec
+        chunks = encode_shards(ray_session, info.spec, device, texts, order, pending, limit)
     else:
         chunks = ((start, stop, text_encoder.encode([texts[i] for i in order[start:stop]], max_tokens=limit))
                   for start, stop in pending)

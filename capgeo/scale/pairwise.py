@@ -26,6 +26,8 @@ from capgeo.scale.session import RaySession, import_ray
 RETRIES = 3
 #: partials combined per merge task: a tree of depth log_8(tiles)
 MERGE_FAN_IN = 8
+#: how long the driver collects finished tasks before starting merges and updating the bar
+WAIT_SECONDS = 0.2
 
 
 def scan_pairs_on_ray(session: RaySession, vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
@@ -64,7 +66,10 @@ def scan_pairs_on_ray(session: RaySession, vectors, group_codes, *, top_k: int, 
     with progress_bar("pairwise cosines on Ray", len(tiles), enabled=progress) as bar:
         while pending or len(ready) > 1:
             if pending:
-                done, _ = ray.wait(list(pending), num_returns=min(MERGE_FAN_IN, len(pending)), timeout=0.5)
+                # everything finished within a short wait, in one call: with tens of thousands of tiles,
+                # a call per few results would spend the driver's time listing the pending ones;
+                # partials stay where they are (the merges fetch them), not pulled to the driver
+                done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=WAIT_SECONDS, fetch_local=False)
                 for ref in done:
                     if pending.pop(ref):
                         bar.advance(1)
