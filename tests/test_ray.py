@@ -249,3 +249,14 @@ def test_a_ray_address_nobody_answers_at_is_one_error_line_at_once(vector_datase
     result = CliRunner().invoke(main, ["encode", str(data), "--encoder", encoder, "--id-column", "id",
                                        "--group-column", "image", "--text-column", "caption", "--ray", address])
     assert (result.exit_code, result.stderr.strip()) == (2, expected)
+
+
+def test_gpu_clusters_get_one_encoder_actor_and_one_tile_per_gpu_unless_told_cpu():
+    from capgeo.scale.encode import actor_count
+    from capgeo.scale.session import RaySession
+
+    gpus = RaySession(address="auto", nodes=2, cpus=32, gpus=4)
+    assert [gpus.uses_gpus(device) for device in (None, "cuda", "cuda:0", "cpu")] == [True, True, True, False]
+    assert (actor_count(gpus, None, 100), actor_count(gpus, "cpu", 100), actor_count(gpus, None, 3)) == (4, 32, 3)
+    cpus = RaySession(address="auto", nodes=2, cpus=2, gpus=0)
+    assert not cpus.uses_gpus(None) and actor_count(cpus, None, 100) == 2

@@ -33,9 +33,9 @@ class ShardEncoder:
         return start, stop, vectors, ray.get_runtime_context().get_node_id()
 
 
-def actor_count(session: RaySession, shards: int) -> int:
+def actor_count(session: RaySession, device: str | None, shards: int) -> int:
     """One actor per GPU in the cluster, else one per CPU; never more than there are shards."""
-    slots = int(session.gpus) if session.gpus >= 1 else max(1, int(session.cpus))
+    slots = int(session.gpus) if session.uses_gpus(device) else max(1, int(session.cpus))
     return max(1, min(shards, slots))
 
 
@@ -49,7 +49,7 @@ def encode_shards(session: RaySession, spec: str | None, device: str | None, tex
     ray = import_ray()
     from ray.util import ActorPool
 
-    pool = ActorPool(_encoder_actors(ray, session, spec, device, actor_count(session, len(pending))))
+    pool = ActorPool(_encoder_actors(ray, session, spec, device, actor_count(session, device, len(pending))))
     shards = [(start, stop, [texts[i] for i in order[start:stop]]) for start, stop in pending]
     for start, stop, vectors, node in pool.map_unordered(
             lambda actor, shard: actor.encode.remote(*shard, max_tokens), shards):
@@ -62,7 +62,7 @@ def _encoder_actors(ray, session: RaySession, spec: str | None, device: str | No
     """``count`` actors holding the encoder, started once per command and reused by later calls."""
     actors = session.actors.setdefault(("encoder", spec, device), [])
     if len(actors) < count:
-        resources = {"num_gpus": 1} if session.gpus >= 1 else {"num_cpus": 1}
+        resources = {"num_gpus": 1} if session.uses_gpus(device) else {"num_cpus": 1}
         actor_class = ray.remote(ShardEncoder).options(max_restarts=RETRIES, max_task_retries=RETRIES, **resources)
         actors += [actor_class.remote(spec, device) for _ in range(count - len(actors))]
     return actors[:count]

@@ -41,7 +41,7 @@ def scan_pairs_on_ray(session: RaySession, vectors, group_codes, *, top_k: int, 
     started = time.perf_counter()
     # checked and normalised once, on the driver; every task reads the same unit vectors
     matrix, groups, _ = prepare_inputs(vectors, group_codes, "cpu")
-    use_gpus = session.gpus >= 1
+    use_gpus = session.uses_gpus(device)
     worker_device = str(device) if device is not None else ("cuda" if use_gpus else "cpu")
     resources = {"num_gpus": 1} if use_gpus else {"num_cpus": 1}
     if block_size is None:

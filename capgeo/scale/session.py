@@ -43,6 +43,10 @@ class RaySession:
         self.actors.clear()
 
 
+    def uses_gpus(self, device) -> bool:
+        """Whether work for ``device`` (None: the best available) should ask Ray for a GPU each."""
+        return self.gpus >= 1 and (device is None or str(device).startswith("cuda"))
+
     def summary(self) -> str:
         return f"Ray: {self.tasks} task(s) on {len(self.nodes_used)} of {self.nodes} node(s)"
 
