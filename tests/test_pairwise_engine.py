@@ -143,3 +143,33 @@ def test_block_size_chosen_from_device_and_n():
     # the pass sizes its tiles itself when no block size is given
     vectors, groups = grouped_vectors(40, 8, seed=6)
     assert scan_pairs(vectors, groups, top_k=2, device="cpu").block_size == 40
+
+
+def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
+    """The report's profile and its dupes section share one all-pairs pass, with the same answer."""
+    from pathlib import Path
+
+    import polars as pl
+
+    import capgeo.geometry.pairwise as pairwise
+    from capgeo.captions.model import CaptionSet
+    from capgeo.encoders import embed
+    from capgeo.findings.duplicates import dupes_section
+    from capgeo.report.build import report_dataset
+
+    vectors, groups = grouped_vectors(120, 16, seed=7, per_group=4)
+    vectors[50] = vectors[10]  # one near-duplicate pair of different images
+    table = pl.DataFrame({"caption_id": [f"c{i}" for i in range(120)], "group_id": [f"g{g}" for g in groups],
+                          "split": [None] * 120, "text": [f"caption {i}" for i in range(120)]})
+    captions = CaptionSet(table, Path("synthetic"), "test")
+    np.save(tmp_path / "emb.npy", vectors)
+    embeddings = embed(captions, f"vectors:{tmp_path / 'emb.npy'}", use_cache=False)
+    expected = dupes_section(captions, embeddings, limit=20, quantiles=(0.5, 0.9, 0.99), n_per_quantile=1,
+                             neighbours=3)
+    calls = []
+    real_scan = pairwise.tile_partial
+    monkeypatch.setattr(pairwise, "tile_partial", lambda *a, **k: calls.append(k) or real_scan(*a, **k))
+    report = report_dataset(captions, None, embeddings=embeddings, batch_sizes=[8], n_batches=5, gamma=False)
+    assert len(calls) == 1 and calls[0]["histograms"]
+    assert report.profile["dupes"]["pairs"] == expected["pairs"]
+    assert report.profile["dupes"]["pairs"][0]["cosine"] == pytest.approx(1.0, abs=1e-6)

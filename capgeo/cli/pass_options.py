@@ -11,3 +11,11 @@ def block_size_option(command):
         help="Rows per tile of the pairwise pass (memory ~ 24 bytes x ROWS^2). "
              "Default: sized from the device and N (2048 on CPU; on a GPU the largest tile, up to 32768, "
              "that fits half the free memory).")(command)
+
+
+def precision_option(command):
+    return click.option(
+        "--precision", type=click.Choice(["fp32", "tf32", "bf16"]), default="fp32", show_default=True,
+        help="Matrix products of the pairwise pass. fp32: exact. tf32/bf16 (faster on big GPUs): companions "
+             "re-scored in fp32 (exact); the histograms' cosine error bound and measured error are printed "
+             "and saved in the JSON.")(command)

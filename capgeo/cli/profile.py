@@ -14,7 +14,7 @@ from capgeo.cli.options import (
     ray_option,
     reproduce_command,
 )
-from capgeo.cli.pass_options import block_size_option
+from capgeo.cli.pass_options import block_size_option, precision_option
 
 MODES = ("auto", "exact", "sampled")
 
@@ -40,6 +40,7 @@ MODES = ("auto", "exact", "sampled")
 @click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
               help="Companions (most similar captions of other groups) kept per caption.")
 @block_size_option
+@precision_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
 @click.option("--near-duplicate-threshold", type=click.FloatRange(-1.0, 1.0), default=0.95, show_default=True,
               metavar="T", help="Cosine at or above which two captions of different images count as near-duplicates.")
@@ -61,7 +62,7 @@ MODES = ("auto", "exact", "sampled")
 @json_option
 @ray_option
 def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
-            block_size, seed, near_duplicate_threshold, mode, sampled_above, sampled_pairs, companions, no_companions,
+            block_size, precision, seed, near_duplicate_threshold, mode, sampled_above, sampled_pairs, companions, no_companions,
             **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
@@ -69,7 +70,7 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
 
     profile_options = dict(
         batch_sizes=batch_sizes or None, n_batches=n_batches, buckets=buckets,
-        relative_buckets=relative_buckets or relative_quantiles is not None, top_k=top_k, block_size=block_size,
+        relative_buckets=relative_buckets or relative_quantiles is not None, top_k=top_k, block_size=block_size, precision=precision,
         seed=seed, near_duplicate_threshold=near_duplicate_threshold, mode=mode, sampled_above=sampled_above,
         sampled_pairs=sampled_pairs, companions=companions, include_companions=not no_companions,
     )
@@ -86,7 +87,13 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
 
 def _mode_text(result: dict) -> str:
     if result["options"]["mode_used"] == "exact":
-        return "exact (all pairs)"
+        precision = result["pairwise"].get("precision")
+        if not precision:
+            return "exact (all pairs)"
+        return (f"all pairs, {precision['mode']} products: every cosine within +-{precision['cosine_error_bound']:.1e} "
+                f"of fp32 (measured max {precision['measured_max_error']:.1e}; "
+                f"{precision['measured_share_of_bins_changed']:.2%} of cosines changed histogram bin); "
+                f"companions exact")
     bounds = result["pairwise"].get("bounds") or {}
     text = (f"sampled: {bounds.get('sample_size', 0):,} of {bounds.get('population', 0):,} negative pairs; "
             f"mean +-{1.96 * bounds.get('mean_standard_error', 0):.4f}, every share +-{bounds.get('cdf_epsilon', 0):.4f} "

@@ -181,48 +181,33 @@ def _rows_that_may_hide_pairs(scan, cutoff: float) -> np.ndarray:
 
 def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray, cutoff: float,
                  per_row: int | None, block_size: int | None, max_links: int):
-    """All other-group links of ``rows`` with cosine >= cutoff (at most ``per_row`` best per row), exactly."""
-    from capgeo.geometry.tile_size import CPU_BLOCK_SIZE
+    """All other-group links of ``rows`` with cosine >= cutoff (at most ``per_row`` best per row), exactly.
 
-    n = vectors.shape[0]
-    block_size = block_size or CPU_BLOCK_SIZE  # numpy on the CPU, whatever device the pass used
-    row_chunk = max(1, min(256, block_size))
-    found_rows, found_columns, found_values = [], [], []
-    found = 0
-    with progress_bar("Re-searching crowded captions", len(rows)) as bar:
-        for start in range(0, len(rows), row_chunk):
-            chunk = rows[start:start + row_chunk]
-            chunk_rows, chunk_columns, chunk_values = [], [], []
-            for column_start in range(0, n, block_size):
-                columns = np.arange(column_start, min(n, column_start + block_size))
-                similarity = vectors[chunk] @ vectors[columns].T
-                other_group = group_codes[chunk][:, None] != group_codes[columns][None, :]
-                r, c = np.nonzero(other_group & (similarity >= cutoff))
-                chunk_rows.append(chunk[r])
-                chunk_columns.append(columns[c])
-                chunk_values.append(similarity[r, c].astype(np.float64))
-                # a pair is found at most twice (once from each end): this bounds the distinct pairs
-                # and the memory held, before any more blocks are searched (with a per-row limit,
-                # each chunk is cut to per_row links a row below, which bounds it instead)
-                found += len(r)
-                if per_row is None and found > 2 * max_links:
-                    raise CapgeoError(f"more than {max_links:,} caption pairs reach cosine {cutoff:.4f}; "
-                                      "raise --threshold or set a --top limit")
-            chunk_rows = np.concatenate(chunk_rows)
-            chunk_columns = np.concatenate(chunk_columns)
-            chunk_values = np.concatenate(chunk_values)
-            if per_row is not None and len(chunk_rows):
-                # best `per_row` links of each row: sort by row, then cosine descending
-                order = np.lexsort((-chunk_values, chunk_rows))
-                chunk_rows, chunk_columns, chunk_values = chunk_rows[order], chunk_columns[order], chunk_values[order]
-                first = np.searchsorted(chunk_rows, chunk_rows, side="left")
-                keep = (np.arange(len(chunk_rows)) - first) < per_row
-                chunk_rows, chunk_columns, chunk_values = chunk_rows[keep], chunk_columns[keep], chunk_values[keep]
-            found_rows.append(chunk_rows)
-            found_columns.append(chunk_columns)
-            found_values.append(chunk_values)
-            bar.advance(len(chunk))
-    return np.concatenate(found_rows), np.concatenate(found_columns), np.concatenate(found_values)
+    One pass of the all-pairs engine over the tiles that hold these rows: with ``per_row``
+    its running top-k (k = per_row) gives each row's best links; without, its threshold
+    consumer gives every pair >= cutoff, stopping past ``max_links`` pairs."""
+    from capgeo.geometry.pairwise import TooManyPairs, make_grid, prepare_inputs, tile_partial
+    from capgeo.geometry.partials import sorted_pairs
+
+    matrix, groups, device = prepare_inputs(vectors, group_codes)
+    grid = make_grid(len(group_codes), block_size, device)
+    blocks = np.unique(rows // grid.block_size).tolist()
+    tiles = {(min(block, other), max(block, other)) for block in blocks for other in range(grid.blocks)}
+    try:
+        partial = tile_partial(matrix, groups, grid, tiles, top_k=per_row or 0, histograms=False,
+                               threshold=None if per_row else cutoff, max_pairs=None if per_row else max_links)
+    except TooManyPairs as error:
+        raise CapgeoError(f"{error}; raise --threshold or set a --top limit") from None
+    if per_row:
+        index, cosine = partial.dense_companions()
+        index, cosine = index[rows], cosine[rows].astype(np.float64)
+        keep = (index >= 0) & (np.nan_to_num(cosine, nan=-np.inf) >= cutoff)
+        return np.repeat(rows, per_row)[keep.ravel()], index[keep], cosine[keep]
+    found_rows, found_columns, found_values = sorted_pairs(partial)
+    crowded = np.zeros(len(group_codes), dtype=bool)
+    crowded[rows] = True
+    keep = crowded[found_rows] | crowded[found_columns]
+    return found_rows[keep], found_columns[keep], found_values[keep].astype(np.float64)
 
 
 def near_duplicate_pairs(captions, source, *, threshold: float | None = None, limit: int | None = 50,
@@ -429,17 +414,19 @@ CHAINING_WARNING = ("components chain through links: members are joined when a p
 def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = 50,
                   pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                   n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
-                  block_size: int | None = None, max_pairs: int = 1_000_000) -> dict:
+                  block_size: int | None = None, max_pairs: int = 1_000_000, scan=None) -> dict:
     """Everything `capgeo dupes` finds, as one JSON-ready dict (shape in docs/dupes.md).
 
     ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.
     Pairs are mined when ``pairs``; examples when ``examples``; components when
     ``components_threshold`` is given. Warnings (incomplete mining, chaining) are
-    listed under "warnings".
+    listed under "warnings". ``scan``: a scan of these vectors with exact companions to reuse
+    (the profile's, in a report) instead of scanning again.
     """
     vectors = _vectors_of(source)
-    scan = None
-    if vectors is not None:
+    if scan is not None:
+        _check_sizes(captions, vectors, scan)
+    elif vectors is not None:
         # one scan serves the pairs, the examples and the components
         needed = max(top_k, (limit or 0) if pairs else 0, neighbours if examples else 0)
         _, scan = _resolve(captions, vectors, needed, block_size)

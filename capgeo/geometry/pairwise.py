@@ -37,6 +37,7 @@ from capgeo.geometry.distribution import (
     summarize_values,
 )
 from capgeo.geometry.partials import Moments, PairPartial, exact_units, sorted_pairs
+from capgeo.geometry.precision import ReducedProducts, check_precision, matmul_precision
 from capgeo.progress import progress_bar
 
 DEFAULT_BLOCK_SIZE = None  # sized from the device and N: capgeo.geometry.tile_size
@@ -79,6 +80,8 @@ class PairScan:
         summary["pairs_total"] = int(self.negative_pairs_total)
         if self.bounds is not None:
             summary["bounds"] = dict(self.bounds)
+        if "precision" in self.extra:
+            summary["precision"] = dict(self.extra["precision"])
         return summary
 
     def same_group_summary(self, share_edges=DEFAULT_SHARE_EDGES) -> dict:
@@ -175,6 +178,14 @@ def same_group_pair_count(group_codes) -> int:
     return int((sizes * (sizes - 1) // 2).sum())
 
 
+class TooManyPairs(CapgeoError):
+    """More pairs reach the threshold than the caller allowed."""
+
+    def __init__(self, limit: int, threshold: float):
+        super().__init__(f"more than {limit:,} caption pairs reach cosine {threshold:.4f}")
+        self.limit, self.threshold = limit, threshold
+
+
 @dataclass(frozen=True)
 class TileGrid:
     """The pass's tiles: rows ``[b * block_size, (b + 1) * block_size)`` form block ``b``;
@@ -207,6 +218,7 @@ def scan_pairs(
     progress: bool | None = None,
     histograms: bool = True,
     threshold: float | None = None,
+    precision: str = "fp32",
     bookkeeping_threads: int | None = 1,
 ) -> PairScan:
     """Exact pairwise statistics of unit caption embeddings in one blockwise pass.
@@ -216,7 +228,10 @@ def scan_pairs(
     rows per tile, None sizes it from the device and N (:func:`choose_block_size`).
     ``histograms=False`` skips the distributions and computes the hardest companions only
     (estimate mode uses it). ``threshold``: also collect every different-group pair with
-    cosine >= threshold (``PairScan.pairs``), from the same tiles.
+    cosine >= threshold (``PairScan.extra["pairs"]``: rows, columns, cosines), from the same
+    tiles. ``precision``: ``fp32`` (exact), or ``tf32`` / ``bf16`` tile products with the
+    companions and threshold pairs re-scored in float32 and the histograms' error stated in
+    ``PairScan.extra["precision"]`` (:mod:`capgeo.geometry.precision`).
     ``progress``: None shows a bar on a terminal only. ``bookkeeping_threads``: CPU
     threads for everything but the matmuls (histogram, top-k, merges); None keeps
     torch's setting. One is the default because these memory-bound steps gain little
@@ -241,7 +256,8 @@ def scan_pairs(
     matrix, groups, device = prepare_inputs(vectors, group_codes, device)
     grid = make_grid(matrix.shape[0], block_size, device, top_k=top_k)
     partial = tile_partial(matrix, groups, grid, grid.tiles(), top_k=top_k, bins=bins, histograms=histograms,
-                           threshold=threshold, progress=progress, bookkeeping_threads=bookkeeping_threads)
+                           threshold=threshold, precision=precision, progress=progress,
+                           bookkeeping_threads=bookkeeping_threads)
     return finish_scan(partial, group_codes, device=device, seconds=time.perf_counter() - started)
 
 
@@ -259,7 +275,8 @@ def make_grid(n: int, block_size: int | None, device, *, top_k: int = DEFAULT_TO
 
 
 def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_TOP_K, bins: int = DEFAULT_BINS,
-                 histograms: bool = True, threshold: float | None = None, progress: bool | None = None,
+                 histograms: bool = True, threshold: float | None = None, precision: str = "fp32",
+                 max_pairs: int | None = None, progress: bool | None = None,
                  bookkeeping_threads: int | None = 1) -> PairPartial:
     """What ``tiles`` ((row block, column block) pairs, row <= column) contribute to the pass.
 
@@ -267,6 +284,8 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
     group codes, on the device the tiles run on). The tiles are walked in row-major
     order whatever order they are given in (the running top-k relies on it). Host work
     per tile is a fixed number of torch calls; group membership is tested on the device.
+    ``max_pairs``: raise :class:`TooManyPairs` as soon as more pairs than this reach
+    ``threshold`` (memory stays bounded however low the threshold).
     """
     import torch
 
@@ -274,14 +293,22 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
     if any(not 0 <= row <= column < grid.blocks for row, column in tiles):
         raise ValueError(f"tiles must satisfy 0 <= row block <= column block < {grid.blocks}")
     device = matrix.device
-    state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles))
+    reduced = precision_error = None
+    with torch.inference_mode():
+        if check_precision(precision) != "fp32":
+            reduced = ReducedProducts(matrix, precision)
+            precision_error = {"cosine_error_bound": reduced.bound, **reduced.measure(bins)}
+        state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles), reduced)
+        state.max_pairs = max_pairs
     threads = _CpuThreads(device, bookkeeping_threads)
-    with torch.inference_mode(), _threads_for_tiles(device, grid.block_size), \
+    with torch.inference_mode(), matmul_precision(precision), _threads_for_tiles(device, grid.block_size), \
             progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
         for row_block, column_block in tiles:
             state.add_tile(row_block, column_block, threads)
             bar.advance(1)
-    return state.partial()
+    partial = state.partial()
+    partial.precision, partial.precision_error = precision, precision_error
+    return partial
 
 
 def finish_scan(partial: PairPartial, group_codes, *, device=None, seconds: float = 0.0) -> PairScan:
@@ -314,6 +341,10 @@ def finish_scan(partial: PairPartial, group_codes, *, device=None, seconds: floa
         scan.extra["threshold"] = float(partial.threshold)
         scan.extra["pairs"] = sorted_pairs(partial)
     scan.extra["tiles"] = int(partial.tiles)
+    if partial.precision != "fp32":
+        scan.extra["precision"] = {"mode": partial.precision, **(partial.precision_error or {}),
+                                   "rows_recomputed_in_fp32": int(partial.rows_recomputed),
+                                   "companions": "exact (re-scored in fp32)"}
     return scan
 
 
@@ -369,7 +400,7 @@ class _ScanState:
     a row of one tile (~1e-12 relative), not on how tiles are grouped.
     """
 
-    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, n_tiles):
+    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, n_tiles, reduced=None):
         import torch
 
         self.torch = torch
@@ -406,6 +437,10 @@ class _ScanState:
         self.best_index = torch.full((n, top_k), -1, dtype=torch.int64, device=device)
         self._touched = torch.zeros(n, dtype=torch.bool, device=device)
         self._pairs = []
+        self._pair_count = 0
+        self.max_pairs = None
+        self.reduced = reduced  # tf32 / bf16 products (capgeo.geometry.precision), None for fp32
+        self._recomputed = torch.zeros((), dtype=torch.int64, device=device)
 
     def add_tile(self, row_block, column_block, threads):
         torch = self.torch
@@ -413,7 +448,10 @@ class _ScanState:
         column_start, column_end = self.grid.span(column_block)
         rows, columns = row_end - row_start, column_end - column_start
         tile = self._tile[: rows * columns].view(rows, columns)
-        torch.mm(self.matrix[row_start:row_end], self.matrix[column_start:column_end].T, out=tile)
+        if self.reduced is None:
+            torch.mm(self.matrix[row_start:row_end], self.matrix[column_start:column_end].T, out=tile)
+        else:
+            self.reduced.product(row_start, row_end, column_start, column_end, tile)
         shares_groups = (self._code_low[row_block] <= self._code_high[column_block]
                          and self._code_low[column_block] <= self._code_high[row_block])
         diagonal = row_block == column_block
@@ -443,15 +481,55 @@ class _ScanState:
             self._collect_pairs(tile, row_start, column_start, lower)
         if self.top_k == 0:
             return
-        column_ids = torch.arange(column_start, column_start + columns, device=self.device)
-        values, ids = _tile_topk(tile, column_ids, self.top_k)
+        values, ids = self._topk(tile, row_start, column_start)
         self._merge(row_start, values, ids)
         if not diagonal:
-            row_ids = torch.arange(row_start, row_start + rows, device=self.device)
             transposed = self._transposed[: rows * columns].view(columns, rows)
             transposed.copy_(tile.T)
-            values, ids = _tile_topk(transposed, row_ids, self.top_k)
+            values, ids = self._topk(transposed, column_start, row_start)
             self._merge(column_start, values, ids)
+
+    def _topk(self, tile, query_start, candidate_start):
+        """Top-k of each row of ``tile`` (queries ``query_start``.. against candidates ``candidate_start``..)."""
+        candidate_ids = self.torch.arange(candidate_start, candidate_start + tile.shape[1], device=self.device)
+        if self.reduced is None or tile.shape[1] <= 2 * self.top_k + 1:
+            if self.reduced is not None:  # every candidate is a finalist: score them all in float32
+                tile = self._float32_rows(query_start, tile.shape[0], candidate_start, tile.shape[1])
+            return _tile_topk(tile, candidate_ids, self.top_k)
+        return self._rescored_topk(tile, query_start, candidate_start, candidate_ids)
+
+    def _rescored_topk(self, tile, query_start, candidate_start, candidate_ids):
+        """Exact top-k from approximate cosines: the best 2k + 1 re-scored in float32; rows where a
+        candidate left out could, within the error bound, beat the k-th are recomputed in float32."""
+        torch, k = self.torch, self.top_k
+        queries = tile.shape[0]
+        approximate, positions = torch.topk(tile, 2 * k + 1, dim=1, sorted=True)
+        ids = candidate_ids[positions]
+        query_vectors = self.matrix[query_start:query_start + queries]
+        rescored = torch.bmm(self.matrix[ids], query_vectors[:, :, None])[:, :, 0]
+        rescored.masked_fill_(~torch.isfinite(approximate), float("-inf"))
+        values, ids = _sort_desc_by_value_then_index(rescored, ids)
+        values, ids = values[:, :k].contiguous(), ids[:, :k].contiguous()
+        last = approximate[:, -1]
+        unsafe = torch.isfinite(last) & (last + self.reduced.bound >= values[:, -1])
+        self._recomputed += unsafe.sum()
+        if bool(unsafe.any()):
+            rows = torch.nonzero(unsafe)[:, 0]
+            exact = self._float32_rows(query_start + rows, None, candidate_start, tile.shape[1])
+            values[rows], ids[rows] = _tile_topk(exact, candidate_ids, k)
+        return values, ids
+
+    def _float32_rows(self, queries, count, candidate_start, candidates):
+        """Float32 cosines of captions ``queries`` (a start with ``count``, or an index tensor) against
+        ``candidates`` captions from ``candidate_start``, other-group pairs only (-inf elsewhere)."""
+        torch = self.torch
+        if count is not None:
+            queries = torch.arange(queries, queries + count, device=self.device)
+        columns = slice(candidate_start, candidate_start + candidates)
+        with matmul_precision("fp32"):
+            exact = self.matrix[queries] @ self.matrix[columns].T
+        # the own group includes the caption itself
+        return exact.masked_fill_(self.groups[queries, None] == self.groups[None, columns], float("-inf"))
 
     def _histogram(self, tile, same, lower):
         """Bin counts, float64 sums, min and max of the tile's pairs (upper triangle on the diagonal)."""
@@ -492,12 +570,26 @@ class _ScanState:
     def _collect_pairs(self, tile, row_start, column_start, lower):
         """Different-group pairs at or above the threshold (masked cells are -inf by now)."""
         torch = self.torch
-        hits = tile >= self.threshold
+        if self.reduced is None:
+            hits = tile >= self.threshold
+        else:  # approximate cosines: gather within the bound, then keep those that pass in float32
+            hits = tile >= self.threshold - self.reduced.bound
         if lower is not None:
             hits &= ~lower
         rows, columns = torch.nonzero(hits, as_tuple=True)
-        if rows.numel():
-            self._pairs.append((rows + row_start, columns + column_start, tile[rows, columns]))
+        if not rows.numel():
+            return
+        rows, columns = rows + row_start, columns + column_start
+        if self.reduced is None:
+            cosines = tile[rows - row_start, columns - column_start]
+        else:
+            cosines = (self.matrix[rows] * self.matrix[columns]).sum(dim=1)
+            kept = cosines >= self.threshold
+            rows, columns, cosines = rows[kept], columns[kept], cosines[kept]
+        self._pairs.append((rows, columns, cosines))
+        self._pair_count += int(rows.numel())
+        if self.max_pairs is not None and self._pair_count > self.max_pairs:
+            raise TooManyPairs(self.max_pairs, self.threshold)
 
     def _merge(self, start, values, ids):
         """Merge a tile's candidates into the running top-k of rows start..start+len.
@@ -545,6 +637,7 @@ class _ScanState:
             companion_index=self.best_index[touched].cpu().numpy().astype(np.int64),
             pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
             pair_cosines=pair_cosines.astype(np.float32), tiles=self._tile_number,
+            rows_recomputed=int(self._recomputed),
         )
 
 

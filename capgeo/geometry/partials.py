@@ -96,12 +96,14 @@ class PairPartial:
     pair_columns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     pair_cosines: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     tiles: int = 0
-    extra: dict = field(default_factory=dict)
+    precision: str = "fp32"
+    precision_error: dict | None = None  # bound and measured error of tf32 / bf16 cosines
+    rows_recomputed: int = 0  # tf32 / bf16: tile rows whose companions were recomputed in float32
 
     @property
     def layout(self) -> tuple:
         """What two partials must share to be merged."""
-        return (self.n, self.top_k, self.bins, self.block_size, self.histograms, self.threshold)
+        return (self.n, self.top_k, self.bins, self.block_size, self.histograms, self.threshold, self.precision)
 
     def dense_companions(self) -> tuple[np.ndarray, np.ndarray]:
         """(index (n, k) int64 with -1, cosine (n, k) float32 with NaN) for every caption."""
@@ -133,6 +135,9 @@ def merge_two(first: PairPartial, second: PairPartial) -> PairPartial:
         pair_columns=np.concatenate([first.pair_columns, second.pair_columns]),
         pair_cosines=np.concatenate([first.pair_cosines, second.pair_cosines]),
         tiles=first.tiles + second.tiles,
+        precision=first.precision,
+        precision_error=first.precision_error or second.precision_error,
+        rows_recomputed=first.rows_recomputed + second.rows_recomputed,
     )
 
 

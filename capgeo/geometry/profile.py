@@ -26,6 +26,7 @@ from capgeo.geometry.inbatch import (
     check_edges,
     inbatch_statistics,
 )
+from capgeo.geometry.precision import check_precision
 
 SCHEMA_NAME = "capgeo.profile"
 SCHEMA_VERSION = 1
@@ -72,6 +73,7 @@ def build_profile(
     n_batches: int = 200,
     top_k: int = 10,
     block_size: int | None = None,
+    precision: str = "fp32",
     bins: int = 4000,
     seed: int = 0,
     near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
@@ -83,11 +85,13 @@ def build_profile(
     device: str | None = None,
     progress: bool | None = None,
     command: str | None = None,
+    on_scan=None,
 ) -> dict:
     """Profile ``captions`` (a CaptionSet) from their ``embeddings`` (an Embeddings).
 
     Returns the ``capgeo.profile/1`` dict (docs/profile-schema.md). Deterministic for a
-    seed. Raises CapgeoError for bad options, a batch size above the number of groups,
+    seed. ``on_scan``: called with the pairwise scan (a PairScan), so a caller can reuse
+    it (the report's dupes section does). Raises CapgeoError for bad options, a batch size above the number of groups,
     or a dataset with a single group (it has no negatives).
     """
     started = time.perf_counter()
@@ -115,6 +119,7 @@ def build_profile(
                         ("sampled_pairs", sampled_pairs)):
         if value is not None and int(value) < 1:
             raise CapgeoError(f"{name.replace('_', ' ')} must be at least 1, got {value}")
+    check_precision(precision)
     if companions not in COMPANION_MODES:
         raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {companions!r}")
 
@@ -133,8 +138,11 @@ def build_profile(
         from capgeo.geometry.pairwise import scan_pairs
 
         scan = scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
-                          progress=progress)
-    pairwise_exact = getattr(scan, "mode", "exact") == "exact"
+                          progress=progress, precision=precision)
+    # tf32 / bf16 products: the distribution is within a stated bound, not exact
+    if on_scan is not None:
+        on_scan(scan)
+    pairwise_exact = getattr(scan, "mode", "exact") == "exact" and "precision" not in scan.extra
     companions_exact = getattr(scan, "companion_mode", "exact") == "exact"
     pairwise = _with_exact_flag(scan.pairwise_summary(), pairwise_exact)
     within_group = None
@@ -188,6 +196,7 @@ def build_profile(
             "top_k": int(top_k),
             "block_size": None if block_size is None else int(block_size),
             "block_size_used": int(scan.block_size),
+            "precision": precision,
             "bins": int(bins),
             "seed": int(seed),
             "near_duplicate_threshold": float(near_duplicate_threshold),

@@ -64,17 +64,21 @@ def usable_batch_sizes(batch_sizes: Sequence[int] | None, n_groups: int) -> tupl
 
 
 def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
-                 progress: bool | None = None) -> list[str]:
+                 progress: bool | None = None, scan=None) -> list[str]:
     """Add the ``dupes`` and ``gamma`` sections a profile lacks, from its captions and embeddings.
 
     Sections already present are kept as they are. Returns notes for what was not added.
+    ``scan``: the profile's pairwise scan of these embeddings, reused by dupes when its
+    companions are exact.
     """
+    if scan is not None and (scan.companion_mode != "exact" or not scan.top_k):
+        scan = None
     notes = []
     if dupes and not profile.get("dupes"):
         from capgeo.findings.duplicates import dupes_section
 
         profile["dupes"] = dupes_section(captions, embeddings, limit=DUPES_PAIRS, quantiles=DUPES_QUANTILES,
-                                         n_per_quantile=1, neighbours=3)
+                                         n_per_quantile=1, neighbours=3, scan=scan)
     elif not dupes and not profile.get("dupes"):
         notes.append("Near-duplicate gallery: left out (--no-dupes).")
     if gamma and not profile.get("gamma"):
@@ -112,9 +116,12 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
         embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                            max_tokens=max_tokens, progress=progress)
     # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
+    scans = []  # one all-pairs pass serves the profile and the dupes section
     profile = build_profile(captions, embeddings, batch_sizes=sizes, seed=seed, n_batches=n_batches,
-                            relative_buckets=True, device=device, progress=progress, command=command)
-    notes += add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
+                            relative_buckets=True, device=device, progress=progress, command=command,
+                            on_scan=scans.append)
+    notes += add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress,
+                          scan=scans[0] if scans else None)
     if truncation:
         # `capgeo truncation`: the same captions re-embedded at several lengths, on the same batches
         from capgeo.findings.truncation import truncation_profile

@@ -1,0 +1,267 @@
+"""GPU benchmark of the all-pairs pass: capgeo against the raw matrix product + top-k, in one process.
+
+For each N (default 100,000 and 1,000,000 synthetic unit vectors of width 768, five
+captions per image) it times, on the same device and in the same process:
+
+* raw fp32: ``X[rows] @ X.T`` + ``topk(k + 1)`` over every row, 8192-row blocks, TF32 off;
+* raw bf16: the same with a bf16 copy of X (bf16 products and top-k);
+* capgeo's exact pass, ``scan_pairs`` (fp32; tiles sized from the device), and its
+  ``tf32`` / ``bf16`` precisions (top-k re-scored in fp32; the histogram's error is stated);
+
+then the end-to-end ``capgeo profile --encoder vectors:EMB.npy --mode exact --no-gamma``
+at ``--profile-n`` captions in a fresh process (vectors and a captions CSV written to a
+temporary folder first), and an extrapolation to 10,000,000 captions.
+
+The raw products at large N are timed over their first ``--raw-rows`` rows and scaled
+to all N rows (their cost is the same for every row block); the table says so.
+
+    python bench/bench_gpu.py --json gpu.json              # H200: about 3-4 minutes
+    python bench/bench_gpu.py --quick --json quick.json    # checks the script: about a minute on 2 CPU cores
+
+Needs torch, numpy and capgeo's own dependencies only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPOSITORY = Path(__file__).resolve().parents[1]
+RAW_BLOCK = 8192
+TARGET_LARGE = 10_000_000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="100000,1000000", help="comma-separated N (default 100000,1000000)")
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--precisions", default="fp32,tf32,bf16", help="capgeo precisions to time")
+    parser.add_argument("--tf32-up-to", type=int, default=200_000,
+                        help="time tf32 only up to this N (keeps the default run under 4 minutes on an H200)")
+    parser.add_argument("--raw-rows", type=int, default=131_072,
+                        help="rows of the raw products timed at large N (scaled to N; 0: all rows)")
+    parser.add_argument("--profile-n", type=int, default=1_000_000, help="N of the end-to-end profile (0: skip)")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes (2000,5000; profile 5000): checks the script in a minute on a CPU")
+    parser.add_argument("--json", dest="json_path", default=None, help="also write the numbers to this file")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.profile_n = "2000,5000", 5_000
+
+    import torch
+
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    sizes = [int(size) for size in args.sizes.split(",") if size]
+    precisions = [name for name in args.precisions.split(",") if name]
+    results = {"device": _device_name(device), "torch": torch.__version__, "width": args.width, "k": args.k,
+               "captions_per_image": 5, "passes": [], "profile": None}
+    print(f"device {results['device']}, torch {torch.__version__}, width {args.width}, k {args.k}", flush=True)
+
+    _warm_up(device)
+    for n in sizes:
+        vectors = _unit_vectors(n, args.width, args.seed, device)
+        rows = n if args.raw_rows <= 0 else min(n, args.raw_rows)
+        entry = {"n": n, "raw_rows_timed": rows}
+        entry["raw_fp32_s"] = _raw_product_topk(vectors, args.k, rows, torch.float32)
+        entry["raw_bf16_s"] = _raw_product_topk(vectors, args.k, rows, torch.bfloat16)
+        for precision in precisions:
+            if precision == "tf32" and n > args.tf32_up_to:
+                continue
+            entry[f"capgeo_{precision}"] = _capgeo_pass(vectors, args.k, precision)
+        entry["ratio_fp32"] = entry["capgeo_fp32"]["seconds"] / entry["raw_fp32_s"] if "capgeo_fp32" in entry else None
+        for precision in ("tf32", "bf16"):
+            if f"capgeo_{precision}" in entry:
+                entry[f"ratio_{precision}_to_raw_bf16"] = entry[f"capgeo_{precision}"]["seconds"] / entry["raw_bf16_s"]
+        results["passes"].append(entry)
+        _print_pass(entry)
+        del vectors
+        _free(device)
+
+    if args.profile_n:
+        results["profile"] = _end_to_end_profile(args.profile_n, args.width, args.seed, device)
+        print(f"end to end: capgeo profile, N = {args.profile_n:,}, exact: {results['profile']['seconds']:.1f} s",
+              flush=True)
+
+    largest = max(results["passes"], key=lambda entry: entry["n"]) if results["passes"] else None
+    if largest and "capgeo_fp32" in largest:
+        factor = (TARGET_LARGE / largest["n"]) ** 2
+        results["extrapolated_10m_fp32_s"] = largest["capgeo_fp32"]["seconds"] * factor
+    _print_summary(results)
+    if args.json_path:
+        Path(args.json_path).write_text(json.dumps(results, indent=2) + "\n")
+        print(f"numbers written to {args.json_path}")
+
+
+def _device_name(device) -> str:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({torch.get_num_threads()} threads)"
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _free(device) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _warm_up(device) -> None:
+    """cuBLAS and kernel start-up costs out of the first measurement."""
+    import torch
+
+    x = torch.randn(4096, 256, device=device)
+    for dtype in (torch.float32, torch.bfloat16):
+        y = x.to(dtype)
+        torch.topk(y @ y.T, 11, dim=1)
+    _sync(device)
+
+
+def _unit_vectors(n, width, seed, device):
+    import torch
+
+    generator = torch.Generator(device=device).manual_seed(seed)
+    vectors = torch.empty((n, width), dtype=torch.float32, device=device)
+    for start in range(0, n, 262_144):  # in chunks: no second N x d temporary
+        chunk = torch.randn((min(n, start + 262_144) - start, width), generator=generator, device=device)
+        vectors[start:start + len(chunk)] = chunk / torch.linalg.vector_norm(chunk, dim=1, keepdim=True)
+    return vectors
+
+
+def _raw_product_topk(vectors, k, rows, dtype) -> float:
+    """Seconds for X[:rows] @ X.T + topk(k + 1) in 8192-row blocks, scaled to all N rows."""
+    import torch
+
+    device = vectors.device
+    matrix = vectors if dtype == torch.float32 else vectors.to(dtype)
+    n = matrix.shape[0]
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False  # plain fp32, as capgeo's default
+    try:
+        with torch.inference_mode():
+            _sync(device)
+            started = time.perf_counter()
+            for start in range(0, rows, RAW_BLOCK):
+                product = matrix[start:min(rows, start + RAW_BLOCK)] @ matrix.T
+                torch.topk(product, k + 1, dim=1)
+                del product
+            _sync(device)
+            seconds = time.perf_counter() - started
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+    del matrix
+    _free(device)
+    return seconds * n / rows
+
+
+def _capgeo_pass(vectors, k, precision) -> dict:
+    import numpy as np
+
+    from capgeo.geometry.pairwise import scan_pairs
+
+    groups = np.arange(vectors.shape[0]) // 5
+    _sync(vectors.device)
+    started = time.perf_counter()
+    scan = scan_pairs(vectors, groups, top_k=k, device=vectors.device, precision=precision, progress=False)
+    seconds = time.perf_counter() - started
+    result = {"seconds": seconds, "block_size": scan.block_size, "tiles": scan.extra.get("tiles"),
+              "mean": scan.negatives.mean, "std": scan.negatives.std}
+    if "precision" in scan.extra:
+        result["precision"] = scan.extra["precision"]
+    del scan
+    _free(vectors.device)
+    return result
+
+
+def _end_to_end_profile(n, width, seed, device) -> dict:
+    """``capgeo profile`` from precomputed vectors in a fresh process; returns its wall time."""
+    import numpy as np
+
+    with tempfile.TemporaryDirectory(prefix="capgeo-bench-") as folder:
+        folder = Path(folder)
+        vectors = _unit_vectors(n, width, seed, device).cpu().numpy()
+        np.save(folder / "emb.npy", vectors)
+        del vectors
+        _free(device)
+        with open(folder / "captions.csv", "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["image", "caption"])
+            writer.writerows((f"img{row // 5}", f"synthetic caption number {row}") for row in range(n))
+        # the command the issue timed (terminal output, no JSON of a million companion lists)
+        command = [sys.executable, "-m", "capgeo", "profile", str(folder / "captions.csv"),
+                   "--encoder", f"vectors:{folder / 'emb.npy'}", "--device", device.type, "--mode", "exact",
+                   "--no-gamma"]
+        environment = dict(os.environ, CAPGEO_CACHE=str(folder / "cache"),
+                           PYTHONPATH=os.pathsep.join(filter(None, [str(REPOSITORY), os.environ.get("PYTHONPATH")])))
+        started = time.perf_counter()
+        completed = subprocess.run(command, env=environment, capture_output=True, text=True)
+        seconds = time.perf_counter() - started
+    result = {"n": n, "seconds": seconds, "command": "capgeo " + " ".join(command[3:])}
+    if completed.returncode != 0:
+        print(completed.stderr[-4000:], file=sys.stderr)
+        result["error"] = (completed.stderr.strip().splitlines() or ["exit code %d" % completed.returncode])[-1]
+    return result
+
+
+def _print_pass(entry: dict) -> None:
+    scaled = "" if entry["raw_rows_timed"] == entry["n"] else f" (timed on {entry['raw_rows_timed']:,} rows, scaled)"
+    print(f"N = {entry['n']:,}: raw fp32 {entry['raw_fp32_s']:.2f} s, raw bf16 {entry['raw_bf16_s']:.2f} s{scaled}",
+          flush=True)
+    for key, value in entry.items():
+        if key.startswith("capgeo_"):
+            error = value.get("precision", {}).get("cosine_error_bound")
+            stated = "" if error is None else f", cosine error <= {error:.2g}"
+            print(f"  capgeo {key[7:]}: {value['seconds']:.2f} s (block {value['block_size']}, "
+                  f"{value['tiles']} tiles{stated})", flush=True)
+
+
+def _print_summary(results: dict) -> None:
+    print()
+    print(f"Summary ({results['device']}, width {results['width']}, k {results['k']}, 5 captions per image)")
+    header = f"{'N':>10} {'raw fp32':>9} {'raw bf16':>9} {'capgeo fp32':>12} {'x raw fp32':>10}"
+    extra = sorted({key[7:] for entry in results["passes"] for key in entry
+                    if key.startswith("capgeo_") and key != "capgeo_fp32"})
+    for precision in extra:
+        header += f" {'capgeo ' + precision:>12} {'x raw bf16':>10}"
+    print(header)
+    for entry in results["passes"]:
+        line = f"{entry['n']:>10,} {entry['raw_fp32_s']:>8.2f}s {entry['raw_bf16_s']:>8.2f}s"
+        fp32 = entry.get("capgeo_fp32")
+        line += f" {fp32['seconds']:>11.2f}s {entry['ratio_fp32']:>9.2f}x" if fp32 else f" {'-':>12} {'-':>10}"
+        for precision in extra:
+            value = entry.get(f"capgeo_{precision}")
+            line += (f" {value['seconds']:>11.2f}s {value['seconds'] / entry['raw_bf16_s']:>9.2f}x" if value
+                     else f" {'-':>12} {'-':>10}")
+        print(line)
+    profile = results.get("profile")
+    if profile:
+        print(f"capgeo profile end to end, N = {profile['n']:,} (exact, from precomputed vectors): "
+              f"{profile['seconds']:.1f} s" + (f"  ERROR {profile['error']}" if profile.get("error") else ""))
+    if results.get("extrapolated_10m_fp32_s") is not None:
+        seconds = results["extrapolated_10m_fp32_s"]
+        print(f"exact fp32 pass at N = 10,000,000 (quadratic extrapolation): {seconds:.0f} s = {seconds / 60:.0f} min")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Faster, stated-error matrix products for the pairwise pass: ``tf32`` and ``bf16``.
+
+``fp32`` (the default) is the exact pass. The other two compute each tile's cosines
+with reduced-precision inputs (TF32 tensor cores, or a bf16 copy of the vectors with
+float32 accumulation), which big GPUs run several times faster. What changes:
+
+* the histograms, mean, std, min and max come from the approximate cosines. Every
+  approximate cosine is within ``cosine_error_bound`` of the float32 one (a worst-case
+  bound from the input rounding, below), and the error actually seen on one full tile
+  is measured and reported, with the share of cosines that changed histogram bin;
+* the top-k companions stay exact: each tile's best ``2k + 1`` candidates by the
+  approximate cosine are re-scored in float32, and a row whose last candidate could,
+  within the error bound, still beat its k-th re-scored companion is recomputed in
+  float32 entirely. The count of such rows is reported;
+* pairs at or above a threshold are gathered with the threshold lowered by the bound
+  and re-scored in float32, so the set is exact too.
+
+The bound: with inputs x~ = x + dx, y~ = y + dy and float32 accumulation over d terms,
+``|x~.y~ - x.y| <= |dx||y| + |x||dy| + |dx||dy| + d * 2**-24 * (1 + |dx|)^2`` for unit
+x, y. For bf16 the rounding dx of every vector is known, so the largest |dx| is used;
+TF32 rounding happens inside the GPU, so |dx| <= 2**-10 |x| (truncation) is assumed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+TF32_RELATIVE_ROUNDING = 2.0 ** -10
+FLOAT32_UNIT = 2.0 ** -24
+BF16_OUTPUT_ROUNDING = 2.0 ** -9
+MEASURED_ROWS = 4096
+
+
+def check_precision(precision: str) -> str:
+    from capgeo.errors import CapgeoError
+
+    if precision not in PRECISIONS:
+        raise CapgeoError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    return precision
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str):
+    """TF32 on for ``tf32``, off otherwise (whatever the process had set), restored after."""
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+class ReducedProducts:
+    """Tile products in ``tf32`` or ``bf16`` for a float32 unit ``matrix``, with their error bound."""
+
+    def __init__(self, matrix, precision: str):
+        import torch
+
+        self.torch = torch
+        self.precision = precision
+        self.matrix = matrix
+        width = matrix.shape[1]
+        output_rounding = 0.0
+        if precision == "bf16":
+            self.inputs = matrix.to(torch.bfloat16)
+            rounding = 0.0
+            for start in range(0, matrix.shape[0], 65536):  # in chunks: no second float32 copy
+                chunk = self.inputs[start:start + 65536].to(torch.float32) - matrix[start:start + 65536]
+                rounding = max(rounding, float(torch.linalg.vector_norm(chunk, dim=1).max()))
+            self._multiply = self._pick_bf16_product()
+            if self._multiply is self._bf16_output:
+                output_rounding = BF16_OUTPUT_ROUNDING
+        else:
+            self.inputs = matrix
+            rounding = TF32_RELATIVE_ROUNDING
+            self._multiply = self._tf32_product
+        self.bound = (2 * rounding + rounding ** 2 + width * FLOAT32_UNIT * (1 + rounding) ** 2) * (1 + output_rounding) \
+            + output_rounding
+
+    def product(self, row_start, row_end, column_start, column_end, out):
+        self._multiply(self.inputs[row_start:row_end], self.inputs[column_start:column_end], out)
+
+    def _tf32_product(self, rows, columns, out):
+        self.torch.mm(rows, columns.T, out=out)
+
+    def _bf16_into(self, rows, columns, out):
+        self.torch.mm(rows, columns.T, out_dtype=self.torch.float32, out=out)
+
+    def _bf16_copy(self, rows, columns, out):
+        out.copy_(self.torch.mm(rows, columns.T, out_dtype=self.torch.float32))
+
+    def _bf16_output(self, rows, columns, out):
+        # no float32-output bf16 product here (CPU, older torch): bf16 results, rounding in the bound
+        out.copy_(self.torch.mm(rows, columns.T))
+
+    def _pick_bf16_product(self):
+        torch = self.torch
+        probe = self.inputs[:2]
+        out = torch.empty((2, 2), dtype=torch.float32, device=probe.device)
+        for candidate in (self._bf16_into, self._bf16_copy):
+            try:
+                candidate(probe, probe, out)
+                return candidate
+            except (RuntimeError, TypeError, NotImplementedError):
+                continue
+        return self._bf16_output
+
+    def measure(self, bins: int) -> dict:
+        """Error of one tile (up to 4096 x 4096 captions) against float32: max and share of bin changes."""
+        from capgeo.geometry.distribution import bin_indices_torch
+
+        torch = self.torch
+        size = min(MEASURED_ROWS, self.matrix.shape[0])
+        reduced = torch.empty((size, size), dtype=torch.float32, device=self.matrix.device)
+        with matmul_precision(self.precision):
+            self.product(0, size, 0, size, reduced)
+        with matmul_precision("fp32"):
+            exact = self.matrix[:size] @ self.matrix[:size].T
+        upper = torch.ones((size, size), dtype=torch.bool, device=exact.device).triu(1)
+        error = (reduced - exact).abs()[upper]
+        moved = bin_indices_torch(reduced, bins)[upper] != bin_indices_torch(exact, bins)[upper]
+        return {"measured_max_error": float(error.max()) if error.numel() else 0.0,
+                "measured_pairs": int(error.numel()),
+                "measured_share_of_bins_changed": float(moved.float().mean()) if moved.numel() else 0.0}
