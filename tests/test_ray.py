@@ -117,6 +117,21 @@ def test_exact_pass_on_ray_is_identical_to_the_local_pass(cluster):
     assert len(on_ray.extra["pairs"][0]) == int((cosine[upper] >= 0.8).sum())
 
 
+def test_reduced_precision_on_ray_matches_the_local_reduced_pass(cluster):
+    from capgeo.geometry.pairwise import scan_pairs
+
+    vectors, groups = seeded_captions(n_groups=200)
+    options = dict(top_k=3, block_size=200, device="cpu", threshold=0.8, precision="bf16", progress=False)
+    local = scan_pairs(vectors, groups, **options)
+    with ray_session(cluster.address):
+        on_ray = scan_pairs(vectors, groups, **options)
+    np.testing.assert_array_equal(on_ray.negatives.counts, local.negatives.counts)
+    np.testing.assert_array_equal(on_ray.companion_index, local.companion_index)
+    np.testing.assert_array_equal(on_ray.companion_cosine, local.companion_cosine)
+    assert on_ray.extra["precision"] == local.extra["precision"]
+    assert on_ray.extra["precision"]["mode"] == "bf16"
+
+
 @pytest.fixture(scope="module")
 def vector_dataset(tmp_path_factory):
     """2,400 captions of 800 images as JSONL, and their seeded vectors as an .npz by caption id."""

@@ -251,7 +251,7 @@ def scan_pairs(
 
         return scan_pairs_on_ray(ray_session, vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins,
                                  device=device, progress=progress, histograms=histograms, threshold=threshold,
-                                 bookkeeping_threads=bookkeeping_threads)
+                                 precision=precision, bookkeeping_threads=bookkeeping_threads)
     started = time.perf_counter()
     matrix, groups, device = prepare_inputs(vectors, group_codes, device)
     grid = make_grid(matrix.shape[0], block_size, device, top_k=top_k)

@@ -32,7 +32,8 @@ WAIT_SECONDS = 0.2
 
 def scan_pairs_on_ray(session: RaySession, vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
                       device=None, progress: bool | None = None, histograms: bool = True,
-                      threshold: float | None = None, bookkeeping_threads: int | None = 1):
+                      threshold: float | None = None, precision: str = "fp32",
+                      bookkeeping_threads: int | None = 1):
     """:func:`capgeo.geometry.pairwise.scan_pairs`, with the tiles run as Ray tasks."""
     from capgeo.geometry.pairwise import finish_scan, make_grid, prepare_inputs
 
@@ -49,9 +50,13 @@ def scan_pairs_on_ray(session: RaySession, vectors, group_codes, *, top_k: int, 
             matrix.shape[0], worker_device, top_k))
     grid = make_grid(matrix.shape[0], block_size, "cpu", top_k=top_k)
     matrix_ref, groups_ref = ray.put(matrix.numpy()), ray.put(groups.numpy())
-    options = dict(top_k=top_k, bins=bins, histograms=histograms, threshold=threshold,
+    # tf32 / bf16: every task prepares the reduced-precision vectors again (the tile API takes
+    # the whole matrix), a cost per task that fp32 does not have
+    options = dict(top_k=top_k, bins=bins, histograms=histograms, threshold=threshold, precision=precision,
                    bookkeeping_threads=bookkeeping_threads)
-    tile_task = ray.remote(_tile_task).options(num_returns=2, max_retries=RETRIES, **resources)
+    # SPREAD: tiles go round the nodes, not first to fill the driver's node (Ray's default)
+    tile_task = ray.remote(_tile_task).options(num_returns=2, max_retries=RETRIES, scheduling_strategy="SPREAD",
+                                               **resources)
     merge_task = ray.remote(_merge_task).options(max_retries=RETRIES, num_cpus=1)
 
     pass_id = uuid.uuid4().hex
