@@ -40,19 +40,24 @@ def float64_pairs(vectors, groups):
     return rows[different], columns[different], cosine[rows, columns][different]
 
 
+def assert_scans_identical(first, second):
+    """Bit-identical histograms (counts and float64 moments), companions and threshold pairs."""
+    for one, other in ((first.negatives, second.negatives), (first.same_group, second.same_group)):
+        np.testing.assert_array_equal(one.counts, other.counts)
+        assert (one.n, one.total, one.total_squares) == (other.n, other.total, other.total_squares)
+        assert (one.min, one.max) == (other.min, other.max)
+    np.testing.assert_array_equal(first.companion_index, second.companion_index)
+    np.testing.assert_array_equal(first.companion_cosine, second.companion_cosine)
+    for one, other in zip(first.extra["pairs"], second.extra["pairs"]):
+        np.testing.assert_array_equal(one, other)
+
+
 def test_tiny_and_huge_tiles_give_identical_results_on_exact_cosines():
     vectors, groups = representable(150, seed=1)
     tiny = scan_pairs(vectors, groups, top_k=6, block_size=1, device="cpu", threshold=0.5)
     huge = scan_pairs(vectors, groups, top_k=6, block_size=10_000, device="cpu", threshold=0.5)
     assert (tiny.block_size, huge.block_size) == (1, 150)
-    for first, second in ((tiny.negatives, huge.negatives), (tiny.same_group, huge.same_group)):
-        np.testing.assert_array_equal(first.counts, second.counts)
-        assert (first.n, first.total, first.total_squares) == (second.n, second.total, second.total_squares)
-        assert (first.min, first.max) == (second.min, second.max)
-    np.testing.assert_array_equal(tiny.companion_index, huge.companion_index)
-    np.testing.assert_array_equal(tiny.companion_cosine, huge.companion_cosine)
-    for first, second in zip(tiny.extra["pairs"], huge.extra["pairs"]):
-        np.testing.assert_array_equal(first, second)
+    assert_scans_identical(tiny, huge)
     # and both equal numpy's float64 mean exactly (every cosine is a multiple of 1/8)
     _, _, values = float64_pairs(vectors, groups)
     assert tiny.negatives.mean == values.mean()
@@ -87,15 +92,7 @@ def test_partials_merge_in_any_grouping_and_order_bit_for_bit():
         partials = [tile_partial(matrix, codes, grid, chunk, top_k=5, threshold=0.6) for chunk in chunks]
         rng.shuffle(partials)
         merged = finish_scan(merge_partials(partials), groups)
-        for first, second in ((merged.negatives, whole.negatives), (merged.same_group, whole.same_group)):
-            np.testing.assert_array_equal(first.counts, second.counts)
-            # bit-identical float64 moments, not merely close
-            assert (first.n, first.total, first.total_squares) == (second.n, second.total, second.total_squares)
-            assert (first.min, first.max) == (second.min, second.max)
-        np.testing.assert_array_equal(merged.companion_index, whole.companion_index)
-        np.testing.assert_array_equal(merged.companion_cosine, whole.companion_cosine)
-        for first, second in zip(merged.extra["pairs"], whole.extra["pairs"]):
-            np.testing.assert_array_equal(first, second)
+        assert_scans_identical(merged, whole)  # float64 moments too: bit for bit, not merely close
         assert merged.extra["tiles"] == len(tiles)
 
 

@@ -70,7 +70,8 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
 
     profile_options = dict(
         batch_sizes=batch_sizes or None, n_batches=n_batches, buckets=buckets,
-        relative_buckets=relative_buckets or relative_quantiles is not None, top_k=top_k, block_size=block_size, precision=precision,
+        relative_buckets=relative_buckets or relative_quantiles is not None, top_k=top_k, block_size=block_size,
+        precision=precision,
         seed=seed, near_duplicate_threshold=near_duplicate_threshold, mode=mode, sampled_above=sampled_above,
         sampled_pairs=sampled_pairs, companions=companions, include_companions=not no_companions,
     )

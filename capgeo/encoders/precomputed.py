@@ -27,6 +27,7 @@ KIND = "precomputed"
 VECTOR_COLUMNS = ("vector", "embedding", "vectors", "embeddings")
 ID_COLUMNS = ("caption_id", "id")
 UNKNOWN_TOKEN_COUNT = -1
+NORMALISE_CHUNK_ROWS = 65536
 
 
 @dataclass(frozen=True)
@@ -141,22 +142,32 @@ def normalise_rows(vectors: np.ndarray, source: str, labels: Sequence[str] | Non
     vectors exported by `capgeo encode -o` load back identical.
     """
     stored = np.asarray(vectors)
-    vectors = stored.astype(np.float64)
+    normalised = np.empty(stored.shape, dtype=np.float32)
+    not_finite, zero = [], []
 
     def name(row: int) -> str:
         return f"id {labels[row]!r}" if labels is not None else f"row {row}"
 
-    finite = np.isfinite(vectors).all(axis=1)
-    if not finite.all():
-        bad = np.flatnonzero(~finite)
+    # in chunks of rows: float64 copies of a chunk, never of the whole file (1,000,000 x 768
+    # vectors would take 6 GB more, and the passes over it most of a profile's start-up)
+    for start in range(0, len(stored), NORMALISE_CHUNK_ROWS):
+        chunk = stored[start:start + NORMALISE_CHUNK_ROWS]
+        finite = np.isfinite(chunk).all(axis=1)
+        not_finite.append(np.flatnonzero(~finite) + start)
+        with np.errstate(over="ignore", invalid="ignore"):
+            norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
+        zero.append(np.flatnonzero(finite & (norms == 0)) + start)
+        unit_rows = np.abs(norms - 1.0) <= 1e-6
+        normalised[start:start + len(chunk)] = chunk
+        rescale = np.flatnonzero(finite & ~unit_rows & (norms > 0))
+        if rescale.size:
+            normalised[start + rescale] = (chunk[rescale].astype(np.float64) / norms[rescale, None]).astype(np.float32)
+    bad = np.concatenate(not_finite) if not_finite else np.zeros(0, dtype=np.int64)
+    if bad.size:
         raise EncoderError(f"{source}: {bad.size} vectors have NaN or infinite values (first: {name(int(bad[0]))})")
-    norms = np.linalg.norm(vectors, axis=1)
-    if (norms == 0).any():
-        bad = np.flatnonzero(norms == 0)
+    bad = np.concatenate(zero) if zero else np.zeros(0, dtype=np.int64)
+    if bad.size:
         raise EncoderError(f"{source}: {bad.size} vectors are all zeros (first: {name(int(bad[0]))})")
-    unit_rows = np.abs(norms - 1.0) <= 1e-6
-    normalised = (vectors / norms[:, None]).astype(np.float32)
-    normalised[unit_rows] = stored[unit_rows].astype(np.float32)
     return normalised
 
 

@@ -40,6 +40,7 @@ from capgeo.errors import CapgeoError, EncoderError
 DEFAULT_LENGTHS = (32, 64, 77, 128, 248)
 #: Truncation-only pairs listed per length (all are counted).
 DEFAULT_LISTED_PAIRS = 20
+#: Pairs whose full-context cosines are computed at once (memory: 2 x PAIR_CHUNK x width floats).
 PAIR_CHUNK = 65536
 #: Quantile levels of the per-length summaries (the profile's keys p1..p99).
 QUANTILE_LEVELS = (0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99)

@@ -298,8 +298,8 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
         if check_precision(precision) != "fp32":
             reduced = ReducedProducts(matrix, precision)
             precision_error = {"cosine_error_bound": reduced.bound, **reduced.measure(bins)}
-        state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles), reduced)
-        state.max_pairs = max_pairs
+        state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles), reduced,
+                           max_pairs)
     threads = _CpuThreads(device, bookkeeping_threads)
     with torch.inference_mode(), matmul_precision(precision), _threads_for_tiles(device, grid.block_size), \
             progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
@@ -400,7 +400,8 @@ class _ScanState:
     a row of one tile (~1e-12 relative), not on how tiles are grouped.
     """
 
-    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, n_tiles, reduced=None):
+    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, n_tiles, reduced=None,
+                 max_pairs=None):
         import torch
 
         self.torch = torch
@@ -438,7 +439,7 @@ class _ScanState:
         self._touched = torch.zeros(n, dtype=torch.bool, device=device)
         self._pairs = []
         self._pair_count = 0
-        self.max_pairs = None
+        self.max_pairs = max_pairs
         self.reduced = reduced  # tf32 / bf16 products (capgeo.geometry.precision), None for fp32
         self._recomputed = torch.zeros((), dtype=torch.int64, device=device)
 
@@ -506,7 +507,8 @@ class _ScanState:
         approximate, positions = torch.topk(tile, 2 * k + 1, dim=1, sorted=True)
         ids = candidate_ids[positions]
         query_vectors = self.matrix[query_start:query_start + queries]
-        rescored = torch.bmm(self.matrix[ids], query_vectors[:, :, None])[:, :, 0]
+        with matmul_precision("fp32"):  # the re-scoring is the exact part: no TF32 here
+            rescored = torch.bmm(self.matrix[ids], query_vectors[:, :, None])[:, :, 0]
         rescored.masked_fill_(~torch.isfinite(approximate), float("-inf"))
         values, ids = _sort_desc_by_value_then_index(rescored, ids)
         values, ids = values[:, :k].contiguous(), ids[:, :k].contiguous()
