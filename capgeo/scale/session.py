@@ -42,7 +42,6 @@ class RaySession:
                 ray.kill(actor)
         self.actors.clear()
 
-
     def uses_gpus(self, device) -> bool:
         """Whether work for ``device`` (None: the best available) should ask Ray for a GPU each."""
         return self.gpus >= 1 and (device is None or str(device).startswith("cuda"))
