@@ -32,7 +32,10 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
     texts, ids = _texts_and_ids(captions)
     if not texts:
         raise DataError("no captions to encode")
-    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device)
+    ray_session = active_ray()
+    # on Ray the driver's copy only tokenizes and names the cache entry: the CPU will do,
+    # and a GPU on the driver's node stays free for an actor
+    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device="cpu" if ray_session else device)
     if isinstance(text_encoder, PrecomputedEncoder):
         return _embed_precomputed(text_encoder, ids, max_tokens)
 
@@ -61,7 +64,6 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
         else:
             vectors[order[start:stop]] = chunk
 
-    ray_session = active_ray()
     if ray_session is not None:
         from capgeo.scale.encode import encode_shards
 
