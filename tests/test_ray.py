@@ -247,6 +247,19 @@ def test_tiles_whose_worker_died_are_retried_and_counted_once(cluster, tmp_path)
         np.testing.assert_array_equal(mine, theirs)
 
 
+@pytest.mark.slow
+def test_a_worker_that_cannot_load_the_encoder_is_one_error(cluster, tmp_path):
+    from capgeo.errors import CapgeoError
+    from capgeo.scale.encode import encode_shards
+
+    missing = tmp_path / "not-on-this-node"
+    with ray_session(cluster.address) as session, pytest.raises(CapgeoError) as raised:
+        list(encode_shards(session, f"local-dir:{missing}", "cpu", ["a caption", "another"], np.arange(2),
+                           [(0, 1), (1, 2)], 77))
+    assert str(raised.value) == (f"on a Ray worker: local-dir:{missing}: expected a folder with "
+                                 "open_clip_config.json and a weights file")
+
+
 @pytest.mark.parametrize("address, expected", [
     ("127.0.0.1:1", "Error: --ray 127.0.0.1:1: no Ray head answers there (Connection refused); "
                     "start one with `ray start --head` or give its address"),

@@ -12,6 +12,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from capgeo.errors import CapgeoError
 from capgeo.scale.session import RaySession, import_ray
 
 #: an actor that dies (node lost, out of memory) is restarted and its shard re-run this often
@@ -23,12 +24,21 @@ class ShardEncoder:
 
     def __init__(self, spec: str | None, device: str | None):
         from capgeo.encoders.registry import get_encoder
+        from capgeo.errors import CapgeoError
 
-        self.encoder = get_encoder(spec, device=device)
+        self.encoder = self.load_error = None
+        try:
+            self.encoder = get_encoder(spec, device=device)
+        except CapgeoError as error:
+            # raised by encode() instead: Ray hands a method's exception to the driver as it is,
+            # while a failed constructor only kills the actor (and Ray would restart it in vain)
+            self.load_error = error
 
     def encode(self, start: int, stop: int, texts: list[str], max_tokens: int):
         import ray
 
+        if self.load_error is not None:
+            raise self.load_error
         vectors = np.asarray(self.encoder.encode(texts, max_tokens=max_tokens), dtype=np.float32)
         return start, stop, vectors, ray.get_runtime_context().get_node_id()
 
@@ -51,11 +61,16 @@ def encode_shards(session: RaySession, spec: str | None, device: str | None, tex
 
     pool = ActorPool(_encoder_actors(ray, session, spec, device, actor_count(session, device, len(pending))))
     shards = [(start, stop, [texts[i] for i in order[start:stop]]) for start, stop in pending]
-    for start, stop, vectors, node in pool.map_unordered(
-            lambda actor, shard: actor.encode.remote(*shard, max_tokens), shards):
-        session.nodes_used.add(node)
-        session.tasks += 1
-        yield start, stop, vectors
+    try:
+        for start, stop, vectors, node in pool.map_unordered(
+                lambda actor, shard: actor.encode.remote(*shard, max_tokens), shards):
+            session.nodes_used.add(node)
+            session.tasks += 1
+            yield start, stop, vectors
+    except ray.exceptions.RayTaskError as error:
+        if isinstance(error.cause, CapgeoError):  # e.g. the weights are not at that path on a worker's node
+            raise CapgeoError(f"on a Ray worker: {error.cause}") from None
+        raise
 
 
 def _encoder_actors(ray, session: RaySession, spec: str | None, device: str | None, count: int) -> list:
