@@ -255,7 +255,7 @@ def test_a_worker_that_cannot_load_the_encoder_is_one_error(cluster, tmp_path):
     missing = tmp_path / "not-on-this-node"
     with ray_session(cluster.address) as session, pytest.raises(CapgeoError) as raised:
         list(encode_shards(session, f"local-dir:{missing}", "cpu", ["a caption", "another"], np.arange(2),
-                           [(0, 1), (1, 2)], 77))
+                           [(0, 2)], 77))
     assert str(raised.value) == (f"on a Ray worker: local-dir:{missing}: expected a folder with "
                                  "open_clip_config.json and a weights file")
 
