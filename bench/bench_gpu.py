@@ -58,6 +58,7 @@ def main() -> None:
     if args.quick:
         args.sizes, args.profile_n = "2000,5000", 5_000
 
+    bench_started = time.perf_counter()
     import torch
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -96,7 +97,9 @@ def main() -> None:
     if largest and "capgeo_fp32" in largest:
         factor = (TARGET_LARGE / largest["n"]) ** 2
         results["extrapolated_10m_fp32_s"] = largest["capgeo_fp32"]["seconds"] * factor
+    results["bench_seconds"] = time.perf_counter() - bench_started
     _print_summary(results)
+    print(f"whole benchmark: {results['bench_seconds']:.0f} s")
     if args.json_path:
         Path(args.json_path).write_text(json.dumps(results, indent=2) + "\n")
         print(f"numbers written to {args.json_path}")

@@ -91,8 +91,8 @@ def build_profile(
 
     Returns the ``capgeo.profile/1`` dict (docs/profile-schema.md). Deterministic for a
     seed. ``on_scan``: called with the pairwise scan (a PairScan), so a caller can reuse
-    it (the report's dupes section does). Raises CapgeoError for bad options, a batch size above the number of groups,
-    or a dataset with a single group (it has no negatives).
+    it (the report's dupes section does). Raises CapgeoError for bad options, a batch
+    size above the number of groups, or a dataset with a single group (it has no negatives).
     """
     started = time.perf_counter()
     vectors = np.asarray(embeddings.vectors, dtype=np.float32)
@@ -139,9 +139,9 @@ def build_profile(
 
         scan = scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
                           progress=progress, precision=precision)
-    # tf32 / bf16 products: the distribution is within a stated bound, not exact
     if on_scan is not None:
         on_scan(scan)
+    # tf32 / bf16 products: the distribution is within a stated bound, not exact
     pairwise_exact = getattr(scan, "mode", "exact") == "exact" and "precision" not in scan.extra
     companions_exact = getattr(scan, "companion_mode", "exact") == "exact"
     pairwise = _with_exact_flag(scan.pairwise_summary(), pairwise_exact)
