@@ -14,6 +14,7 @@ from capgeo.cli.options import (
     json_option,
     load_from_options,
     refuse_path_clashes,
+    ray_option,
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
@@ -54,6 +55,7 @@ DEFAULT_COMPONENT_THRESHOLD = 0.95
               callback=writable_output,
               help="Write to FILE (atomically) instead of stdout; parquet needs it.")
 @json_option
+@ray_option
 def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_components, top_k, block_size,
           output_format, output, json_out, **options):
     """Near-duplicate captions of DATA: pairs of different images (groups) whose captions

@@ -15,6 +15,7 @@ from capgeo.cli.options import (
     json_option,
     load_from_options,
     refuse_path_clashes,
+    ray_option,
     writable_output,
 )
 
@@ -56,6 +57,7 @@ def encoders(json_out):
               help="Export the vectors: .npy (rows in caption order), .npz (vectors + ids) or "
                    ".parquet (caption_id, group_id, vector). Loads back with --encoder vectors:FILE.")
 @json_option
+@ray_option
 def encode(output, max_tokens, json_out, **options):
     """Encode a dataset's captions (cached), print a summary and optionally export the vectors."""
     from pathlib import Path

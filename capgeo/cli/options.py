@@ -79,6 +79,26 @@ def embed_from_options(captions, options: dict, max_tokens: int | None = None):
     )
 
 
+def ray_option(command):
+    """--ray [ADDRESS]: run the command's encoding and exact pairwise pass on Ray (docs/scale.md)."""
+    import functools
+
+    @functools.wraps(command)
+    def on_ray(*args, ray_address=None, **kwargs):
+        from capgeo.scale.session import ray_session
+
+        with ray_session(ray_address) as session:
+            result = command(*args, **kwargs)
+            if session is not None:
+                click.echo(session.summary(), err=True)
+            return result
+
+    return click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+                        help="Encode and run the exact pairwise pass on Ray: a local Ray instance without ADDRESS, "
+                             "'auto' to join a running cluster, or host:port (needs capgeo[ray]; docs/scale.md)."
+                        )(on_ray)
+
+
 def writable_output(ctx, param, value):
     """click callback: an output file that cannot be written fails before any work is done."""
     if value not in (None, "-"):

@@ -13,6 +13,7 @@ from capgeo.cli.options import (
     json_option,
     load_from_options,
     refuse_path_clashes,
+    ray_option,
     reproduce_command,
 )
 from capgeo.cli.pass_options import block_size_option, precision_option
@@ -61,6 +62,7 @@ MODES = ("auto", "exact", "sampled")
               help="Logit scale s for the gamma suggestion (default: the checkpoint's, else 100).")
 @click.option("--no-gamma", is_flag=True, help="Skip the gamma suggestion (see `capgeo gamma`).")
 @json_option
+@ray_option
 def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
             block_size, precision, seed, near_duplicate_threshold, mode, sampled_above, sampled_pairs, companions, no_companions,
             **options):

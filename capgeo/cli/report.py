@@ -10,6 +10,7 @@ from capgeo.cli.options import (
     encoder_options,
     load_from_options,
     refuse_path_clashes,
+    ray_option,
     reproduce_command,
     writable_output,
 )
@@ -66,6 +67,7 @@ def _profile_options(command):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, metavar="FILE",
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
+@ray_option
 def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, fill_missing, save_profile,
            output, **options):
     """Write one self-contained HTML report of DATA's caption geometry: summary, alerts,

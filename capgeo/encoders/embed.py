@@ -11,6 +11,7 @@ from capgeo.encoders.base import Embeddings, TextEncoder
 from capgeo.encoders.cache import DEFAULT_CHUNK_ROWS, CacheEntry, cache_key, chunk_ranges
 from capgeo.errors import DataError, EncoderError
 from capgeo.progress import progress_bar
+from capgeo.scale.session import active_ray
 
 
 def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | None = None,
@@ -31,7 +32,10 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
     texts, ids = _texts_and_ids(captions)
     if not texts:
         raise DataError("no captions to encode")
-    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device)
+    ray_session = active_ray()
+    # on Ray the driver's copy only tokenizes and names the cache entry: the CPU will do,
+    # and a GPU on the driver's node stays free for an actor
+    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device="cpu" if ray_session else device)
     if isinstance(text_encoder, PrecomputedEncoder):
         return _embed_precomputed(text_encoder, ids, max_tokens)
 
@@ -60,11 +64,19 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
         else:
             vectors[order[start:stop]] = chunk
 
+    if ray_session is not None:
+        from capgeo.scale.encode import encode_shards
+
+        # each actor loads the encoder again from its spec
+        chunks = encode_shards(ray_session, info.spec, device, texts, order, pending, limit)
+    else:
+        chunks = ((start, stop, text_encoder.encode([texts[i] for i in order[start:stop]], max_tokens=limit))
+                  for start, stop in pending)
     with progress_bar(f"Encoding with {info.name}", total=len(texts), enabled=progress) as bar:
         bar.advance(len(texts) - sum(stop - start for start, stop in pending))
-        for start, stop in pending:
+        for start, stop, chunk in chunks:
             rows = order[start:stop]
-            chunk = np.asarray(text_encoder.encode([texts[i] for i in rows], max_tokens=limit), dtype=np.float32)
+            chunk = np.asarray(chunk, dtype=np.float32)
             if chunk.shape != (stop - start, info.width):
                 raise EncoderError(f"encoder {info.spec!r} returned shape {chunk.shape} "
                                    f"for {stop - start} captions of width {info.width}")

@@ -243,6 +243,15 @@ def scan_pairs(
     partials, :func:`finish_scan` turns the whole into a :class:`PairScan`. Running the
     tiles in other processes and merging gives bit-identical results.
     """
+    from capgeo.scale.session import active_ray
+
+    ray_session = active_ray()
+    if ray_session is not None:  # inside a --ray command: the same tiles and merge, as Ray tasks
+        from capgeo.scale.pairwise import scan_pairs_on_ray
+
+        return scan_pairs_on_ray(ray_session, vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins,
+                                 device=device, progress=progress, histograms=histograms, threshold=threshold,
+                                 precision=precision, bookkeeping_threads=bookkeeping_threads)
     started = time.perf_counter()
     matrix, groups, device = prepare_inputs(vectors, group_codes, device)
     grid = make_grid(matrix.shape[0], block_size, device, top_k=top_k)
