@@ -21,12 +21,14 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
     the profile's batch sizes, with ``logit_scale`` overriding the checkpoint's.
     """
     from capgeo.encoders import embed
+    from capgeo.geometry.batch_size import resolve_batch_sizes
     from capgeo.geometry.profile import build_profile
 
     if isinstance(captions, (str, Path)):
         from capgeo.captions import load_captions
 
         captions = load_captions(captions)
+    resolve_batch_sizes(profile_options.get("batch_sizes"), captions.n_groups)   # fail before the (slow) encoding
     embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
     profile = build_profile(captions, embeddings, device=device, progress=progress, command=command,
