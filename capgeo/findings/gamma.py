@@ -27,8 +27,8 @@ from scipy.special import logsumexp
 
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
-from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
+from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 
 #: gamma grid of the diagnostics table: 0 to 1 in steps of 1/8
 DEFAULT_GRID = tuple(k / 8 for k in range(9))
@@ -265,11 +265,11 @@ def margin_view(rows: np.ndarray, mean_cosine: float, suggested_gamma: float,
     *margin-matched gamma* whose margin at this dataset's mean negative cosine equals
     the paper default's on DOCCI (None when the mean cosine is not positive)."""
     target = paper_margin(reference)
+    cosines = margin_cosines(rows)
     return {
-        "cosines": margin_cosines(rows),
-        "suggested": margins_at(suggested_gamma, margin_cosines(rows)),
+        "cosines": cosines,
+        "suggested": margins_at(suggested_gamma, cosines),
         "paper_default": {**margins_at(reference.gamma, _reference_margin_cosines(reference)),
-                          "mean": target,
                           "hardest_companion": reference.gamma * reference.mean_hardest_companion},
         "paper_margin_at_mean": target,
         "margin_matched_gamma": target / mean_cosine if mean_cosine > 0 else None,
@@ -400,8 +400,8 @@ def _resolve_logit_scale(logit_scale, checkpoint_scale) -> tuple[float, str]:
 
 
 def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, batch_sizes=None,
-                  grid=DEFAULT_GRID, n_batches: int = DEFAULT_N_BATCHES, seed: int = 0, image_vectors: np.ndarray | None = None,
-                  hard_edge: float = 0.9, reference: ReferenceGeometry = REFERENCE,
+                  grid=DEFAULT_GRID, n_batches: int = DEFAULT_N_BATCHES, seed: int = 0,
+                  image_vectors: np.ndarray | None = None, hard_edge: float = 0.9, reference: ReferenceGeometry = REFERENCE,
                   image_source: str = "image embeddings", progress: bool | None = None) -> dict:
     """The `gamma` section of a profile: suggestion, range and grid diagnostics per batch size.
 
