@@ -290,7 +290,7 @@ def test_logit_scale_from_checkpoint_unless_overridden(medium_vectors):
 def test_batch_size_larger_than_groups_is_a_clear_error():
     vectors = common_direction_vectors(50, 8)
     codes = np.repeat(np.arange(25), 2)
-    with pytest.raises(CapgeoError, match=r"--batch-size 32 .* 25"):
+    with pytest.raises(CapgeoError, match=r"--batch-size 32: .* 25"):
         gamma_section(vectors, codes, batch_sizes=(32,))
 
 
