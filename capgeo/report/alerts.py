@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from capgeo.findings.encoder_caution import encoder_caution
+
 TRUNCATED_WARNING = 0.5
 TRUNCATED_NOTICE = 0.05
 EXACT_DUPLICATE_WARNING = 0.01
@@ -71,8 +73,6 @@ def _pct(value: float) -> str:
 def encoder_caution_alert(profile: dict) -> Alert | None:
     if not profile.get("gamma"):
         return None
-    from capgeo.findings.encoder_caution import encoder_caution
-
     caution = encoder_caution(profile.get("encoder"))
     if caution is None:
         return None
