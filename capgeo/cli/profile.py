@@ -60,6 +60,7 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
             **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
+    from capgeo.geometry.batch_size import resolve_batch_sizes
     from capgeo.pipeline import profile_dataset
 
     profile_options = dict(
@@ -71,6 +72,8 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
     if relative_quantiles is not None:
         profile_options["relative_quantiles"] = relative_quantiles
     captions = load_from_options(options)
+    for note in resolve_batch_sizes(batch_sizes, captions.n_groups).notes:   # fails here, before encoding
+        click.echo(f"Note: {note}", err=True)
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
