@@ -59,8 +59,6 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
     for size in resolved.sizes:
         check_gamma_batch_size(size)
-    for note in resolved.notes:
-        click.echo(f"Note: {note}", err=True)
     embeddings = embed_from_options(captions, options)
     profile = gamma_profile(
         captions, embeddings, image_embeddings=image_embeddings,
@@ -68,6 +66,8 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
         logit_scale=logit_scale, batch_sizes=resolved.sizes, grid=grid or DEFAULT_GRID,
         n_batches=n_batches, seed=seed, hard_edge=hard_edge,
     )
+    for note in resolved.notes:   # after the work, so that an error stays the only line
+        click.echo(f"Note: {note}", err=True)
     emit(profile, json_out, _print)
 
 

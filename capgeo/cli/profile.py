@@ -72,13 +72,14 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
     if relative_quantiles is not None:
         profile_options["relative_quantiles"] = relative_quantiles
     captions = load_from_options(options)
-    for note in resolve_batch_sizes(batch_sizes, captions.n_groups).notes:   # fails here, before encoding
-        click.echo(f"Note: {note}", err=True)
+    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fails here, before encoding
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, **profile_options,
     )
+    for note in resolved.notes:   # after the work, so that an error stays the only line
+        click.echo(f"Note: {note}", err=True)
     emit(result, json_out, print_profile)
 
 
