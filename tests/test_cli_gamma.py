@@ -50,9 +50,15 @@ def test_default_encoder_on_real_docci_prints_a_suggestion(docci_run):
         suggestion = entry["suggestion"]
         low, high = suggestion["range"]
         assert low <= suggestion["gamma"] <= high
-        assert f"suggested gamma {suggestion['gamma']:g}" in output
+        assert f"suggested gamma {suggestion['gamma']:.2f}" in output
         assert len(entry["grid"]) == 9
     assert "logit scale s = 100" in output and "within-row spread" in output and "why:" in output
+    # the first --batch-size is the headline
+    assert section["headline_batch_size"] == 64 and section["suggested_gamma"] == section["batches"][0]["suggestion"]["gamma"]
+    assert "B = 64 (headline)" in output and "B = 32 (extra row)" in output
+    # the default encoder is not the tower training fine-tunes: said on screen and in the JSON
+    assert "all-MiniLM-L6-v2" in section["encoder_caution"] and "--encoder longclip-L" in section["encoder_caution"]
+    assert "Caution:" in output and "MODEL@your-checkpoint.pt" in output
 
     # independent recomputation from the cached embeddings gives the same numbers
     from capgeo.captions import load_captions
@@ -97,7 +103,8 @@ def test_batch_size_above_the_number_of_groups_exits_2(tmp_path):
         pytest.skip(f"DOCCI test captions not found at {DOCCI}")
     result = run("gamma", DOCCI, "--limit", 40, "--batch-size", 64, "--cache-dir", tmp_path)
     assert result.exit_code == 2
-    assert "Error: --batch-size 64 is not possible" in result.output and "40" in result.output
+    assert "Error: --batch-size 64: a batch needs captions of B different images" in result.output
+    assert "in the dataset, 40" in result.output
     assert "Traceback" not in result.output
 
 
@@ -113,7 +120,8 @@ def test_precomputed_paper_like_vectors_get_the_paper_default(tmp_path):
                  "--n-batches", 16, "--json", "--no-cache")
     assert result.exit_code == 0, result.output
     section = json.loads(result.output)["gamma"]
-    assert 0.375 <= section["suggested_gamma"] <= 0.625
+    assert section["suggested_gamma"] == pytest.approx(0.5, abs=0.08)   # paper-like geometry, 1,500 captions
+    assert "unknown origin" in section["encoder_caution"]
     halved = run("gamma", tmp_path / "captions.jsonl", "--encoder", f"vectors:{tmp_path / 'vectors.npz'}",
                  "--n-batches", 16, "--json", "--no-cache", "--logit-scale", 200)
     section_200 = json.loads(halved.output)["gamma"]

@@ -151,4 +151,5 @@ def test_batch_size_above_the_groups_exits_2_before_encoding(tmp_path):
     result = run("truncation", data, "--batch-size", 5, "--encoder", "no-such-encoder/none")
     # the options are checked first: the (unknown) encoder is never loaded
     assert result.exit_code == 2
-    assert "batch size 5 must be between 2 and the number of groups (images) in the dataset, 2" in result.output
+    assert ("--batch-size 5: a batch needs captions of B different images, so B must be between 2 and the number of "
+            "groups (images) in the dataset, 2") in result.output

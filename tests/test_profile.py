@@ -226,7 +226,7 @@ def test_default_batch_size_is_capped_at_the_groups_and_explicit_ones_are_checke
     embeddings = fake_embeddings(rng.normal(size=(40, 8)))
     profile = build_profile(captions, embeddings, n_batches=3, progress=False)
     assert profile["options"]["batch_sizes"] == [20]
-    with pytest.raises(CapgeoError, match="batch size 21 is larger than the number of groups"):
+    with pytest.raises(CapgeoError, match="--batch-size 21: a batch needs captions of B different images"):
         build_profile(captions, embeddings, batch_sizes=(8, 21), progress=False)
 
 

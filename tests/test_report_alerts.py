@@ -119,3 +119,24 @@ def test_warnings_come_first_and_missing_sections_give_no_alert(base):
     found = alerts.alerts_for(profile)
     assert [a.level for a in found] == sorted((a.level for a in found), key=lambda level: level != "warning")
     assert alerts.alerts_for({"schema": "capgeo.profile/1"}) == []
+
+
+@pytest.mark.parametrize("encoder, fires", [
+    ({"spec": "minilm", "kind": "sentence-transformers", "name": "all-MiniLM-L6-v2"}, "all-MiniLM-L6-v2's geometry"),
+    ({"spec": "emb.npy", "kind": "precomputed", "name": "emb.npy"}, "unknown origin (emb.npy)"),
+    ({"spec": "longclip-L", "kind": "longclip", "name": "LongCLIP-L"}, None),
+    ({"spec": "ViT-B-32@ft.pt", "kind": "open_clip", "name": "ViT-B-32"}, None),
+])
+def test_encoder_caution_is_the_first_alert_whenever_a_gamma_rests_on_another_encoder(base, encoder, fires):
+    profile = with_truncation(copy.deepcopy(base), 0.9)   # another warning, to check the order
+    profile["gamma"] = profile.get("gamma") or {"suggested_gamma": 0.3}
+    profile["encoder"] = encoder
+    found = alerts.alerts_for(profile)
+    if fires is None:
+        assert "encoder_caution" not in {a.key for a in found}
+        return
+    assert found[0].key == "encoder_caution" and found[0].level == "warning"
+    assert fires in found[0].message and "--encoder longclip-L" in found[0].message
+    assert "MODEL@your-checkpoint.pt" in found[0].message
+    del profile["gamma"]   # no gamma shown, nothing to caution about
+    assert "encoder_caution" not in keys(profile)

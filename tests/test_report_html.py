@@ -159,7 +159,10 @@ def test_summary_numbers_come_from_the_profile(full_profile, full_page):
         share = entry["buckets"]["shares"][-1]
         assert f"B={entry['batch_size']}</th><td class=\"num\">{100 * share:.1f}%" in html.unescape(full_page) \
             or f"{100 * share:.1f}%" in full_page
-    assert "Suggested gamma</th><td class=\"num\">0.375 (plausible 0.25-0.625)" in full_page
+    gamma = full_profile["gamma"]
+    low, high = gamma["suggested_range"]
+    assert f"Suggested gamma</th><td class=\"num\">{gamma['suggested_gamma']:.2f} (range {low:.2f}-{high:.2f})" \
+        in full_page
 
 
 def test_missing_sections_are_left_out_and_explained():

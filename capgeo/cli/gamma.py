@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    batch_size_options,
     check_options_before_encoding,
     dataset_options,
     emit,
@@ -35,12 +36,9 @@ def _parse_grid(ctx, param, value):
 @click.option("--logit-scale", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Logit scale s (exp of CLIP's logit_scale). Default: the checkpoint's when it has one, else 100 "
                    "(the paper's).")
-@click.option("--batch-size", "batch_sizes", type=click.IntRange(min=2), multiple=True, metavar="B",
-              help="Training batch size; repeat for several. Default: 128 (the paper's effective batch).")
 @click.option("--grid", callback=_parse_grid, default=None, metavar="G1,G2,...",
               help="gamma values of the diagnostics table. Default: 0 to 1 in steps of 0.125.")
-@click.option("--n-batches", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Random batches drawn per batch size.")
+@batch_size_options
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draw.")
 @click.option("--hard-edge", type=click.FloatRange(-1, 1), default=0.9, show_default=True,
               help="Caption cosine at or above which an in-batch negative counts as hardest-bucket.")
@@ -56,30 +54,31 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
     B 128) makes it on geometry like the paper's DOCCI statistics.
     """
-    from capgeo.findings.gamma import DEFAULT_GRID, check_batch_sizes, gamma_profile
+    from capgeo.findings.gamma import DEFAULT_GRID, gamma_profile
+    from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
 
     refuse_path_clashes()
     captions = load_from_options(options)
     check_options_before_encoding(captions, n_batches=n_batches)
-    if not batch_sizes:
-        # the paper's effective batch, or the whole dataset when it has fewer images
-        batch_sizes = (min(128, captions.n_groups),)
-        if captions.n_groups < 128:
-            click.echo(f"Note: batch size {captions.n_groups}: the dataset has only {captions.n_groups} images "
-                       f"(default 128).", err=True)
-    check_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
+    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
+    for size in resolved.sizes:
+        check_gamma_batch_size(size)
     embeddings = embed_from_options(captions, options)
     profile = gamma_profile(
         captions, embeddings, image_embeddings=image_embeddings,
         command=reproduce_command(),
-        logit_scale=logit_scale, batch_sizes=batch_sizes, grid=grid or DEFAULT_GRID,
+        logit_scale=logit_scale, batch_sizes=resolved.sizes, grid=grid or DEFAULT_GRID,
         n_batches=n_batches, seed=seed, hard_edge=hard_edge,
     )
+    for note in resolved.notes:   # after the work, so that an error stays the only line
+        click.echo(f"Note: {note}", err=True)
     emit(profile, json_out, _print)
 
 
 def _print(profile: dict) -> None:
     from rich.console import Console
+
+    from capgeo.findings.gamma import describe_margins
 
     console = Console()
     section = profile["gamma"]
@@ -92,20 +91,25 @@ def _print(profile: dict) -> None:
                   f"{reference['mean_hardest_companion']}; within-row spread {reference['within_row_spread']:.4f})")
     console.print(f"  reference concentration: effective negatives {reference['effective_negatives']:.1f} of "
                   f"{reference['batch_size'] - 1} ({reference['effective_share']:.1%})")
-    for entry in section["batches"]:
+    if section.get("encoder_caution"):
+        console.print(f"[bold yellow]Caution:[/bold yellow] {section['encoder_caution']}", soft_wrap=True)
+    for index, entry in enumerate(section["batches"]):
         suggestion = entry["suggestion"]
         console.print()
-        console.print(f"[bold]B = {entry['batch_size']}[/bold]: within-row spread of caption cosine "
+        role = "headline" if index == 0 else "extra row"
+        console.print(f"[bold]B = {entry['batch_size']}[/bold] ({role}): within-row spread of caption cosine "
                       f"{entry['within_row_spread']:.4f} (mean in-batch cosine {entry['mean_cosine']:.3f}, "
                       f"{entry['n_batches']} batches)")
         low, high = suggestion["range"]
-        console.print(f"  [bold green]suggested gamma {suggestion['gamma']:g}[/bold green]  "
-                      f"(rule value {suggestion['gamma_exact']:.3f}; range {low:g}-{high:g}, rule values "
-                      f"{suggestion['range_exact'][0]:.3f}-{suggestion['range_exact'][1]:.3f})")
+        console.print(f"  [bold green]suggested gamma {suggestion['gamma']:.2f}[/bold green] (concentration view; "
+                      f"range {low:.2f}-{high:.2f})")
         if suggestion["clip_note"]:
             console.print(f"  [yellow]clipped:[/yellow] {suggestion['clip_note']}")
         console.print(f"  why: {entry['why']}", soft_wrap=True)
+        console.print(f"  {describe_margins(entry['margins'], suggestion['gamma_exact'])}", soft_wrap=True)
         console.print(_grid_table(entry, section["hard_edge"]))
+    console.print(f"Evidence: {section['paper_sweep_note']}. The paper swept gamma in steps of 0.25, so differences "
+                  f"below that are within its plateau.", soft_wrap=True)
 
 
 def _grid_table(entry: dict, hard_edge: float):

@@ -225,3 +225,19 @@ def reproduce_command() -> str:
                 if isinstance(item, (list, tuple)) else str(item)
             words += [flag, text]
     return shlex.join([*words[:2], *[str(a) for a in arguments], *words[2:]])
+
+
+BATCH_SIZE_HELP = ("Effective contrastive batch of your training run (all captions sharing one softmax): "
+                   "default 128, the paper's, or every image of a smaller dataset. The first --batch-size is "
+                   "the headline (the gamma every command prints); repeat for extra rows.")
+
+
+def batch_size_options(command):
+    """--batch-size (repeatable) and --n-batches, with the one batch-size policy's defaults
+    (capgeo.geometry.batch_size) and one help text for every command."""
+    from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
+
+    command = click.option("--n-batches", type=click.IntRange(min=1), default=DEFAULT_N_BATCHES, show_default=True,
+                           help="Random batches drawn per batch size.")(command)
+    return click.option("--batch-size", "batch_sizes", type=click.IntRange(min=2), multiple=True, metavar="B",
+                        help=BATCH_SIZE_HELP)(command)

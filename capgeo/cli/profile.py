@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    batch_size_options,
     check_options_before_encoding,
     comma_separated_floats,
     dataset_options,
@@ -26,11 +27,7 @@ MODES = ("auto", "exact", "sampled")
 @encoder_options
 @click.option("--max-tokens", type=click.IntRange(min=2), default=None,
               help="Cut captions to this many tokens (default: the encoder's context length).")
-@click.option("--batch-size", "batch_sizes", type=click.IntRange(min=2), multiple=True, metavar="B",
-              help="Batch size of the in-batch statistics; repeat for several "
-                   "(default 128, or the number of groups when smaller).")
-@click.option("--n-batches", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Random batches drawn per batch size.")
+@batch_size_options
 @click.option("--buckets", callback=comma_separated_floats, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
               help="Cosine edges of the hardness buckets of in-batch negatives.")
 @click.option("--relative-buckets", is_flag=True,
@@ -68,6 +65,7 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
             **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
+    from capgeo.geometry.batch_size import resolve_batch_sizes
     from capgeo.pipeline import profile_dataset
 
     refuse_path_clashes()
@@ -84,11 +82,14 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
     check_options_before_encoding(captions, buckets=buckets, relative_quantiles=relative_quantiles,
                                   n_batches=n_batches, top_k=top_k,
                                   sampled_pairs=sampled_pairs if mode != "exact" else None)
+    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fails here, before encoding
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, **profile_options,
     )
+    for note in resolved.notes:   # after the work, so that an error stays the only line
+        click.echo(f"Note: {note}", err=True)
     emit(result, json_out, print_profile)
 
 
@@ -168,18 +169,27 @@ def print_profile(result: dict) -> None:
                   + ("" if near["count_method"] == "top_k" else f" (to +/- one bin of {near['bin_width']:g})")
                   + f"; {near['n_captions_hardest_above']:,} captions have one")
     if result.get("gamma"):
-        console.print(_gamma_line(result["gamma"]))
+        console.print(_gamma_line(result["gamma"]), soft_wrap=True)
 
 
 def _gamma_line(gamma: dict) -> str:
-    """The suggested gamma per batch size, with s and its source (details: `capgeo gamma`)."""
-    parts = []
-    for entry in gamma["batches"]:
-        suggestion = entry["suggestion"]
-        low, high = suggestion["range"]
-        parts.append(f"{suggestion['gamma']:g} (range {low:g}-{high:g}) at B={entry['batch_size']}")
-    return (f"[bold]Suggested gamma:[/bold] {'; '.join(parts)}, s = {gamma['logit_scale']:g} "
-            f"({gamma['logit_scale_source']}). Why and the numbers behind it: `capgeo gamma`.")
+    """The headline gamma (extra batch sizes after it), the margin-matched gamma, the encoder
+    caution and the paper's sweep (details: `capgeo gamma`)."""
+    entries = gamma["batches"]
+    headline = entries[0]["suggestion"]
+    low, high = headline["range"]
+    line = (f"[bold]Suggested gamma:[/bold] {headline['gamma']:.2f} (range {low:.2f}-{high:.2f}) at "
+            f"B={entries[0]['batch_size']}, s = {gamma['logit_scale']:g} ({gamma['logit_scale_source']})")
+    extra = [f"{entry['suggestion']['gamma']:.2f} at B={entry['batch_size']}" for entry in entries[1:]]
+    if extra:
+        line += f"; other batch sizes: {', '.join(extra)}"
+    matched = gamma.get("margin_matched_gamma")
+    if matched is not None:
+        line += f". Margin-matched gamma: {matched:.2f}"
+    line += f". Evidence: {gamma['paper_sweep_note']}. Why and the numbers behind it: `capgeo gamma`."
+    if gamma.get("encoder_caution"):
+        line += f"\n[bold yellow]Caution:[/bold yellow] {gamma['encoder_caution']}"
+    return line
 
 
 def _bucket_table(entries: list[dict], kind: str):

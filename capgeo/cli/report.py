@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    batch_size_options,
     check_options_before_encoding,
     dataset_options,
     encoder_options,
@@ -32,11 +33,7 @@ def _wrote(path, notes) -> None:
 
 
 _shared_profile_options = [
-    click.option("--batch-size", "batch_sizes", type=click.IntRange(min=2), multiple=True, metavar="B",
-                 help="Batch size of the in-batch statistics and gamma diagnostics; repeat for several "
-                      "(default 16 and 128, those the dataset can fill)."),
-    click.option("--n-batches", type=click.IntRange(min=1), default=200, show_default=True,
-                 help="Random batches drawn per batch size."),
+    batch_size_options,
     click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draws."),
 ]
 

@@ -43,8 +43,8 @@ def _parse_lengths(ctx, param, value):
               help="Maximum token lengths to compare (start/end tokens included); the encoder's full context "
                    "is always added as the reference. Default: 32,64,77,128,248, those below the context.")
 @click.option("--batch-size", type=click.IntRange(min=2), default=None, metavar="B",
-              help="Batch size of the in-batch bucket composition (default 128, or the number of groups "
-                   "when smaller). The same batches are used at every length.")
+              help="Effective contrastive batch of the in-batch bucket composition (default 128, the paper's, "
+                   "or every image of a smaller dataset). The same batches are used at every length.")
 @click.option("--n-batches", type=click.IntRange(min=1), default=200, show_default=True,
               help="Random batches drawn (the same ones at every length).")
 @click.option("--buckets", callback=comma_separated_floats, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",

@@ -26,7 +26,9 @@ from scipy.optimize import brentq
 from scipy.special import logsumexp
 
 from capgeo.errors import CapgeoError
+from capgeo.findings.encoder_caution import encoder_caution
 from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
+from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 
 #: gamma grid of the diagnostics table: 0 to 1 in steps of 1/8
 DEFAULT_GRID = tuple(k / 8 for k in range(9))
@@ -39,6 +41,13 @@ GAMMA_CLIP = (0.05, 2.0)
 SOLVED_LOSS = 1e-3
 #: cap on in-batch cosines kept for the concentration (float32 values); bounds memory for large B
 MAX_ROW_VALUES = 4_000_000
+#: The paper's gamma sweep (HN-CLIP, Long-CLIP-L fine-tuned on DOCCI): average R@1 over its
+#: benchmarks per gamma. The optimum is a plateau from 0.25 to 0.75 (each benchmark's best lies
+#: there); gamma > 0 matters far more than its second decimal.
+PAPER_SWEEP = {0.0: 81.34, 0.25: 83.80, 0.5: 83.86, 0.75: 83.61, 1.0: 83.04}
+PAPER_SWEEP_NOTE = ("paper's sweep, average R@1: gamma 0 -> 81.34, 0.25 -> 83.80, 0.5 -> 83.86, 0.75 -> 83.61, "
+                    "1.0 -> 83.04 (per-benchmark best between 0.25 and 0.75): a plateau, gamma > 0 matters more "
+                    "than its second decimal")
 
 
 @dataclass(frozen=True)
@@ -160,13 +169,10 @@ def solve_scaled_gamma(rows: np.ndarray, target_share: float, low: float, high: 
     return float(brentq(excess, low, high, xtol=1e-6, rtol=1e-8)), None
 
 
-def round_gamma(value: float) -> float:
-    """The precision the rule supports. The paper swept gamma in steps of 1/4, so values from
-    3/16 up are given to the nearest 1/8 (half that step); smaller ones, where 1/8 would be
-    most of the value, to the nearest 0.025."""
-    if value >= 0.1875:
-        return math.floor(value * 8 + 0.5) / 8
-    return round(math.floor(value * 40 + 0.5) / 40, 3)
+def shown_gamma(value: float) -> float:
+    """A rule value as shown: two decimals, no grid snapping (the paper's grid step, 1/4, is
+    far coarser than any difference this could hide; docs/gamma.md says so in words)."""
+    return round(float(value), 2)
 
 
 # ---------------------------------------------------------------- batches
@@ -196,10 +202,7 @@ def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: fl
     n_negatives = rows.shape[1]
     top_count = max(1, math.ceil(0.1 * n_negatives))
     sums = {key: np.zeros(len(gammas)) for key in ("effective", "hard_mass", "top_mass")}
-    median_sum = hardest_sum = 0.0
     for chunk in _row_chunks(rows, 1 << 19):
-        median_sum += np.median(chunk, axis=1).sum()
-        hardest_sum += chunk.max(axis=1).sum()
         top_threshold = -np.partition(-chunk, top_count - 1, axis=1)[:, top_count - 1:top_count]
         in_top = chunk >= top_threshold
         in_hard = chunk >= hard_edge
@@ -211,7 +214,8 @@ def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: fl
             sums["hard_mass"][k] += (weights * in_hard).sum()
             sums["top_mass"][k] += (weights * in_top).sum()
     n_rows = rows.shape[0]
-    median, hardest = median_sum / n_rows, hardest_sum / n_rows
+    cosines = margin_cosines(rows)
+    median, hardest = cosines["median"], cosines["hardest"]
     out = []
     for k, gamma in enumerate(gammas):
         scaled = logit_scale * gamma
@@ -229,6 +233,65 @@ def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: fl
             "boost_gap": float(scaled * (hardest - median)),
         })
     return out
+
+
+def margin_cosines(rows: np.ndarray) -> dict:
+    """Mean over rows of each row's median, 90th-percentile (linear interpolation) and largest
+    negative cosine: the G_ij at which the margin gamma * G_ij is read."""
+    rows = np.asarray(rows)
+    sums = np.zeros(3)
+    for chunk in _row_chunks(rows, 1 << 19):
+        sums[:2] += np.percentile(chunk, [50, 90], axis=1).sum(axis=1)
+        sums[2] += chunk.max(axis=1).sum()
+    median, p90, hardest = sums / max(rows.shape[0], 1)
+    return {"median": float(median), "p90": float(p90), "hardest": float(hardest)}
+
+
+def margins_at(gamma: float, cosines: dict) -> dict:
+    """gamma * G at the median, p90 and hardest in-batch negative: the extra amount (in cosine
+    units, before s) by which the positive must beat that negative."""
+    return {key: gamma * value for key, value in cosines.items()}
+
+
+def paper_margin(reference: ReferenceGeometry = REFERENCE) -> float:
+    """The paper default's margin at DOCCI's mean negative cosine: 0.5 x 0.84 = 0.42."""
+    return reference.gamma * reference.mean_pairwise
+
+
+def margin_view(rows: np.ndarray, mean_cosine: float, suggested_gamma: float,
+                reference: ReferenceGeometry = REFERENCE) -> dict:
+    """The margin reading of gamma beside the concentration rule: margins gamma * G at the
+    suggested gamma on these rows, the paper default's on the reference rows, and the
+    *margin-matched gamma* whose margin at this dataset's mean negative cosine equals
+    the paper default's on DOCCI (None when the mean cosine is not positive)."""
+    target = paper_margin(reference)
+    cosines = margin_cosines(rows)
+    return {
+        "cosines": cosines,
+        "suggested": margins_at(suggested_gamma, cosines),
+        "paper_default": {**margins_at(reference.gamma, _reference_margin_cosines(reference)),
+                          "hardest_companion": reference.gamma * reference.mean_hardest_companion},
+        "paper_margin_at_mean": target,
+        "margin_matched_gamma": target / mean_cosine if mean_cosine > 0 else None,
+    }
+
+
+def describe_margins(margins: dict, gamma: float) -> str:
+    """The margin view in one line: gamma * G at the median, p90 and hardest in-batch negative,
+    the paper default's on its DOCCI geometry, and the margin-matched gamma."""
+    mine, paper = margins["suggested"], margins["paper_default"]
+    matched = margins["margin_matched_gamma"]
+    matched_text = (f"margin-matched gamma {matched:.2f} (its margin at this data's mean negative cosine equals the "
+                    f"paper's {margins['paper_margin_at_mean']:.2f})" if matched is not None
+                    else "no margin-matched gamma (mean negative cosine is not positive)")
+    return (f"margin view: gamma {gamma:.2f} asks the positive to beat its median / p90 / hardest in-batch negative "
+            f"by {mine['median']:.3f} / {mine['p90']:.3f} / {mine['hardest']:.3f} (paper default on DOCCI: "
+            f"{paper['median']:.3f} / {paper['p90']:.3f} / {paper['hardest']:.3f}); {matched_text}")
+
+
+@lru_cache(maxsize=8)
+def _reference_margin_cosines(reference: ReferenceGeometry) -> dict:
+    return margin_cosines(reference_rows(reference))
 
 
 def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, group_codes: np.ndarray,
@@ -279,10 +342,10 @@ def suggest_for_rows(rows: np.ndarray, logit_scale: float, reference: ReferenceG
         note = (f"the range reaches the clip interval {clip[0]}-{clip[1]}: "
                 f"{'its lower end' if ends_clipped[0] else 'its upper end'} is clipped")
     return {
-        "gamma": round_gamma(gamma_exact),
+        "gamma": shown_gamma(gamma_exact),
         "gamma_exact": gamma_exact,
         "scaled_gamma": scaled,
-        "range": [round_gamma(ends[0]), round_gamma(ends[1])],
+        "range": [shown_gamma(ends[0]), shown_gamma(ends[1])],
         "range_exact": ends,
         "target_share": target,
         "clipped": clipped is not None,
@@ -321,29 +384,6 @@ def _why(suggestion: dict, batch_size: int, logit_scale: float, spread: float, r
     )
 
 
-#: the rule matches the effective share of B - 1 negatives to the reference's (0.495); a row's
-#: share cannot fall below 1/(B - 1), so batches of 2 or 3 captions have no answer
-MIN_BATCH_SIZE = 4
-
-
-def check_batch_sizes(batch_sizes, n_groups: int) -> list[int]:
-    """Each batch size must fit the dataset: B captions of B different groups (images)."""
-    batch_sizes = [int(b) for b in batch_sizes]
-    if not batch_sizes:
-        raise CapgeoError("--batch-size: give at least one batch size")
-    for batch_size in batch_sizes:
-        if batch_size < 2 or batch_size > n_groups:
-            raise CapgeoError(
-                f"--batch-size {batch_size} is not possible: a batch needs between 2 and the number of groups "
-                f"(images) in the dataset, {n_groups}, captions of different images")
-        if batch_size < MIN_BATCH_SIZE:
-            raise CapgeoError(
-                f"--batch-size {batch_size} is too small for the gamma rule: with {batch_size - 1} negative(s) per "
-                f"row the effective share cannot fall below 1/{batch_size - 1}, above the share the paper's default "
-                f"reaches ({reference_share(REFERENCE.gamma):.3f}); use a batch size of at least {MIN_BATCH_SIZE}")
-    return batch_sizes
-
-
 def _resolve_logit_scale(logit_scale, checkpoint_scale) -> tuple[float, str]:
     if logit_scale is not None:
         source = "--logit-scale"
@@ -359,19 +399,21 @@ def _resolve_logit_scale(logit_scale, checkpoint_scale) -> tuple[float, str]:
     return value, source
 
 
-def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, batch_sizes=(128,),
-                  grid=DEFAULT_GRID, n_batches: int = 32, seed: int = 0, image_vectors: np.ndarray | None = None,
-                  hard_edge: float = 0.9, reference: ReferenceGeometry = REFERENCE,
+def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, batch_sizes=None,
+                  grid=DEFAULT_GRID, n_batches: int = DEFAULT_N_BATCHES, seed: int = 0,
+                  image_vectors: np.ndarray | None = None, hard_edge: float = 0.9, reference: ReferenceGeometry = REFERENCE,
                   image_source: str = "image embeddings", progress: bool | None = None) -> dict:
     """The `gamma` section of a profile: suggestion, range and grid diagnostics per batch size.
 
     ``embeddings`` is an :class:`~capgeo.encoders.base.Embeddings` (its checkpoint logit scale
     is used unless ``logit_scale`` is given) or an (N, d) array of normalised caption vectors.
-    ``image_vectors``, when given, is (n_groups, d), row c for group code c."""
+    ``image_vectors``, when given, is (n_groups, d), row c for group code c. ``batch_sizes``
+    follow the one policy (capgeo.geometry.batch_size): the first is the headline."""
     from capgeo.progress import progress_bar
 
-    checkpoint_scale = None
+    checkpoint_scale, encoder = None, None
     if hasattr(embeddings, "vectors"):
+        encoder = embeddings.info.to_dict() if hasattr(embeddings, "info") else None
         checkpoint_scale = getattr(getattr(embeddings, "info", None), "logit_scale", None)
         embeddings = embeddings.vectors
     vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
@@ -394,7 +436,9 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     if n_batches < 1:
         raise CapgeoError(f"--n-batches must be at least 1, got {n_batches}")
     n_groups = int(group_codes.max()) + 1 if group_codes.size else 0
-    batch_sizes = check_batch_sizes(batch_sizes, n_groups)
+    batch_sizes = resolve_batch_sizes(batch_sizes, n_groups).sizes
+    for batch_size in batch_sizes:
+        check_gamma_batch_size(batch_size)
     if image_vectors is not None:
         image_vectors = check_image_vectors(image_vectors, n_groups, vectors.shape[1], image_source)
 
@@ -407,14 +451,16 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
             rows = in_batch_negative_rows(vectors, batches)
             spread = float(rows.std(axis=1, dtype=np.float64).mean())
             suggestion = suggest_for_rows(rows, scale, reference)
+            mean_cosine = float(rows.mean(dtype=np.float64))
             entry = {
                 "batch_size": batch_size,
                 "negatives_per_row": batch_size - 1,
                 "n_batches": n_batches,
                 "n_rows": int(rows.shape[0]),
-                "mean_cosine": float(rows.mean(dtype=np.float64)),
+                "mean_cosine": mean_cosine,
                 "within_row_spread": spread,
                 "suggestion": suggestion,
+                "margins": margin_view(rows, mean_cosine, suggestion["gamma_exact"], reference),
                 # closed form if rows were normal: the effective share depends on s*gamma*sigma only
                 "gaussian_approximation": reference.gamma * reference.logit_scale / scale
                 * reference_within_row_spread(reference) / spread if spread > 0 else None,
@@ -425,13 +471,18 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
             }
             per_batch_size.append(entry)
             bar.advance(1)
-    first = per_batch_size[0]["suggestion"]
+    headline = per_batch_size[0]["suggestion"]
     return {
         "rule": "effective-negative share matched to the paper's default (docs/gamma.md)",
         "concentration": "exp(entropy) of each row's softmax of s*gamma*cosine over its B-1 in-batch negatives, "
                          "as a share of B-1, averaged over rows",
-        "suggested_gamma": first["gamma"],
-        "suggested_range": first["range"],
+        "headline_batch_size": batch_sizes[0],
+        "suggested_gamma": headline["gamma"],
+        "suggested_range": headline["range"],
+        "margin_matched_gamma": per_batch_size[0]["margins"]["margin_matched_gamma"],
+        "encoder_caution": encoder_caution(encoder),
+        "paper_sweep": [{"gamma": g, "average_r_at_1": r} for g, r in PAPER_SWEEP.items()],
+        "paper_sweep_note": PAPER_SWEEP_NOTE,
         "logit_scale": scale,
         "logit_scale_source": scale_source,
         "hard_edge": hard_edge,
@@ -538,6 +589,7 @@ def gamma_profile(captions, embeddings, *, image_embeddings=None, command: str |
         "gamma": section,
         "options": {
             "batch_sizes": [entry["batch_size"] for entry in section["batches"]],
+            "headline_batch_size": section["headline_batch_size"],
             "n_batches": section["n_batches"],
             "seed": section["seed"],
             "gamma_grid": section["gamma_grid"],

@@ -338,7 +338,7 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
                   max_listed: int) -> tuple[float, tuple[float, ...], int]:
     """Validate the options (before any encoding); return the threshold, edges and batch size to use."""
     from capgeo.geometry.inbatch import DEFAULT_BUCKET_EDGES, DEFAULT_NEAR_DUPLICATE_THRESHOLD, check_edges
-    from capgeo.geometry.profile import DEFAULT_BATCH_SIZE
+    from capgeo.geometry.batch_size import resolve_batch_sizes
     from capgeo.preflight import check_has_negatives
 
     check_has_negatives(captions)
@@ -347,10 +347,7 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
     if not -1.0 <= threshold <= 1.0:
         raise CapgeoError(f"threshold must be a cosine between -1 and 1, got {threshold}")
     edges = check_edges(DEFAULT_BUCKET_EDGES if edges is None else edges)
-    batch_size = min(DEFAULT_BATCH_SIZE, n_groups) if batch_size is None else int(batch_size)
-    if not 2 <= batch_size <= n_groups:
-        raise CapgeoError(f"batch size {batch_size} must be between 2 and the number of groups (images) "
-                          f"in the dataset, {n_groups}: a batch needs captions of different images")
+    batch_size = resolve_batch_sizes(None if batch_size is None else [batch_size], n_groups).headline
     if max_listed < 0:
         raise CapgeoError(f"pairs listed per length must be >= 0, got {max_listed}")
     return threshold, edges, batch_size

@@ -20,6 +20,10 @@ _EXPORTS = {
     "DEFAULT_RELATIVE_LEVELS": "capgeo.geometry.inbatch",
     "DEFAULT_NEAR_DUPLICATE_THRESHOLD": "capgeo.geometry.inbatch",
     "sample_batches": "capgeo.geometry.batches",
+    # the one batch-size policy (headline first)
+    "resolve_batch_sizes": "capgeo.geometry.batch_size",
+    "BatchSizes": "capgeo.geometry.batch_size",
+    "DEFAULT_BATCH_SIZE": "capgeo.geometry.batch_size",
     # exact duplicate texts
     "find_exact_duplicates": "capgeo.geometry.exact_duplicates",
     # the blockwise pass and its pieces

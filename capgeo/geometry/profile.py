@@ -18,6 +18,7 @@ import numpy as np
 
 from capgeo import __version__
 from capgeo.errors import CapgeoError
+from capgeo.geometry.batch_size import DEFAULT_BATCH_SIZE, DEFAULT_N_BATCHES, resolve_batch_sizes  # noqa: F401
 from capgeo.geometry.exact_duplicates import find_exact_duplicates
 from capgeo.geometry.inbatch import (
     DEFAULT_BUCKET_EDGES,
@@ -35,8 +36,6 @@ SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 #: Sections every writer of the schema includes (profile, gamma, truncation, report).
 REQUIRED_SECTIONS = ("dataset", "encoder")
 MODES = ("auto", "exact", "sampled")
-#: Batch size of the in-batch statistics when none is given (capped at the number of groups).
-DEFAULT_BATCH_SIZE = 128
 #: With mode="auto", datasets larger than this many captions use the sampled estimate:
 #: the exact pass costs N^2 / 2 dot products (100,000 captions take minutes on 2 CPU
 #: cores, 1,000,000 take hours).
@@ -71,7 +70,7 @@ def build_profile(
     buckets: Sequence[float] = DEFAULT_BUCKET_EDGES,
     relative_buckets: bool = False,
     relative_quantiles: Sequence[float] = DEFAULT_RELATIVE_LEVELS,
-    n_batches: int = 200,
+    n_batches: int = DEFAULT_N_BATCHES,
     top_k: int = 10,
     block_size: int | None = None,
     precision: str = "fp32",
@@ -104,10 +103,9 @@ def build_profile(
         raise CapgeoError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     check_has_negatives(captions)
     edges = check_edges(buckets)
-    if batch_sizes is None:
-        # the default adapts to small datasets; sizes asked for explicitly must fit
-        batch_sizes = (min(DEFAULT_BATCH_SIZE, captions.n_groups),)
-    batch_sizes = check_batch_sizes(batch_sizes, captions.n_groups)
+    # the headline first (capgeo.geometry.batch_size): default 128, or every image of a smaller dataset
+    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)
+    batch_sizes = resolved.sizes
     if not -1.0 <= near_duplicate_threshold <= 1.0:
         raise CapgeoError(f"near-duplicate threshold must be a cosine between -1 and 1, got {near_duplicate_threshold}")
     levels = check_quantile_levels(relative_quantiles) if relative_buckets else tuple(relative_quantiles)
@@ -187,6 +185,7 @@ def build_profile(
         "batches": batches,
         "options": {
             "batch_sizes": list(batch_sizes),
+            "headline_batch_size": resolved.headline,
             "buckets": list(edges),
             "relative_buckets": bool(relative_buckets),
             "relative_quantiles": list(levels),
@@ -211,24 +210,6 @@ def build_profile(
     profile = to_json_ready(profile)
     profile["companions"] = _companions(caption_ids, companion_index, companion_cosine, include_companions)
     return profile
-
-
-def check_batch_sizes(batch_sizes: Sequence[int], n_groups: int) -> list[int]:
-    sizes = []
-    for size in batch_sizes:
-        size = int(size)
-        if size < 2:
-            raise CapgeoError(f"batch size must be at least 2, got {size}")
-        if size > n_groups:
-            raise CapgeoError(
-                f"batch size {size} is larger than the number of groups (images) in the dataset, {n_groups}: "
-                f"a batch needs {size} captions of different images"
-            )
-        if size not in sizes:
-            sizes.append(size)
-    if not sizes:
-        raise CapgeoError("give at least one batch size")
-    return sizes
 
 
 def _with_exact_flag(summary: dict | None, exact: bool) -> dict | None:

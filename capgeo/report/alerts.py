@@ -7,6 +7,10 @@ yields no alert from the rules that need it.
 
 Rules and why
 -------------
+- ``encoder_caution``: the profile has a gamma section and its encoder is not a CLIP text
+  tower (the embedded default, or precomputed vectors of unknown origin) -> warning, first
+  on the page: the gamma is for that encoder's geometry, and the line says how to get the
+  real one (capgeo.findings.encoder_caution words it).
 - ``truncation``: a share of captions >= TRUNCATED_WARNING (0.5) is longer than the
   encoder's context and is cut -> warning ("most captions are truncated"); a share
   >= TRUNCATED_NOTICE (0.05) -> notice. Cut text is invisible to the model, so
@@ -36,6 +40,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from capgeo.findings.encoder_caution import encoder_caution
+
 TRUNCATED_WARNING = 0.5
 TRUNCATED_NOTICE = 0.05
 EXACT_DUPLICATE_WARNING = 0.01
@@ -62,6 +68,16 @@ class Alert:
 
 def _pct(value: float) -> str:
     return f"{100 * value:.1f}%" if value < 0.995 or value == 1 else f"{100 * value:.2f}%"
+
+
+def encoder_caution_alert(profile: dict) -> Alert | None:
+    if not profile.get("gamma"):
+        return None
+    caution = encoder_caution(profile.get("encoder"))
+    if caution is None:
+        return None
+    return Alert("encoder_caution", WARNING, "The suggested gamma rests on a different encoder than training's",
+                 caution)
 
 
 def truncation_alert(profile: dict) -> Alert | None:
@@ -175,7 +191,7 @@ def skipped_alert(profile: dict) -> Alert | None:
 def alerts_for(profile: dict) -> list[Alert]:
     """Every alert that fires for ``profile``, warnings first."""
     found: list[Alert] = []
-    for rule in (truncation_alert, exact_duplicate_alert, near_duplicate_caption_alert, crowded_alert,
+    for rule in (encoder_caution_alert, truncation_alert, exact_duplicate_alert, near_duplicate_caption_alert, crowded_alert,
                  sampled_alert, skipped_alert):
         alert = rule(profile)
         if alert is not None:

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Sequence
 
 from capgeo.errors import CapgeoError
+from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
 
-#: Batch sizes used when the caller gives none: the paper's micro-batch and effective batch.
-DEFAULT_BATCH_SIZES = (16, 128)
+#: Extra row the report adds when the caller gives no batch size: the paper's micro-batch. The
+#: headline is the policy's (capgeo.geometry.batch_size: 128, the paper's effective batch).
+EXTRA_BATCH_SIZES = (16,)
 #: Gallery content computed for a report: example queries at these quantiles of the
 #: hardest-companion distribution (a typical, a hard and a very hard caption), and the top pairs.
 DUPES_QUANTILES = (0.5, 0.9, 0.99)
@@ -44,23 +46,6 @@ def is_profile_file(path: str | Path) -> bool:
     with open(path, "rb") as handle:
         head = handle.read(4096).decode("utf-8", errors="replace")
     return bool(_PROFILE_HEAD.match(head))
-
-
-def usable_batch_sizes(batch_sizes: Sequence[int] | None, n_groups: int) -> tuple[list[int], list[str]]:
-    """Batch sizes to profile, and notes. Explicit sizes are kept (too large ones fail clearly later);
-    the defaults are reduced to those the dataset can fill."""
-    if batch_sizes:
-        from capgeo.geometry.profile import check_batch_sizes
-
-        return check_batch_sizes(batch_sizes, n_groups), []
-    kept = [b for b in DEFAULT_BATCH_SIZES if b <= n_groups]
-    notes = [f"Batch size {b} left out: the dataset has only {n_groups} images."
-             for b in DEFAULT_BATCH_SIZES if b > n_groups]
-    if not kept:
-        if n_groups < 2:
-            raise CapgeoError(f"the dataset has {n_groups} group(s); a batch needs captions of at least 2 images")
-        kept = [n_groups]
-    return kept, notes
 
 
 def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
@@ -93,7 +78,7 @@ def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gam
 
 
 def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None = None, seed: int = 0,
-                   n_batches: int = 200, dupes: bool = True, gamma: bool = True, device: str | None = None,
+                   n_batches: int = DEFAULT_N_BATCHES, dupes: bool = True, gamma: bool = True, device: str | None = None,
                    cache_dir: str | None = None, use_cache: bool = True, max_tokens: int | None = None,
                    progress: bool | None = None, command: str | None = None,
                    embeddings=None, truncation: bool = False) -> ReportInput:
@@ -103,13 +88,16 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
     ``embeddings`` to reuse vectors already computed for these captions. With
     ``truncation`` the ``truncation`` section (`capgeo truncation`) is added too.
     """
+    from capgeo.geometry.batch_size import resolve_batch_sizes
     from capgeo.geometry.profile import build_profile
 
     if isinstance(captions, (str, Path)):
         from capgeo.captions import load_captions
 
         captions = load_captions(captions)
-    sizes, notes = usable_batch_sizes(batch_sizes, captions.n_groups)  # before the (slow) encoding
+    # before the (slow) encoding
+    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups, extra_defaults=EXTRA_BATCH_SIZES)
+    sizes, notes = resolved.sizes, [note[0].upper() + note[1:] for note in resolved.notes]
     if embeddings is None:
         from capgeo.encoders import embed
 
@@ -128,7 +116,7 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
 
         profile["truncation"] = truncation_profile(
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
-            batch_size=max(sizes), n_batches=n_batches, seed=seed)["truncation"]
+            batch_size=resolved.headline, n_batches=n_batches, seed=seed)["truncation"]
     return ReportInput(profile, notes)
 
 

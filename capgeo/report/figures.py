@@ -266,7 +266,7 @@ def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost con
                              line_width=0, row=1, col=column)
         if suggested is not None:
             figure.add_vline(x=suggested, line=dict(color="#2ca02c", width=2), row=1, col=column,
-                             annotation=dict(text=f"suggested γ = {suggested:g}", font=dict(color="#2ca02c")),
+                             annotation=dict(text=f"suggested γ = {suggested:.2f}", font=dict(color="#2ca02c")),
                              annotation_position="top right")
     scale = gamma.get("logit_scale")
     layout = dict(_LAYOUT, height=460)

@@ -115,12 +115,29 @@ def figure_sections(profile: dict) -> list[Section]:
                                 "changes when the encoder sees less of each caption."))
     gamma = profile.get("gamma")
     if gamma and gamma.get("batches"):
-        figure = figures.gamma_figure(gamma)
-        why = next((b.get("why") for b in gamma["batches"] if b.get("why")), None)
-        sections.append(Section("gamma", "Gamma diagnostics", figure_div(figure, "fig-gamma"),
-                                (why or "") + f" Rule: {gamma.get('rule', 'see docs/gamma.md')}. "
-                                f"Logit scale from {gamma.get('logit_scale_source', '?')}."))
+        sections.append(Section("gamma", "Gamma diagnostics", figure_div(figures.gamma_figure(gamma), "fig-gamma"),
+                                gamma_caption(gamma)))
     return sections
+
+
+def gamma_caption(gamma: dict) -> str:
+    """The headline gamma with both views (concentration and margin), the caution and the paper's sweep."""
+    from capgeo.findings.gamma import describe_margins
+
+    headline = gamma["batches"][0]
+    suggestion = headline["suggestion"]
+    low, high = suggestion["range"]
+    parts = [f"Suggested gamma {suggestion['gamma']:.2f} (range {low:.2f}-{high:.2f}) at B={headline['batch_size']}, "
+             f"the headline batch size; other rows are extra batch sizes.", headline.get("why") or ""]
+    if headline.get("margins"):   # profiles saved before the margin view have none
+        parts.append(describe_margins(headline["margins"], suggestion["gamma_exact"]) + ".")
+    if gamma.get("paper_sweep_note"):
+        parts.append(f"Evidence: {gamma['paper_sweep_note']}.")
+    if gamma.get("encoder_caution"):
+        parts.append(f"Caution: {gamma['encoder_caution']}")
+    parts.append(f"Rule: {gamma.get('rule', 'see docs/gamma.md')}. Logit scale from "
+                 f"{gamma.get('logit_scale_source', '?')}.")
+    return " ".join(part for part in parts if part)
 
 
 def provenance_rows(profile: dict, command: str | None, created: str) -> list[tuple[str, str]]:

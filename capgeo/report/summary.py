@@ -105,6 +105,11 @@ def summary_rows(profile: dict) -> list[tuple[str, str]]:
                  f"{_count(exact.get('n_sets'))} sets, {_count(exact.get('n_pairs_cross_group'))} pairs across images"
                  if exact else MISSING))
     value, low_high = gamma_suggestion(profile.get("gamma"))
+    headline_batch = (profile.get("gamma") or {}).get("headline_batch_size")
     rows.append(("Suggested gamma", MISSING if value is None else
-                 f"{value:.3g}" + (f" (plausible {low_high[0]:.3g}-{low_high[1]:.3g})" if low_high else "")))
+                 f"{value:.2f}" + (f" (range {low_high[0]:.2f}-{low_high[1]:.2f})" if low_high else "")
+                 + (f" at B={headline_batch}" if headline_batch else "")))
+    matched = (profile.get("gamma") or {}).get("margin_matched_gamma")
+    if matched is not None:
+        rows.append(("Margin-matched gamma", f"{matched:.2f}"))
     return rows
