@@ -60,7 +60,7 @@ def test_boundaries_one_goes_to_last_bin_minus_one_to_first():
 
 
 def test_float32_torch_tensor_input():
-    torch = pytest.importorskip("torch")
+    import torch
     values = _values(4).astype(np.float32)
     histogram = Histogram().add(torch.from_numpy(values))
     reference, _ = np.histogram(values.astype(np.float64), bins=4000, range=(-1, 1))

