@@ -12,7 +12,8 @@ import pytest
 from capgeo.captions.model import CaptionSet
 from capgeo.encoders.base import Embeddings, EncoderInfo
 from capgeo.errors import CapgeoError
-from capgeo.geometry import SCHEMA, build_profile, find_exact_duplicates, load_profile
+from capgeo.captions.exact_duplicates import find_exact_duplicates
+from capgeo.geometry import SCHEMA, build_profile, load_profile
 from capgeo.geometry.batches import sample_batches
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

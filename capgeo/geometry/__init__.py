@@ -20,8 +20,6 @@ _EXPORTS = {
     "DEFAULT_RELATIVE_LEVELS": "capgeo.geometry.inbatch",
     "DEFAULT_NEAR_DUPLICATE_THRESHOLD": "capgeo.geometry.inbatch",
     "sample_batches": "capgeo.geometry.batches",
-    # exact duplicate texts
-    "find_exact_duplicates": "capgeo.geometry.exact_duplicates",
     # the blockwise pass and its pieces
     "scan_pairs": "capgeo.geometry.pairwise",
     "PairScan": "capgeo.geometry.pairwise",

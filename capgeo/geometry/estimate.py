@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from capgeo.errors import CapgeoError
-from capgeo.geometry.distribution import DEFAULT_BINS, QUANTILE_LEVELS, Histogram
+from capgeo.geometry.distribution import DEFAULT_BINS, QUANTILE_PERCENTS, Histogram
 from capgeo.geometry.pairwise import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_TOP_K,
@@ -154,7 +154,7 @@ def sampling_bounds(histogram: Histogram, *, population: int, confidence: float 
     standard_error = histogram.std / math.sqrt(n)
     z = 1.959963984540054 if confidence == CONFIDENCE else _normal_quantile(1 - alpha / 2)
     intervals = {}
-    for level in QUANTILE_LEVELS:
+    for level in QUANTILE_PERCENTS:
         p = level / 100
         low, high = histogram.quantile([max(p - dkw, 0.0), min(p + dkw, 1.0)])
         intervals[f"p{level}"] = [float(low - histogram.width), float(high + histogram.width)]

@@ -104,23 +104,13 @@ class PairScan:
         return summary
 
 
-def default_device():
-    """cuda > mps > cpu."""
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
 def prepare_inputs(vectors, group_codes, device=None):
     """Check and move inputs: (unit float32 vectors on device, int64 group codes on device, device)."""
     import torch
 
-    device = torch.device(device) if device is not None else default_device()
+    from capgeo.device import default_device
+
+    device = torch.device(device if device is not None else default_device())
     matrix = torch.as_tensor(vectors)
     if matrix.ndim != 2:
         raise CapgeoError(f"caption embeddings must be a 2-D array (captions x width), got shape {tuple(matrix.shape)}")

@@ -18,7 +18,7 @@ import numpy as np
 
 from capgeo import __version__
 from capgeo.errors import CapgeoError
-from capgeo.geometry.exact_duplicates import find_exact_duplicates
+from capgeo.captions.exact_duplicates import find_exact_duplicates
 from capgeo.geometry.inbatch import (
     DEFAULT_BUCKET_EDGES,
     DEFAULT_NEAR_DUPLICATE_THRESHOLD,
