@@ -24,6 +24,7 @@ from capgeo.geometry.typed_profile import (
     Profile,
     load_typed_profile,
 )
+from _report_fixtures import make_full_profile
 from test_profile import caption_set, fake_embeddings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,7 +131,13 @@ def test_loading_a_saved_file_gives_the_same_objects(saved):
 def test_typed_fields_and_real_keys_are_the_documented_ones(built, saved, section, heading, keys_of):
     documented = documented_keys(heading)
     assert declared(section) <= documented, sorted(declared(section) - documented)
-    for profile in (built, saved):
+    for profile in (built, saved, make_full_profile()):  # the report tests' fixture too: it must not drift
         for written in keys_of(profile):
             undocumented = set(written) - documented
             assert not undocumented, f"{heading}: written but not documented: {sorted(undocumented)}"
+
+
+def test_report_fixture_has_the_real_quantile_keys(built):
+    fixture = Profile.from_dict(make_full_profile())
+    for name in ("pairwise", "hardest_companion"):
+        assert list(getattr(fixture, name).quantiles) == list(built[name]["quantiles"])
