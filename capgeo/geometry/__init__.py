@@ -14,6 +14,9 @@ _EXPORTS = {
     "load_profile": "capgeo.geometry.profile",
     "check_profile": "capgeo.geometry.profile",
     "SCHEMA": "capgeo.geometry.profile",
+    # the same profile as typed, frozen objects
+    "Profile": "capgeo.geometry.typed_profile",
+    "load_typed_profile": "capgeo.geometry.typed_profile",
     # in-batch statistics
     "inbatch_statistics": "capgeo.geometry.inbatch",
     "DEFAULT_BUCKET_EDGES": "capgeo.geometry.inbatch",

@@ -241,6 +241,11 @@ class Profile(Section):
         return super().from_dict(data)
 
 
+def as_profile(profile: Profile | Mapping[str, Any]) -> Profile:
+    """``profile`` itself when typed already, else read from its ``capgeo.profile/1`` dict."""
+    return profile if isinstance(profile, Profile) else Profile.from_dict(profile)
+
+
 def load_typed_profile(path: str | Path) -> Profile:
     """Read a saved profile (``capgeo profile --json FILE``) as a :class:`Profile`, with the one-line
     errors of :func:`capgeo.geometry.profile.load_profile` for unreadable files and other schemas."""
