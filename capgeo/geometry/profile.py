@@ -7,6 +7,7 @@ in docs/profile-schema.md; the report, gamma and other commands read it back wit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -19,29 +20,17 @@ import numpy as np
 from capgeo import __version__
 from capgeo.errors import CapgeoError
 from capgeo.captions.exact_duplicates import find_exact_duplicates
-from capgeo.geometry.inbatch import (
-    DEFAULT_BUCKET_EDGES,
-    DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-    DEFAULT_RELATIVE_LEVELS,
-    check_edges,
-    inbatch_statistics,
-)
+from capgeo.geometry.estimate import pairwise_mode, scan_or_estimate
+from capgeo.geometry.inbatch import inbatch_statistics
+from capgeo.geometry.profile_options import ProfileOptions
 
 SCHEMA_NAME = "capgeo.profile"
 SCHEMA_VERSION = 1
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 #: Sections every writer of the schema includes (profile, gamma, truncation, report).
 REQUIRED_SECTIONS = ("dataset", "encoder")
-MODES = ("auto", "exact", "sampled")
 #: Batch size of the in-batch statistics when none is given (capped at the number of groups).
 DEFAULT_BATCH_SIZE = 128
-#: With mode="auto", datasets larger than this many captions use the sampled estimate:
-#: the exact pass costs N^2 / 2 dot products (100,000 captions take minutes on 2 CPU
-#: cores, 1,000,000 take hours).
-DEFAULT_SAMPLED_ABOVE = 200_000
-#: Pairs drawn for the sampled estimate (DKW bound on every share: +-0.001 at 95%).
-DEFAULT_SAMPLED_PAIRS = 2_000_000
-COMPANION_MODES = ("exact", "faiss")
 #: Decimals kept for per-caption companion cosines (float32 carries ~7 digits).
 COMPANION_DECIMALS = 6
 #: Target number of bins of the token-count histogram.
@@ -61,79 +50,36 @@ def provenance(command: str | None, started: float, **extra) -> dict:
     }
 
 
-def build_profile(
-    captions,
-    embeddings,
-    *,
-    batch_sizes: Sequence[int] | None = None,
-    buckets: Sequence[float] = DEFAULT_BUCKET_EDGES,
-    relative_buckets: bool = False,
-    relative_quantiles: Sequence[float] = DEFAULT_RELATIVE_LEVELS,
-    n_batches: int = 200,
-    top_k: int = 10,
-    block_size: int = 2048,
-    bins: int = 4000,
-    seed: int = 0,
-    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-    mode: str = "auto",
-    sampled_above: int = DEFAULT_SAMPLED_ABOVE,
-    sampled_pairs: int = DEFAULT_SAMPLED_PAIRS,
-    companions: str = "exact",
-    include_companions: bool = True,
-    device: str | None = None,
-    progress: bool | None = None,
-    command: str | None = None,
-) -> dict:
+def build_profile(captions, embeddings, options: ProfileOptions | None = None, *, device: str | None = None,
+                  progress: bool | None = None, command: str | None = None, **option_values) -> dict:
     """Profile ``captions`` (a CaptionSet) from their ``embeddings`` (an Embeddings).
 
-    Returns the ``capgeo.profile/1`` dict (docs/profile-schema.md). Deterministic for a
-    seed. Raises CapgeoError for bad options, a batch size above the number of groups,
-    or a dataset with a single group (it has no negatives).
+    ``options`` is a :class:`ProfileOptions`; its fields may also be given as keyword arguments
+    (``batch_sizes=(16, 128)``), which override it. Returns the ``capgeo.profile/1`` dict
+    (docs/profile-schema.md). Deterministic for a seed. Raises CapgeoError for bad options, a batch
+    size above the number of groups, or a dataset with a single group (it has no negatives).
     """
     started = time.perf_counter()
+    options = dataclasses.replace(options or ProfileOptions(), **option_values)
     vectors = np.asarray(embeddings.vectors, dtype=np.float32)
     n_captions = len(captions)
     if vectors.ndim != 2 or vectors.shape[0] != n_captions:
         raise CapgeoError(f"embeddings have shape {vectors.shape}, expected one row per caption ({n_captions})")
-    if mode not in MODES:
-        raise CapgeoError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if captions.n_groups < 2:
         raise CapgeoError(f"{captions.source}: all {n_captions} captions belong to one group (image): "
                           "there are no negatives (pairs of different images) to profile")
-    edges = check_edges(buckets)
-    if batch_sizes is None:
-        # the default adapts to small datasets; sizes asked for explicitly must fit
-        batch_sizes = (min(DEFAULT_BATCH_SIZE, captions.n_groups),)
-    batch_sizes = check_batch_sizes(batch_sizes, captions.n_groups)
-    if not -1.0 <= near_duplicate_threshold <= 1.0:
-        raise CapgeoError(f"near-duplicate threshold must be a cosine between -1 and 1, got {near_duplicate_threshold}")
-    levels = tuple(float(level) for level in relative_quantiles)
-    if relative_buckets and (not levels or any(not 0 < q < 1 for q in levels) or list(levels) != sorted(set(levels))):
-        raise CapgeoError(f"relative bucket quantiles must be ascending levels between 0 and 1, got {list(levels)}")
-
-    for name, value in (("n_batches", n_batches), ("top_k", top_k), ("block_size", block_size), ("bins", bins),
-                        ("sampled_pairs", sampled_pairs)):
-        if int(value) < 1:
-            raise CapgeoError(f"{name.replace('_', ' ')} must be at least 1, got {value}")
-    if companions not in COMPANION_MODES:
-        raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {companions!r}")
+    # the default adapts to small datasets; sizes asked for explicitly must fit
+    batch_sizes = (min(DEFAULT_BATCH_SIZE, captions.n_groups),) if options.batch_sizes is None else options.batch_sizes
+    options = options.checked(check_batch_sizes(batch_sizes, captions.n_groups))
 
     group_codes = np.asarray(captions.group_codes)
     caption_ids = captions.ids
     group_ids = captions.groups
-    mode_used = mode if mode != "auto" else ("sampled" if n_captions > sampled_above else "exact")
-
-    if mode_used == "sampled":
-        from capgeo.geometry.estimate import estimate_pairs
-
-        scan = estimate_pairs(vectors, group_codes, n_pairs=sampled_pairs, seed=seed, top_k=top_k,
-                              companions=companions, block_size=block_size, bins=bins, device=device,
-                              progress=progress)
-    else:
-        from capgeo.geometry.pairwise import scan_pairs
-
-        scan = scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
-                          progress=progress)
+    mode_used = pairwise_mode(options.mode, n_captions, options.sampled_above)
+    scan = scan_or_estimate(vectors, group_codes, estimate_threshold=options.sampled_above, mode=options.mode,
+                            n_pairs=options.sampled_pairs, seed=options.seed, top_k=options.top_k,
+                            companions=options.companions, block_size=options.block_size, bins=options.bins,
+                            device=device, progress=progress)
     pairwise_exact = getattr(scan, "mode", "exact") == "exact"
     companions_exact = getattr(scan, "companion_mode", "exact") == "exact"
     pairwise = _with_exact_flag(scan.pairwise_summary(), pairwise_exact)
@@ -149,19 +95,20 @@ def build_profile(
     companion_cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
 
     relative_edges = None
-    if relative_buckets:
+    if options.relative_buckets:
         # the dataset's own pairwise quantiles, read from the fine histogram (one bin of accuracy)
-        relative_edges = [float(edge) for edge in scan.negatives.quantile(list(levels))]
+        relative_edges = [float(edge) for edge in scan.negatives.quantile(list(options.relative_quantiles))]
 
     batches = []
     from capgeo.progress import progress_bar
 
-    for batch_size in batch_sizes:
-        with progress_bar(f"Batches of {batch_size}", n_batches, enabled=progress) as bar:
+    for batch_size in options.batch_sizes:
+        with progress_bar(f"Batches of {batch_size}", options.n_batches, enabled=progress) as bar:
             batches.append(inbatch_statistics(
-                vectors, group_codes, batch_size, n_batches=n_batches, seed=seed, edges=edges,
-                relative_edges=relative_edges, relative_levels=levels if relative_buckets else None,
-                near_duplicate_threshold=near_duplicate_threshold, caption_ids=caption_ids,
+                vectors, group_codes, batch_size, n_batches=options.n_batches, seed=options.seed,
+                edges=options.buckets, relative_edges=relative_edges,
+                relative_levels=options.relative_quantiles if options.relative_buckets else None,
+                near_duplicate_threshold=options.near_duplicate_threshold, caption_ids=caption_ids,
                 group_ids=group_ids, progress=bar,
             ))
 
@@ -176,32 +123,14 @@ def build_profile(
         "companions": None,  # filled in below, already JSON-ready
         "exact_duplicates": find_exact_duplicates(captions.texts, caption_ids, group_ids),
         "near_duplicates": _near_duplicates(scan.negatives, pairwise, companion_index, companion_cosine,
-                                            near_duplicate_threshold, companions_exact=companions_exact,
+                                            options.near_duplicate_threshold, companions_exact=companions_exact,
                                             pairwise_exact=pairwise_exact),
         "batches": batches,
-        "options": {
-            "batch_sizes": list(batch_sizes),
-            "buckets": list(edges),
-            "relative_buckets": bool(relative_buckets),
-            "relative_quantiles": list(levels),
-            "n_batches": int(n_batches),
-            "top_k": int(top_k),
-            "block_size": int(block_size),
-            "bins": int(bins),
-            "seed": int(seed),
-            "near_duplicate_threshold": float(near_duplicate_threshold),
-            "mode": mode,
-            "mode_used": mode_used,
-            "sampled_above": int(sampled_above),
-            "sampled_pairs": int(sampled_pairs),
-            "companions": companions,
-            "include_companions": bool(include_companions),
-            "device": device,
-        },
+        "options": options.to_dict(mode_used, device),
         "provenance": provenance(command, started, embeddings_origin=getattr(embeddings, "origin", None)),
     }
     profile = to_json_ready(profile)
-    profile["companions"] = _companions(caption_ids, companion_index, companion_cosine, include_companions)
+    profile["companions"] = _companions(caption_ids, companion_index, companion_cosine, options.include_companions)
     return profile
 
 
