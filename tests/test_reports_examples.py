@@ -98,3 +98,13 @@ def test_committed_profiles_compare_on_one_page(tmp_path):
     drawn = outline(output.read_text(encoding="utf-8"))
     assert {"summary", "distributions", "buckets"} <= {section_id for section_id, _ in drawn.sections}
     assert drawn.figures
+
+
+def test_dataset_options_given_for_a_saved_profile_are_named_as_ignored(tmp_path):
+    profile = REPORTS / "coco_sample.profile.json"
+    result = CliRunner().invoke(main, ["report", str(profile), "--limit", "5", "--batch-size", "8",
+                                       "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    assert f"Note: {profile} is a saved profile, drawn as it is; ignored: --limit, --batch-size" in result.stderr
+    assert outline((tmp_path / "r.html").read_text(encoding="utf-8")).summary_rows[1] == \
+        ["Captions / groups (images)", "300 / 60"]  # drawn from the profile, not cut to 5 captions

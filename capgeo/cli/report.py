@@ -83,10 +83,8 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
         save_profile_to=save_profile, device=options["device"], cache_dir=options["cache_dir"],
         use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped)
     if written.ignored_options:
-        given = {"batch_sizes": "batch-size"}
         click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
-                   + ", ".join("--" + given.get(name, name.replace("_", "-")) for name in written.ignored_options),
-                   err=True)
+                   + ", ".join("--" + name.replace("_", "-") for name in written.ignored_options), err=True)
     if written.saved_profile:
         click.echo(f"Wrote {written.saved_profile}", err=True)
     _wrote(written.path, written.notes)

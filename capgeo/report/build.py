@@ -215,7 +215,7 @@ def save_profile(profile: dict, path: str | Path) -> Path:
 
 #: Dataset options of `capgeo report` that a saved profile cannot use (it is drawn as it is).
 DATASET_ONLY_OPTIONS = ("encoder", "text_column", "captions_column", "id_column", "group_column", "split", "limit",
-                        "max_tokens", "batch_sizes")
+                        "max_tokens", "batch_size")
 
 
 @dataclass
@@ -225,7 +225,7 @@ class WrittenReport:
     path: Path
     notes: list[str]
     saved_profile: Path | None = None
-    #: options given for a dataset that a saved profile ignored (names as in DATASET_ONLY_OPTIONS)
+    #: options given for a dataset that a saved profile ignored (names as in DATASET_ONLY_OPTIONS, the CLI's)
     ignored_options: list[str] = field(default_factory=list)
 
 
@@ -243,7 +243,7 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
     load_options = dict(load_options or {})
     ignored = []
     if is_profile_file(source):
-        given = {**load_options, "encoder": encoder, "max_tokens": max_tokens, "batch_sizes": batch_sizes}
+        given = {**load_options, "encoder": encoder, "max_tokens": max_tokens, "batch_size": batch_sizes}
         ignored = [name for name in DATASET_ONLY_OPTIONS if given.get(name)]
         report_input = load_saved_profile(source)
         if fill_missing_sections:
