@@ -56,11 +56,11 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
     exact, near = profile.exact_duplicates, profile.near_duplicates
 
     rows = [
-        ("Dataset", f"{dataset_label(profile)} ({_given(dataset.format)})"),
+        ("Dataset", f"{dataset_label(profile)} ({shown(dataset.format)})"),
         ("Captions / groups (images)", f"{_count(_known(dataset.n_captions))} / {_count(_known(dataset.n_groups))}"),
-        ("Encoder", f"{encoder_label(profile)} ({_given(encoder.kind)}, {_given(encoder.name)}, "
-                    f"width {_given(encoder.width)})"),
-        ("Context length", f"{_given(encoder.context_length)} tokens"
+        ("Encoder", f"{encoder_label(profile)} ({shown(encoder.kind)}, {shown(encoder.name)}, "
+                    f"width {shown(encoder.width)})"),
+        ("Context length", f"{shown(encoder.context_length)} tokens"
                            + (f" (captions cut to {lengths.max_tokens})" if lengths and lengths.max_tokens
                               not in (None, ABSENT, encoder.context_length) else "")),
         ("Logit scale", "none in checkpoint" if _known(encoder.logit_scale) is None else _num(encoder.logit_scale, 1)),
@@ -90,7 +90,7 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
         if near_batch.get("share_batches") is not None:
             rows.append((f"Batches with a near-twin >={near_batch.get('threshold')}, B={entry.batch_size}",
                          _pct(near_batch["share_batches"])))
-    rows.append((f"Near-duplicate pairs (cosine >= {_given(near.threshold) if near else '?'})",
+    rows.append((f"Near-duplicate pairs (cosine >= {shown(near.threshold) if near else '?'})",
                  f"{_count(_known(near.n_pairs_cross_group))} pairs; {_count(_known(near.n_captions_hardest_above))} "
                  f"captions have one" if near else MISSING))
     rows.append(("Exact duplicates",
@@ -107,7 +107,8 @@ def _known(value):
     return None if value is ABSENT else value
 
 
-def _given(value) -> str:
+def shown(value) -> str:
+    """A field as text, "?" when the profile does not have it."""
     return "?" if value is ABSENT else str(value)
 
 
