@@ -13,14 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-try:
-    import torch
+import torch
 
-    # these models are tiny: one thread is fastest, and on a shared 2-core CI machine
-    # more threads mostly wait for each other
-    torch.set_num_threads(1)
-except ImportError:  # the tests importorskip torch themselves
-    pass
+# these models are tiny: one thread is fastest, and on a shared 2-core CI machine
+# more threads mostly wait for each other
+torch.set_num_threads(1)
 
 
 def tiny_config(context_length: int = 77, *, quick_gelu: bool = True, **text_overrides) -> dict:

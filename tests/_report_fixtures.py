@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from capgeo.geometry.distribution import QUANTILE_PERCENTS
+
 NASTY_CAPTIONS = [
     'A <script>document.title="pwned"</script> sign & a "quoted" \'word\' on a wall '
     '<img src=x onerror="document.title=\'pwned\'"> &amp; &lt;b&gt;',
@@ -23,8 +25,7 @@ NASTY_CAPTIONS = [
 def _summary(values: np.ndarray, bins: int = 2000) -> dict:
     edges = np.linspace(-1.0, 1.0, bins + 1)
     counts, _ = np.histogram(np.clip(values, -1, 1), bins=edges)
-    quantile_levels = {"p01": 1, "p05": 5, "p10": 10, "p25": 25, "p50": 50, "p75": 75, "p90": 90, "p95": 95,
-                       "p99": 99, "p999": 99.9}
+    quantile_levels = {f"p{level}": level for level in QUANTILE_PERCENTS}  # the profile's p1..p99
     return {
         "count": int(values.size), "mean": float(values.mean()), "std": float(values.std()),
         "min": float(values.min()), "max": float(values.max()),

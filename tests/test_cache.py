@@ -204,6 +204,7 @@ KILLED_WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_killed_process_leaves_a_resumable_entry(tmp_path):
     script = KILLED_WRITER.format(tests=str(Path(__file__).parent), cache=str(tmp_path))
     process = subprocess.Popen([sys.executable, "-c", script])

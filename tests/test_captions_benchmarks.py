@@ -1,7 +1,6 @@
 """Benchmark layouts: real files where we have them, schema-following fixtures for the rest."""
 
 import json
-import time
 from collections import Counter
 from pathlib import Path, PurePosixPath
 
@@ -54,12 +53,6 @@ def test_docci_split_filter_and_limit(shared_data):
     assert first.ids == [f"test_{index:05d}" for index in range(7)]
 
 
-def test_full_files_load_fast(shared_data):
-    for path in (shared_data / "docci-test" / "docci_descriptions.jsonlines",
-                 shared_data / "coco-karpathy-test" / "mscoco_test.json"):
-        start = time.perf_counter()
-        load_captions(path)
-        assert time.perf_counter() - start < 2.0, path
 
 
 def test_repo_samples(repo_data):

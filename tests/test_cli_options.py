@@ -97,12 +97,23 @@ def test_gamma_default_batch_fits_a_small_dataset(repo_data, tmp_path):
     assert "the dataset has only 60 images" in result.stderr
 
 
-def test_every_command_warns_about_rows_it_skipped(tmp_path):
+@pytest.mark.parametrize("command", ["info", "profile", "dupes", "gamma", "report", "compare"])
+def test_every_command_warns_about_rows_it_skipped(tmp_path, command):
     data = tmp_path / "captions.jsonl"
     data.write_text("".join(json.dumps({"caption": text}) + "\n" for text in ["a dog", "  ", "a cat", "a cow", "a pig"]))
     np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(4, 8)).astype(np.float32))
-    result = CliRunner().invoke(main, ["profile", str(data), "--encoder", f"vectors:{tmp_path / 'v.npy'}",
-                                       "--n-batches", "2", "--json"])
+    encoder = ["--encoder", f"vectors:{tmp_path / 'v.npy'}"]
+    arguments = {
+        "info": [str(data)],
+        "profile": [str(data), *encoder, "--n-batches", "2", "--json", str(tmp_path / "p.json")],
+        "dupes": [str(data), *encoder],
+        "gamma": [str(data), *encoder, "--n-batches", "2"],
+        "report": [str(data), *encoder, "--n-batches", "2", "-o", str(tmp_path / "r.html")],
+        "compare": [str(data), *encoder, *encoder, "--n-batches", "2", "-o", str(tmp_path / "c.html")],
+    }[command]
+    result = CliRunner().invoke(main, [command, *arguments])
     assert result.exit_code == 0, result.output
-    assert "Warning: skipped 1 row(s): empty or whitespace-only caption (at line 2)" in result.stderr
-    assert json.loads(result.stdout)["dataset"]["n_captions"] == 4
+    # once: compare reads a dataset once for all its --encoder
+    assert result.stderr.count("Warning: skipped 1 row(s): empty or whitespace-only caption (at line 2)") == 1
+    if command == "profile":
+        assert json.loads((tmp_path / "p.json").read_text())["dataset"]["n_captions"] == 4

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from capgeo.geometry.distribution import QUANTILE_LEVELS, Histogram, summarize_values
+from capgeo.geometry.distribution import QUANTILE_PERCENTS, Histogram, summarize_values
 
 
 def _values(seed=0, n=50_000):
@@ -33,13 +33,13 @@ def test_moments_min_max_match_numpy():
 def test_quantiles_within_one_bin_width(bins):
     values = _values(2)
     histogram = Histogram(bins=bins).add(values)
-    levels = np.array(QUANTILE_LEVELS) / 100
+    levels = np.array(QUANTILE_PERCENTS) / 100
     estimated = histogram.quantile(levels)
     exact = np.quantile(values, levels)
     assert np.all(np.abs(estimated - exact) <= histogram.width + 1e-12)
     summary = histogram.summary()
     assert summary["quantile_resolution"] == pytest.approx(2 / bins)
-    for level, value in zip(QUANTILE_LEVELS, exact):
+    for level, value in zip(QUANTILE_PERCENTS, exact):
         assert abs(summary["quantiles"][f"p{level}"] - value) <= histogram.width + 1e-12
 
 
@@ -60,7 +60,7 @@ def test_boundaries_one_goes_to_last_bin_minus_one_to_first():
 
 
 def test_float32_torch_tensor_input():
-    torch = pytest.importorskip("torch")
+    import torch
     values = _values(4).astype(np.float32)
     histogram = Histogram().add(torch.from_numpy(values))
     reference, _ = np.histogram(values.astype(np.float64), bins=4000, range=(-1, 1))
@@ -118,7 +118,7 @@ def test_summarize_values_exact_quantiles_and_missing():
     summary = summarize_values(with_missing, share_edges=(0.3,))
     assert summary["n"] == values.size and summary["missing"] == 2
     assert summary["quantile_resolution"] == 0.0
-    for level in QUANTILE_LEVELS:
+    for level in QUANTILE_PERCENTS:
         assert summary["quantiles"][f"p{level}"] == pytest.approx(np.quantile(values, level / 100), abs=1e-12)
     assert summary["mean"] == pytest.approx(values.mean())
     assert summary["std"] == pytest.approx(values.std())

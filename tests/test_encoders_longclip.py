@@ -13,8 +13,8 @@ import hashlib
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-open_clip = pytest.importorskip("open_clip")
+import torch
+import open_clip
 
 from _clip_fixtures import coco_captions, docci_captions  # noqa: E402
 from capgeo.encoders.longclip import (  # noqa: E402
@@ -185,7 +185,7 @@ def test_missing_file_is_an_encoder_error(tmp_path):
 
 
 def test_missing_hub_weights_offline_say_what_to_do(monkeypatch, tmp_path):
-    huggingface_hub = pytest.importorskip("huggingface_hub")
+    import huggingface_hub
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))

@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-open_clip = pytest.importorskip("open_clip")
+import torch
+import open_clip
 
 from _clip_fixtures import coco_captions, docci_captions, reference_embeddings, tiny_clip, tiny_config  # noqa: E402
 from capgeo.encoders.openclip import load_open_clip_encoder  # noqa: E402
@@ -147,7 +147,7 @@ def test_longclip_file_given_as_open_clip_is_redirected(tmp_path, tiny_model_nam
     ("hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "config of hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K"),
 ])
 def test_missing_weights_offline_say_which_and_how_to_pass_a_file(monkeypatch, tmp_path, spec, missing):
-    huggingface_hub = pytest.importorskip("huggingface_hub")
+    import huggingface_hub
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "empty-cache"))
@@ -161,7 +161,7 @@ def test_missing_weights_offline_say_which_and_how_to_pass_a_file(monkeypatch, t
 
 def test_embed_entry_point_uses_this_loader(tmp_path, tiny_model_name, model, captions):
     """capgeo.encoders.embed with an open_clip spec: same vectors, token counts and truncation flags."""
-    embed = pytest.importorskip("capgeo.encoders").embed
+    from capgeo.encoders import embed
     path = tmp_path / "m.pt"
     torch.save(model.state_dict(), path)
     embeddings = embed(captions, f"{tiny_model_name}@{path}", device="cpu", use_cache=False, max_tokens=40)

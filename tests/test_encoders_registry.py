@@ -126,8 +126,7 @@ def test_importing_encoders_and_resolving_the_default_does_not_import_torch():
 
 def test_longclip_checkpoint_path_runs_end_to_end_through_embed_and_cache(tmp_path, shared_data):
     """A real (tiny, random) Long-CLIP state dict reached through the registry, embedded and cached."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("open_clip")
+    import torch
     from _clip_fixtures import docci_captions
     from test_encoders_longclip import longclip_state_dict
 

@@ -115,7 +115,6 @@ def test_query_companions_match_full_scan(three_thousand):
 
 
 def test_faiss_companions_recall_on_easy_set():
-    pytest.importorskip("faiss")
     vectors, groups = clustered(2000, 24, 400, seed=8, spread=0.3)
     approx = estimate_pairs(vectors, groups, n_pairs=20_000, seed=0, top_k=5, companions="faiss",
                             recall_queries=500, device="cpu")

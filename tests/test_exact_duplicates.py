@@ -7,7 +7,7 @@ import unicodedata
 
 import pytest
 
-from capgeo.geometry.exact_duplicates import EXAMPLE_TEXT_CHARS, find_exact_duplicates
+from capgeo.captions.exact_duplicates import EXAMPLE_TEXT_CHARS, find_exact_duplicates
 
 
 def reference(texts, groups):

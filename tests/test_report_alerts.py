@@ -58,7 +58,7 @@ def test_exact_duplicate_thresholds(base):
 
 def test_repeats_inside_one_image_do_not_count_as_duplicates_across_images():
     """50 images each with two identical captions and one text shared by two images: a notice, not a warning."""
-    from capgeo.geometry.exact_duplicates import find_exact_duplicates
+    from capgeo.captions.exact_duplicates import find_exact_duplicates
 
     texts = [f"caption of image {i}" for i in range(50) for _ in range(2)] + ["a shared text", "A shared  text"]
     groups = [f"img{i}" for i in range(50) for _ in range(2)] + ["img50", "img51"]

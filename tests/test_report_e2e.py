@@ -87,6 +87,7 @@ def test_cli_report_from_a_saved_profile_recomputes_nothing(tmp_path, docci, mon
     assert f"capgeo report {saved} --output {output}" in page
 
 
+@pytest.mark.slow
 def test_cli_report_and_compare_on_real_data(tmp_path):
     runner = CliRunner()
     report_path = tmp_path / "coco.html"
@@ -121,6 +122,7 @@ def test_cli_errors_are_one_line(tmp_path):
     assert result.exit_code == 2 and "Error:" in result.output and "64" in result.output
 
 
+@pytest.mark.slow
 def test_fill_missing_computes_only_the_missing_sections(coco, tmp_path):
     bare = copy.deepcopy(coco.profile)
     kept_dupes = bare["dupes"]
@@ -140,6 +142,7 @@ def test_fill_missing_computes_only_the_missing_sections(coco, tmp_path):
         fill_missing(ReportInput(changed))
 
 
+@pytest.mark.slow
 def test_cli_report_with_the_truncation_section(tmp_path):
     output = tmp_path / "docci.html"
     result = CliRunner().invoke(main, ["report", str(REPO_DATA / "docci_sample.jsonlines"), "--limit", "20",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-open_clip = pytest.importorskip("open_clip")
+import torch
+import open_clip
 
 from _clip_fixtures import coco_captions, docci_captions, reference_embeddings, tiny_clip, tiny_config  # noqa: E402
 from capgeo.encoders.base import EncoderInfo  # noqa: E402

@@ -140,8 +140,8 @@ def check_cut_point(text: str, offset: int, length: int, token_counts) -> None:
 
 
 def test_open_clip_embedding_at_length_equals_its_first_tokens_encoded_directly():
-    torch = pytest.importorskip("torch")
-    open_clip = pytest.importorskip("open_clip")
+    import torch
+    import open_clip
     from _clip_fixtures import tiny_clip, tiny_config
 
     from capgeo.encoders.openclip import OpenClipTextEncoder

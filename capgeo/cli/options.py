@@ -34,20 +34,25 @@ def load_from_options(options: dict):
     out while reading are reported on stderr by every command."""
     from capgeo.captions import load_captions
 
-    captions = load_captions(
-        options.pop("data"),
-        format=options.pop("data_format"),
-        text_column=options.pop("text_column"),
-        captions_column=options.pop("captions_column"),
-        id_column=options.pop("id_column"),
-        group_column=options.pop("group_column"),
-        split=options.pop("split"),
-        limit=options.pop("limit"),
-    )
+    source = options.pop("data")
+    captions = load_captions(source, **pop_load_options(options))
     for skipped in captions.skipped:
-        click.echo(f"Warning: skipped {skipped.count} row(s): {skipped.reason} (at {', '.join(skipped.examples)})",
-                   err=True)
+        warn_skipped(skipped)
     return captions
+
+
+def pop_load_options(options: dict) -> dict:
+    """Pop the dataset options (all but DATA itself) as load_captions' keyword arguments."""
+    return {"format": options.pop("data_format"), "text_column": options.pop("text_column"),
+            "captions_column": options.pop("captions_column"), "id_column": options.pop("id_column"),
+            "group_column": options.pop("group_column"), "split": options.pop("split"),
+            "limit": options.pop("limit")}
+
+
+def warn_skipped(skipped) -> None:
+    """One stderr line for rows left out while reading (a capgeo.captions.model.Skipped)."""
+    click.echo(f"Warning: skipped {skipped.count} row(s): {skipped.reason} (at {', '.join(skipped.examples)})",
+               err=True)
 
 
 def encoder_options(command):

@@ -9,10 +9,11 @@ from capgeo.cli.options import (
     check_options_before_encoding,
     dataset_options,
     encoder_options,
-    load_from_options,
-    refuse_path_clashes,
+    pop_load_options,
     ray_option,
+    refuse_path_clashes,
     reproduce_command,
+    warn_skipped,
     writable_output,
 )
 
@@ -73,37 +74,25 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     DATA is a dataset, or a profile saved with `capgeo profile --json FILE` (or
     --save-profile), which is drawn without recomputing anything it holds.
     The file opens offline: plotly's JavaScript is inlined once."""
-    from capgeo.report.build import build_report, fill_missing as complete, is_profile_file, load_saved_profile
-    from capgeo.report.build import report_dataset, save_profile as write_profile
+    from capgeo.report.build import write_report
 
-    source = options["data"]
+    source = options.pop("data")
     output = output or _default_output(source)
     refuse_path_clashes(**{"--output": output})
-    if is_profile_file(source):
-        given = {**options, "max_tokens": max_tokens, "batch_size": batch_sizes}
-        ignored = [name for name in ("encoder", "text_column", "captions_column", "id_column", "group_column",
-                                     "split", "limit", "max_tokens", "batch_size") if given.get(name)]
-        if ignored:
-            click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
-                       + ", ".join("--" + name.replace("_", "-") for name in ignored), err=True)
-        report_input = load_saved_profile(source)
-        if fill_missing:
-            check_options_before_encoding(needs_negatives=False)
-            report_input = complete(report_input, device=options["device"], cache_dir=options["cache_dir"],
-                                    use_cache=not options["no_cache"])
-    else:
-        captions = load_from_options(options)
-        check_options_before_encoding(captions, n_batches=n_batches)
-        report_input = report_dataset(
-            captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
-            use_cache=not options.pop("no_cache"), max_tokens=max_tokens, batch_sizes=batch_sizes or None,
-            n_batches=n_batches, seed=seed, dupes=not no_dupes, gamma=not no_gamma, truncation=truncation,
-            command=reproduce_command())
-    if save_profile:
-        write_profile(report_input.profile, save_profile)
-        click.echo(f"Wrote {save_profile}", err=True)
-    path = build_report(report_input, output, command=reproduce_command())
-    _wrote(path, report_input.notes)
+    written = write_report(
+        source, output, load_options=pop_load_options(options),
+        encoder=options["encoder"], batch_sizes=batch_sizes, n_batches=n_batches, seed=seed, max_tokens=max_tokens,
+        dupes=not no_dupes, gamma=not no_gamma, truncation=truncation, fill_missing_sections=fill_missing,
+        save_profile_to=save_profile, device=options["device"], cache_dir=options["cache_dir"],
+        use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
+        before_encoding=lambda captions: check_options_before_encoding(
+            captions, **({"n_batches": n_batches} if captions is not None else {"needs_negatives": False})))
+    if written.ignored_options:
+        click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
+                   + ", ".join("--" + name.replace("_", "-") for name in written.ignored_options), err=True)
+    if written.saved_profile:
+        click.echo(f"Wrote {written.saved_profile}", err=True)
+    _wrote(written.path, written.notes)
 
 
 @click.command()
@@ -129,31 +118,13 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     SOURCES are profile JSON files and/or datasets (profiled with each --encoder);
     for example `capgeo compare docci.json coco.json` or
     `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
-    from capgeo.captions import load_captions
-    from capgeo.errors import CapgeoError
-    from capgeo.preflight import check_has_negatives
-    from capgeo.report.build import build_compare, is_profile_file, load_saved_profile, report_dataset
+    from capgeo.report.build import write_compare
 
     refuse_path_clashes()
-    check_options_before_encoding(n_batches=n_batches)
-    profiles = []
-    for source in sources:
-        if is_profile_file(source):
-            if encoders:
-                click.echo(f"  note: {source} is a saved profile; --encoder does not apply to it", err=True)
-            profiles.append(load_saved_profile(source).profile)
-            continue
-        captions = load_captions(source, limit=limit)
-        check_has_negatives(captions)
-        for encoder in encoders or (None,):
-            profiles.append(report_dataset(
-                captions, encoder, device=options["device"], cache_dir=options["cache_dir"],
-                use_cache=not options["no_cache"], batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed,
-                dupes=False, gamma=True, command=reproduce_command()).profile)
-    if len(profiles) < 2:
-        raise CapgeoError("compare needs at least two profiles: give two or more SOURCES, "
-                          "or one dataset with two or more --encoder")
-    if labels and len(labels) != len(profiles):
-        raise CapgeoError(f"--label given {len(labels)} times for {len(profiles)} profiles")
-    path = build_compare(profiles, output, labels=labels or None, command=reproduce_command())
-    _wrote(path, [])
+    check_options_before_encoding(n_batches=n_batches, needs_negatives=False)
+    path, notes = write_compare(
+        sources, output, encoders=encoders, limit=limit, labels=labels, batch_sizes=batch_sizes,
+        n_batches=n_batches, seed=seed, device=options["device"], cache_dir=options["cache_dir"],
+        use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
+        before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches))
+    _wrote(path, notes)

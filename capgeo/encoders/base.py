@@ -10,6 +10,8 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from capgeo.errors import EncoderError
+
 
 @dataclass(frozen=True)
 class EncoderInfo:
@@ -76,3 +78,13 @@ def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
         for block in iter(lambda: handle.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def effective_max_tokens(max_tokens: int | None, context_length: int) -> int:
+    """``max_tokens`` or the context length; values outside 2..context length are an error."""
+    if max_tokens is None:
+        return int(context_length)
+    if not 2 <= int(max_tokens) <= context_length:
+        raise EncoderError(f"max_tokens must be between 2 and the encoder's context length {context_length}, "
+                           f"got {max_tokens}")
+    return int(max_tokens)

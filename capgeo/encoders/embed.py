@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from capgeo.encoders.base import Embeddings, TextEncoder
+from capgeo.encoders.base import Embeddings, TextEncoder, effective_max_tokens
 from capgeo.encoders.cache import DEFAULT_CHUNK_ROWS, CacheEntry, cache_key, chunk_ranges
 from capgeo.errors import DataError, EncoderError
 from capgeo.progress import progress_bar
@@ -95,16 +95,6 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
     else:
         origin = "encoded"
     return Embeddings(vectors=vectors, token_counts=counts, max_tokens=limit, info=info, origin=origin)
-
-
-def effective_max_tokens(max_tokens: int | None, context_length: int) -> int:
-    """``max_tokens`` or the context length; values outside 2..context length are an error."""
-    if max_tokens is None:
-        return int(context_length)
-    if not 2 <= int(max_tokens) <= context_length:
-        raise EncoderError(f"max_tokens must be between 2 and the encoder's context length {context_length}, "
-                           f"got {max_tokens}")
-    return int(max_tokens)
 
 
 def _checked_unit_rows(chunk: np.ndarray, rows: np.ndarray, spec: str) -> np.ndarray:

@@ -53,7 +53,7 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None):
     """A Long-CLIP text encoder: ``longclip-B`` / ``longclip-L`` (Hugging Face hub, cached) or a
     path to a ``longclip-*.pt`` state dict."""
     from capgeo.encoders.openclip import OpenClipTextEncoder
-    from capgeo.encoders.trimmed import default_device
+    from capgeo.device import default_device
 
     import open_clip
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from capgeo.encoders.base import EncoderInfo, file_fingerprint
+from capgeo.encoders.base import EncoderInfo, effective_max_tokens, file_fingerprint
 from capgeo.errors import EncoderError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
@@ -113,8 +113,6 @@ class MiniLMEncoder:
 
     def encode(self, texts: Sequence[str], *, max_tokens: int | None = None, batch_size: int = 64,
                progress: bool | None = None) -> np.ndarray:
-        from capgeo.encoders.embed import effective_max_tokens
-
         limit = effective_max_tokens(max_tokens, self.info.context_length)
         if len(texts) == 0:
             return np.zeros((0, self.info.width), dtype=np.float32)

@@ -127,7 +127,7 @@ def _other_tokenizer_counts(tokenizer, texts: Sequence[str]) -> np.ndarray:
 def load_open_clip_encoder(spec: str, device: str | None = None) -> OpenClipTextEncoder:
     """An open_clip text encoder for ``spec`` (forms in the module docstring), on ``device``
     (default cuda, then mps, then cpu)."""
-    from capgeo.encoders.trimmed import default_device
+    from capgeo.device import default_device
 
     spec = spec.strip()
     device = device or default_device()

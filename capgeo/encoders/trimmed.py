@@ -168,17 +168,6 @@ def forward_trimmed(parts: TextTower, tokens):
     return x
 
 
-def default_device() -> str:
-    """cuda, then mps, then cpu."""
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
-
-
 def _batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, context_length: int,
              trimmed: bool) -> list[np.ndarray]:
     """Consecutive slices of ``order`` (longest first).

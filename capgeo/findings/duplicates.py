@@ -210,12 +210,12 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
     return found_rows[keep], found_columns[keep], found_values[keep].astype(np.float64)
 
 
-def near_duplicate_pairs(captions, source, *, threshold: float | None = None, limit: int | None = 50,
+def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None = None, limit: int | None = 50,
                          top_k: int = 10, block_size: int | None = None, max_pairs: int = 1_000_000,
                          scan=None) -> list[Pair]:
     """Caption pairs of different groups, most similar first, each unordered pair once.
 
-    ``source`` is the captions' normalised vectors (an array or an Embeddings) or
+    ``vectors_or_scan`` is the captions' normalised vectors (an array or an Embeddings) or
     a PairScan from :func:`capgeo.geometry.pairwise.scan_pairs`. Pairs have cosine
     >= ``threshold`` (when given) and at most ``limit`` are returned (when given).
     Ties are broken by caption indices.
@@ -235,7 +235,7 @@ def near_duplicate_pairs(captions, source, *, threshold: float | None = None, li
         raise CapgeoError(f"threshold: expected a cosine between -1 and 1, got {threshold}")
     if len(captions) < 2:
         return []
-    vectors, scan = _resolve(captions, source, max(top_k, limit or 0), block_size, scan)
+    vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan)
     links = _scan_candidates(scan)
     pairs = _ordered(links, threshold, limit)
     cutoff = _cutoff(pairs, threshold, limit)

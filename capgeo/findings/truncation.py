@@ -43,7 +43,6 @@ DEFAULT_LISTED_PAIRS = 20
 #: Pairs whose full-context cosines are computed at once (memory: 2 x PAIR_CHUNK x width floats).
 PAIR_CHUNK = 65536
 #: Quantile levels of the per-length summaries (the profile's keys p1..p99).
-QUANTILE_LEVELS = (0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99)
 
 _WORD_END = re.compile(r"\S+")
 
@@ -191,12 +190,12 @@ def cut_offsets(texts: Sequence[str], length: int, token_counts: Callable[[Seque
 # --------------------------------------------------------------------------- statistics
 
 
-def summarize_sample(values: np.ndarray) -> dict:
-    """count, mean, std, min, max and exact quantiles (p1..p99) of a 1-D sample; nulls when empty."""
-    from capgeo.geometry.inbatch import summarize_sample as summarize
+def summarize_finite(values: np.ndarray) -> dict:
+    """summarize_sample (count, mean, std, min, max, p1..p99) of the finite values; nulls when none."""
+    from capgeo.geometry.inbatch import summarize_sample
 
     values = np.asarray(values, dtype=np.float64)
-    return summarize(values[np.isfinite(values)], QUANTILE_LEVELS)
+    return summarize_sample(values[np.isfinite(values)])
 
 
 def movement(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -398,8 +397,8 @@ def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, ba
         cosine_to_full = movement(vectors, full_vectors)
         # captions of which the reference sees more than L tokens (none at the reference itself)
         more_seen = np.minimum(token_counts, reference_length) > length
-        stats["movement"] = {"all": summarize_sample(cosine_to_full),
-                             "cut": summarize_sample(cosine_to_full[more_seen])}
+        stats["movement"] = {"all": summarize_finite(cosine_to_full),
+                             "cut": summarize_finite(cosine_to_full[more_seen])}
         per_length.append(stats)
         listed += _pair_rows(captions, near.truncation_only, length, token_counts, token_counter)
 
@@ -416,7 +415,7 @@ def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, ba
         "max_listed": int(max_listed),
         "n_captions": n,
         "n_groups": int(captions.n_groups),
-        "tokens": summarize_sample(token_counts.astype(np.float64)),
+        "tokens": summarize_finite(token_counts.astype(np.float64)),
         "per_length": per_length,
         "truncation_only_pairs": listed,
         "cut_offset_method": "end of the longest whole-word prefix whose token count (encoder's own "

@@ -14,6 +14,9 @@ _EXPORTS = {
     "load_profile": "capgeo.geometry.profile",
     "check_profile": "capgeo.geometry.profile",
     "SCHEMA": "capgeo.geometry.profile",
+    # the same profile as typed, frozen objects
+    "Profile": "capgeo.geometry.typed_profile",
+    "load_typed_profile": "capgeo.geometry.typed_profile",
     # in-batch statistics
     "inbatch_statistics": "capgeo.geometry.inbatch",
     "DEFAULT_BUCKET_EDGES": "capgeo.geometry.inbatch",
@@ -24,8 +27,6 @@ _EXPORTS = {
     "resolve_batch_sizes": "capgeo.geometry.batch_size",
     "BatchSizes": "capgeo.geometry.batch_size",
     "DEFAULT_BATCH_SIZE": "capgeo.geometry.batch_size",
-    # exact duplicate texts
-    "find_exact_duplicates": "capgeo.geometry.exact_duplicates",
     # the blockwise pass and its pieces
     "scan_pairs": "capgeo.geometry.pairwise",
     "PairScan": "capgeo.geometry.pairwise",

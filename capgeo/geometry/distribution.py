@@ -24,7 +24,8 @@ import numpy as np
 
 DEFAULT_BINS = 4000
 DEFAULT_SHARE_EDGES = (0.7, 0.8, 0.9)
-QUANTILE_LEVELS = (1, 5, 10, 25, 50, 75, 90, 95, 99)
+#: The quantiles every summary reports, in percent (keys p1..p99).
+QUANTILE_PERCENTS = (1, 5, 10, 25, 50, 75, 90, 95, 99)
 
 
 def bin_scale_offset(bins: int, low: float = -1.0, high: float = 1.0) -> tuple[float, float]:
@@ -215,7 +216,7 @@ class Histogram:
     def summary(self, share_edges: Iterable[float] = DEFAULT_SHARE_EDGES) -> dict:
         """JSON-ready dict: n, mean, std, min, max, quantiles, shares above edges, histogram."""
         empty = not self.n
-        quantiles = self.quantile([level / 100 for level in QUANTILE_LEVELS])
+        quantiles = self.quantile([level / 100 for level in QUANTILE_PERCENTS])
         return {
             "n": int(self.n),
             "mean": None if empty else float(self.mean),
@@ -223,7 +224,7 @@ class Histogram:
             "min": None if empty else float(self.min),
             "max": None if empty else float(self.max),
             "quantiles": {f"p{level}": (None if empty else float(value))
-                          for level, value in zip(QUANTILE_LEVELS, quantiles)},
+                          for level, value in zip(QUANTILE_PERCENTS, quantiles)},
             "quantile_resolution": float(self.width),
             "share_at_or_above": self.share_at_or_above(share_edges),
             "histogram": self.compact(),
@@ -253,8 +254,8 @@ def summarize_values(
     if array.size:
         result["std"] = float(array.std())
         result["mean"] = float(array.mean())
-        quantiles = np.quantile(array, [level / 100 for level in QUANTILE_LEVELS])
-        result["quantiles"] = {f"p{level}": float(value) for level, value in zip(QUANTILE_LEVELS, quantiles)}
+        quantiles = np.quantile(array, [level / 100 for level in QUANTILE_PERCENTS])
+        result["quantiles"] = {f"p{level}": float(value) for level, value in zip(QUANTILE_PERCENTS, quantiles)}
         result["share_at_or_above"] = {_edge_key(edge): float((array >= float(edge)).mean()) for edge in share_edges}
     result["quantile_resolution"] = 0.0
     result["missing"] = missing

@@ -16,6 +16,7 @@ import numpy as np
 
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batches import sample_batches
+from capgeo.geometry.distribution import QUANTILE_PERCENTS
 
 DEFAULT_BUCKET_EDGES = (0.7, 0.8, 0.9)
 #: Pairwise quantile levels used as bucket edges with --relative-buckets.
@@ -30,8 +31,8 @@ DEFAULT_NEAR_DUPLICATE_THRESHOLD = 0.95
 EXAMPLE_ROWS = 128
 #: Cosine entries held at once while processing a chunk of batches (~64 MB in float32).
 _CHUNK_ENTRIES = 16_000_000
-#: Quantile levels reported for the hardest in-batch negative.
-QUANTILE_LEVELS = (0.01, 0.05, 0.10, 0.25, 0.50, 0.75, 0.90, 0.95, 0.99)
+#: Quantile levels reported for the hardest in-batch negative: the profile's p1..p99, as fractions.
+QUANTILE_LEVELS = tuple(percent / 100 for percent in QUANTILE_PERCENTS)
 
 
 def quantile_key(level: float) -> str:

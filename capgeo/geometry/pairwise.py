@@ -23,6 +23,7 @@ and the merge with the running top-k sorts by index, then stably by cosine.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import time
 from dataclasses import dataclass, field
 
@@ -41,6 +42,20 @@ from capgeo.geometry.precision import ReducedProducts, check_precision, matmul_p
 from capgeo.progress import progress_bar
 
 DEFAULT_BLOCK_SIZE = None  # sized from the device and N: capgeo.geometry.tile_size
+
+# Another driver of the same tiles and merge (capgeo.scale runs them as Ray tasks). It is
+# installed from outside for the length of a command, so this engine imports no executor.
+_pass_runner: contextvars.ContextVar = contextvars.ContextVar("capgeo_pass_runner", default=None)
+
+
+@contextlib.contextmanager
+def running_passes_with(runner):
+    """Inside the block, :func:`scan_pairs` hands its work to ``runner`` (same arguments)."""
+    token = _pass_runner.set(runner)
+    try:
+        yield
+    finally:
+        _pass_runner.reset(token)
 DEFAULT_TOP_K = 10
 SMALL_TILE = 256  # tiles narrower than this run on one CPU thread
 UNIT_NORM_TOLERANCE = 1e-6
@@ -108,23 +123,13 @@ class PairScan:
         return summary
 
 
-def default_device():
-    """cuda > mps > cpu."""
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
 def prepare_inputs(vectors, group_codes, device=None):
     """Check and move inputs: (unit float32 vectors on device, int64 group codes on device, device)."""
     import torch
 
-    device = torch.device(device) if device is not None else default_device()
+    from capgeo.device import default_device
+
+    device = torch.device(device if device is not None else default_device())
     matrix = torch.as_tensor(vectors)
     if matrix.ndim != 2:
         raise CapgeoError(f"caption embeddings must be a 2-D array (captions x width), got shape {tuple(matrix.shape)}")
@@ -243,15 +248,11 @@ def scan_pairs(
     partials, :func:`finish_scan` turns the whole into a :class:`PairScan`. Running the
     tiles in other processes and merging gives bit-identical results.
     """
-    from capgeo.scale.session import active_ray
-
-    ray_session = active_ray()
-    if ray_session is not None:  # inside a --ray command: the same tiles and merge, as Ray tasks
-        from capgeo.scale.pairwise import scan_pairs_on_ray
-
-        return scan_pairs_on_ray(ray_session, vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins,
-                                 device=device, progress=progress, histograms=histograms, threshold=threshold,
-                                 precision=precision, bookkeeping_threads=bookkeeping_threads)
+    runner = _pass_runner.get()
+    if runner is not None:  # e.g. inside a --ray command (capgeo.scale): the same tiles and merge, elsewhere
+        return runner(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
+                      progress=progress, histograms=histograms, threshold=threshold, precision=precision,
+                      bookkeeping_threads=bookkeeping_threads)
     started = time.perf_counter()
     matrix, groups, device = prepare_inputs(vectors, group_codes, device)
     grid = make_grid(matrix.shape[0], block_size, device, top_k=top_k)

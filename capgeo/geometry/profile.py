@@ -7,6 +7,7 @@ in docs/profile-schema.md; the report, gamma and other commands read it back wit
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -18,31 +19,18 @@ import numpy as np
 
 from capgeo import __version__
 from capgeo.errors import CapgeoError
+from capgeo.captions.exact_duplicates import find_exact_duplicates
 from capgeo.geometry.batch_size import DEFAULT_BATCH_SIZE, DEFAULT_N_BATCHES, resolve_batch_sizes  # noqa: F401
-from capgeo.geometry.exact_duplicates import find_exact_duplicates
-from capgeo.geometry.inbatch import (
-    DEFAULT_BUCKET_EDGES,
-    DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-    DEFAULT_RELATIVE_LEVELS,
-    check_edges,
-    inbatch_statistics,
-)
-from capgeo.geometry.precision import check_precision
-from capgeo.preflight import check_counts, check_has_negatives, check_quantile_levels
+from capgeo.geometry.estimate import pairwise_mode, scan_or_estimate
+from capgeo.geometry.inbatch import inbatch_statistics
+from capgeo.geometry.profile_options import ProfileOptions
+from capgeo.preflight import check_has_negatives
 
 SCHEMA_NAME = "capgeo.profile"
 SCHEMA_VERSION = 1
 SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
 #: Sections every writer of the schema includes (profile, gamma, truncation, report).
 REQUIRED_SECTIONS = ("dataset", "encoder")
-MODES = ("auto", "exact", "sampled")
-#: With mode="auto", datasets larger than this many captions use the sampled estimate:
-#: the exact pass costs N^2 / 2 dot products (100,000 captions take minutes on 2 CPU
-#: cores, 1,000,000 take hours).
-DEFAULT_SAMPLED_ABOVE = 200_000
-#: Pairs drawn for the sampled estimate (DKW bound on every share: +-0.001 at 95%).
-DEFAULT_SAMPLED_PAIRS = 2_000_000
-COMPANION_MODES = ("exact", "faiss")
 #: Decimals kept for per-caption companion cosines (float32 carries ~7 digits).
 COMPANION_DECIMALS = 6
 #: Target number of bins of the token-count histogram.
@@ -62,79 +50,35 @@ def provenance(command: str | None, started: float, **extra) -> dict:
     }
 
 
-def build_profile(
-    captions,
-    embeddings,
-    *,
-    batch_sizes: Sequence[int] | None = None,
-    buckets: Sequence[float] = DEFAULT_BUCKET_EDGES,
-    relative_buckets: bool = False,
-    relative_quantiles: Sequence[float] = DEFAULT_RELATIVE_LEVELS,
-    n_batches: int = DEFAULT_N_BATCHES,
-    top_k: int = 10,
-    block_size: int | None = None,
-    precision: str = "fp32",
-    bins: int = 4000,
-    seed: int = 0,
-    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-    mode: str = "auto",
-    sampled_above: int = DEFAULT_SAMPLED_ABOVE,
-    sampled_pairs: int = DEFAULT_SAMPLED_PAIRS,
-    companions: str = "exact",
-    include_companions: bool = True,
-    device: str | None = None,
-    progress: bool | None = None,
-    command: str | None = None,
-    on_scan=None,
-) -> dict:
+def build_profile(captions, embeddings, options: ProfileOptions | None = None, *, device: str | None = None,
+                  progress: bool | None = None, command: str | None = None, on_scan=None, **option_values) -> dict:
     """Profile ``captions`` (a CaptionSet) from their ``embeddings`` (an Embeddings).
 
-    Returns the ``capgeo.profile/1`` dict (docs/profile-schema.md). Deterministic for a
-    seed. ``on_scan``: called with the pairwise scan (a PairScan), so a caller can reuse
-    it (the report's dupes section does). Raises CapgeoError for bad options, a batch
+    ``options`` is a :class:`ProfileOptions`; its fields may also be given as keyword arguments
+    (``batch_sizes=(16, 128)``), which override it. Returns the ``capgeo.profile/1`` dict
+    (docs/profile-schema.md). Deterministic for a seed. ``on_scan``: called with the pairwise
+    scan (a PairScan), so a caller can reuse it (the report's dupes section does). Raises CapgeoError for bad options, a batch
     size above the number of groups, or a dataset with a single group (it has no negatives).
     """
     started = time.perf_counter()
+    options = dataclasses.replace(options or ProfileOptions(), **option_values)
     vectors = np.asarray(embeddings.vectors, dtype=np.float32)
     n_captions = len(captions)
     if vectors.ndim != 2 or vectors.shape[0] != n_captions:
         raise CapgeoError(f"embeddings have shape {vectors.shape}, expected one row per caption ({n_captions})")
-    if mode not in MODES:
-        raise CapgeoError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     check_has_negatives(captions)
-    edges = check_edges(buckets)
     # the headline first (capgeo.geometry.batch_size): default 128, or every image of a smaller dataset
-    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)
-    batch_sizes = resolved.sizes
-    if not -1.0 <= near_duplicate_threshold <= 1.0:
-        raise CapgeoError(f"near-duplicate threshold must be a cosine between -1 and 1, got {near_duplicate_threshold}")
-    levels = check_quantile_levels(relative_quantiles) if relative_buckets else tuple(relative_quantiles)
-    check_counts(n_batches=n_batches, top_k=top_k, sampled_pairs=sampled_pairs)
-
-    for name, value in (("n_batches", n_batches), ("top_k", top_k), ("block_size", block_size), ("bins", bins),
-                        ("sampled_pairs", sampled_pairs)):
-        if value is not None and int(value) < 1:
-            raise CapgeoError(f"{name.replace('_', ' ')} must be at least 1, got {value}")
-    check_precision(precision)
-    if companions not in COMPANION_MODES:
-        raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {companions!r}")
+    resolved = resolve_batch_sizes(options.batch_sizes, captions.n_groups)
+    options = options.checked(resolved.sizes)
 
     group_codes = np.asarray(captions.group_codes)
     caption_ids = captions.ids
     group_ids = captions.groups
-    mode_used = mode if mode != "auto" else ("sampled" if n_captions > sampled_above else "exact")
-
-    if mode_used == "sampled":
-        from capgeo.geometry.estimate import estimate_pairs
-
-        scan = estimate_pairs(vectors, group_codes, n_pairs=sampled_pairs, seed=seed, top_k=top_k,
-                              companions=companions, block_size=block_size, bins=bins, device=device,
-                              progress=progress)
-    else:
-        from capgeo.geometry.pairwise import scan_pairs
-
-        scan = scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
-                          progress=progress, precision=precision)
+    mode_used = pairwise_mode(options.mode, n_captions, options.sampled_above)
+    scan = scan_or_estimate(vectors, group_codes, estimate_threshold=options.sampled_above, mode=options.mode,
+                            n_pairs=options.sampled_pairs, seed=options.seed, top_k=options.top_k,
+                            companions=options.companions, block_size=options.block_size, bins=options.bins,
+                            precision=options.precision, device=device, progress=progress)
     if on_scan is not None:
         on_scan(scan)
     # tf32 / bf16 products: the distribution is within a stated bound, not exact
@@ -153,19 +97,20 @@ def build_profile(
     companion_cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
 
     relative_edges = None
-    if relative_buckets:
+    if options.relative_buckets:
         # the dataset's own pairwise quantiles, read from the fine histogram (one bin of accuracy)
-        relative_edges = [float(edge) for edge in scan.negatives.quantile(list(levels))]
+        relative_edges = [float(edge) for edge in scan.negatives.quantile(list(options.relative_quantiles))]
 
     batches = []
     from capgeo.progress import progress_bar
 
-    for batch_size in batch_sizes:
-        with progress_bar(f"Batches of {batch_size}", n_batches, enabled=progress) as bar:
+    for batch_size in options.batch_sizes:
+        with progress_bar(f"Batches of {batch_size}", options.n_batches, enabled=progress) as bar:
             batches.append(inbatch_statistics(
-                vectors, group_codes, batch_size, n_batches=n_batches, seed=seed, edges=edges,
-                relative_edges=relative_edges, relative_levels=levels if relative_buckets else None,
-                near_duplicate_threshold=near_duplicate_threshold, caption_ids=caption_ids,
+                vectors, group_codes, batch_size, n_batches=options.n_batches, seed=options.seed,
+                edges=options.buckets, relative_edges=relative_edges,
+                relative_levels=options.relative_quantiles if options.relative_buckets else None,
+                near_duplicate_threshold=options.near_duplicate_threshold, caption_ids=caption_ids,
                 group_ids=group_ids, progress=bar,
             ))
 
@@ -180,35 +125,15 @@ def build_profile(
         "companions": None,  # filled in below, already JSON-ready
         "exact_duplicates": find_exact_duplicates(captions.texts, caption_ids, group_ids),
         "near_duplicates": _near_duplicates(scan.negatives, pairwise, companion_index, companion_cosine,
-                                            near_duplicate_threshold, companions_exact=companions_exact,
+                                            options.near_duplicate_threshold, companions_exact=companions_exact,
                                             pairwise_exact=pairwise_exact),
         "batches": batches,
-        "options": {
-            "batch_sizes": list(batch_sizes),
-            "headline_batch_size": resolved.headline,
-            "buckets": list(edges),
-            "relative_buckets": bool(relative_buckets),
-            "relative_quantiles": list(levels),
-            "n_batches": int(n_batches),
-            "top_k": int(top_k),
-            "block_size": None if block_size is None else int(block_size),
-            "block_size_used": int(scan.block_size),
-            "precision": precision,
-            "bins": int(bins),
-            "seed": int(seed),
-            "near_duplicate_threshold": float(near_duplicate_threshold),
-            "mode": mode,
-            "mode_used": mode_used,
-            "sampled_above": int(sampled_above),
-            "sampled_pairs": int(sampled_pairs),
-            "companions": companions,
-            "include_companions": bool(include_companions),
-            "device": device,
-        },
+        "options": options.to_dict(mode_used, device, headline_batch_size=resolved.headline,
+                                   block_size_used=int(scan.block_size)),
         "provenance": provenance(command, started, embeddings_origin=getattr(embeddings, "origin", None)),
     }
     profile = to_json_ready(profile)
-    profile["companions"] = _companions(caption_ids, companion_index, companion_cosine, include_companions)
+    profile["companions"] = _companions(caption_ids, companion_index, companion_cosine, options.include_companions)
     return profile
 
 

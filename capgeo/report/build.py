@@ -6,6 +6,8 @@
 - :func:`load_report_source` reads a saved profile (never recomputing what it
   holds) or, given a dataset, calls :func:`report_dataset`.
 - :func:`build_report` / :func:`build_compare` render and write atomically.
+- :func:`write_report` / :func:`write_compare`: all of `capgeo report` / `capgeo compare`
+  in one call each (the CLI only parses options and prints what they return).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
@@ -204,3 +206,96 @@ def save_profile(profile: dict, path: str | Path) -> Path:
     with atomic_open(path) as handle:
         handle.write(json.dumps(profile, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     return Path(path)
+
+
+#: Dataset options of `capgeo report` that a saved profile cannot use (it is drawn as it is).
+DATASET_ONLY_OPTIONS = ("encoder", "text_column", "captions_column", "id_column", "group_column", "split", "limit",
+                        "max_tokens", "batch_size")
+
+
+@dataclass
+class WrittenReport:
+    """What `capgeo report` wrote, and what it has to tell the user."""
+
+    path: Path
+    notes: list[str]
+    saved_profile: Path | None = None
+    #: options given for a dataset that a saved profile ignored (names as in DATASET_ONLY_OPTIONS, the CLI's)
+    ignored_options: list[str] = field(default_factory=list)
+
+
+def write_report(source: str | Path, output: str | Path, *, load_options: dict | None = None, encoder=None,
+                 batch_sizes: Sequence[int] | None = None, n_batches: int = 200, seed: int = 0,
+                 max_tokens: int | None = None, dupes: bool = True, gamma: bool = True, truncation: bool = False,
+                 fill_missing_sections: bool = False, save_profile_to: str | Path | None = None,
+                 device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
+                 command: str | None = None, on_skipped: Callable | None = None,
+                 before_encoding: Callable | None = None) -> WrittenReport:
+    """`capgeo report`: a dataset (profiled, with dupes, gamma and optionally truncation) or a saved
+    profile (drawn as it is, or with ``fill_missing_sections`` completed from its dataset) to one HTML file.
+
+    ``load_options`` are :func:`capgeo.captions.load_captions`'s keyword arguments; ``on_skipped``
+    is called with each :class:`~capgeo.captions.model.Skipped` as soon as the dataset is read;
+    ``before_encoding`` with the captions (None for a saved profile to complete) before anything is encoded,
+    so option checks fail before the slow part."""
+    load_options = dict(load_options or {})
+    ignored = []
+    if is_profile_file(source):
+        given = {**load_options, "encoder": encoder, "max_tokens": max_tokens, "batch_size": batch_sizes}
+        ignored = [name for name in DATASET_ONLY_OPTIONS if given.get(name)]
+        report_input = load_saved_profile(source)
+        if fill_missing_sections:
+            if before_encoding:
+                before_encoding(None)
+            report_input = fill_missing(report_input, device=device, cache_dir=cache_dir, use_cache=use_cache)
+    else:
+        captions = _load_dataset(source, load_options, on_skipped)
+        if before_encoding:
+            before_encoding(captions)
+        report_input = report_dataset(
+            captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens,
+            batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=dupes, gamma=gamma,
+            truncation=truncation, command=command)
+    saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
+    path = build_report(report_input, output, command=command)
+    return WrittenReport(path, report_input.notes, saved, ignored)
+
+
+def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders: Sequence[str | None] = (),
+                  limit: int | None = None, labels: Sequence[str] | None = None,
+                  batch_sizes: Sequence[int] | None = None, n_batches: int = 200, seed: int = 0,
+                  device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
+                  command: str | None = None, on_skipped: Callable | None = None,
+                  before_encoding: Callable | None = None) -> tuple[Path, list[str]]:
+    """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
+    the embedded one) on one HTML page. Returns the page's path and notes for the user."""
+    profiles, notes = [], []
+    for source in sources:
+        if is_profile_file(source):
+            if encoders:
+                notes.append(f"{source} is a saved profile; --encoder does not apply to it")
+            profiles.append(load_saved_profile(source).profile)
+            continue
+        captions = _load_dataset(source, {"limit": limit}, on_skipped)
+        if before_encoding:
+            before_encoding(captions)
+        for encoder in encoders or (None,):
+            profiles.append(report_dataset(
+                captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=False, gamma=True,
+                command=command).profile)
+    if len(profiles) < 2:
+        raise CapgeoError("compare needs at least two profiles: give two or more SOURCES, "
+                          "or one dataset with two or more --encoder")
+    if labels and len(labels) != len(profiles):
+        raise CapgeoError(f"--label given {len(labels)} times for {len(profiles)} profiles")
+    return build_compare(profiles, output, labels=labels or None, command=command), notes
+
+
+def _load_dataset(source, load_options: dict, on_skipped: Callable | None):
+    from capgeo.captions import load_captions
+
+    captions = load_captions(source, **load_options)
+    for skipped in captions.skipped if on_skipped else ():
+        on_skipped(skipped)
+    return captions

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from capgeo.geometry.typed_profile import Profile, as_profile
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.html import Page, Section, escape, figure_div, plotly_javascript, table
 from capgeo.report.single import now_utc
-from capgeo.report.summary import MISSING, dataset_label, encoder_label, summary_rows
+from capgeo.report.summary import MISSING, shown, dataset_label, encoder_label, summary_rows
 
 #: Element ids of the compare figures, in page order.
 COMPARE_FIGURE_IDS = ("fig-compare-cosines", "fig-compare-buckets", "fig-compare-lengths")
@@ -39,11 +40,12 @@ def profile_labels(profiles: Sequence[dict]) -> list[str]:
     return unique
 
 
-def compare_table(profiles: Sequence[dict], labels: Sequence[str]) -> str:
+def compare_table(profiles: Sequence[Profile | dict], labels: Sequence[str]) -> str:
     """Rows matched by label across profiles (batch sizes may differ); missing cells say so."""
-    per_profile = [dict(summary_rows(p)) for p in profiles]
+    all_rows = [summary_rows(p) for p in profiles]
+    per_profile = [dict(rows) for rows in all_rows]
     order: list[str] = []
-    for rows in (summary_rows(p) for p in profiles):
+    for rows in all_rows:
         for label, _ in rows:
             if label not in order:
                 order.append(label)
@@ -65,17 +67,16 @@ def compare_alerts(profiles: Sequence[dict], labels: Sequence[str]) -> str:
     return "".join(parts)
 
 
-def provenance_table(profiles: Sequence[dict], labels: Sequence[str], command: str | None, created: str) -> str:
+def provenance_table(profiles: Sequence[Profile], labels: Sequence[str], command: str | None, created: str) -> str:
     from capgeo import __version__
 
     rows = [("Report made with", f"capgeo {escape(__version__)} on {escape(created)}"),
             ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>')]
     for label, profile in zip(labels, profiles):
-        dataset = profile.get("dataset") or {}
-        encoder = profile.get("encoder") or {}
-        provenance = profile.get("provenance") or {}
-        rows.append((label, f"{escape(dataset.get('source', '?'))}, sha256 <code>{escape(dataset.get('fingerprint', '?'))}</code>; "
-                            f"encoder {escape(encoder_label(profile))} (<code>{escape(encoder.get('fingerprint', '?'))}</code>); "
+        dataset, encoder = profile.dataset, profile.encoder
+        provenance = profile.provenance or {}
+        rows.append((label, f"{escape(shown(dataset.source))}, sha256 <code>{escape(shown(dataset.fingerprint))}</code>; "
+                            f"encoder {escape(encoder_label(profile))} (<code>{escape(shown(encoder.fingerprint))}</code>); "
                             f"profiled {escape(provenance.get('created', '?'))} with capgeo "
                             f"{escape(provenance.get('capgeo_version', '?'))}"
                             + (f'<pre class="command">{escape(provenance["command"])}</pre>' if provenance.get("command") else "")))
@@ -94,8 +95,9 @@ def render_compare(profiles: Sequence[dict], *, labels: Sequence[str] | None = N
         raise CapgeoError(f"compare: {len(labels)} labels for {len(profiles)} profiles")
     created = created or now_utc()
     page = Page("capgeo compare: " + " vs ".join(labels), f"{len(profiles)} profiles · {created}")
-    page.sections.append(Section("summary", "Side by side", compare_table(profiles, labels)))
-    sizes = {(p.get("hardest_companion") or {}).get("count") for p in profiles}
+    typed = [as_profile(p) for p in profiles]
+    page.sections.append(Section("summary", "Side by side", compare_table(typed, labels)))
+    sizes = {p.hardest_companion.count if p.hardest_companion else None for p in typed}
     lead = ("Shares per 0.01 bin, so datasets of different sizes overlay. Dotted: all pairs of different images; "
             "solid: each caption's hardest companion; dashed verticals: means.")
     if len(sizes) > 1:
@@ -120,5 +122,5 @@ def render_compare(profiles: Sequence[dict], *, labels: Sequence[str] | None = N
                                      figure_div(figures.length_overlay_figure(lengths), "fig-compare-lengths"),
                                      "Token counts with each encoder's own tokenizer; dashed: each context limit."))
     page.sections.append(Section("alerts", "Alerts per profile", compare_alerts(profiles, labels)))
-    page.sections.append(Section("provenance", "Provenance", provenance_table(profiles, labels, command, created)))
+    page.sections.append(Section("provenance", "Provenance", provenance_table(typed, labels, command, created)))
     return page.render(plotly_javascript())

@@ -20,7 +20,6 @@ import uuid
 import numpy as np
 
 from capgeo.progress import progress_bar
-from capgeo.scale.session import RaySession, import_ray
 
 #: Ray re-runs a task whose worker or node died this many times before giving up
 RETRIES = 3
@@ -30,14 +29,14 @@ MERGE_FAN_IN = 8
 WAIT_SECONDS = 0.2
 
 
-def scan_pairs_on_ray(session: RaySession, vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
+def scan_pairs_on_ray(session: "capgeo.scale.session.RaySession", vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
                       device=None, progress: bool | None = None, histograms: bool = True,
                       threshold: float | None = None, precision: str = "fp32",
                       bookkeeping_threads: int | None = 1):
     """:func:`capgeo.geometry.pairwise.scan_pairs`, with the tiles run as Ray tasks."""
     from capgeo.geometry.pairwise import finish_scan, make_grid, prepare_inputs
 
-    ray = import_ray()
+    import ray  # a session exists, so Ray is installed (capgeo.scale.session.import_ray checked it)
     session.release_actors()  # encoder actors would hold the CPUs/GPUs the tiles need
     started = time.perf_counter()
     # checked and normalised once, on the driver; every task reads the same unit vectors

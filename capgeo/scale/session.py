@@ -86,9 +86,15 @@ def ray_session(address: str | None) -> Iterator[RaySession | None]:
     resources = ray.cluster_resources()
     session = RaySession(address=address, nodes=sum(1 for node in ray.nodes() if node.get("Alive")),
                          cpus=float(resources.get("CPU", 0)), gpus=float(resources.get("GPU", 0)))
+    import functools
+
+    from capgeo.geometry.pairwise import running_passes_with
+    from capgeo.scale.pairwise import scan_pairs_on_ray
+
     token = _current.set(session)
     try:
-        yield session
+        with running_passes_with(functools.partial(scan_pairs_on_ray, session)):
+            yield session
     finally:
         _current.reset(token)
         session.release_actors()
