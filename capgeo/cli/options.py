@@ -17,7 +17,8 @@ def dataset_options(command):
         click.argument("data", type=click.Path(exists=True, dir_okay=True, path_type=str)),
         click.option("--format", "data_format", type=click.Choice(FORMATS), default="auto", show_default=True,
                      help="Dataset format; detected from the file or folder when 'auto'."),
-        click.option("--text-column", help="Column/key holding the caption text."),
+        click.option("--text-column", help="Column/key holding the caption text (case-insensitive when no "
+                                           "column matches exactly)."),
         click.option("--captions-column", help="Column/key holding a list of captions (one group per row)."),
         click.option("--id-column", help="Column/key holding a unique caption id."),
         click.option("--group-column", help="Column/key naming the image a caption describes."),
@@ -32,18 +33,28 @@ def dataset_options(command):
 def load_from_options(options: dict):
     """Pop the dataset options from a command's kwargs and load the captions; rows left
     out while reading are reported on stderr by every command."""
-    from capgeo.captions import load_captions
+    import warnings
 
-    captions = load_captions(
-        options.pop("data"),
-        format=options.pop("data_format"),
-        text_column=options.pop("text_column"),
-        captions_column=options.pop("captions_column"),
-        id_column=options.pop("id_column"),
-        group_column=options.pop("group_column"),
-        split=options.pop("split"),
-        limit=options.pop("limit"),
-    )
+    from capgeo.captions import load_captions
+    from capgeo.captions.tabular import ColumnCaseWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ColumnCaseWarning)
+        captions = load_captions(
+            options.pop("data"),
+            format=options.pop("data_format"),
+            text_column=options.pop("text_column"),
+            captions_column=options.pop("captions_column"),
+            id_column=options.pop("id_column"),
+            group_column=options.pop("group_column"),
+            split=options.pop("split"),
+            limit=options.pop("limit"),
+        )
+    for warning in caught:
+        if issubclass(warning.category, ColumnCaseWarning):
+            click.echo(f"Note: {warning.message}", err=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     for skipped in captions.skipped:
         click.echo(f"Warning: skipped {skipped.count} row(s): {skipped.reason} (at {', '.join(skipped.examples)})",
                    err=True)

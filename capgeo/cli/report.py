@@ -19,11 +19,15 @@ def _default_output(source: str) -> str:
     return f"{Path(source).stem or 'capgeo'}.html"
 
 
+DEFAULT_COMPARE_OUTPUT = "compare.html"
+
+
 def _wrote(path, notes) -> None:
     from pathlib import Path
 
+    # the full path: a default name lands in whatever folder the user happens to be in
     size = Path(path).stat().st_size
-    click.echo(f"Wrote {path} ({size / 1e6:.1f} MB)", err=True)
+    click.echo(f"Wrote {Path(path).resolve()} ({size / 1e6:.1f} MB)", err=True)
     for note in notes:
         click.echo(f"  note: {note}", err=True)
 
@@ -115,9 +119,9 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Keep only the first N captions of each dataset.")
 @click.option("--label", "labels", multiple=True, help="Name of each profile in the figures, in order (default: "
                                                      "dataset name, plus the encoder when needed).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default="compare.html",
-              callback=writable_output,
-              show_default=True, metavar="FILE", help="HTML file to write.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              callback=writable_output, metavar="FILE",
+              help=f"HTML file to write (default: {DEFAULT_COMPARE_OUTPUT} in the current folder).")
 def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, output, **options):
     """Compare saved profiles and/or datasets on one page: overlaid cosine distributions,
     bucket composition and caption lengths, summaries side by side.
@@ -129,6 +133,8 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     from capgeo.errors import CapgeoError
     from capgeo.report.build import build_compare, is_profile_file, load_saved_profile, report_dataset
 
+    defaulted = output is None
+    output = output or writable_output(None, None, DEFAULT_COMPARE_OUTPUT)
     profiles = []
     for source in sources:
         if is_profile_file(source):
@@ -147,5 +153,7 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
                           "or one dataset with two or more --encoder")
     if labels and len(labels) != len(profiles):
         raise CapgeoError(f"--label given {len(labels)} times for {len(profiles)} profiles")
-    path = build_compare(profiles, output, labels=labels or None, command=reproduce_command())
-    _wrote(path, [])
+    notes = [f"{DEFAULT_COMPARE_OUTPUT} is the default name; -o FILE writes elsewhere"] if defaulted else []
+    path = build_compare(profiles, output, labels=labels or None,
+                         command=reproduce_command())
+    _wrote(path, notes)

@@ -10,7 +10,7 @@ import numpy as np
 from capgeo.encoders.base import Embeddings, TextEncoder
 from capgeo.encoders.cache import DEFAULT_CHUNK_ROWS, CacheEntry, cache_key, chunk_ranges
 from capgeo.errors import DataError, EncoderError
-from capgeo.progress import progress_bar
+from capgeo.progress import Tally, progress_bar
 
 
 def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | None = None,
@@ -64,7 +64,11 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
         bar.advance(len(texts) - sum(stop - start for start, stop in pending))
         for start, stop in pending:
             rows = order[start:stop]
-            chunk = np.asarray(text_encoder.encode([texts[i] for i in rows], max_tokens=limit), dtype=np.float32)
+            # the encoder advances our bar after each of its batches, so it moves every few seconds
+            tally = Tally(bar)
+            chunk = np.asarray(text_encoder.encode([texts[i] for i in rows], max_tokens=limit, progress=tally),
+                               dtype=np.float32)
+            bar.advance(max(0, stop - start - tally.count))
             if chunk.shape != (stop - start, info.width):
                 raise EncoderError(f"encoder {info.spec!r} returned shape {chunk.shape} "
                                    f"for {stop - start} captions of width {info.width}")
@@ -72,7 +76,6 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
             if entry:
                 entry.save_chunk(start, stop, chunk)
             vectors[rows] = chunk
-            bar.advance(stop - start)
     if entry and (pending or not entry.has_manifest()):
         entry.write_manifest(info, limit, ranges)
 

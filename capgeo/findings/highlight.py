@@ -44,7 +44,7 @@ import unicodedata
 from dataclasses import asdict, dataclass
 
 #: English function words ignored when comparing captions. Counting words
-#: ("two", "three") and colours are content: they are what tells captions apart.
+#: ("one", "two") and colours are content: they are what tells captions apart.
 STOP_WORDS = frozenset("""
 a about above across after again against all almost along also although am among an and another any
 are around as at away be because been before behind being below beneath beside besides between beyond
