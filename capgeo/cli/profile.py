@@ -99,12 +99,12 @@ def _fmt(value, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def print_profile(result: dict) -> None:
-    """A compact terminal summary of a profile dict."""
+def print_profile(result: dict, console=None) -> None:
+    """A compact terminal summary of a profile dict, ending with what it means for training."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = console or Console()
     dataset, encoder, lengths = result["dataset"], result["encoder"], result["lengths"]
     overview = Table(show_header=False, box=None, pad_edge=False)
     overview.add_column(style="bold")
@@ -142,6 +142,12 @@ def print_profile(result: dict) -> None:
         entries = [batch for batch in result["batches"] if batch.get(kind)]
         if entries:
             console.print(_bucket_table(entries, kind))
+    if result["batches"]:
+        first = result["batches"][0]
+        top = (first.get("buckets") or first.get("relative_buckets"))["labels"][-1]
+        console.print(f"[dim]Per row {top}: in-batch negatives of one caption in the hardest bucket, on average; "
+                      f"batches with a pair: share of random batches holding two captions of different images "
+                      f"at cosine >= {first['near_duplicate']['threshold']:g} (near-duplicates).[/dim]")
 
     exact = result["exact_duplicates"]
     near = result["near_duplicates"]
@@ -153,6 +159,32 @@ def print_profile(result: dict) -> None:
                   + f"; {near['n_captions_hardest_above']:,} captions have one")
     if result.get("gamma"):
         console.print(_gamma_line(result["gamma"]))
+    print_verdict(result, console)
+
+
+#: how each alert level is marked; words, not only colour, so a piped summary keeps them
+LEVEL_MARKS = {"warning": ("WARNING", "bold red"), "notice": ("NOTICE", "bold yellow")}
+
+
+def print_verdict(result: dict, console) -> None:
+    """The report's plain-word alerts (report/alerts.py is their one source), as the last thing printed."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    from capgeo.report.alerts import alerts_for
+
+    alerts = alerts_for(result)
+    console.print()
+    if not alerts:
+        console.print(f"[bold]Verdict:[/bold] no alert fired for these captions under {result['encoder']['name']}.")
+        return
+    warnings = sum(alert.level == "warning" for alert in alerts)
+    console.print(f"[bold]Verdict:[/bold] {warnings} warning(s), {len(alerts) - warnings} notice(s) "
+                  f"for training on these captions")
+    for alert in alerts:
+        word, style = LEVEL_MARKS.get(alert.level, (alert.level.upper(), "bold"))
+        console.print(Text.assemble((f"{word:<8}", style), (alert.title, "bold")))
+        console.print(Padding(Text(alert.message), (0, 0, 0, 8)))
 
 
 def _gamma_line(gamma: dict) -> str:
