@@ -13,6 +13,7 @@ from capgeo.cli.options import (
     load_from_options,
     reproduce_command,
 )
+from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 
 MODES = ("auto", "exact", "sampled")
 
@@ -40,7 +41,8 @@ MODES = ("auto", "exact", "sampled")
 @click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Rows per block of the pairwise pass; memory grows with it.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
-@click.option("--near-duplicate-threshold", type=click.FloatRange(-1.0, 1.0), default=0.95, show_default=True,
+@click.option("--near-duplicate-threshold", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+              show_default=True,
               metavar="T", help="Cosine at or above which two captions of different images count as near-duplicates.")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
               help="exact: all pairs; sampled: estimate from sampled pairs (large datasets); "
