@@ -76,6 +76,8 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
 
 def _print(profile: dict) -> None:
     from rich.console import Console
+    from rich.padding import Padding
+    from rich.text import Text
 
     console = Console()
     section = profile["gamma"]
@@ -100,7 +102,7 @@ def _print(profile: dict) -> None:
                       f"{suggestion['range_exact'][0]:.3f}-{suggestion['range_exact'][1]:.3f})")
         if suggestion["clip_note"]:
             console.print(f"  [yellow]clipped:[/yellow] {suggestion['clip_note']}")
-        console.print(f"  why: {entry['why']}", soft_wrap=True)
+        console.print(Padding(Text(f"why: {entry['why']}"), (0, 0, 0, 2)))  # wrapped at the width, indented
         console.print(_grid_table(entry, section["hard_edge"]))
 
 
