@@ -140,16 +140,19 @@ def print_profile(result: dict, console=None) -> None:
     console.print(f"[dim]Hardest companion: each caption's most similar caption of another image, "
                   f"over N = {result['dataset']['n_captions']:,} captions (it grows with N).[/dim]")
 
+    shown = None
     for kind in ("buckets", "relative_buckets"):
         entries = [batch for batch in result["batches"] if batch.get(kind)]
         if entries:
             console.print(_bucket_table(entries, kind))
-    if result["batches"]:
-        first = result["batches"][0]
-        top = (first.get("buckets") or first.get("relative_buckets"))["labels"][-1]
+            shown = shown or entries[0]
+    if shown:
+        from rich.markup import escape
+
+        top = escape((shown.get("buckets") or shown["relative_buckets"])["labels"][-1])
         console.print(f"[dim]Per row {top}: in-batch negatives of one caption in the hardest bucket, on average; "
                       f"batches with a pair: share of random batches holding two captions of different images "
-                      f"at cosine >= {first['near_duplicate']['threshold']:g} (near-duplicates).[/dim]")
+                      f"at cosine >= {shown['near_duplicate']['threshold']:g} (near-duplicates).[/dim]")
 
     exact = result["exact_duplicates"]
     near = result["near_duplicates"]
