@@ -44,7 +44,7 @@ def test_terminal_profile_ends_with_every_alert_of_the_report(tmp_path):
     for alert in alerts:
         line = f"{'WARNING' if alert.level == 'warning' else 'NOTICE':<8}{alert.title}"
         position = result.output.index(line, position)
-    assert max(len(line) for line in result.output.splitlines()) <= 80
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
     # the message is there too, wrapped: compare with whitespace collapsed
     flat = " ".join(result.output[verdict_at:].split())
     assert all(" ".join(alert.message.split()) in flat for alert in alerts)
