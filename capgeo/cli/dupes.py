@@ -62,10 +62,12 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 @json_option
 def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbours, group_components, top_k, block_size,
           output_format, output, json_out, **options):
-    """Near-duplicate captions of DATA: pairs of different images (groups) whose captions
-    embed almost alike, most similar first, with the content words they share in one
-    colour and the words only one of them has in another, the word overlap (Jaccard)
-    beside the embedding cosine, and exact duplicates flagged.
+    """The most similar caption pairs of DATA: pairs of different images (groups) whose
+    captions embed almost alike, most similar first, with the content words they share in
+    one colour and the words only one of them has in another ([shared] and {differs} when
+    there is no colour), the word overlap (Jaccard) beside the embedding cosine, and exact
+    duplicates flagged. A line above the list states how many pairs in all are
+    near-duplicates (cosine >= 0.95, as in every command) and how many are exact copies.
 
     Captions of one group describe the same image and are never paired.
     Rows (--output-format jsonl/csv/parquet) hold ids, groups, texts, cosine, jaccard,
