@@ -114,3 +114,16 @@ def test_written_file_uses_the_same_marks(dataset, tmp_path):
     run(dataset, "--threshold", 0.965, "-o", out)
     text = out.read_text(encoding="utf-8")
     assert "{one} [brown] [dog] on {sand}" in text and "{word}: only in this caption" in text
+
+
+def test_report_gallery_states_the_same_totals_as_the_terminal(dataset, tmp_path):
+    from capgeo.report.gallery import gallery_html
+
+    saved = tmp_path / "dupes.json"
+    terminal = run(dataset, "--top", 3, "--json", saved)
+    section = json.loads(saved.read_text())
+    assert section["near_duplicates"] == {"threshold": 0.95, "n_pairs": 4, "more_than": None,
+                                          "n_exact_duplicate_pairs": 2}
+    line = "Near-duplicates (cosine &gt;= 0.95): 4 pairs of different images in all, 2 of them exact copies."
+    assert line in gallery_html(section)
+    assert line.replace("&gt;", ">") in terminal

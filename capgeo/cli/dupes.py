@@ -212,14 +212,9 @@ def pairs_title(section: dict) -> str:
 
 def totals_line(section: dict) -> str:
     """The exact count of near-duplicates behind the list, however many it shows."""
-    near = section["near_duplicates"]
-    if near["n_pairs"] is None:
-        return (f"Near-duplicates (cosine >= {near['threshold']:g}): more than {near['more_than']:,} pairs "
-                f"of different images in all.")
-    line = f"Near-duplicates (cosine >= {near['threshold']:g}): {near['n_pairs']:,} pairs of different images in all"
-    if near["n_exact_duplicate_pairs"]:
-        line += f", {near['n_exact_duplicate_pairs']:,} of them exact copies"
-    line += "."
+    from capgeo.findings.duplicates import near_duplicate_total_text
+
+    line = near_duplicate_total_text(section["near_duplicates"])
     if section.get("skip_exact"):
         line += f" {section.get('n_exact_skipped', 0):,} exact copies ranked above the last pair shown were skipped."
     elif any(row["exact_duplicate"] for row in section["pairs"] or []):

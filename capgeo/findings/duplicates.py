@@ -439,6 +439,15 @@ def near_duplicate_totals(captions, source, threshold: float = DEFAULT_NEAR_DUPL
             "n_exact_duplicate_pairs": int(exact)}
 
 
+def near_duplicate_total_text(near: dict) -> str:
+    """One sentence for the totals of :func:`near_duplicate_totals`, the same in the terminal and the report."""
+    head = f"Near-duplicates (cosine >= {near['threshold']:g}): "
+    if near["n_pairs"] is None:
+        return head + f"more than {near['more_than']:,} pairs of different images in all."
+    copies = f", {near['n_exact_duplicate_pairs']:,} of them exact copies" if near["n_exact_duplicate_pairs"] else ""
+    return head + f"{near['n_pairs']:,} pairs of different images in all{copies}."
+
+
 def _without_exact_copies(mine, texts, limit: int | None) -> tuple[list[Pair], int]:
     """The most similar ``limit`` pairs that are not exact copies, and how many copies were passed over.
 
