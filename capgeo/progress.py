@@ -25,6 +25,19 @@ class _RichTask:
         self._progress.advance(self._task_id, amount)
 
 
+class Tally:
+    """A bar that counts what it was advanced by, so the caller can make up for a worker
+    that reports fewer items than it did (an encoder that ignores the bar it is given)."""
+
+    def __init__(self, bar: Progress):
+        self._bar = bar
+        self.count = 0.0
+
+    def advance(self, amount: float = 1) -> None:
+        self.count += amount
+        self._bar.advance(amount)
+
+
 def show_progress() -> bool:
     """Progress is shown only when stderr is a terminal."""
     return sys.stderr.isatty()
@@ -44,7 +57,35 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn()]
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _rate_column(),
+               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
     with RichProgress(*columns, console=Console(stderr=True), transient=True) as progress:
         task_id = progress.add_task(description, total=total)
         yield _RichTask(progress, task_id)
+
+
+@contextlib.contextmanager
+def batch_progress(progress, description: str, total: float) -> Iterator[Progress]:
+    """Where a worker reports each batch it finishes: the caller's bar when ``progress``
+    is one (it has ``advance``), else a bar of its own when ``progress`` is true
+    (shown on a terminal), else nothing. Rich shows one live display at a time, so a
+    caller that owns a bar passes it down instead of letting the worker open another."""
+    if hasattr(progress, "advance"):
+        yield progress
+        return
+    with progress_bar(description, total, enabled=None if progress else False) as bar:
+        yield bar
+
+
+def _rate_column():
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class RateColumn(ProgressColumn):
+        """Items per second, from rich's own moving estimate."""
+
+        def render(self, task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text("" if speed is None else f"{speed:,.1f}/s", style="progress.data.speed")
+
+    return RateColumn()

@@ -111,8 +111,14 @@ def test_repeated_words_are_all_marked_and_counted_once():
     assert len(dog_spans) == 3 and all(s.kind == "shared" for s in dog_spans)
     assert [text_a[s.start:s.end] for s in dog_spans] == ["dog", "dog", "dog"]
     assert result.shared == ("dog",)
-    # content words a: dog, chase(s), past; b: dog, sleep(s)  -> 1 shared of 4
-    assert result.jaccard == pytest.approx(1 / 4)
+    # content words a: dog, chase(s), past; b: one, dog, sleep(s)  -> 1 shared of 5
+    assert result.jaccard == pytest.approx(1 / 5)
+
+
+def test_counting_words_are_content():
+    result = highlight_pair("one giraffe", "two giraffes")
+    assert result.shared == ("giraffe",) and result.only_a == ("one",) and result.only_b == ("two",)
+    assert [span.kind for span in result.spans_a] == ["only_a", "shared"]
 
 
 def test_stop_words_are_never_highlighted():

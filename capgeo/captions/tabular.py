@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +25,10 @@ CAPTIONS_NAMES = ("captions", "sentences", "texts", "descriptions")
 ID_NAMES = ("id", "caption_id", "example_id", "sentid", "key")
 GROUP_NAMES = ("image", "image_id", "image_file", "filename", "image_name", "img", "file_name", "image_path", "img_path")
 SPLIT_NAMES = ("split",)
+
+
+class ColumnCaseWarning(UserWarning):
+    """A column option matched a column only when case was ignored; says which column was used."""
 
 
 @dataclass(frozen=True)
@@ -191,11 +196,17 @@ def _frame_table(frame, unit: str) -> Table:
 
 def _pick(table: Table, given: str | None, option: str, names: tuple[str, ...], path) -> str | None:
     if given is not None:
-        if given not in table.columns:
+        if given in table.columns:
+            return given
+        # a user typing `--text-column iiw` for a key "IIW" means it, unless the case is what tells columns apart
+        folded = [column for column in table.columns if column.casefold() == given.casefold()]
+        if len(folded) != 1:
             raise DataError(
                 f"{path}: no {_noun(table)} {given!r} ({option}); {table.kind} found: {_listing(table)}"
             )
-        return given
+        warnings.warn(ColumnCaseWarning(f"{option} {given!r}: using {_noun(table)} {folded[0]!r} of {path} "
+                                        f"(no exact match; matched ignoring case)"), stacklevel=2)
+        return folded[0]
     lowered = {column.lower(): column for column in table.columns}
     return next((lowered[name] for name in names if name in lowered), None)
 

@@ -19,11 +19,16 @@ from capgeo.cli.options import (
 )
 from capgeo.cli.pass_options import block_size_option
 
+from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
+
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
 #: rich styles; differing words are also underlined so the two kinds differ without colour
 SHARED_STYLE = "bold green"
 DIFFERING_STYLE = "yellow underline"
-DEFAULT_COMPONENT_THRESHOLD = 0.95
+#: marks around words where there is no colour (piped, redirected, -o FILE): [shared] and {differs}
+SHARED_MARKS = ("[", "]")
+DIFFERING_MARKS = ("{", "}")
+DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 
 
 @click.command("dupes")
@@ -34,6 +39,9 @@ DEFAULT_COMPONENT_THRESHOLD = 0.95
                    f"default there {DEFAULT_COMPONENT_THRESHOLD}).")
 @click.option("--top", "top", type=click.IntRange(min=0), default=50, show_default=True, metavar="N",
               help="List at most N pairs, most similar first; 0 = every pair >= --threshold.")
+@click.option("--skip-exact", is_flag=True,
+              help="Leave exact duplicates (same text after case and spacing) out of the pair list, so the "
+                   "paraphrases show; the output says how many were skipped.")
 @click.option("--examples", is_flag=True,
               help="Instead of the pair list: query captions at quantiles of the hardest-companion "
                    "distribution, each with its nearest captions of other groups (--threshold and --top do not apply).")
@@ -56,12 +64,14 @@ DEFAULT_COMPONENT_THRESHOLD = 0.95
               help="Write to FILE (atomically) instead of stdout; parquet needs it.")
 @json_option
 @ray_option
-def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_components, top_k, block_size,
+def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbours, group_components, top_k, block_size,
           output_format, output, json_out, **options):
-    """Near-duplicate captions of DATA: pairs of different images (groups) whose captions
-    embed almost alike, most similar first, with the content words they share in one
-    colour and the words only one of them has in another, the word overlap (Jaccard)
-    beside the embedding cosine, and exact duplicates flagged.
+    """The most similar caption pairs of DATA: pairs of different images (groups) whose
+    captions embed almost alike, most similar first, with the content words they share in
+    one colour and the words only one of them has in another ([shared] and {differs} when
+    there is no colour), the word overlap (Jaccard) beside the embedding cosine, and exact
+    duplicates flagged. A line above the list states how many pairs in all are
+    near-duplicates (cosine >= 0.95, as in every command) and how many are exact copies.
 
     Captions of one group describe the same image and are never paired.
     Rows (--output-format jsonl/csv/parquet) hold ids, groups, texts, cosine, jaccard,
@@ -87,7 +97,7 @@ def dupes(threshold, top, examples, quantiles, per_quantile, neighbours, group_c
         captions, embeddings, threshold=threshold, limit=top or None,
         pairs=not (examples or group_components), examples=examples,
         quantiles=quantiles or DEFAULT_QUANTILES, n_per_quantile=per_quantile, neighbours=neighbours,
-        components_threshold=components_threshold, top_k=top_k, block_size=block_size,
+        components_threshold=components_threshold, top_k=top_k, block_size=block_size, skip_exact=skip_exact,
     )
     for note in section["warnings"]:
         click.echo(f"Warning: {note}", err=True)
@@ -120,20 +130,41 @@ def _write_text(section: dict, output: str | None) -> None:
 # --------------------------------------------------------------------------- rendering
 
 
-def highlighted(text: str, spans: list[dict]):
-    """The caption as rich Text with each span styled by its kind."""
+def highlighted(text: str, spans: list[dict], plain: bool = False):
+    """The caption as rich Text with each span styled by its kind, or, in ``plain`` text,
+    wrapped in its kind's marks."""
     from rich.text import Text
 
+    if plain:
+        pieces, at = [], 0
+        for span in spans:  # sorted and never overlapping (docs/dupes.md)
+            opening, closing = SHARED_MARKS if span["kind"] == "shared" else DIFFERING_MARKS
+            pieces += [text[at:span["start"]], opening, text[span["start"]:span["end"]], closing]
+            at = span["end"]
+        return Text("".join(pieces + [text[at:]]))
     rendered = Text(text)
     for span in spans:
         rendered.stylize(SHARED_STYLE if span["kind"] == "shared" else DIFFERING_STYLE, span["start"], span["end"])
     return rendered
 
 
+def is_plain(console) -> bool:
+    """No colour (not a terminal, -o FILE, NO_COLOR): words are marked with brackets instead."""
+    return console.color_system is None
+
+
+def legend(console):
+    from rich.text import Text
+
+    if is_plain(console):
+        return Text(f"  {SHARED_MARKS[0]}word{SHARED_MARKS[1]}: in both captions   "
+                    f"{DIFFERING_MARKS[0]}word{DIFFERING_MARKS[1]}: only in this caption")
+    return Text.assemble("  ", ("shared word", SHARED_STYLE), "   ", ("only in this caption", DIFFERING_STYLE))
+
+
 def render(section: dict, console) -> None:
     from rich.text import Text
 
-    legend = Text.assemble("  ", ("shared word", SHARED_STYLE), "   ", ("only in this caption", DIFFERING_STYLE))
     header = f"{section['n_captions']:,} captions, {section['n_groups']:,} groups"
     if section.get("encoder"):
         header += f", encoder {section['encoder']['spec']}"
@@ -141,10 +172,10 @@ def render(section: dict, console) -> None:
     if section.get("components") is not None:
         _render_components(section, console)
     elif section.get("examples") is not None:
-        console.print(legend)
+        console.print(legend(console))
         _render_examples(section, console)
     else:
-        console.print(legend)
+        console.print(legend(console))
         _render_pairs(section, console)
 
 
@@ -157,28 +188,57 @@ def _score_line(prefix: str, row: dict):
     return line
 
 
-def _caption_block(label: str, caption_id: str, group: str, text: str, spans: list[dict]):
+def _caption_block(label: str, caption_id: str, group: str, text: str, spans: list[dict], plain: bool):
     from rich.padding import Padding
     from rich.text import Text
 
     heading = Text.assemble((f"{label} " if label else "", "bold"), (f"{caption_id}", "cyan"))
     if group != caption_id:  # one caption per group (DOCCI, Urban-1K): the id says it already
         heading.append(f"  (group {group})", style="dim")
-    return Padding(Text("\n").join([heading, highlighted(text, spans)]), (0, 0, 0, 4))
+    return Padding(Text("\n").join([heading, highlighted(text, spans, plain)]), (0, 0, 0, 4))
+
+
+def pairs_title(section: dict) -> str:
+    """What the list is: near-duplicates only when every pair listed reaches the near-duplicate threshold."""
+    pairs = section["pairs"] or []
+    near = section["near_duplicates"]["threshold"]
+    threshold, limit = section["threshold"], section["limit"]
+    listed_near = threshold is not None and threshold >= near
+    kind = "near-duplicate pairs" if listed_near else "most similar pairs"
+    if threshold is not None:
+        bound = f"cosine >= {threshold:g}"
+    elif pairs:
+        bound = f"cosine {pairs[-1]['cosine']:.4f} to {pairs[0]['cosine']:.4f}"
+    else:
+        bound = "none"
+    top = f", top {limit}" if limit else ""
+    exact = ", exact copies left out" if section.get("skip_exact") else ""
+    return f"{len(pairs):,} {kind} of different images ({bound}{top}{exact})"
+
+
+def totals_line(section: dict) -> str:
+    """The exact count of near-duplicates behind the list, however many it shows."""
+    from capgeo.findings.duplicates import near_duplicate_total_text
+
+    line = near_duplicate_total_text(section["near_duplicates"])
+    if section.get("skip_exact"):
+        line += f" {section.get('n_exact_skipped', 0):,} exact copies ranked above the last pair shown were skipped."
+    elif any(row["exact_duplicate"] for row in section["pairs"] or []):
+        line += " --skip-exact leaves exact copies out of the list."
+    return line
 
 
 def _render_pairs(section: dict, console) -> None:
     from rich.markup import escape
 
-    pairs = section["pairs"] or []
-    bound = f"cosine >= {section['threshold']}" if section["threshold"] is not None else "most similar"
-    limit = f", top {section['limit']}" if section["limit"] else ""
-    console.print(f"[bold]{len(pairs):,} near-duplicate pairs of different groups[/] ({bound}{escape(limit)})")
-    for row in pairs:
+    plain = is_plain(console)
+    console.print(f"[bold]{escape(pairs_title(section))}[/]")
+    console.print(escape(totals_line(section)))
+    for row in section["pairs"] or []:
         console.print()
         console.print(_score_line(f"#{row['rank']}", row))
-        console.print(_caption_block("A", row["id_a"], row["group_a"], row["text_a"], row["spans_a"]))
-        console.print(_caption_block("B", row["id_b"], row["group_b"], row["text_b"], row["spans_b"]))
+        console.print(_caption_block("A", row["id_a"], row["group_a"], row["text_a"], row["spans_a"], plain))
+        console.print(_caption_block("B", row["id_b"], row["group_b"], row["text_b"], row["spans_b"], plain))
 
 
 def _render_examples(section: dict, console) -> None:
@@ -192,11 +252,12 @@ def _render_examples(section: dict, console) -> None:
             (f"quantile {example['quantile']:g}", "bold"),
             f" of hardest-companion cosine = {example['target_cosine']:.4f};",
             f" this query's hardest companion {example['hardest_cosine']:.4f}"))
-        console.print(_caption_block("query", query["id"], query["group"], query["text"], []))
+        plain = is_plain(console)
+        console.print(_caption_block("query", query["id"], query["group"], query["text"], [], plain))
         for neighbour in example["neighbours"]:
             console.print(Padding(_score_line(f"neighbour {neighbour['neighbour_rank']}", neighbour), (0, 0, 0, 2)))
             console.print(_caption_block("", neighbour["id_b"], neighbour["group_b"], neighbour["text_b"],
-                                         neighbour["spans_b"]))
+                                         neighbour["spans_b"], plain))
             if neighbour["only_a_words"]:
                 console.print(Padding(Text.assemble(("only in query: ", "dim"),
                                                     (", ".join(neighbour["only_a_words"]), DIFFERING_STYLE)),

@@ -40,7 +40,8 @@ def encoders(json_out):
 
     table = Table(title="Encoder specs (--encoder SPEC)", show_lines=True)
     table.add_column("kind", style="bold", no_wrap=True)
-    table.add_column("examples", overflow="fold")
+    # a spec is typed as one piece: never break it, let the notes wrap instead
+    table.add_column("examples", no_wrap=True)
     table.add_column("notes")
     for kind in kinds:
         table.add_row(kind.kind, "\n".join(kind.examples), kind.notes)

@@ -77,6 +77,8 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
 
 def _print(profile: dict) -> None:
     from rich.console import Console
+    from rich.padding import Padding
+    from rich.text import Text
 
     from capgeo.findings.gamma import describe_margins
 
@@ -92,7 +94,7 @@ def _print(profile: dict) -> None:
     console.print(f"  reference concentration: effective negatives {reference['effective_negatives']:.1f} of "
                   f"{reference['batch_size'] - 1} ({reference['effective_share']:.1%})")
     if section.get("encoder_caution"):
-        console.print(f"[bold yellow]Caution:[/bold yellow] {section['encoder_caution']}", soft_wrap=True)
+        console.print(f"[bold yellow]Caution:[/bold yellow] {section['encoder_caution']}")
     for index, entry in enumerate(section["batches"]):
         suggestion = entry["suggestion"]
         console.print()
@@ -105,11 +107,11 @@ def _print(profile: dict) -> None:
                       f"range {low:.2f}-{high:.2f})")
         if suggestion["clip_note"]:
             console.print(f"  [yellow]clipped:[/yellow] {suggestion['clip_note']}")
-        console.print(f"  why: {entry['why']}", soft_wrap=True)
-        console.print(f"  {describe_margins(entry['margins'], suggestion['gamma_exact'])}", soft_wrap=True)
+        console.print(Padding(Text(f"why: {entry['why']}"), (0, 0, 0, 2)))  # wrapped at the width, indented
+        console.print(Padding(Text(describe_margins(entry['margins'], suggestion['gamma_exact'])), (0, 0, 0, 2)))
         console.print(_grid_table(entry, section["hard_edge"]))
     console.print(f"Evidence: {section['paper_sweep_note']}. The paper swept gamma in steps of 0.25, so differences "
-                  f"below that are within its plateau.", soft_wrap=True)
+                  f"below that are within its plateau.")
 
 
 def _grid_table(entry: dict, hard_edge: float):

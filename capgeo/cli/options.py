@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 
 import click
 
@@ -17,7 +19,8 @@ def dataset_options(command):
         click.argument("data", type=click.Path(exists=True, dir_okay=True, path_type=str)),
         click.option("--format", "data_format", type=click.Choice(FORMATS), default="auto", show_default=True,
                      help="Dataset format; detected from the file or folder when 'auto'."),
-        click.option("--text-column", help="Column/key holding the caption text."),
+        click.option("--text-column", help="Column/key holding the caption text (case-insensitive when no "
+                                           "column matches exactly)."),
         click.option("--captions-column", help="Column/key holding a list of captions (one group per row)."),
         click.option("--id-column", help="Column/key holding a unique caption id."),
         click.option("--group-column", help="Column/key naming the image a caption describes."),
@@ -29,13 +32,31 @@ def dataset_options(command):
     return command
 
 
+@contextlib.contextmanager
+def column_notes():
+    """A column option matched only ignoring case (capgeo.captions.tabular.ColumnCaseWarning)
+    becomes one "Note:" line on stderr; other warnings pass through unchanged."""
+    import warnings
+
+    from capgeo.captions.tabular import ColumnCaseWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ColumnCaseWarning)
+        yield
+    for warning in caught:
+        if issubclass(warning.category, ColumnCaseWarning):
+            click.echo(f"Note: {warning.message}", err=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
 def load_from_options(options: dict):
     """Pop the dataset options from a command's kwargs and load the captions; rows left
     out while reading are reported on stderr by every command."""
     from capgeo.captions import load_captions
 
-    source = options.pop("data")
-    captions = load_captions(source, **pop_load_options(options))
+    with column_notes():
+        captions = load_captions(options.pop("data"), **pop_load_options(options))
     for skipped in captions.skipped:
         warn_skipped(skipped)
     return captions

@@ -18,6 +18,7 @@ from capgeo.cli.options import (
     reproduce_command,
 )
 from capgeo.cli.pass_options import block_size_option, precision_option
+from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 
 MODES = ("auto", "exact", "sampled")
 
@@ -41,7 +42,8 @@ MODES = ("auto", "exact", "sampled")
 @block_size_option
 @precision_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
-@click.option("--near-duplicate-threshold", type=click.FloatRange(-1.0, 1.0), default=0.95, show_default=True,
+@click.option("--near-duplicate-threshold", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+              show_default=True,
               metavar="T", help="Cosine at or above which two captions of different images count as near-duplicates.")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
               help="exact: all pairs; sampled: estimate from sampled pairs (large datasets); "
@@ -116,12 +118,12 @@ def _fmt(value, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def print_profile(result: dict) -> None:
-    """A compact terminal summary of a profile dict."""
+def print_profile(result: dict, console=None) -> None:
+    """A compact terminal summary of a profile dict, ending with what it means for training."""
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = console or Console()
     dataset, encoder, lengths = result["dataset"], result["encoder"], result["lengths"]
     overview = Table(show_header=False, box=None, pad_edge=False)
     overview.add_column(style="bold")
@@ -155,10 +157,19 @@ def print_profile(result: dict) -> None:
     console.print(f"[dim]Hardest companion: each caption's most similar caption of another image, "
                   f"over N = {result['dataset']['n_captions']:,} captions (it grows with N).[/dim]")
 
+    shown = None
     for kind in ("buckets", "relative_buckets"):
         entries = [batch for batch in result["batches"] if batch.get(kind)]
         if entries:
             console.print(_bucket_table(entries, kind))
+            shown = shown or entries[0]
+    if shown:
+        from rich.markup import escape
+
+        top = escape((shown.get("buckets") or shown["relative_buckets"])["labels"][-1])
+        console.print(f"[dim]Per row {top}: in-batch negatives of one caption in the hardest bucket, on average; "
+                      f"batches with a pair: share of random batches holding two captions of different images "
+                      f"at cosine >= {shown['near_duplicate']['threshold']:g} (near-duplicates).[/dim]")
 
     exact = result["exact_duplicates"]
     near = result["near_duplicates"]
@@ -169,7 +180,33 @@ def print_profile(result: dict) -> None:
                   + ("" if near["count_method"] == "top_k" else f" (to +/- one bin of {near['bin_width']:g})")
                   + f"; {near['n_captions_hardest_above']:,} captions have one")
     if result.get("gamma"):
-        console.print(_gamma_line(result["gamma"]), soft_wrap=True)
+        console.print(_gamma_line(result["gamma"]))
+    print_verdict(result, console)
+
+
+#: how each alert level is marked; words, not only colour, so a piped summary keeps them
+LEVEL_MARKS = {"warning": ("WARNING", "bold red"), "notice": ("NOTICE", "bold yellow")}
+
+
+def print_verdict(result: dict, console) -> None:
+    """The report's plain-word alerts (report/alerts.py is their one source), as the last thing printed."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    from capgeo.report.alerts import alerts_for
+
+    alerts = alerts_for(result)
+    console.print()
+    if not alerts:
+        console.print(f"[bold]Verdict:[/bold] no alert fired for these captions under {result['encoder']['name']}.")
+        return
+    warnings = sum(alert.level == "warning" for alert in alerts)
+    console.print(f"[bold]Verdict:[/bold] {warnings} warning(s), {len(alerts) - warnings} notice(s) "
+                  f"for training on these captions")
+    for alert in alerts:
+        word, style = LEVEL_MARKS.get(alert.level, (alert.level.upper(), "bold"))
+        console.print(Text.assemble((f"{word:<8}", style), (alert.title, "bold")))
+        console.print(Padding(Text(alert.message), (0, 0, 0, 8)))
 
 
 def _gamma_line(gamma: dict) -> str:

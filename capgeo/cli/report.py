@@ -7,6 +7,7 @@ import click
 from capgeo.cli.options import (
     batch_size_options,
     check_options_before_encoding,
+    column_notes,
     dataset_options,
     encoder_options,
     pop_load_options,
@@ -24,11 +25,15 @@ def _default_output(source: str) -> str:
     return f"{Path(source).stem or 'capgeo'}.html"
 
 
+DEFAULT_COMPARE_OUTPUT = "compare.html"
+
+
 def _wrote(path, notes) -> None:
     from pathlib import Path
 
+    # the full path: a default name lands in whatever folder the user happens to be in
     size = Path(path).stat().st_size
-    click.echo(f"Wrote {path} ({size / 1e6:.1f} MB)", err=True)
+    click.echo(f"Wrote {Path(path).resolve()} ({size / 1e6:.1f} MB)", err=True)
     for note in notes:
         click.echo(f"  note: {note}", err=True)
 
@@ -79,14 +84,15 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     source = options.pop("data")
     output = output or _default_output(source)
     refuse_path_clashes(**{"--output": output})
-    written = write_report(
-        source, output, load_options=pop_load_options(options),
-        encoder=options["encoder"], batch_sizes=batch_sizes, n_batches=n_batches, seed=seed, max_tokens=max_tokens,
-        dupes=not no_dupes, gamma=not no_gamma, truncation=truncation, fill_missing_sections=fill_missing,
-        save_profile_to=save_profile, device=options["device"], cache_dir=options["cache_dir"],
-        use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
-        before_encoding=lambda captions: check_options_before_encoding(
-            captions, **({"n_batches": n_batches} if captions is not None else {"needs_negatives": False})))
+    with column_notes():
+        written = write_report(
+            source, output, load_options=pop_load_options(options),
+            encoder=options["encoder"], batch_sizes=batch_sizes, n_batches=n_batches, seed=seed, max_tokens=max_tokens,
+            dupes=not no_dupes, gamma=not no_gamma, truncation=truncation, fill_missing_sections=fill_missing,
+            save_profile_to=save_profile, device=options["device"], cache_dir=options["cache_dir"],
+            use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
+            before_encoding=lambda captions: check_options_before_encoding(
+                captions, **({"n_batches": n_batches} if captions is not None else {"needs_negatives": False})))
     if written.ignored_options:
         click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
                    + ", ".join("--" + name.replace("_", "-") for name in written.ignored_options), err=True)
@@ -108,9 +114,9 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Keep only the first N captions of each dataset.")
 @click.option("--label", "labels", multiple=True, help="Name of each profile in the figures, in order (default: "
                                                      "dataset name, plus the encoder when needed).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default="compare.html",
-              callback=writable_output,
-              show_default=True, metavar="FILE", help="HTML file to write.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              callback=writable_output, metavar="FILE",
+              help=f"HTML file to write (default: {DEFAULT_COMPARE_OUTPUT} in the current folder).")
 def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, output, **options):
     """Compare saved profiles and/or datasets on one page: overlaid cosine distributions,
     bucket composition and caption lengths, summaries side by side.
@@ -120,11 +126,16 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
     from capgeo.report.build import write_compare
 
-    refuse_path_clashes()
+    defaulted = output is None
+    output = output or writable_output(None, None, DEFAULT_COMPARE_OUTPUT)
+    refuse_path_clashes(**({"--output": output} if defaulted else {}))
     check_options_before_encoding(n_batches=n_batches, needs_negatives=False)
-    path, notes = write_compare(
-        sources, output, encoders=encoders, limit=limit, labels=labels, batch_sizes=batch_sizes,
-        n_batches=n_batches, seed=seed, device=options["device"], cache_dir=options["cache_dir"],
-        use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
-        before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches))
+    with column_notes():
+        path, notes = write_compare(
+            sources, output, encoders=encoders, limit=limit, labels=labels, batch_sizes=batch_sizes,
+            n_batches=n_batches, seed=seed, device=options["device"], cache_dir=options["cache_dir"],
+            use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
+            before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches))
+    if defaulted:
+        notes = [f"{DEFAULT_COMPARE_OUTPUT} is the default name; -o FILE writes elsewhere", *notes]
     _wrote(path, notes)

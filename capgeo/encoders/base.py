@@ -38,11 +38,13 @@ class TextEncoder(Protocol):
         ...
 
     def encode(self, texts: Sequence[str], *, max_tokens: int | None = None, batch_size: int = 64,
-               progress: bool | None = None) -> np.ndarray:
+               progress=None) -> np.ndarray:
         """L2-normalised float32 embeddings, shape (len(texts), width), in input order.
 
         ``max_tokens`` truncates every caption to at most that many tokens
-        (default: the encoder's context length)."""
+        (default: the encoder's context length). ``progress``: true for a bar of the
+        encoder's own on a terminal, or a bar (anything with ``advance(n)``) to advance
+        by each batch's size as it finishes."""
         ...
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from capgeo.encoders.base import Embeddings, TextEncoder, effective_max_tokens
 from capgeo.encoders.cache import DEFAULT_CHUNK_ROWS, CacheEntry, cache_key, chunk_ranges
 from capgeo.errors import DataError, EncoderError
-from capgeo.progress import progress_bar
+from capgeo.progress import Tally, progress_bar
 from capgeo.scale.session import active_ray
 
 
@@ -64,19 +64,21 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
         else:
             vectors[order[start:stop]] = chunk
 
-    if ray_session is not None:
-        from capgeo.scale.encode import encode_shards
-
-        # each actor loads the encoder again from its spec
-        chunks = encode_shards(ray_session, info.spec, device, texts, order, pending, limit)
-    else:
-        chunks = ((start, stop, text_encoder.encode([texts[i] for i in order[start:stop]], max_tokens=limit))
-                  for start, stop in pending)
     with progress_bar(f"Encoding with {info.name}", total=len(texts), enabled=progress) as bar:
         bar.advance(len(texts) - sum(stop - start for start, stop in pending))
-        for start, stop, chunk in chunks:
+        if ray_session is not None:
+            from capgeo.scale.encode import encode_shards
+
+            # each actor loads the encoder again from its spec; a shard moves the bar when it returns
+            chunks = ((start, stop, chunk, 0)
+                      for start, stop, chunk in encode_shards(ray_session, info.spec, device, texts, order, pending,
+                                                              limit))
+        else:
+            chunks = _encode_pending(text_encoder, texts, order, pending, limit, bar)
+        for start, stop, chunk, advanced in chunks:
             rows = order[start:stop]
             chunk = np.asarray(chunk, dtype=np.float32)
+            bar.advance(max(0, stop - start - advanced))
             if chunk.shape != (stop - start, info.width):
                 raise EncoderError(f"encoder {info.spec!r} returned shape {chunk.shape} "
                                    f"for {stop - start} captions of width {info.width}")
@@ -84,7 +86,6 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
             if entry:
                 entry.save_chunk(start, stop, chunk)
             vectors[rows] = chunk
-            bar.advance(stop - start)
     if entry and (pending or not entry.has_manifest()):
         entry.write_manifest(info, limit, ranges)
 
@@ -95,6 +96,15 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
     else:
         origin = "encoded"
     return Embeddings(vectors=vectors, token_counts=counts, max_tokens=limit, info=info, origin=origin)
+
+
+def _encode_pending(text_encoder: TextEncoder, texts, order, pending, limit, bar):
+    """(start, stop, vectors, rows the bar was advanced by) for each chunk still to encode, in this process."""
+    for start, stop in pending:
+        # the encoder advances the bar after each of its batches, so it moves every few seconds
+        tally = Tally(bar)
+        chunk = text_encoder.encode([texts[i] for i in order[start:stop]], max_tokens=limit, progress=tally)
+        yield start, stop, chunk, tally.count
 
 
 def _checked_unit_rows(chunk: np.ndarray, rows: np.ndarray, spec: str) -> np.ndarray:

@@ -119,16 +119,25 @@ class MiniLMEncoder:
         model = self.model
         import torch
 
+        from capgeo.progress import batch_progress
+
         saved = model.max_seq_length
         model.max_seq_length = limit  # the tokenizer truncates to this, special tokens included
+        # sentence-transformers sorts each call's texts by length before batching; calling it once per
+        # batch of the length-sorted texts runs the same batches and lets the bar move after each
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        vectors = np.empty((len(texts), self.info.width), dtype=np.float32)
         try:
-            with torch.inference_mode():
-                # sentence-transformers sorts each call's texts by length before batching
-                vectors = model.encode(list(texts), batch_size=batch_size, show_progress_bar=bool(progress),
-                                       normalize_embeddings=True, convert_to_numpy=True)
+            with torch.inference_mode(), batch_progress(progress, "Encoding captions", len(texts)) as bar:
+                for start in range(0, len(texts), batch_size):
+                    rows = order[start:start + batch_size]
+                    vectors[rows] = model.encode([texts[i] for i in rows], batch_size=batch_size,
+                                                 show_progress_bar=False, normalize_embeddings=True,
+                                                 convert_to_numpy=True)
+                    bar.advance(len(rows))
         finally:
             model.max_seq_length = saved
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        return vectors
 
 
 def load_minilm_encoder(spec: str = "default", device: str | None = None) -> MiniLMEncoder:

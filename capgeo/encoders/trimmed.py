@@ -190,7 +190,7 @@ def _batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, context_le
 
 
 def encode_token_rows(parts: TextTower, rows: Sequence[np.ndarray], *, batch_size: int = 64,
-                      device: str = "cpu", progress: bool | None = False,
+                      device: str = "cpu", progress=False,
                       trim: bool = True) -> tuple[np.ndarray, EncodeStats]:
     """L2-normalised float32 embeddings of token-id rows, in input order.
 
@@ -205,7 +205,7 @@ def encode_token_rows(parts: TextTower, rows: Sequence[np.ndarray], *, batch_siz
     import torch
     import torch.nn.functional as F
 
-    from capgeo.progress import progress_bar
+    from capgeo.progress import batch_progress
 
     trimmed = trim and parts.trimmable
     stats = EncodeStats(path="trimmed" if trimmed else "full",
@@ -220,9 +220,7 @@ def encode_token_rows(parts: TextTower, rows: Sequence[np.ndarray], *, batch_siz
                 else torch.autocast("cpu", enabled=False))
     batches = _batches(order, lengths, batch_size, parts.context_length, trimmed)
     chunks: list[np.ndarray] = []
-    # progress=None/False: the caller owns the bar (rich allows one live display at a time);
-    # True: a bar of our own, shown on a terminal
-    with progress_bar("Encoding captions", total=len(rows), enabled=None if progress else False) as bar, \
+    with batch_progress(progress, "Encoding captions", total=len(rows)) as bar, \
             torch.inference_mode(), autocast:
         for batch in batches:
             width = int(lengths[batch].max()) if trimmed else parts.context_length

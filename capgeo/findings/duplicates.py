@@ -23,7 +23,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from capgeo.errors import CapgeoError
-from capgeo.findings.highlight import highlight_pair
+from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
+from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.progress import progress_bar
 
 SCHEMA = "capgeo.dupes/1"
@@ -411,17 +412,67 @@ CHAINING_WARNING = ("components chain through links: members are joined when a p
                     "(min_member_cosine, the smallest cosine between two members, shows how far)")
 
 
+def near_duplicate_totals(captions, source, threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, *,
+                          max_pairs: int = 1_000_000, **mining) -> dict:
+    """How many pairs of different groups are near-duplicates (cosine >= ``threshold``), and how
+    many of those are exact copies: the totals behind any top-N list (exact given the vectors)."""
+    try:
+        found = near_duplicate_pairs(captions, source, threshold=threshold, limit=None, max_pairs=max_pairs,
+                                     **mining)
+    except CapgeoError:  # too many to list: say so rather than stop the command that asked for a top N
+        return {"threshold": float(threshold), "n_pairs": None, "more_than": max_pairs, "n_exact_duplicate_pairs": None}
+    texts = captions.texts
+    exact = sum(is_exact_duplicate(texts[pair.index_a], texts[pair.index_b]) for pair in found)
+    return {"threshold": float(threshold), "n_pairs": len(found), "more_than": None,
+            "n_exact_duplicate_pairs": int(exact)}
+
+
+def near_duplicate_total_text(near: dict) -> str:
+    """One sentence for the totals of :func:`near_duplicate_totals`, the same in the terminal and the report."""
+    head = f"Near-duplicates (cosine >= {near['threshold']:g}): "
+    if near["n_pairs"] is None:
+        return head + f"more than {near['more_than']:,} pairs of different images in all."
+    copies = f", {near['n_exact_duplicate_pairs']:,} of them exact copies" if near["n_exact_duplicate_pairs"] else ""
+    return head + f"{near['n_pairs']:,} pairs of different images in all{copies}."
+
+
+def _without_exact_copies(mine, texts, limit: int | None) -> tuple[list[Pair], int]:
+    """The most similar ``limit`` pairs that are not exact copies, and how many copies were passed over.
+
+    Exact copies sit at the top of the list, so the list is mined deeper until
+    ``limit`` others are found or no pairs are left."""
+    ask = limit
+    while True:
+        mined = mine(ask)
+        kept = [pair for pair in mined if not is_exact_duplicate(texts[pair.index_a], texts[pair.index_b])]
+        if limit is None or len(kept) >= limit or len(mined) < ask:
+            passed_over = len(mined) - len(kept) if limit is None else _copies_before(mined, kept, limit)
+            return (kept if limit is None else kept[:limit]), passed_over
+        ask = max(2 * ask, limit + 2 * (len(mined) - len(kept)))
+
+
+def _copies_before(mined: list[Pair], kept: list[Pair], limit: int) -> int:
+    # copies ranked above the last pair shown: those the list really skipped
+    if len(kept) < limit:
+        return len(mined) - len(kept)
+    last = mined.index(kept[limit - 1])
+    return last + 1 - limit
+
+
 def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = 50,
                   pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                   n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
-                  block_size: int | None = None, max_pairs: int = 1_000_000, scan=None) -> dict:
+                  block_size: int | None = None, max_pairs: int = 1_000_000, skip_exact: bool = False,
+                  near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, scan=None) -> dict:
     """Everything `capgeo dupes` finds, as one JSON-ready dict (shape in docs/dupes.md).
 
     ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.
-    Pairs are mined when ``pairs``; examples when ``examples``; components when
-    ``components_threshold`` is given. Warnings (incomplete mining, chaining) are
-    listed under "warnings". ``scan``: a scan of these vectors with exact companions to reuse
-    (the profile's, in a report) instead of scanning again.
+    Pairs are mined when ``pairs`` (exact copies left out when ``skip_exact``), with
+    the total number of near-duplicate pairs (cosine >= ``near_duplicate_threshold``)
+    beside them; examples when ``examples``; components when ``components_threshold``
+    is given. Warnings (incomplete mining, chaining) are listed under "warnings".
+    ``scan``: a scan of these vectors with exact companions to reuse (the profile's, in a
+    report) instead of scanning again.
     """
     vectors = _vectors_of(source)
     if scan is not None:
@@ -451,9 +502,18 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
     if hasattr(source, "info"):
         section["encoder"] = source.info.to_dict()
     if pairs:
-        mined = collecting_warnings(near_duplicate_pairs, captions, source, threshold=threshold, limit=limit,
-                                    max_pairs=max_pairs, **shared)
+        def mine(count):
+            return collecting_warnings(near_duplicate_pairs, captions, source, threshold=threshold, limit=count,
+                                       max_pairs=max_pairs, **shared)
+
+        if skip_exact:
+            mined, section["n_exact_skipped"] = _without_exact_copies(mine, captions.texts, limit)
+        else:
+            mined = mine(limit)
         section["pairs"] = pair_rows(captions, mined)
+        section["skip_exact"] = skip_exact
+        section["near_duplicates"] = collecting_warnings(near_duplicate_totals, captions, source,
+                                                         near_duplicate_threshold, max_pairs=max_pairs, **shared)
     if examples:
         chosen = examples_at_quantiles(captions, source, quantiles, n_per_quantile=n_per_quantile,
                                        neighbours=neighbours, **shared)

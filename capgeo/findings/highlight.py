@@ -44,14 +44,14 @@ import unicodedata
 from dataclasses import asdict, dataclass
 
 #: English function words ignored when comparing captions. Counting words
-#: ("two", "three") and colours are content: they are what tells captions apart.
+#: ("one", "two") and colours are content: they are what tells captions apart.
 STOP_WORDS = frozenset("""
 a about above across after again against all almost along also although am among an and another any
 are around as at away be because been before behind being below beneath beside besides between beyond
 both but by can could did do does doing done down during each either else even ever every for from
 further had has have having he her here hers herself him himself his how however i if in inside into
 is it its itself just least less let like may me might more most much must my myself near neither no
-nor not now of off on once one only onto or other others our ours ourselves out outside over own per
+nor not now of off on once only onto or other others our ours ourselves out outside over own per
 quite rather same several shall she should since so some such than that the their theirs them
 themselves then there these they this those though through throughout thus to too toward towards
 under underneath until up upon us very via was we well were what whatever when where whereas whether

@@ -78,7 +78,12 @@ def caption_length_figure(lengths: dict, title: str = "Caption length in tokens"
                          annotation=dict(text=note, font=dict(color="#a63603")), annotation_position="top right")
     figure.update_layout(title=title, xaxis_title="caption length (tokens, start/end included)",
                          yaxis_title="captions (count)", bargap=0.02, showlegend=False, **_LAYOUT)
+    figure.update_yaxes(range=[0, HEADROOM * float(counts.max(initial=0) or 1)])
     return figure
+
+
+#: the y-axis reaches this multiple of the tallest value, so labels at the top of a line sit above the data
+HEADROOM = 1.25
 
 
 def cosine_distribution_figure(series: Sequence[tuple[str, dict, dict]],
@@ -91,6 +96,7 @@ def cosine_distribution_figure(series: Sequence[tuple[str, dict, dict]],
     """
     figure = go.Figure()
     overlay = len(series) > 1
+    tallest = 0.0
     for index, (label, pairwise, hardest) in enumerate(series):
         colour = PALETTE[index % len(PALETTE)]
         for kind, summary, dash in (("all pairs", pairwise, "dot"), ("hardest companion", hardest, "solid")):
@@ -100,6 +106,7 @@ def cosine_distribution_figure(series: Sequence[tuple[str, dict, dict]],
             if counts.size == 0:
                 continue
             shares = counts / counts.sum()
+            tallest = max(tallest, 100 * float(shares.max()))
             name = f"{label}: {kind}" if overlay else kind
             line_colour = colour if overlay else ("#636efa" if kind == "all pairs" else "#ef553b")
             figure.add_trace(go.Scatter(
@@ -116,6 +123,7 @@ def cosine_distribution_figure(series: Sequence[tuple[str, dict, dict]],
     figure.update_layout(title=title, xaxis_title="caption-caption cosine similarity",
                          yaxis_title=f"share of values per {DISPLAY_BIN_WIDTH} bin (%)",
                          legend=dict(orientation="h", y=-0.2), **_LAYOUT)
+    figure.update_yaxes(range=[0, HEADROOM * (tallest or 1)])
     return figure
 
 
@@ -351,8 +359,26 @@ def truncation_figure(truncation: dict,
     threshold = truncation.get("threshold")
     figure.update_layout(title=title + (f" (near-duplicate: cosine >= {threshold})" if threshold is not None else ""),
                          legend=dict(orientation="h", y=-0.25), **layout)
-    figure.update_xaxes(type="log", title_text="maximum tokens L (log scale)", tickvals=lengths,
-                        ticktext=[str(length) for length in lengths])
+    tick_values, tick_text = log_axis_ticks(lengths)
+    figure.update_xaxes(type="log", title_text="maximum tokens L (log scale)", tickvals=tick_values,
+                        ticktext=tick_text)
     figure.update_yaxes(title_text="cosine", row=1, col=1)
     figure.update_yaxes(title_text="pairs (count)", rangemode="tozero", row=1, col=2)
     return figure
+
+
+#: ticks closer than this on a log axis (in decades; 248 and 256 are 0.014 apart) share one label
+MIN_TICK_DECADES = 0.06
+
+
+def log_axis_ticks(values: Sequence[float]) -> tuple[list[float], list[str]]:
+    """Tick positions and labels for a log axis: values too close to label apart (248 and
+    256) become one tick at their geometric mean, labelled "248/256"."""
+    groups: list[list[float]] = []
+    for value in sorted(values):
+        if groups and np.log10(value) - np.log10(groups[-1][0]) < MIN_TICK_DECADES:
+            groups[-1].append(value)
+        else:
+            groups.append([value])
+    positions = [group[0] if len(group) == 1 else float(np.sqrt(group[0] * group[-1])) for group in groups]
+    return positions, ["/".join(f"{value:g}" for value in group) for group in groups]

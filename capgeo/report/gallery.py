@@ -91,6 +91,10 @@ def gallery_html(dupes: dict, ids: CaptionIds | None = None) -> str:
     pairs = (dupes.get("pairs") or [])[:MAX_PAIRS]
     if pairs:
         parts.append("<h3>Most similar caption pairs of different images</h3>")
+        if dupes.get("near_duplicates"):  # profiles saved before the totals existed have none
+            from capgeo.findings.duplicates import near_duplicate_total_text
+
+            parts.append(f'<p class="stats">{escape(near_duplicate_total_text(dupes["near_duplicates"]))}</p>')
         for row in pairs:
             parts.append(f'<div class="example">{_pair_html(row, ids, "caption A", "caption B")}</div>')
     if not examples and not pairs:

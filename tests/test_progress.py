@@ -1,0 +1,100 @@
+"""The encoding bar moves after every encoder batch, not once per cache chunk."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+from capgeo.progress import Tally, batch_progress
+
+
+class RecordingBar:
+    def __init__(self):
+        self.steps: list[float] = []
+
+    def advance(self, amount: float = 1) -> None:
+        self.steps.append(amount)
+
+
+def test_batch_progress_hands_the_callers_bar_through():
+    bar = RecordingBar()
+    with batch_progress(bar, "x", 10) as given:
+        given.advance(3)
+    assert given is bar and bar.steps == [3]
+
+
+def test_tally_counts_and_forwards():
+    bar = RecordingBar()
+    tally = Tally(bar)
+    tally.advance(2)
+    tally.advance(5)
+    assert tally.count == 7 and bar.steps == [2, 5]
+
+
+def test_minilm_advances_per_batch_and_matches_one_call():
+    from capgeo.encoders.minilm import load_minilm_encoder
+
+    encoder = load_minilm_encoder()
+    texts = [f"{'a big ' * (i % 5)}dog number {i} runs on the grass" for i in range(11)]
+    bar = RecordingBar()
+    batched = encoder.encode(texts, batch_size=4, progress=bar)
+    assert bar.steps == [4, 4, 3]
+    # independent: sentence-transformers in one call over all texts
+    whole = encoder.model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+    assert np.abs(batched - whole).max() < 1e-5
+
+
+def test_clip_tower_advances_per_trimmed_batch():
+    pytest.importorskip("open_clip")
+    from _clip_fixtures import tiny_clip, tiny_config
+
+    from capgeo.encoders.trimmed import encode_token_rows, text_tower
+
+    parts = text_tower(tiny_clip(tiny_config(77)))
+    rows = [np.array([49406] + [320] * length + [49407]) for length in (3, 40, 7, 60, 2, 20, 11, 5)]
+    bar = RecordingBar()
+    _, stats = encode_token_rows(parts, rows, batch_size=2, progress=bar)
+    assert len(bar.steps) == stats.batches > 1 and sum(bar.steps) == len(rows)
+
+
+class StepEncoder:
+    """Encodes in batches of ``step`` and reports each, like the real towers (or not at all)."""
+
+    def __init__(self, step: int | None):
+        from capgeo.encoders.base import EncoderInfo
+
+        self.step = step
+        self.info = EncoderInfo(spec="fake", kind="fake", name="fake", width=4, context_length=77,
+                                logit_scale=None, fingerprint=f"fake-{step}")
+
+    def token_counts(self, texts):
+        return np.array([len(text.split()) for text in texts])
+
+    def encode(self, texts, *, max_tokens=None, batch_size=64, progress=None):
+        if self.step:
+            for start in range(0, len(texts), self.step):
+                progress.advance(min(self.step, len(texts) - start))
+        vectors = np.zeros((len(texts), 4), dtype=np.float32)
+        vectors[:, 0] = 1.0
+        return vectors
+
+
+@pytest.mark.parametrize("step, expected", [(3, [3, 3, 3, 1, 3, 3, 1]), (None, [10, 7])])
+def test_embed_moves_the_bar_per_encoder_batch(monkeypatch, step, expected):
+    import importlib
+
+    embed_module = importlib.import_module("capgeo.encoders.embed")
+    bars: list[RecordingBar] = []
+
+    @contextlib.contextmanager
+    def recording_progress_bar(description, total, enabled=None):
+        bars.append(RecordingBar())
+        yield bars[-1]
+
+    monkeypatch.setattr(embed_module, "progress_bar", recording_progress_bar)
+    texts = [f"caption {i} of a red bus" for i in range(17)]
+    embed_module.embed(texts, StepEncoder(step), use_cache=False, chunk_rows=10)
+    # an encoder that reports its batches moves the bar by each; one that does not is made up per chunk
+    assert [step for step in bars[0].steps if step] == expected
