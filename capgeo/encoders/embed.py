@@ -31,7 +31,7 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
     texts, ids = _texts_and_ids(captions)
     if not texts:
         raise DataError("no captions to encode")
-    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device)
+    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device, cache_dir=cache_dir)
     if isinstance(text_encoder, PrecomputedEncoder):
         return _embed_precomputed(text_encoder, ids, max_tokens)
 
