@@ -57,6 +57,7 @@ class OpenClipTextEncoder:
         self.info = info
         self.last_stats = None
         self._memo: dict[str, np.ndarray] = {}
+        self._bpe = None
 
     @property
     def device(self) -> str:
@@ -95,12 +96,16 @@ class OpenClipTextEncoder:
 
     def _full_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Untruncated ids, start and end tokens included, exactly as open_clip's tokenizer builds them."""
+        from capgeo.encoders.bpe import WordMemoBpe
+
         tokenizer = self.tokenizer
+        if self._bpe is None:
+            self._bpe = WordMemoBpe(tokenizer)
         rows = []
         for text in texts:
             row = self._memo.get(text)
             if row is None:
-                row = np.asarray([tokenizer.sot_token_id, *tokenizer.encode(text), tokenizer.eot_token_id],
+                row = np.asarray([tokenizer.sot_token_id, *self._bpe.encode(text), tokenizer.eot_token_id],
                                  dtype=np.int32)  # vocabularies fit; half the memory of int64
                 if len(self._memo) >= _MEMO_LIMIT:
                     self._memo.clear()
