@@ -64,13 +64,13 @@ def _torch_load(path: Path):
     except (RuntimeError, zipfile.BadZipFile, EOFError) as error:
         if _is_zip(path) or "zip" in str(error).lower():
             raise EncoderError(f"{path}: truncated or damaged PyTorch zip archive "
-                               f"({_first_line(error)})") from None
-        raise EncoderError(f"{path}: not a readable PyTorch checkpoint ({_first_line(error)})") from None
+                               f"({first_line(error)})") from None
+        raise EncoderError(f"{path}: not a readable PyTorch checkpoint ({first_line(error)})") from None
     except OSError as error:
         raise EncoderError(f"{path}: cannot read the checkpoint ({error.strerror or error})") from None
     except Exception as error:  # torch raises many kinds for malformed files; all mean "unreadable"
         raise EncoderError(f"{path}: not a readable PyTorch checkpoint ({type(error).__name__}: "
-                           f"{_first_line(error)})") from None
+                           f"{first_line(error)})") from None
 
 
 def _read_safetensors(path: Path, keep: Callable[[str], bool]) -> dict:
@@ -78,7 +78,7 @@ def _read_safetensors(path: Path, keep: Callable[[str], bool]) -> dict:
         try:
             return {key: handle.get_tensor(key) for key in handle.keys() if keep(key)}
         except Exception as error:  # a header that promises more bytes than the file has
-            raise EncoderError(f"{path}: damaged safetensors file ({_first_line(error)})") from None
+            raise EncoderError(f"{path}: damaged safetensors file ({first_line(error)})") from None
 
 
 def _safe_open(path: Path):
@@ -89,7 +89,7 @@ def _safe_open(path: Path):
     except OSError as error:
         raise EncoderError(f"{path}: cannot read the checkpoint ({error.strerror or error})") from None
     except Exception as error:  # SafetensorsError: header too large, invalid JSON, ...
-        raise EncoderError(f"{path}: not a readable safetensors file ({_first_line(error)})") from None
+        raise EncoderError(f"{path}: not a readable safetensors file ({first_line(error)})") from None
 
 
 def _is_zip(path: Path) -> bool:
@@ -100,6 +100,7 @@ def _is_zip(path: Path) -> bool:
         return False
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (or its type), for one-line errors."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -167,6 +167,7 @@ def build_longclip_tower(state_dict: dict, source: str = "checkpoint"):
 
     folded = fold_positional_embeddings(state_dict, source)
     arch = infer_text_architecture(state_dict, source)
+
     def build():
         return TextTransformer(
             context_length=LONGCLIP_CONTEXT, vocab_size=arch.vocab_size, width=arch.width, heads=arch.heads,

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from capgeo.encoders.base import EncoderInfo
-from capgeo.encoders.checkpoint import key_shapes, read_state_dict
+from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict
 from capgeo.encoders.weight_memo import weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
@@ -263,7 +263,7 @@ def _load_text_model(config: dict, quick_gelu: bool, weights: Path, name: str):
         resize_text_pos_embed(state, model)
         model.load_state_dict({key: value for key, value in state.items() if not_image(key)}, strict=True)
     except (RuntimeError, KeyError, ValueError, AssertionError) as error:  # open_clip asserts on some shapes
-        raise EncoderError(f"checkpoint {weights} does not fit model {name}: {_first_line(error)}") from error
+        raise EncoderError(f"checkpoint {weights} does not fit model {name}: {first_line(error)}") from error
     return model
 
 
@@ -312,11 +312,6 @@ def _only_causal_masks_unsaved(module) -> bool:
             if buffer_name != "attn_mask" or buffer is None or buffer.ndim != 2:
                 return False
     return True
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
@@ -481,9 +476,8 @@ def _build_model(config: dict, quick_gelu: bool):
     try:
         return model_class(**config)
     except Exception as error:  # bad config values, or a Hugging Face text tower whose config is not cached
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise EncoderError(f"cannot build the open_clip model from its config ({type(error).__name__}: "
-                           f"{first_line})") from error
+                           f"{first_line(error)})") from error
 
 
 def _drop_image_tower(model) -> None:
