@@ -172,6 +172,8 @@ def _clear_token_memo(encoder) -> None:
     memo = getattr(encoder, "_memo", None)
     if isinstance(memo, dict):
         memo.clear()
+    if hasattr(encoder, "_bpe"):
+        encoder._bpe = None  # and the per-word memo: a fresh process starts without it
 
 
 def _synchronize(device: str) -> None:
