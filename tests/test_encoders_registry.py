@@ -83,8 +83,9 @@ def test_dispatch_to_clip_loaders(monkeypatch, spec, module, function, argument)
     calls = []
     sentinel = object()
 
-    def loader(spec_or_path, device=None):
+    def loader(spec_or_path, device=None, **options):
         calls.append((spec_or_path, device))
+        assert options["lazy"] is True  # identity first; the model is built on first use
         return sentinel
 
     fake = types.ModuleType(module)

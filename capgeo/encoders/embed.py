@@ -35,7 +35,8 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
     ray_session = active_ray()
     # on Ray the driver's copy only tokenizes and names the cache entry: the CPU will do,
     # and a GPU on the driver's node stays free for an actor
-    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device="cpu" if ray_session else device)
+    text_encoder = encoder if _is_encoder(encoder) else get_encoder(
+        encoder, device="cpu" if ray_session else device, cache_dir=cache_dir)
     if isinstance(text_encoder, PrecomputedEncoder):
         return _embed_precomputed(text_encoder, ids, max_tokens)
 

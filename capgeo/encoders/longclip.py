@@ -25,7 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from capgeo.encoders.base import EncoderInfo, file_fingerprint
+from capgeo.encoders.base import EncoderInfo
+from capgeo.encoders.checkpoint import read_state_dict
+from capgeo.encoders.weight_memo import weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
 LONGCLIP_CONTEXT = 248
@@ -49,25 +51,51 @@ class TextArchitecture:
     mlp_ratio: float
 
 
-def load_longclip_encoder(spec_or_path: str, device: str | None = None):
+def load_longclip_encoder(spec_or_path: str, device: str | None = None, *, cache_dir=None, lazy: bool = False):
     """A Long-CLIP text encoder: ``longclip-B`` / ``longclip-L`` (Hugging Face hub, cached) or a
-    path to a ``longclip-*.pt`` state dict."""
-    from capgeo.encoders.openclip import OpenClipTextEncoder
-    from capgeo.device import default_device
+    path to a ``longclip-*.pt`` state dict.
 
-    import open_clip
+    The identity (width, name, logit scale, fingerprint) comes from facts about the file
+    remembered in ``cache_dir``; with ``lazy`` the tower is built on first use, so a run served
+    from the cache builds none. Only the text weights are read (the file is memory-mapped).
+    """
+    from capgeo.encoders.openclip import OpenClipTextEncoder
 
     spec = spec_or_path.strip()
-    device = device or default_device()
     path, name = _resolve(spec)
-    state_dict = _read_state_dict(path)
-    tower, logit_scale = build_longclip_tower(state_dict, source=str(path))
-    tower = tower.eval().to(device)
-    info = EncoderInfo(
-        spec=spec, kind="longclip", name=name or _name_for(tower), width=int(tower.output_dim),
-        context_length=LONGCLIP_CONTEXT, logit_scale=logit_scale, fingerprint=file_fingerprint(path))
-    tokenizer = open_clip.SimpleTokenizer(context_length=LONGCLIP_CONTEXT)
-    return OpenClipTextEncoder(tower, tokenizer, info, device)
+    facts = weight_facts(path, "longclip_text", lambda: _text_facts(path), cache_dir)
+
+    def build_model():
+        from capgeo.device import default_device
+
+        state_dict = read_state_dict(path, keep=lambda key: not key.startswith("visual."))
+        tower, _ = build_longclip_tower(state_dict, source=str(path))
+        return tower.eval().to(device or default_device())
+
+    def build_tokenizer():
+        import open_clip
+
+        return open_clip.SimpleTokenizer(context_length=LONGCLIP_CONTEXT)
+
+    encoder = OpenClipTextEncoder(None, None, None, device, build_model=build_model, build_tokenizer=build_tokenizer)
+    encoder.info = EncoderInfo(
+        spec=spec, kind="longclip", name=name or facts["name"], width=int(facts["width"]),
+        context_length=LONGCLIP_CONTEXT, logit_scale=facts["logit_scale"],
+        fingerprint=weight_fingerprint(path, cache_dir))
+    if not lazy:
+        encoder.model  # noqa: B018 - build now, so a tower that does not load fails here
+    return encoder
+
+
+def _text_facts(path: Path) -> dict:
+    """Width, display name and exp(logit_scale), read from the memory-mapped state dict; the
+    checks that make a file Long-CLIP (two 248-row tables, a CLIP text tower) run here too."""
+    state_dict = read_state_dict(path)
+    fold_positional_embeddings(state_dict, str(path))
+    arch = infer_text_architecture(state_dict, str(path))
+    scale = state_dict.get("logit_scale")
+    return {"width": arch.embed_dim, "name": _name_for(arch.width, arch.layers),
+            "logit_scale": float(scale.float().exp().reshape(-1)[0]) if scale is not None else None}
 
 
 def _resolve(spec: str) -> tuple[Path, str | None]:
@@ -92,20 +120,6 @@ def _resolve(spec: str) -> tuple[Path, str | None]:
             f"Long-CLIP weights {repo}/{filename} are not in the Hugging Face cache and could not be "
             f"downloaded ({why}); download {filename} where a network exists and pass "
             f"its path: --encoder /path/to/{filename}") from error
-
-
-def _read_state_dict(path: Path) -> dict:
-    import torch
-
-    try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:
-        raise EncoderError(f"{path}: not a readable PyTorch state dict ({type(error).__name__})") from error
-    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
-        checkpoint = checkpoint["state_dict"]
-    if not isinstance(checkpoint, dict):
-        raise EncoderError(f"{path}: expected a state dict, found {type(checkpoint).__name__}")
-    return {(key[7:] if key.startswith("module.") else key): value for key, value in checkpoint.items()}
 
 
 def infer_text_architecture(state_dict: dict, source: str = "checkpoint") -> TextArchitecture:
@@ -149,12 +163,19 @@ def build_longclip_tower(state_dict: dict, source: str = "checkpoint"):
     import torch
     from open_clip.transformer import LayerNorm, QuickGELU, TextTransformer
 
+    from capgeo.encoders.openclip import allocate_uninitialised
+
     folded = fold_positional_embeddings(state_dict, source)
     arch = infer_text_architecture(state_dict, source)
-    tower = TextTransformer(
-        context_length=LONGCLIP_CONTEXT, vocab_size=arch.vocab_size, width=arch.width, heads=arch.heads,
-        layers=arch.layers, mlp_ratio=arch.mlp_ratio, output_dim=arch.embed_dim,
-        act_layer=QuickGELU, norm_layer=LayerNorm)
+
+    def build():
+        return TextTransformer(
+            context_length=LONGCLIP_CONTEXT, vocab_size=arch.vocab_size, width=arch.width, heads=arch.heads,
+            layers=arch.layers, mlp_ratio=arch.mlp_ratio, output_dim=arch.embed_dim,
+            act_layer=QuickGELU, norm_layer=LayerNorm)
+
+    # every weight comes from the checkpoint (strict load below): skip the random initialisation
+    tower = allocate_uninitialised(build) or build()
     text_keys = ("token_embedding.", "transformer.", "ln_final.", "text_projection")
     text_state = {key: value.float() for key, value in state_dict.items() if key.startswith(text_keys)}
     text_state["positional_embedding"] = folded.float()
@@ -185,7 +206,6 @@ def verify_positional_embedding(tower, folded, source: str = "checkpoint") -> No
         raise EncoderError(f"{source}: Long-CLIP positional table does not match the folded checkpoint table")
 
 
-def _name_for(tower) -> str:
-    size = {512: "B", 768: "L"}.get(int(tower.width))
-    return f"Long-CLIP-{size}" if size and len(tower.transformer.resblocks) == 12 else \
-        f"Long-CLIP text tower ({tower.width} wide, {len(tower.transformer.resblocks)} layers)"
+def _name_for(width: int, layers: int) -> str:
+    size = {512: "B", 768: "L"}.get(int(width))
+    return f"Long-CLIP-{size}" if size and layers == 12 else f"Long-CLIP text tower ({width} wide, {layers} layers)"

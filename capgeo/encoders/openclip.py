@@ -22,11 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from capgeo.encoders.base import EncoderInfo, file_fingerprint
+from capgeo.encoders.base import EncoderInfo
+from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict
+from capgeo.encoders.weight_memo import weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt")
@@ -41,16 +43,49 @@ class OpenClipTextEncoder:
     ``last_stats`` tells which path the last call took.
     """
 
-    def __init__(self, model, tokenizer, info: EncoderInfo, device: str):
-        from capgeo.encoders.trimmed import text_tower
-
-        self.model = model
-        self.tokenizer = tokenizer
+    def __init__(self, model, tokenizer, info: EncoderInfo, device: str | None, *,
+                 build_model: Callable[[], object] | None = None,
+                 build_tokenizer: Callable[[], object] | None = None):
+        # model and tokenizer may be None with a builder: a run whose vectors all come from the
+        # cache then never builds them (see load_open_clip_encoder(lazy=True))
+        self._model = model
+        self._tokenizer = tokenizer
+        self._build_model = build_model
+        self._build_tokenizer = build_tokenizer
+        self._tower = None
+        self._device = device
         self.info = info
-        self.device = device
-        self.tower = text_tower(model)
         self.last_stats = None
         self._memo: dict[str, np.ndarray] = {}
+        self._bpe = None
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            from capgeo.device import default_device
+
+            self._device = default_device()
+        return self._device
+
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = self._build_model()
+        return self._model
+
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            self._tokenizer = self._build_tokenizer()
+        return self._tokenizer
+
+    @property
+    def tower(self):
+        if self._tower is None:
+            from capgeo.encoders.trimmed import text_tower
+
+            self._tower = text_tower(self.model)
+        return self._tower
 
     # -- tokens ---------------------------------------------------------------------------------
 
@@ -61,12 +96,16 @@ class OpenClipTextEncoder:
 
     def _full_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Untruncated ids, start and end tokens included, exactly as open_clip's tokenizer builds them."""
+        from capgeo.encoders.bpe import WordMemoBpe
+
         tokenizer = self.tokenizer
+        if self._bpe is None:
+            self._bpe = WordMemoBpe(tokenizer)
         rows = []
         for text in texts:
             row = self._memo.get(text)
             if row is None:
-                row = np.asarray([tokenizer.sot_token_id, *tokenizer.encode(text), tokenizer.eot_token_id],
+                row = np.asarray([tokenizer.sot_token_id, *self._bpe.encode(text), tokenizer.eot_token_id],
                                  dtype=np.int32)  # vocabularies fit; half the memory of int64
                 if len(self._memo) >= _MEMO_LIMIT:
                     self._memo.clear()
@@ -124,53 +163,159 @@ def _other_tokenizer_counts(tokenizer, texts: Sequence[str]) -> np.ndarray:
 
 # -- loading ----------------------------------------------------------------------------------------
 
-def load_open_clip_encoder(spec: str, device: str | None = None) -> OpenClipTextEncoder:
+def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=None,
+                           lazy: bool = False) -> OpenClipTextEncoder:
     """An open_clip text encoder for ``spec`` (forms in the module docstring), on ``device``
-    (default cuda, then mps, then cpu)."""
-    from capgeo.device import default_device
+    (default cuda, then mps, then cpu).
 
+    The encoder's identity comes from facts about the weight file remembered in
+    ``cache_dir`` (see :mod:`capgeo.encoders.weight_memo`), so with ``lazy`` the model
+    and tokenizer are built only when first used: a run served from the cache builds
+    neither. Only the text tower is built and only its weights are read.
+    """
     spec = spec.strip()
-    device = device or default_device()
     config, weights, quick_gelu, name, tokenizer_name = _resolve(spec)
-    shapes = _state_dict_keys_and_shapes(weights) or {}
-    if "positional_embedding_res" in shapes:
+    facts = weight_facts(weights, "open_clip_text", lambda: _text_facts(weights), cache_dir)
+    if facts["longclip"]:
         raise EncoderError(f"{weights} is a Long-CLIP checkpoint (it has positional_embedding_res); "
                            f"pass the file itself or longclip-B/longclip-L as the encoder")
-    checkpoint_context = _text_context_length(shapes)
     text_cfg = config.setdefault("text_cfg", {})
-    if checkpoint_context is not None and checkpoint_context != text_cfg.get("context_length", 77):
+    if facts["context_length"] is not None and facts["context_length"] != text_cfg.get("context_length", 77):
         # never let open_clip interpolate the checkpoint's positional table to the config's length
-        text_cfg["context_length"] = checkpoint_context
-    model = _build_model(config, quick_gelu)
-    try:
-        import open_clip
+        text_cfg["context_length"] = facts["context_length"]
+    context_length = int(text_cfg.get("context_length", 77))
+    fingerprint = _model_fingerprint(weight_fingerprint(weights, cache_dir), config, quick_gelu, tokenizer_name)
 
-        open_clip.load_checkpoint(model, str(weights), strict=True)
-    except (RuntimeError, KeyError, ValueError, AssertionError) as error:  # open_clip asserts on some shapes
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise EncoderError(f"checkpoint {weights} does not fit model {name}: {first_line}") from error
-    _drop_image_tower(model)
-    model = model.eval().to(device)
-    tokenizer = _tokenizer(tokenizer_name, config, int(model.context_length))
-    info = EncoderInfo(
-        spec=spec, kind="open_clip", name=name, width=_output_width(model, tokenizer, device),
-        context_length=int(model.context_length), logit_scale=_logit_scale(model),
-        fingerprint=_model_fingerprint(weights, config, quick_gelu, tokenizer_name))
-    return OpenClipTextEncoder(model, tokenizer, info, device)
+    def build_model():
+        from capgeo.device import default_device
+
+        return _load_text_model(config, quick_gelu, weights, name).eval().to(device or default_device())
+
+    def build_tokenizer():
+        return _tokenizer(tokenizer_name, config, context_length)
+
+    encoder = OpenClipTextEncoder(None, None, None, device, build_model=build_model, build_tokenizer=build_tokenizer)
+    width, logit_scale = facts["width"], facts["logit_scale"]
+    if not lazy or width is None:  # towers whose width the weights do not show: ask the model
+        model = encoder.model
+        width = _output_width(model, encoder.tokenizer, encoder.device)
+        logit_scale = _logit_scale(model)
+        context_length = int(model.context_length)
+    encoder.info = EncoderInfo(spec=spec, kind="open_clip", name=name, width=int(width),
+                               context_length=context_length, logit_scale=logit_scale, fingerprint=fingerprint)
+    return encoder
 
 
-def _model_fingerprint(weights: Path, config: dict, quick_gelu: bool, tokenizer_name: str) -> str:
+def _model_fingerprint(weights_sha256: str, config: dict, quick_gelu: bool, tokenizer_name: str) -> str:
     """The weights' sha256 together with everything else that changes the output: the same
     file built with another activation or config, or tokenised differently, is another encoder."""
-    build = json.dumps({"weights": file_fingerprint(weights), "config": config, "quick_gelu": bool(quick_gelu),
+    build = json.dumps({"weights": weights_sha256, "config": config, "quick_gelu": bool(quick_gelu),
                         "tokenizer": tokenizer_name}, sort_keys=True, default=str)
     return hashlib.sha256(build.encode()).hexdigest()
 
 
+def _text_facts(weights: Path) -> dict:
+    """What the encoder's identity needs from the weights, read without building a model:
+    text embedding width, positional rows, exp(logit_scale), and whether it is Long-CLIP."""
+    shapes = key_shapes(weights)
+    width = None
+    for key, column in (("text_projection", 1), ("text.text_projection", 1), ("text.text_projection.weight", 0)):
+        if len(shapes.get(key, ())) == 2:
+            width = int(shapes[key][column])
+            break
+    context = None
+    for key in ("positional_embedding", "text.positional_embedding"):
+        if len(shapes.get(key, ())) == 2:
+            context = int(shapes[key][0])
+            break
+    logit_scale = None
+    if "logit_scale" in shapes:
+        scale = read_state_dict(weights, keep=lambda key: key == "logit_scale")["logit_scale"]
+        logit_scale = float(scale.detach().float().exp().reshape(-1)[0])
+    return {"width": width, "context_length": context, "logit_scale": logit_scale,
+            "longclip": "positional_embedding_res" in shapes}
+
+
+def _load_text_model(config: dict, quick_gelu: bool, weights: Path, name: str):
+    """The open_clip model with its image tower replaced by Identity, holding the checkpoint's text
+    weights. The image tower's weights are never read (the checkpoint is memory-mapped) and, where
+    the model allows it, its modules are never allocated either (built on the meta device)."""
+    import torch
+    from open_clip.convert import convert_state_dict
+    from open_clip.model import convert_to_custom_text_state_dict, resize_text_pos_embed
+
+    def not_image(key: str) -> bool:
+        return not key.startswith("visual.")
+
+    model = _text_model_skeleton(config, quick_gelu)
+    state = convert_state_dict(model, read_state_dict(weights, keep=not_image))
+    # the same adjustments open_clip's load_checkpoint makes, minus the image tower's
+    if "positional_embedding" in state and not hasattr(model, "positional_embedding"):
+        state = convert_to_custom_text_state_dict(state)
+    for key in ("logit_scale", "logit_bias"):
+        target = getattr(model, key, None)
+        if key in state and target is not None and target.ndim != state[key].ndim:
+            state[key] = state[key].reshape(target.shape)
+    if "logit_bias" not in state and getattr(model, "logit_bias", None) is not None:
+        state["logit_bias"] = torch.zeros_like(state["logit_scale"])
+    state.pop("text.transformer.embeddings.position_ids", None)
+    try:
+        resize_text_pos_embed(state, model)
+        model.load_state_dict({key: value for key, value in state.items() if not_image(key)}, strict=True)
+    except (RuntimeError, KeyError, ValueError, AssertionError) as error:  # open_clip asserts on some shapes
+        raise EncoderError(f"checkpoint {weights} does not fit model {name}: {first_line(error)}") from error
+    return model
+
+
+def _text_model_skeleton(config: dict, quick_gelu: bool):
+    """The model without its image tower, parameters allocated but not yet loaded."""
+    model = allocate_uninitialised(lambda: _build_model(config, quick_gelu), _drop_image_tower)
+    if model is None:
+        model = _build_model(config, quick_gelu)
+        _drop_image_tower(model)
+    return model
+
+
+def allocate_uninitialised(build: Callable[[], object], trim: Callable[[object], None] = lambda module: None):
+    """``build()`` on the meta device, ``trim`` applied (e.g. the image tower dropped), then memory
+    allocated on the CPU for what is left, without the random initialisation (seconds for a large
+    tower) that the checkpoint overwrites anyway. Every parameter must then be loaded (strict).
+    None when the module cannot be built this way."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            module = build()
+    except EncoderError:
+        raise
+    except Exception:  # a tower that cannot be built on the meta device
+        return None
+    trim(module)
+    if not _only_causal_masks_unsaved(module):
+        return None
+    module.to_empty(device="cpu")
+    # non-persistent buffers are not in any checkpoint: rebuild them as open_clip does
+    for sub in module.modules():
+        mask = sub._buffers.get("attn_mask")
+        if mask is not None:
+            size = int(mask.shape[0])
+            sub._buffers["attn_mask"] = torch.full((size, size), float("-inf")).triu_(1)
+    return module
+
+
+def _only_causal_masks_unsaved(module) -> bool:
+    """Whether every buffer that checkpoints do not hold is a causal mask that can be rebuilt;
+    other towers (Hugging Face text models) are built the ordinary way."""
+    for sub in module.modules():
+        for buffer_name in sub._non_persistent_buffers_set:
+            buffer = sub._buffers.get(buffer_name)
+            if buffer_name != "attn_mask" or buffer is None or buffer.ndim != 2:
+                return False
+    return True
+
+
 def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
     """(model config, local weights file, quick_gelu, display name, name for get_tokenizer)."""
-    import open_clip
-
     prefix = spec.split(":", 1)[0].lower() + ":" if ":" in spec else ""
     if prefix in ("hf-hub:", "local-dir:"):
         spec = prefix + spec.split(":", 1)[1]          # open_clip expects the prefixes in lower case
@@ -213,6 +358,8 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
     if not slash or not tag:
         raise EncoderError(f"open_clip spec {spec!r} needs weights: MODEL/PRETRAINED (e.g. ViT-B-32/openai), "
                            f"MODEL@/path/to/checkpoint.pt, hf-hub:org/repo or local-dir:/path")
+    import open_clip
+
     config = _builtin_config(model_name, spec)
     pretrained_cfg = open_clip.get_pretrained_cfg(model_name, tag)
     if not pretrained_cfg:
@@ -229,13 +376,31 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
 
 
 def _builtin_config(model_name: str, spec: str) -> dict:
-    import open_clip
+    config = _packaged_config(model_name)
+    if config is None:
+        import open_clip
 
-    config = open_clip.get_model_config(model_name)
+        config = open_clip.get_model_config(model_name)
     if config is None:
         raise EncoderError(f"{spec}: open_clip has no model {model_name!r} "
                            f"(see open_clip.list_models(), or pass a config file: /path/cfg.json@checkpoint)")
     return config
+
+
+def _packaged_config(model_name: str) -> dict | None:
+    """open_clip's own config file for a model name, read without importing open_clip (seconds)."""
+    import importlib.util
+
+    found = importlib.util.find_spec("open_clip")
+    for folder in (found.submodule_search_locations or []) if found else []:
+        path = Path(folder) / "model_configs" / f"{model_name}.json"
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(config, dict) and all(key in config for key in ("embed_dim", "vision_cfg", "text_cfg")):
+            return config
+    return None
 
 
 def _config_from_json(path: Path) -> dict:
@@ -289,38 +454,6 @@ def _weights_in_folder(folder: Path) -> Path | None:
     return candidates[0] if candidates else None
 
 
-def _state_dict_keys_and_shapes(path: Path) -> dict[str, tuple[int, ...]] | None:
-    """Key -> shape of a checkpoint without reading its tensors (memory-mapped); None if unreadable."""
-    import torch
-
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors import safe_open
-
-            with safe_open(str(path), framework="pt") as handle:
-                return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
-        try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:
-        return None  # e.g. a TorchScript archive: let open_clip read it
-    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
-        checkpoint = checkpoint["state_dict"]
-    if not isinstance(checkpoint, dict):
-        return None
-    return {(key[7:] if key.startswith("module.") else key): tuple(getattr(value, "shape", ()))
-            for key, value in checkpoint.items()}
-
-
-def _text_context_length(shapes: dict[str, tuple[int, ...]]) -> int | None:
-    """Rows of the checkpoint's text positional table (CLIP or CustomTextCLIP layout)."""
-    for key in ("positional_embedding", "text.positional_embedding"):
-        if key in shapes and len(shapes[key]) == 2:
-            return int(shapes[key][0])
-    return None
-
-
 def _build_model(config: dict, quick_gelu: bool):
     """The model class open_clip's create_model would pick, without any download for its towers."""
     import copy
@@ -343,9 +476,8 @@ def _build_model(config: dict, quick_gelu: bool):
     try:
         return model_class(**config)
     except Exception as error:  # bad config values, or a Hugging Face text tower whose config is not cached
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise EncoderError(f"cannot build the open_clip model from its config ({type(error).__name__}: "
-                           f"{first_line})") from error
+                           f"{first_line(error)})") from error
 
 
 def _drop_image_tower(model) -> None:

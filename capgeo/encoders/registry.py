@@ -87,8 +87,8 @@ def describe_kinds() -> str:
 
 def check_device(device: str | None) -> None:
     """A --device that torch does not know, or whose hardware is missing, is a one-line error."""
-    if device is None:
-        return
+    if device is None or device == "cpu":
+        return  # always there; and a cached run then never imports torch
     import torch
 
     try:
@@ -101,8 +101,13 @@ def check_device(device: str | None) -> None:
         raise EncoderError(f"--device {device!r}: no {kind} device on this machine; use cpu, or leave --device out")
 
 
-def get_encoder(spec: str | None, device: str | None = None) -> TextEncoder:
-    """The text encoder a spec names. ``None`` means the embedded all-MiniLM-L6-v2."""
+def get_encoder(spec: str | None, device: str | None = None, cache_dir: str | Path | None = None) -> TextEncoder:
+    """The text encoder a spec names. ``None`` means the embedded all-MiniLM-L6-v2.
+
+    Models load on first use: the encoder's identity (what the embedding cache is keyed on)
+    comes from its files, with weight-file facts remembered in ``cache_dir``, so a run whose
+    vectors are all cached loads no model.
+    """
     kind, argument = spec_kind(spec)
     if kind != "precomputed":
         check_device(device)
@@ -114,9 +119,9 @@ def get_encoder(spec: str | None, device: str | None = None) -> TextEncoder:
         from capgeo.encoders.precomputed import load_precomputed_encoder
 
         return load_precomputed_encoder(argument, spec=spec)
-    if kind == "longclip":
-        return _optional_loader("capgeo.encoders.longclip", "load_longclip_encoder", kind)(argument, device=device)
-    return _optional_loader("capgeo.encoders.openclip", "load_open_clip_encoder", kind)(argument, device=device)
+    module, function = {"longclip": ("capgeo.encoders.longclip", "load_longclip_encoder"),
+                        "open_clip": ("capgeo.encoders.openclip", "load_open_clip_encoder")}[kind]
+    return _optional_loader(module, function, kind)(argument, device=device, cache_dir=cache_dir, lazy=True)
 
 
 def _optional_loader(module_name: str, function_name: str, kind: str):

@@ -1,0 +1,239 @@
+"""Benchmark: how long a user waits before the first embedding, beside how long encoding takes.
+
+Builds random-weight checkpoints itself (no downloads, nothing carried) in a
+temporary folder:
+  vit-l-14    an open_clip ViT-L-14-sized CLIP state dict (both towers), config beside it
+  longclip-l  a Long-CLIP-L-sized state dict (OpenAI key layout, both towers, two 248-row
+              positional tables, as Long-CLIP's own model code saves it)
+
+and runs ``capgeo encode CAPTIONS --encoder CHECKPOINT`` as a fresh process for each:
+  cold      empty cache folder (nothing remembered: weights hashed, model built, all encoded)
+  no-cache  the same command again with --no-cache (weight fingerprint remembered, all encoded)
+  hit       the same command again on the cold run's cache (every vector from the cache)
+
+The wall time of each process (process start to exit, vectors written) is printed
+beside the encoding time measured in this process with the model already loaded
+(tokenising + forward), so start-up / encoding is visible.
+
+    python bench/bench_startup.py                                   # CPU, small towers, 256 captions
+    python bench/bench_startup.py --device cuda --limit 0 --text-layers 12 --vision-layers 24
+                                                                    # the H200 DOCCI case: full sizes, 5,100 captions
+
+On CPU the defaults keep it short (4 text / 2 vision layers, 256 captions); the
+file sizes printed say how large the checkpoints were. Goals (issue 15): on the
+GPU DOCCI case with Long-CLIP-L, cold end to end < 8 s and a cache hit < 2 s; on
+CPU a cache hit of the DOCCI captions with a Long-CLIP-L-sized checkpoint < 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_CAPTIONS = ROOT.parent / "shared" / "data" / "docci-test" / "docci_test.json"
+MODELS = ("vit-l-14", "longclip-l")
+# ViT-L-14: text tower 768 wide, 12 heads, 12 layers; vision tower 1024 wide, 24 layers, patch 14
+VIT_L_14 = {"embed_dim": 768, "quick_gelu": True,
+            "vision_cfg": {"image_size": 224, "layers": 24, "width": 1024, "patch_size": 14},
+            "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 768, "heads": 12, "layers": 12}}
+LONGCLIP_CONTEXT = 248
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
+    parser.add_argument("--captions", type=Path, default=DEFAULT_CAPTIONS,
+                        help="caption file capgeo can read (default: the shared DOCCI test captions)")
+    parser.add_argument("--limit", type=int, default=256, help="first N captions; 0 = all (default 256)")
+    parser.add_argument("--text-layers", type=int, default=4, help="text tower depth (ViT-L-14 / Long-CLIP-L: 12)")
+    parser.add_argument("--vision-layers", type=int, default=2, help="vision tower depth (ViT-L-14: 24)")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {', '.join(MODELS)}")
+    parser.add_argument("--workdir", type=Path, default=None, help="where checkpoints and caches go (default: temp)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", dest="json_out", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    args.models = [name.strip().lower() for name in args.models.split(",") if name.strip()]
+    unknown = [name for name in args.models if name not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    return args
+
+
+def model_config(args) -> dict:
+    config = json.loads(json.dumps(VIT_L_14))
+    config["text_cfg"]["layers"] = args.text_layers
+    config["vision_cfg"]["layers"] = args.vision_layers
+    return config
+
+
+def random_state_dict(config: dict, seed: int) -> dict:
+    """A random state dict with exactly the keys and shapes of open_clip's CLIP for ``config``.
+
+    The model is built on the meta device (no memory, no init cost); tensors are then drawn
+    directly, so a 1.7 GB checkpoint takes seconds, not the minute a full init would.
+    """
+    import open_clip
+    import torch
+
+    with torch.device("meta"):
+        model = open_clip.CLIP(**config)
+    generator = torch.Generator().manual_seed(seed)
+    state = {}
+    for key, meta in model.state_dict().items():
+        if key == "logit_scale":
+            state[key] = torch.tensor(4.6052)
+        elif key.endswith(("ln_1.weight", "ln_2.weight", "ln_final.weight", "ln_pre.weight", "ln_post.weight")):
+            state[key] = torch.ones(meta.shape)
+        elif "positional_embedding" in key:
+            state[key] = torch.randn(meta.shape, generator=generator) * 0.5  # positions must matter
+        else:
+            state[key] = torch.randn(meta.shape, generator=generator) * 0.02
+    return state
+
+
+def write_checkpoints(args, folder: Path) -> dict[str, Path]:
+    import torch
+
+    config = model_config(args)
+    paths = {}
+    if "vit-l-14" in args.models:
+        state = random_state_dict(config, args.seed)
+        path = folder / "vit-l-14-random.pt"
+        torch.save(state, path)
+        # the config beside the checkpoint tells capgeo the model (see capgeo/encoders/openclip.py)
+        path.with_suffix(".json").write_text(json.dumps(config))
+        paths["vit-l-14"] = path
+        del state
+    if "longclip-l" in args.models:
+        long_config = json.loads(json.dumps(config))
+        long_config["text_cfg"]["context_length"] = LONGCLIP_CONTEXT
+        state = random_state_dict(long_config, args.seed + 1)
+        generator = torch.Generator().manual_seed(args.seed + 2)
+        state["positional_embedding_res"] = torch.randn(state["positional_embedding"].shape, generator=generator) * 0.5
+        path = folder / "longclip-L-random.pt"   # "longclip" in the name: capgeo reads it as Long-CLIP
+        torch.save(state, path)
+        paths["longclip-l"] = path
+        del state
+    return paths
+
+
+def run_capgeo(args, checkpoint: Path, cache: Path, output: Path, *extra: str) -> dict:
+    """One `capgeo encode` process; its wall time and its own JSON summary."""
+    summary_file = output.with_suffix(".json")
+    command = [sys.executable, "-m", "capgeo", "encode", str(args.captions), "--encoder", str(checkpoint),
+               "--device", args.device, "--cache-dir", str(cache), "-o", str(output), "--json", str(summary_file),
+               *extra]
+    if args.limit:
+        command += ["--limit", str(args.limit)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               CAPGEO_CACHE=str(cache))
+    started = time.perf_counter()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"capgeo encode failed ({result.returncode}):\n{result.stderr.strip()}")
+    summary = json.loads(summary_file.read_text())
+    return {"wall_s": round(wall, 3), "origin": summary["origin"], "embed_s": summary["seconds"]}
+
+
+def in_process_encoding(args, checkpoint: Path, texts: list[str], cache: Path) -> dict:
+    """Load once (fingerprint remembered in ``cache``), then time tokenising, and tokenising with
+    the forward, with the model loaded."""
+    from capgeo.encoders.registry import get_encoder
+
+    started = time.perf_counter()
+    encoder = get_encoder(str(checkpoint), device=args.device, cache_dir=cache)
+    getattr(encoder, "model", None)  # builds the model where loading is lazy
+    encoder.token_counts(texts[:1])  # and the tokenizer
+    load = time.perf_counter() - started
+    encoder.encode(texts[:64])  # warm-up: kernels, allocator
+    _clear_token_memo(encoder)
+    started = time.perf_counter()
+    counts = encoder.token_counts(texts)
+    tokenize = time.perf_counter() - started
+    _clear_token_memo(encoder)
+    started = time.perf_counter()
+    encoder.encode(texts)
+    encode = time.perf_counter() - started
+    _synchronize(args.device)
+    return {"load_s": round(load, 3), "tokenize_s": round(tokenize, 3), "encode_s": round(encode, 3),
+            "mean_tokens": round(float(counts.mean()), 1)}
+
+
+def _clear_token_memo(encoder) -> None:
+    # encode() should pay for its own tokenising, as in a real run
+    memo = getattr(encoder, "_memo", None)
+    if isinstance(memo, dict):
+        memo.clear()
+    if hasattr(encoder, "_bpe"):
+        encoder._bpe = None  # and the per-word memo: a fresh process starts without it
+
+
+def _synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def load_texts(args) -> list[str]:
+    from capgeo.captions import load_captions
+
+    captions = load_captions(str(args.captions))
+    texts = list(captions.texts)
+    return texts[:args.limit] if args.limit else texts
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if not args.captions.exists():
+        raise SystemExit(f"captions not found: {args.captions} (pass --captions FILE)")
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    torch.manual_seed(args.seed)
+    texts = load_texts(args)
+    with tempfile.TemporaryDirectory(dir=args.workdir, prefix="capgeo-bench-startup-") as tmp:
+        folder = Path(tmp)
+        started = time.perf_counter()
+        checkpoints = write_checkpoints(args, folder)
+        print(f"device {args.device}; {len(texts)} captions from {args.captions}; text layers {args.text_layers}, "
+              f"vision layers {args.vision_layers}; checkpoints written in {time.perf_counter() - started:.1f} s")
+        results = []
+        for name, checkpoint in checkpoints.items():
+            cache = folder / f"cache-{name}"
+            row = {"model": name, "checkpoint_mb": round(checkpoint.stat().st_size / 2**20, 1)}
+            row["cold"] = run_capgeo(args, checkpoint, cache, folder / f"{name}-cold.npy")
+            row["no_cache"] = run_capgeo(args, checkpoint, cache, folder / f"{name}-nocache.npy", "--no-cache")
+            row["hit"] = run_capgeo(args, checkpoint, cache, folder / f"{name}-hit.npy")
+            row["in_process"] = in_process_encoding(args, checkpoint, texts, cache)
+            results.append(row)
+            print_row(row)
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"device": args.device, "captions": len(texts), "results": results},
+                                            indent=2))
+    return 0
+
+
+def print_row(row: dict) -> None:
+    inner = row["in_process"]
+    encoding = inner["encode_s"]  # tokenising included
+    print(f"\n{row['model']}  ({row['checkpoint_mb']} MB checkpoint, mean {inner['mean_tokens']} tokens)")
+    print(f"  in process: load {inner['load_s']:.2f} s (model + tokenizer, fingerprint remembered); "
+          f"then tokenize {inner['tokenize_s']:.2f} s, tokenize+forward {inner['encode_s']:.2f} s")
+    for label in ("cold", "no_cache", "hit"):
+        run = row[label]
+        startup = run["wall_s"] - (inner["encode_s"] if run["origin"] != "cache" else 0.0)
+        print(f"  {label:<8} process wall {run['wall_s']:6.2f} s  (origin {run['origin']:<7}; "
+              f"start-up {startup:6.2f} s = {startup / max(encoding, 1e-9):5.1f} x encoding)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Read a checkpoint's tensors without materialising the ones that are not needed.
+
+PyTorch zip checkpoints are opened memory-mapped (``mmap=True``,
+``weights_only=True``): only the pages of the tensors actually used (the text
+tower) are ever read from disk. Safetensors files are opened lazily and only
+the wanted keys are read. A file that is not a checkpoint at all (random
+bytes, a damaged header, a truncated archive) is one :class:`EncoderError`
+line naming the file and the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from capgeo.errors import EncoderError
+
+SAFETENSORS_SUFFIX = ".safetensors"
+
+
+def read_state_dict(path: str | Path, keep: Callable[[str], bool] = lambda key: True) -> dict:
+    """The checkpoint's state dict (``state_dict`` wrapper and ``module.`` prefix removed), with the
+    tensors of the keys ``keep`` accepts; for ``.pt`` files they stay memory-mapped until used."""
+    path = Path(path)
+    if path.suffix == SAFETENSORS_SUFFIX:
+        return _read_safetensors(path, keep)
+    checkpoint = _torch_load(path)
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
+        checkpoint = checkpoint["state_dict"]
+    if not isinstance(checkpoint, dict) or not checkpoint:
+        raise EncoderError(f"{path}: expected a state dict of tensors, found {type(checkpoint).__name__}")
+    state = {(key[7:] if key.startswith("module.") else key): value for key, value in checkpoint.items()}
+    return {key: value for key, value in state.items() if keep(key)}
+
+
+def key_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Key -> shape, reading no tensor data."""
+    path = Path(path)
+    if path.suffix == SAFETENSORS_SUFFIX:
+        with _safe_open(path) as handle:
+            return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+    return {key: tuple(getattr(value, "shape", ())) for key, value in read_state_dict(path).items()}
+
+
+def _torch_load(path: Path):
+    import pickle
+    import zipfile
+
+    import torch
+
+    try:
+        try:
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as error:
+            if "zip" in str(error).lower() and _is_zip(path):
+                raise
+            # a legacy (non-zip) torch.save file cannot be memory-mapped: read it whole
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        if "Unsupported global" in str(error):
+            raise EncoderError(f"{path}: the checkpoint holds objects other than tensors, which capgeo does not "
+                               f"unpickle (weights_only); re-save it as a plain state dict") from None
+        raise EncoderError(f"{path}: not a PyTorch checkpoint (neither a zip archive nor a pickle)") from None
+    except (RuntimeError, zipfile.BadZipFile, EOFError) as error:
+        if _is_zip(path) or "zip" in str(error).lower():
+            raise EncoderError(f"{path}: truncated or damaged PyTorch zip archive "
+                               f"({first_line(error)})") from None
+        raise EncoderError(f"{path}: not a readable PyTorch checkpoint ({first_line(error)})") from None
+    except OSError as error:
+        raise EncoderError(f"{path}: cannot read the checkpoint ({error.strerror or error})") from None
+    except Exception as error:  # torch raises many kinds for malformed files; all mean "unreadable"
+        raise EncoderError(f"{path}: not a readable PyTorch checkpoint ({type(error).__name__}: "
+                           f"{first_line(error)})") from None
+
+
+def _read_safetensors(path: Path, keep: Callable[[str], bool]) -> dict:
+    with _safe_open(path) as handle:
+        try:
+            return {key: handle.get_tensor(key) for key in handle.keys() if keep(key)}
+        except Exception as error:  # a header that promises more bytes than the file has
+            raise EncoderError(f"{path}: damaged safetensors file ({first_line(error)})") from None
+
+
+def _safe_open(path: Path):
+    try:
+        from safetensors import safe_open
+
+        return safe_open(str(path), framework="pt")
+    except OSError as error:
+        raise EncoderError(f"{path}: cannot read the checkpoint ({error.strerror or error})") from None
+    except Exception as error:  # SafetensorsError: header too large, invalid JSON, ...
+        raise EncoderError(f"{path}: not a readable safetensors file ({first_line(error)})") from None
+
+
+def _is_zip(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an exception's message (or its type), for one-line errors."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

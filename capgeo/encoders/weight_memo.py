@@ -1,0 +1,79 @@
+"""Facts about large weight files, computed once and remembered in the cache folder.
+
+Hashing a 1.7 GB checkpoint takes seconds, and reading its shapes needs torch;
+both are needed on every run only to name the encoder (cache key, provenance).
+So they are remembered in ``<cache dir>/weight-files.json``, keyed by the file's
+resolved path, size and modification time (ns): a second run hashes nothing and
+imports no torch, and a file rewritten in place is seen as new. The memo is an
+optimisation only: when it cannot be read or written, facts are computed again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from capgeo.encoders.base import _file_sha256
+
+MEMO_FILE = "weight-files.json"
+MEMO_LIMIT = 256  # files remembered; the oldest entries are dropped beyond that
+
+
+def weight_fingerprint(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
+    """sha256 of the file, hashed once per (path, size, mtime)."""
+    return weight_facts(path, "sha256", lambda: _hash(path), cache_dir)
+
+
+def weight_facts(path: str | os.PathLike, name: str, compute: Callable[[], object],
+                 cache_dir: str | os.PathLike | None = None):
+    """``compute()`` (JSON-serialisable) for this version of the file, remembered under ``name``."""
+    resolved = str(Path(path).resolve())
+    stat = os.stat(resolved)
+    memo_path = _memo_path(cache_dir)
+    memo = _read(memo_path)
+    record = memo.get(resolved)
+    if not isinstance(record, dict) or record.get("size") != stat.st_size or record.get("mtime_ns") != stat.st_mtime_ns:
+        record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "facts": {}}
+    facts = record.setdefault("facts", {})
+    if name in facts:
+        return facts[name]
+    value = compute()
+    facts[name] = value
+    memo.pop(resolved, None)
+    memo[resolved] = record            # most recent last, so trimming drops the oldest
+    while len(memo) > MEMO_LIMIT:
+        memo.pop(next(iter(memo)))
+    _write(memo_path, memo)
+    return value
+
+
+def _hash(path) -> str:
+    stat = os.stat(path)
+    return _file_sha256(os.fspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _memo_path(cache_dir) -> Path:
+    from capgeo.encoders.cache import default_cache_dir
+
+    return Path(cache_dir or default_cache_dir()) / MEMO_FILE
+
+
+def _read(path: Path) -> dict:
+    try:
+        memo = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return memo if isinstance(memo, dict) else {}
+
+
+def _write(path: Path, memo: dict) -> None:
+    from capgeo._atomic import atomic_open
+    from capgeo.errors import CapgeoError
+
+    try:
+        with atomic_open(path) as handle:
+            json.dump(memo, handle)
+    except (OSError, CapgeoError):
+        pass  # a read-only cache folder only means the next run computes again
