@@ -1,6 +1,10 @@
-"""The one place that picks a torch device when none is given."""
+"""The torch device: the one place that picks it when none is given, and checks one that is."""
 
 from __future__ import annotations
+
+import re
+
+from capgeo.errors import EncoderError
 
 
 def default_device() -> str:
@@ -13,3 +17,27 @@ def default_device() -> str:
     if mps is not None and mps.is_available():
         return "mps"
     return "cpu"
+
+
+#: the --device values capgeo runs on (torch knows more; none of them is useful here)
+DEVICE_NAME = re.compile(r"cpu|mps|cuda(:\d+)?")
+
+
+def check_device_name(device: str | None) -> None:
+    """A --device that is not cpu, cuda, cuda:N or mps is a one-line error (no torch needed)."""
+    if device is not None and not DEVICE_NAME.fullmatch(device):
+        raise EncoderError(f"--device {device!r}: expected cpu, cuda, cuda:N or mps")
+
+
+def check_device(device: str | None) -> None:
+    """A --device that torch does not know, or whose hardware is missing, is a one-line error."""
+    check_device_name(device)
+    if device is None or device == "cpu":
+        return  # always there; and a cached run then never imports torch
+    import torch
+
+    kind = torch.device(device).type
+    available = {"cpu": True, "cuda": torch.cuda.is_available(),
+                 "mps": getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()}
+    if not available.get(kind, False):
+        raise EncoderError(f"--device {device!r}: no {kind} device on this machine; use cpu, or leave --device out")

@@ -73,10 +73,11 @@ def test_full_cache_hit_builds_no_model_and_hashes_nothing(monkeypatch, tmp_path
     np.testing.assert_array_equal(again.token_counts, first.token_counts)
 
 
-def test_cached_run_in_a_fresh_process_never_imports_torch(tmp_path, longclip_checkpoint):
+@pytest.mark.parametrize("device", ["cpu", "cuda"])  # cuda: the hardware is not asked for on a hit either
+def test_cached_run_in_a_fresh_process_never_imports_torch(tmp_path, longclip_checkpoint, device):
     embed(CAPTIONS, str(longclip_checkpoint), device="cpu", cache_dir=tmp_path)
     code = ("import sys\nfrom capgeo.encoders import embed\n"
-            f"result = embed({CAPTIONS!r}, {str(longclip_checkpoint)!r}, device='cpu', cache_dir={str(tmp_path)!r})\n"
+            f"result = embed({CAPTIONS!r}, {str(longclip_checkpoint)!r}, device={device!r}, cache_dir={str(tmp_path)!r})\n"
             "print(result.origin, 'torch' in sys.modules, 'open_clip' in sys.modules)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout

@@ -157,10 +157,22 @@ def test_longclip_checkpoint_path_runs_end_to_end_through_embed_and_cache(tmp_pa
     np.testing.assert_array_equal(again.vectors, first.vectors)
 
 
-@pytest.mark.parametrize("device, message", [("foo", "expected cpu, cuda"), ("cuda", "no cuda device")])
-def test_unusable_device_is_a_one_line_error(device, message, monkeypatch):
+@pytest.mark.parametrize("device", ["foo", "cuda:x", "tpu"])
+def test_unknown_device_name_is_a_one_line_error_before_anything_loads(device):
+    with pytest.raises(EncoderError, match="expected cpu, cuda, cuda:N or mps"):
+        get_encoder("ViT-B-32@/nowhere.pt", device=device)
+
+
+def test_missing_device_hardware_is_found_when_the_model_is_built_not_on_a_cache_hit(monkeypatch):
     import torch
 
+    from capgeo.encoders.openclip import OpenClipTextEncoder
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(EncoderError, match=message):
-        get_encoder("ViT-B-32@/nowhere.pt", device=device)
+    with pytest.raises(EncoderError, match="no cuda device"):
+        get_encoder(None, device="cuda")  # an eagerly loaded kind checks at once
+    built = []
+    lazy = OpenClipTextEncoder(None, None, None, "cuda", build_model=lambda: built.append(1))
+    with pytest.raises(EncoderError, match="no cuda device"):
+        lazy.model
+    assert built == []  # refused before building anything

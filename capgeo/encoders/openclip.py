@@ -70,6 +70,9 @@ class OpenClipTextEncoder:
     @property
     def model(self):
         if self._model is None:
+            from capgeo.device import check_device
+
+            check_device(self._device)
             self._model = self._build_model()
         return self._model
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capgeo.encoders.base import TextEncoder
+from capgeo.device import check_device, check_device_name  # noqa: F401 (re-exported)
 from capgeo.errors import EncoderError
 
 DEFAULT_ALIASES = ("default", "minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2")
@@ -85,22 +86,6 @@ def describe_kinds() -> str:
     return "; ".join(f"{kind.kind} (e.g. {examples(kind)})" for kind in KINDS)
 
 
-def check_device(device: str | None) -> None:
-    """A --device that torch does not know, or whose hardware is missing, is a one-line error."""
-    if device is None or device == "cpu":
-        return  # always there; and a cached run then never imports torch
-    import torch
-
-    try:
-        kind = torch.device(device).type
-    except (RuntimeError, ValueError):
-        raise EncoderError(f"--device {device!r}: expected cpu, cuda, cuda:N or mps") from None
-    available = {"cpu": True, "cuda": torch.cuda.is_available(),
-                 "mps": getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()}
-    if not available.get(kind, False):
-        raise EncoderError(f"--device {device!r}: no {kind} device on this machine; use cpu, or leave --device out")
-
-
 def get_encoder(spec: str | None, device: str | None = None, cache_dir: str | Path | None = None) -> TextEncoder:
     """The text encoder a spec names. ``None`` means the embedded all-MiniLM-L6-v2.
 
@@ -109,7 +94,11 @@ def get_encoder(spec: str | None, device: str | None = None, cache_dir: str | Pa
     vectors are all cached loads no model.
     """
     kind, argument = spec_kind(spec)
-    if kind != "precomputed":
+    if kind in ("open_clip", "longclip"):
+        # their models load on first use, which checks the hardware: a cache hit needs no
+        # device, and importing torch only to check one costs seconds
+        check_device_name(device)
+    elif kind != "precomputed":
         check_device(device)
     if kind == "sentence-transformers":
         from capgeo.encoders.minilm import load_minilm_encoder
