@@ -51,3 +51,33 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
                                      n_batches=options.get("n_batches", 200), seed=options.get("seed", 0),
                                      progress=progress)
     return None
+
+
+def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
+                  use_cache: bool = True, progress: bool | None = None, load_options: dict | None = None,
+                  **leak_options) -> dict:
+    """Load (format detected) and embed a training set and evaluation sets with one encoder,
+    and find the evaluation captions with a training twin (`capgeo leak`, docs/leak.md).
+
+    ``train`` and each of ``evals`` are a CaptionSet or a path; ``load_options`` go to
+    ``load_captions`` for paths; ``leak_options`` to ``leak_section``
+    (threshold, top, block_size)."""
+    from capgeo.encoders import embed
+    from capgeo.findings.leak import leak_section
+
+    def loaded(source):
+        if isinstance(source, (str, Path)):
+            from capgeo.captions import load_captions
+
+            return load_captions(source, **(load_options or {}))
+        return source
+
+    def embedded(captions):
+        # the spec, not a loaded model, goes to embed: a set found in the cache loads no model
+        return embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                     progress=progress)
+
+    train = loaded(train)
+    eval_sets = [loaded(source) for source in evals]
+    return leak_section(train, embedded(train), [(captions, embedded(captions)) for captions in eval_sets],
+                        device=device, progress=progress, **leak_options)
