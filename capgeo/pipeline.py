@@ -8,7 +8,7 @@ from pathlib import Path
 def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
                     use_cache: bool = True, max_tokens: int | None = None, progress: bool | None = None,
                     command: str | None = None, gamma: bool = True, logit_scale: float | None = None,
-                    **profile_options) -> dict:
+                    per_caption: str | Path | None = None, **profile_options) -> dict:
     """Load (when given a path), embed and profile a dataset.
 
     ``captions`` is a CaptionSet or a path read with ``load_captions`` (format
@@ -19,6 +19,8 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
     ``capgeo.profile/1`` dict (docs/profile-schema.md). With ``gamma`` (the
     default) it also holds the ``gamma`` section (`capgeo gamma`, docs/gamma.md) at
     the profile's batch sizes, with ``logit_scale`` overriding the checkpoint's.
+    ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL by
+    suffix; columns in docs/profile-schema.md).
     """
     from capgeo.encoders import embed
     from capgeo.geometry.profile import build_profile
@@ -29,8 +31,18 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
         captions = load_captions(captions)
     embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
+    include_companions = profile_options.pop("include_companions", True)
     profile = build_profile(captions, embeddings, device=device, progress=progress, command=command,
-                            **profile_options)
+                            include_companions=include_companions or per_caption is not None, **profile_options)
+    if per_caption is not None:
+        from capgeo.findings.per_caption import write_per_caption
+
+        write_per_caption(captions, embeddings, profile, str(per_caption))
+        if not include_companions:
+            # the file has them; the JSON stays as small as asked
+            for key in ("top_ids", "top_cosines"):
+                profile["companions"].pop(key, None)
+            profile["options"]["include_companions"] = False
     if gamma:
         add_gamma_section(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
     return profile

@@ -92,6 +92,23 @@ def writable_output(ctx, param, value):
     return value
 
 
+def row_file_output(suffixes: dict[str, str]):
+    """click callback factory: an output file whose suffix names one of ``suffixes``'s row
+    formats and that can be written, checked before any work is done."""
+    def check(ctx, param, value):
+        if value is not None:
+            from capgeo.errors import CapgeoError
+            from capgeo.findings.per_caption import table_format
+
+            try:
+                table_format(value, suffixes)
+            except CapgeoError as error:
+                raise click.BadParameter(str(error)) from None
+        return writable_output(ctx, param, value)
+
+    return check
+
+
 def json_option(command):
     return click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
                         callback=writable_output,

@@ -12,7 +12,9 @@ from capgeo.cli.options import (
     json_option,
     load_from_options,
     reproduce_command,
+    row_file_output,
 )
+from capgeo.findings.per_caption import TABLE_SUFFIXES
 
 MODES = ("auto", "exact", "sampled")
 
@@ -57,8 +59,12 @@ MODES = ("auto", "exact", "sampled")
 @click.option("--logit-scale", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Logit scale s for the gamma suggestion (default: the checkpoint's, else 100).")
 @click.option("--no-gamma", is_flag=True, help="Skip the gamma suggestion (see `capgeo gamma`).")
+@click.option("--per-caption", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+              callback=row_file_output(TABLE_SUFFIXES),
+              help="Also write one row per caption (companions, duplicates, hardness quantile) to FILE: "
+                   "Parquet, CSV or JSONL by suffix, atomically.")
 @json_option
-def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
+def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
             block_size, seed, near_duplicate_threshold, mode, sampled_above, sampled_pairs, companions, no_companions,
             **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
@@ -77,8 +83,10 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
-        gamma=not no_gamma, logit_scale=logit_scale, **profile_options,
+        gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption, **profile_options,
     )
+    if per_caption is not None:
+        click.echo(f"Wrote {per_caption}", err=True)
     emit(result, json_out, print_profile)
 
 

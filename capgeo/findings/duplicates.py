@@ -534,12 +534,14 @@ def _csv_cell(value):
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else value
 
 
-def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, columns: Sequence[str] = ()) -> None:
+def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, columns: Sequence[str] = (),
+               parquet_schema: dict | None = None) -> None:
     """Write rows as jsonl, csv or parquet: atomically to ``output``, or to ``stream`` (jsonl/csv only).
 
     In csv, list columns (words, spans, component members) are JSON-encoded strings;
     jsonl and parquet keep them as lists (of structs for spans). With no rows, csv and
-    parquet still get the header ``columns``.
+    parquet still get the header ``columns``. ``parquet_schema`` (column -> polars type)
+    fixes parquet's column types, where inference would see a column of nulls as untyped.
     """
     import polars as pl
 
@@ -557,8 +559,11 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, colu
                  if rows else pl.DataFrame(schema={column: pl.String for column in columns}))
         text = frame.write_csv()
     else:
-        frame = (pl.DataFrame(rows, infer_schema_length=None) if rows
-                 else pl.DataFrame(schema={column: pl.String for column in columns}))
+        if parquet_schema is not None:
+            frame = pl.DataFrame(rows, schema=parquet_schema)
+        else:
+            frame = (pl.DataFrame(rows, infer_schema_length=None) if rows
+                     else pl.DataFrame(schema={column: pl.String for column in columns}))
         with atomic_path(output) as tmp:
             frame.write_parquet(tmp)
         return
