@@ -426,13 +426,14 @@ CHAINING_WARNING = ("components chain through links: members are joined when a p
 def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = 50,
                   pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                   n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
-                  block_size: int = 2048, max_pairs: int = 1_000_000) -> dict:
+                  block_size: int = 2048, max_pairs: int = 1_000_000, keep: str | None = None, seed: int = 0) -> dict:
     """Everything `capgeo dupes` finds, as one JSON-ready dict (shape in docs/dupes.md).
 
     ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.
     Pairs are mined when ``pairs``; examples when ``examples``; components when
-    ``components_threshold`` is given. Warnings (incomplete mining, chaining) are
-    listed under "warnings".
+    ``components_threshold`` is given; with ``keep`` (a policy of
+    :data:`capgeo.findings.dedup.KEEP_POLICIES`) also the dedup decision that keeps one
+    caption per component. Warnings (incomplete mining, chaining) are listed under "warnings".
     """
     vectors = _vectors_of(source)
     scan = None
@@ -475,6 +476,10 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
         section["components"] = component_rows(captions, found, components_threshold)
         if found:
             notes.append(CHAINING_WARNING)
+        if keep is not None:
+            from capgeo.findings.dedup import dedup_section
+
+            section["dedup"] = dedup_section(captions, vectors, scan, found, keep, seed, block_size)
     return section
 
 
