@@ -39,3 +39,20 @@ def write_jsonl(path: Path, ids, groups, texts) -> Path:
     path.write_text("".join(json.dumps({"id": i, "image": g, "caption": t}) + "\n"
                             for i, g, t in zip(ids, groups, texts)), encoding="utf-8")
     return path
+
+
+def brute_components(similarity, threshold):
+    """Near-duplicate sets by union-find over every pair >= threshold."""
+    parent = list(range(len(similarity)))
+
+    def root(i):
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for a, b in zip(*np.nonzero(similarity >= threshold)):
+        parent[root(a)] = root(b)
+    sets = {}
+    for i in np.unique(np.nonzero(similarity >= threshold)[0]):
+        sets.setdefault(root(i), set()).add(int(i))
+    return {frozenset(members) for members in sets.values()}

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from click.testing import CliRunner
 
-from _action_fixtures import caption_set, embeddings, unit, write_jsonl
+from _action_fixtures import brute_components, caption_set, embeddings, unit, write_jsonl
 from capgeo.cli import main
 from capgeo.findings.per_caption import hardness_quantiles, per_caption_rows
 
@@ -46,23 +46,6 @@ def brute_force(vectors, groups, top_k):
     similarity[codes[:, None] == codes[None, :]] = -np.inf
     order = np.argsort(-similarity, axis=1, kind="stable")[:, :top_k]
     return order, np.take_along_axis(similarity, order, axis=1), similarity
-
-
-def brute_components(similarity, threshold):
-    """Near-duplicate sets by union-find over every pair >= threshold."""
-    parent = list(range(len(similarity)))
-
-    def root(i):
-        while parent[i] != i:
-            i = parent[i]
-        return i
-
-    for a, b in zip(*np.nonzero(similarity >= threshold)):
-        parent[root(a)] = root(b)
-    sets = {}
-    for i in np.unique(np.nonzero(similarity >= threshold)[0]):
-        sets.setdefault(root(i), set()).add(int(i))
-    return {frozenset(members) for members in sets.values()}
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
