@@ -120,10 +120,11 @@ def test_images_left_without_captions_are_counted():
     (["--group-components", "--keep", "biggest"], "'biggest' is not one of"),
     (["--keep", "first"], "add --group-components"),
     (["--group-components", "--threshold", "1.2"], "--threshold"),
-    (["--group-components", "--drop-list", "/proc/none/drop.txt"], "cannot write"),
+    (["--group-components", "--drop-list", "{data}/drop.txt"], "cannot write"),
 ])
 def test_bad_dedup_options_are_one_line_errors(near_duplicate_data, args, message):
     data, encoder, *_ = near_duplicate_data
+    args = [arg.replace("{data}", str(data)) for arg in args]  # a folder that is a file
     result = run("dupes", data, "--encoder", encoder, *args)
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output

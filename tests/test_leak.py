@@ -182,11 +182,14 @@ def test_leak_command_writes_drop_list_and_json(tiny_sets, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--threshold", "1.5"], "--threshold"),
     (["--threshold", "-2"], "--threshold"),
-    (["-o", "/proc/no/such/drop.txt"], "cannot write"),
+    (["-o", "{train}/drop.txt"], "cannot write"),
 ])
 def test_bad_options_are_one_line_errors_without_output(tiny_sets, tmp_path, args, message):
     train_file, eval_file, encoder, *_ = tiny_sets
+    args = [arg.replace("{train}", str(train_file)) for arg in args]  # a folder that is a file
+    before = sorted(train_file.parent.iterdir())
     result = run("leak", train_file, eval_file, "--encoder", encoder, *args)
+    assert sorted(train_file.parent.iterdir()) == before
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
     assert [line for line in result.output.splitlines() if line.startswith("Error:")] and \
