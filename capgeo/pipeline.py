@@ -67,13 +67,13 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
 
 def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
                   use_cache: bool = True, progress: bool | None = None, load_options: dict | None = None,
-                  **leak_options) -> dict:
+                  train_embeddings=None, **leak_options) -> dict:
     """Load (format detected) and embed a training set and evaluation sets with one encoder,
     and find the evaluation captions with a training twin (`capgeo leak`, docs/leak.md).
 
     ``train`` and each of ``evals`` are a CaptionSet or a path; ``load_options`` go to
     ``load_captions`` for paths; ``leak_options`` to ``leak_section``
-    (threshold, top, block_size)."""
+    (threshold, top, block_size). ``train_embeddings``: the training set's, when already computed."""
     from capgeo.encoders import embed
     from capgeo.findings.leak import leak_section
 
@@ -91,5 +91,5 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
 
     train = loaded(train)
     eval_sets = [loaded(source) for source in evals]
-    return leak_section(train, embedded(train), [(captions, embedded(captions)) for captions in eval_sets],
+    return leak_section(train, embedded(train) if train_embeddings is None else train_embeddings, [(captions, embedded(captions)) for captions in eval_sets],
                         device=device, progress=progress, **leak_options)

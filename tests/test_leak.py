@@ -199,3 +199,30 @@ def test_bad_options_are_one_line_errors_without_output(tiny_sets, tmp_path, arg
 def test_leak_section_refuses_a_threshold_outside_cosines():
     with pytest.raises(CapgeoError, match="between -1 and 1"):
         leak_section(caption_set(["a"]), embeddings(np.ones((1, 2))), [], threshold=1.01)
+
+
+def test_report_section_shows_each_eval_set_and_escapes_captions(tiny_sets, tmp_path):
+    from capgeo.report.leak import leak_html
+
+    train, evals = planted_vectors(n_train=20, n_eval=6, twins=((1, 4),))
+    train_set = caption_set([f"t{i}" for i in range(20)], texts=[f"<b>train</b> {i}" for i in range(20)])
+    eval_set = caption_set([f"e{i}" for i in range(6)], texts=[f"<b>eval</b> {i}" for i in range(6)],
+                           source="eval.jsonl")
+    html = leak_html(leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], threshold=0.9))
+    assert "eval.jsonl: 1 of 6 captions (16.7%) have a training twin, 0 exact" in html
+    assert html.count('class="pair"') == 1
+    assert "<b>" not in html and "    assert "<b>" not in html and "&lt;b&gt;" in htmllt;/" in html  # the tags are text, escaped
+
+
+def test_report_leak_option_adds_the_section(tiny_sets, tmp_path):
+    train_file, eval_file, encoder, *_ = tiny_sets
+    out = tmp_path / "report.html"
+    result = run("report", train_file, "--encoder", encoder, "--leak", eval_file, "--no-gamma", "--no-dupes",
+                 "--batch-size", 4, "--n-batches", 2, "-o", out, "--save-profile", tmp_path / "profile.json")
+    assert result.exit_code == 0, result.output
+    assert 'id="leak"' in out.read_text()
+    saved = json.loads((tmp_path / "profile.json").read_text())
+    assert saved["leak"]["evals"][0]["leaked_ids"] == ["e1", "e5"]
+    result = run("report", tmp_path / "profile.json", "--leak", eval_file, "-o", tmp_path / "again.html")
+    assert result.exit_code == 2 and "--leak needs DATA to be a dataset" in result.output
+    assert not (tmp_path / "again.html").exists()

@@ -55,6 +55,9 @@ def _profile_options(command):
 @click.option("--truncation", is_flag=True,
               help="Add the context-length section of `capgeo truncation` (embeds DATA again at 32, 64, 77, 128, "
                    "248 tokens, those below the encoder's context).")
+@click.option("--leak", "leak", multiple=True, type=click.Path(exists=True, dir_okay=True, path_type=str),
+              metavar="EVAL", help="Add the train/eval leakage section of `capgeo leak DATA EVAL` (DATA as the "
+                                   "training set); repeat for several evaluation sets.")
 @click.option("--fill-missing", is_flag=True,
               help="For a saved profile: compute its missing dupes/gamma sections from the dataset it names "
                    "(re-reads and embeds it; the embedding cache makes this cheap).")
@@ -64,7 +67,7 @@ def _profile_options(command):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, metavar="FILE",
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
-def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, fill_missing, save_profile,
+def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, leak, fill_missing, save_profile,
            output, **options):
     """Write one self-contained HTML report of DATA's caption geometry: summary, alerts,
     figures, near-duplicate gallery, gamma diagnostics and provenance.
@@ -78,6 +81,11 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     source = options["data"]
     output = output or _default_output(source)
     if is_profile_file(source):
+        if leak:
+            from capgeo.errors import CapgeoError
+
+            raise CapgeoError(f"--leak needs DATA to be a dataset, not a saved profile ({source}); "
+                              "run `capgeo report DATASET --leak EVAL`")
         given = {**options, "max_tokens": max_tokens, "batch_size": batch_sizes}
         ignored = [name for name in ("encoder", "text_column", "captions_column", "id_column", "group_column",
                                      "split", "limit", "max_tokens", "batch_size") if given.get(name)]
@@ -94,7 +102,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
             captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
             use_cache=not options.pop("no_cache"), max_tokens=max_tokens, batch_sizes=batch_sizes or None,
             n_batches=n_batches, seed=seed, dupes=not no_dupes, gamma=not no_gamma, truncation=truncation,
-            command=reproduce_command())
+            leak=leak, command=reproduce_command())
     if save_profile:
         write_profile(report_input.profile, save_profile)
         click.echo(f"Wrote {save_profile}", err=True)

@@ -92,12 +92,13 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
                    n_batches: int = 200, dupes: bool = True, gamma: bool = True, device: str | None = None,
                    cache_dir: str | None = None, use_cache: bool = True, max_tokens: int | None = None,
                    progress: bool | None = None, command: str | None = None,
-                   embeddings=None, truncation: bool = False) -> ReportInput:
+                   embeddings=None, truncation: bool = False, leak: Sequence[str | Path] = ()) -> ReportInput:
     """Embed and profile ``captions`` (a CaptionSet or a path) and add the dupes and gamma sections.
 
     ``encoder`` is a spec, a loaded encoder or None (the embedded default); pass
     ``embeddings`` to reuse vectors already computed for these captions. With
-    ``truncation`` the ``truncation`` section (`capgeo truncation`) is added too.
+    ``truncation`` the ``truncation`` section (`capgeo truncation`) is added too; with
+    ``leak`` (evaluation datasets) the ``leak`` section (`capgeo leak`, this dataset as training set).
     """
     from capgeo.geometry.profile import build_profile
 
@@ -122,6 +123,11 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
         profile["truncation"] = truncation_profile(
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
             batch_size=max(sizes), n_batches=n_batches, seed=seed)["truncation"]
+    if leak:
+        from capgeo.pipeline import leak_datasets
+
+        profile["leak"] = leak_datasets(captions, leak, encoder, device=device, cache_dir=cache_dir,
+                                        use_cache=use_cache, progress=progress, train_embeddings=embeddings)
     return ReportInput(profile, notes)
 
 
