@@ -47,9 +47,10 @@ def test_cross_pass_matches_brute_force_at_any_block_size(block_size):
     np.testing.assert_allclose(scan.top_cosine, -np.sort(-similarity, axis=1)[:, :3], atol=1e-6)
 
 
-def test_cross_pass_orders_equal_cosines_by_lower_reference_row():
+@pytest.mark.parametrize("block_size", [2, 64])  # the tied rows in different tiles, and in one tile
+def test_cross_pass_orders_equal_cosines_by_lower_reference_row(block_size):
     train = unit(np.eye(4)[[0, 1, 0, 2, 0]])  # rows 0, 2 and 4 are the same vector
-    scan = scan_cross(unit(np.eye(4)[[0]]), train, threshold=0.5, top_k=3, block_size=2, device="cpu")
+    scan = scan_cross(unit(np.eye(4)[[0]]), train, threshold=0.5, top_k=3, block_size=block_size, device="cpu")
     assert scan.top_index.tolist() == [[0, 2, 4]]
     assert scan.pair_reference.tolist() == [0, 2, 4]
 

@@ -95,11 +95,11 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
                     found_query.append((hit_rows + query_start).cpu().numpy())
                     found_reference.append((hit_columns + reference_start).cpu().numpy())
                     found_cosine.append(tile[hit_rows, hit_columns].cpu().numpy())
+                tile_cosine, tile_position = _row_topk(tile, k)
                 # later tiles hold larger reference indices than any kept so far, so a stable
                 # sort (running list first) keeps equal cosines in index order
-                column_ids = torch.arange(reference_start, reference_start + columns.shape[0], device=torch_device)
-                merged_cosine = torch.cat([running_cosine, tile], dim=1)
-                merged_index = torch.cat([running_index, column_ids.expand(rows.shape[0], -1)], dim=1)
+                merged_cosine = torch.cat([running_cosine, tile_cosine], dim=1)
+                merged_index = torch.cat([running_index, tile_position + reference_start], dim=1)
                 order = torch.sort(merged_cosine, dim=1, descending=True, stable=True).indices[:, :k]
                 running_cosine = torch.gather(merged_cosine, 1, order)
                 running_index = torch.gather(merged_index, 1, order)
@@ -112,3 +112,21 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
     order = np.lexsort((pair_reference, -pair_cosine.astype(np.float64), pair_query))
     return CrossScan(pair_query[order].astype(np.int64), pair_reference[order].astype(np.int64),
                      pair_cosine[order].astype(np.float32), best_index, best_cosine, float(threshold))
+
+
+def _row_topk(tile, k):
+    """Each row's k largest values and their column positions, equal values by lower position.
+
+    torch.topk orders equal values arbitrarily, so rows with a tie inside their top k or
+    at its edge are redone with a stable sort (rare: cosines of distinct captions seldom tie).
+    """
+    import torch
+
+    width = min(k + 1, tile.shape[1])
+    values, positions = torch.topk(tile, width, dim=1, largest=True, sorted=True)
+    tied = (values[:, 1:] == values[:, :-1]).any(dim=1)
+    if bool(tied.any()):
+        rows = torch.nonzero(tied)[:, 0]
+        values[rows], positions[rows] = (part[:, :width] for part in
+                                         torch.sort(tile[rows], dim=1, descending=True, stable=True))
+    return values[:, :k], positions[:, :k]
