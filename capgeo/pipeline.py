@@ -8,7 +8,7 @@ from pathlib import Path
 def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
                     use_cache: bool = True, max_tokens: int | None = None, progress: bool | None = None,
                     command: str | None = None, gamma: bool = True, logit_scale: float | None = None,
-                    **profile_options) -> dict:
+                    per_caption: str | Path | None = None, **profile_options) -> dict:
     """Load (when given a path), embed and profile a dataset.
 
     ``captions`` is a CaptionSet or a path read with ``load_captions`` (format
@@ -19,6 +19,8 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
     ``capgeo.profile/1`` dict (docs/profile-schema.md). With ``gamma`` (the
     default) it also holds the ``gamma`` section (`capgeo gamma`, docs/gamma.md) at
     the profile's batch sizes, with ``logit_scale`` overriding the checkpoint's.
+    ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL by
+    suffix; columns in docs/profile-schema.md).
     """
     from capgeo.encoders import embed
     from capgeo.geometry.batch_size import resolve_batch_sizes
@@ -31,8 +33,18 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
     resolve_batch_sizes(profile_options.get("batch_sizes"), captions.n_groups)   # fail before the (slow) encoding
     embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
+    include_companions = profile_options.pop("include_companions", True)
     profile = build_profile(captions, embeddings, device=device, progress=progress, command=command,
-                            **profile_options)
+                            include_companions=include_companions or per_caption is not None, **profile_options)
+    if per_caption is not None:
+        from capgeo.findings.per_caption import write_per_caption
+
+        write_per_caption(captions, embeddings, profile, str(per_caption))
+        if not include_companions:
+            # the file has them; the JSON stays as small as asked
+            for key in ("top_ids", "top_cosines"):
+                profile["companions"].pop(key, None)
+            profile["options"]["include_companions"] = False
     if gamma:
         add_gamma_section(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
     return profile
@@ -55,3 +67,33 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
                                      n_batches=options.get("n_batches", DEFAULT_N_BATCHES), seed=options.get("seed", 0),
                                      progress=progress)
     return None
+
+
+def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
+                  use_cache: bool = True, progress: bool | None = None, load_options: dict | None = None,
+                  train_embeddings=None, **leak_options) -> dict:
+    """Load (format detected) and embed a training set and evaluation sets with one encoder,
+    and find the evaluation captions with a training twin (`capgeo leak`, docs/leak.md).
+
+    ``train`` and each of ``evals`` are a CaptionSet or a path; ``load_options`` go to
+    ``load_captions`` for paths; ``leak_options`` to ``leak_section``
+    (threshold, top, block_size). ``train_embeddings``: the training set's, when already computed."""
+    from capgeo.encoders import embed
+    from capgeo.findings.leak import leak_section
+
+    def loaded(source):
+        if isinstance(source, (str, Path)):
+            from capgeo.captions import load_captions
+
+            return load_captions(source, **(load_options or {}))
+        return source
+
+    def embedded(captions):
+        # the spec, not a loaded model, goes to embed: a set found in the cache loads no model
+        return embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                     progress=progress)
+
+    train = loaded(train)
+    eval_sets = [loaded(source) for source in evals]
+    return leak_section(train, embedded(train) if train_embeddings is None else train_embeddings, [(captions, embedded(captions)) for captions in eval_sets],
+                        device=device, progress=progress, **leak_options)

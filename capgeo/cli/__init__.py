@@ -23,6 +23,8 @@ COMMANDS = {
     "encode": "capgeo.cli.encode:encode",
     "profile": "capgeo.cli.profile:profile",
     "dupes": "capgeo.cli.dupes:dupes",
+    "leak": "capgeo.cli.leak:leak",
+    "negatives": "capgeo.cli.negatives:negatives",
     "gamma": "capgeo.cli.gamma:gamma",
     "truncation": "capgeo.cli.truncation:truncation",
     "report": "capgeo.cli.report:report",

@@ -18,7 +18,7 @@ from capgeo.cli.options import (
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
-
+from capgeo.findings.dedup import KEEP_POLICIES
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
@@ -54,6 +54,14 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 @click.option("--group-components", is_flag=True,
               help="Instead of the pair list: sets of captions joined by pairs >= --threshold "
                    "(connected components), with each set's size and weakest link.")
+@click.option("--keep", type=click.Choice(KEEP_POLICIES), default=None,
+              help="With --group-components: keep one caption per set (first in the data, longest, shortest, "
+                   "or random with --seed) and report what dropping the others removes. "
+                   "Default with --drop-list: first.")
+@click.option("--drop-list", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+              callback=writable_output,
+              help="With --group-components: write the ids of the captions --keep drops, one per line, to FILE.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --keep random.")
 @click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
               help="Companions kept per caption in the scan; crowded captions are re-searched exactly.")
 @block_size_option
@@ -64,8 +72,8 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
               help="Write to FILE (atomically) instead of stdout; parquet needs it.")
 @json_option
 @ray_option
-def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbours, group_components, top_k, block_size,
-          output_format, output, json_out, **options):
+def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbours, group_components, keep, drop_list,
+          seed, top_k, block_size, output_format, output, json_out, **options):
     """The most similar caption pairs of DATA: pairs of different images (groups) whose
     captions embed almost alike, most similar first, with the content words they share in
     one colour and the words only one of them has in another ([shared] and {differs} when
@@ -84,6 +92,10 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         raise CapgeoError("choose one of --examples and --group-components")
     if top == 0 and threshold is None and not (examples or group_components):
         raise CapgeoError("--top 0 lists every pair above --threshold: give --threshold too")
+    if (keep or drop_list) and not group_components:
+        raise CapgeoError("--keep and --drop-list decide per near-duplicate set: add --group-components")
+    if drop_list is not None and keep is None:
+        keep = "first"
     if output_format == "parquet" and output is None:
         raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
     refuse_path_clashes()
@@ -98,7 +110,13 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         pairs=not (examples or group_components), examples=examples,
         quantiles=quantiles or DEFAULT_QUANTILES, n_per_quantile=per_quantile, neighbours=neighbours,
         components_threshold=components_threshold, top_k=top_k, block_size=block_size, skip_exact=skip_exact,
+        keep=keep, seed=seed,
     )
+    if drop_list is not None:
+        from capgeo.findings.leak import write_id_list
+
+        write_id_list(section["dedup"]["dropped_ids"], drop_list)
+        click.echo(f"Wrote {drop_list} ({len(section['dedup']['dropped_ids']):,} caption ids)", err=True)
     for note in section["warnings"]:
         click.echo(f"Warning: {note}", err=True)
     if json_out is not None:
@@ -288,3 +306,15 @@ def _render_components(section: dict, console) -> None:
         console.print(f"[dim]... {len(components) - 50:,} more sets (all of them in --output-format jsonl)[/]")
     console.print("[dim]min pair: the smallest cosine between any two members; weakest: the smallest "
                   "cosine among the pairs that hold the set together (its maximum spanning tree)[/]")
+    if section.get("dedup"):
+        _render_dedup(section["dedup"], section["n_captions"], section["n_groups"], console)
+
+
+def _render_dedup(dedup: dict, n_captions: int, n_groups: int, console) -> None:
+    def mean(value):
+        return "n/a" if value is None else f"{value:.4f}"
+
+    console.print(f"[bold]Keeping the {dedup['keep']} caption of each of the {dedup['n_sets']:,} sets[/] drops "
+                  f"{dedup['n_captions_dropped']:,} of {n_captions:,} captions and {dedup['n_groups_dropped']:,} "
+                  f"of {n_groups:,} images (images left with no caption); hardest-companion mean "
+                  f"{mean(dedup['hardest_companion_mean_before'])} -> {mean(dedup['hardest_companion_mean_after'])}")

@@ -139,7 +139,8 @@ def writable_output(ctx, param, value):
 
 
 #: command parameters that name files a command reads, and those it writes, with their labels
-INPUT_PARAMS = {"data": "DATA", "sources": "SOURCES", "image_embeddings": "--image-embeddings"}
+INPUT_PARAMS = {"data": "DATA", "sources": "SOURCES", "image_embeddings": "--image-embeddings", "leak": "--leak",
+                "train": "TRAIN", "evals": "EVAL"}
 ENCODER_PARAMS = ("encoder", "encoders")
 OUTPUT_PARAMS = {"output": "--output", "json_out": "--json", "save_profile": "--save-profile"}
 
@@ -179,6 +180,21 @@ def _encoder_specs(params: dict) -> list[str | None]:
         value = params.get(name)
         specs += [value] if isinstance(value, str) else list(value or ())
     return specs
+def row_file_output(suffixes: dict[str, str]):
+    """click callback factory: an output file whose suffix names one of ``suffixes``'s row
+    formats and that can be written, checked before any work is done."""
+    def check(ctx, param, value):
+        if value is not None:
+            from capgeo.errors import CapgeoError
+            from capgeo.findings.per_caption import table_format
+
+            try:
+                table_format(value, suffixes)
+            except CapgeoError as error:
+                raise click.BadParameter(str(error)) from None
+        return writable_output(ctx, param, value)
+
+    return check
 
 
 def json_option(command):

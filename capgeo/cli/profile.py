@@ -16,8 +16,10 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     ray_option,
     reproduce_command,
+    row_file_output,
 )
 from capgeo.cli.pass_options import block_size_option, precision_option
+from capgeo.findings.per_caption import TABLE_SUFFIXES
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 
 MODES = ("auto", "exact", "sampled")
@@ -60,10 +62,15 @@ MODES = ("auto", "exact", "sampled")
 @click.option("--logit-scale", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Logit scale s for the gamma suggestion (default: the checkpoint's, else 100).")
 @click.option("--no-gamma", is_flag=True, help="Skip the gamma suggestion (see `capgeo gamma`).")
+@click.option("--per-caption", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+              callback=row_file_output(TABLE_SUFFIXES),
+              help="Also write one row per caption (companions, duplicates, hardness quantile) to FILE: "
+                   "Parquet, CSV or JSONL by suffix, atomically.")
 @json_option
 @ray_option
-def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets, relative_quantiles, top_k,
-            block_size, precision, seed, near_duplicate_threshold, mode, sampled_above, sampled_pairs, companions, no_companions,
+def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets,
+            relative_quantiles, top_k, block_size, precision, seed, near_duplicate_threshold, mode, sampled_above,
+            sampled_pairs, companions, no_companions,
             **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
@@ -88,10 +95,12 @@ def profile(json_out, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches,
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
-        gamma=not no_gamma, logit_scale=logit_scale, **profile_options,
+        gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption, **profile_options,
     )
     for note in resolved.notes:   # after the work, so that an error stays the only line
         click.echo(f"Note: {note}", err=True)
+    if per_caption is not None:
+        click.echo(f"Wrote {per_caption}", err=True)
     emit(result, json_out, print_profile)
 
 

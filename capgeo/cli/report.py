@@ -61,6 +61,9 @@ def _profile_options(command):
 @click.option("--truncation", is_flag=True,
               help="Add the context-length section of `capgeo truncation` (embeds DATA again at 32, 64, 77, 128, "
                    "248 tokens, those below the encoder's context).")
+@click.option("--leak", "leak", multiple=True, type=click.Path(exists=True, dir_okay=True, path_type=str),
+              metavar="EVAL", help="Add the train/eval leakage section of `capgeo leak DATA EVAL` (DATA as the "
+                                   "training set); repeat for several evaluation sets.")
 @click.option("--fill-missing", is_flag=True,
               help="For a saved profile: compute its missing dupes/gamma sections from the dataset it names "
                    "(re-reads and embeds it; the embedding cache makes this cheap).")
@@ -71,7 +74,7 @@ def _profile_options(command):
               callback=writable_output, metavar="FILE",
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
 @ray_option
-def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, fill_missing, save_profile,
+def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, leak, fill_missing, save_profile,
            output, **options):
     """Write one self-contained HTML report of DATA's caption geometry: summary, alerts,
     figures, near-duplicate gallery, gamma diagnostics and provenance.
@@ -88,9 +91,10 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
         written = write_report(
             source, output, load_options=pop_load_options(options),
             encoder=options["encoder"], batch_sizes=batch_sizes, n_batches=n_batches, seed=seed, max_tokens=max_tokens,
-            dupes=not no_dupes, gamma=not no_gamma, truncation=truncation, fill_missing_sections=fill_missing,
-            save_profile_to=save_profile, device=options["device"], cache_dir=options["cache_dir"],
-            use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
+            dupes=not no_dupes, gamma=not no_gamma, truncation=truncation, leak=leak,
+            fill_missing_sections=fill_missing, save_profile_to=save_profile, device=options["device"],
+            cache_dir=options["cache_dir"], use_cache=not options["no_cache"], command=reproduce_command(),
+            on_skipped=warn_skipped,
             before_encoding=lambda captions: check_options_before_encoding(
                 captions, **({"n_batches": n_batches} if captions is not None else {"needs_negatives": False})))
     if written.ignored_options:

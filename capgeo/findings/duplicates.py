@@ -463,16 +463,18 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
                   pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                   n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
                   block_size: int | None = None, max_pairs: int = 1_000_000, skip_exact: bool = False,
-                  near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, scan=None) -> dict:
+                  near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, scan=None,
+                  keep: str | None = None, seed: int = 0) -> dict:
     """Everything `capgeo dupes` finds, as one JSON-ready dict (shape in docs/dupes.md).
 
     ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.
     Pairs are mined when ``pairs`` (exact copies left out when ``skip_exact``), with
     the total number of near-duplicate pairs (cosine >= ``near_duplicate_threshold``)
     beside them; examples when ``examples``; components when ``components_threshold``
-    is given. Warnings (incomplete mining, chaining) are listed under "warnings".
-    ``scan``: a scan of these vectors with exact companions to reuse (the profile's, in a
-    report) instead of scanning again.
+    is given; with ``keep`` (a policy of :data:`capgeo.findings.dedup.KEEP_POLICIES`) also
+    the dedup decision that keeps one caption per component. Warnings (incomplete mining,
+    chaining) are listed under "warnings". ``scan``: a scan of these vectors with exact
+    companions to reuse (the profile's, in a report) instead of scanning again.
     """
     vectors = _vectors_of(source)
     if scan is not None:
@@ -525,6 +527,10 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
         section["components"] = component_rows(captions, found, components_threshold)
         if found:
             notes.append(CHAINING_WARNING)
+        if keep is not None:
+            from capgeo.findings.dedup import dedup_section
+
+            section["dedup"] = dedup_section(captions, vectors, scan, found, keep, seed, block_size)
     return section
 
 
@@ -584,12 +590,14 @@ def _csv_cell(value):
     return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else value
 
 
-def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, columns: Sequence[str] = ()) -> None:
+def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, columns: Sequence[str] = (),
+               parquet_schema: dict | None = None) -> None:
     """Write rows as jsonl, csv or parquet: atomically to ``output``, or to ``stream`` (jsonl/csv only).
 
     In csv, list columns (words, spans, component members) are JSON-encoded strings;
     jsonl and parquet keep them as lists (of structs for spans). With no rows, csv and
-    parquet still get the header ``columns``.
+    parquet still get the header ``columns``. ``parquet_schema`` (column -> polars type)
+    fixes parquet's column types, where inference would see a column of nulls as untyped.
     """
     import polars as pl
 
@@ -607,8 +615,11 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, colu
                  if rows else pl.DataFrame(schema={column: pl.String for column in columns}))
         text = frame.write_csv()
     else:
-        frame = (pl.DataFrame(rows, infer_schema_length=None) if rows
-                 else pl.DataFrame(schema={column: pl.String for column in columns}))
+        if parquet_schema is not None:
+            frame = pl.DataFrame(rows, schema=parquet_schema)
+        else:
+            frame = (pl.DataFrame(rows, infer_schema_length=None) if rows
+                     else pl.DataFrame(schema={column: pl.String for column in columns}))
         with atomic_path(output) as tmp:
             frame.write_parquet(tmp)
         return

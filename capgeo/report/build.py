@@ -83,12 +83,13 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
                    n_batches: int = DEFAULT_N_BATCHES, dupes: bool = True, gamma: bool = True, device: str | None = None,
                    cache_dir: str | None = None, use_cache: bool = True, max_tokens: int | None = None,
                    progress: bool | None = None, command: str | None = None,
-                   embeddings=None, truncation: bool = False) -> ReportInput:
+                   embeddings=None, truncation: bool = False, leak: Sequence[str | Path] = ()) -> ReportInput:
     """Embed and profile ``captions`` (a CaptionSet or a path) and add the dupes and gamma sections.
 
     ``encoder`` is a spec, a loaded encoder or None (the embedded default); pass
     ``embeddings`` to reuse vectors already computed for these captions. With
-    ``truncation`` the ``truncation`` section (`capgeo truncation`) is added too.
+    ``truncation`` the ``truncation`` section (`capgeo truncation`) is added too; with
+    ``leak`` (evaluation datasets) the ``leak`` section (`capgeo leak`, this dataset as training set).
     """
     from capgeo.geometry.batch_size import resolve_batch_sizes
     from capgeo.geometry.profile import build_profile
@@ -119,6 +120,11 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
         profile["truncation"] = truncation_profile(
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
             batch_size=resolved.headline, n_batches=n_batches, seed=seed)["truncation"]
+    if leak:
+        from capgeo.pipeline import leak_datasets
+
+        profile["leak"] = leak_datasets(captions, leak, encoder, device=device, cache_dir=cache_dir,
+                                        use_cache=use_cache, progress=progress, train_embeddings=embeddings)
     return ReportInput(profile, notes)
 
 
@@ -227,7 +233,7 @@ class WrittenReport:
 def write_report(source: str | Path, output: str | Path, *, load_options: dict | None = None, encoder=None,
                  batch_sizes: Sequence[int] | None = None, n_batches: int = 200, seed: int = 0,
                  max_tokens: int | None = None, dupes: bool = True, gamma: bool = True, truncation: bool = False,
-                 fill_missing_sections: bool = False, save_profile_to: str | Path | None = None,
+                 leak: Sequence[str | Path] = (), fill_missing_sections: bool = False, save_profile_to: str | Path | None = None,
                  device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
                  command: str | None = None, on_skipped: Callable | None = None,
                  before_encoding: Callable | None = None) -> WrittenReport:
@@ -241,6 +247,9 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
     load_options = dict(load_options or {})
     ignored = []
     if is_profile_file(source):
+        if leak:
+            raise CapgeoError(f"--leak needs DATA to be a dataset, not a saved profile ({source}); "
+                              "run `capgeo report DATASET --leak EVAL`")
         given = {**load_options, "encoder": encoder, "max_tokens": max_tokens, "batch_size": batch_sizes}
         ignored = [name for name in DATASET_ONLY_OPTIONS if given.get(name)]
         report_input = load_saved_profile(source)
@@ -255,7 +264,7 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
         report_input = report_dataset(
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens,
             batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=dupes, gamma=gamma,
-            truncation=truncation, command=command)
+            truncation=truncation, leak=leak, command=command)
     saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
     path = build_report(report_input, output, command=command)
     return WrittenReport(path, report_input.notes, saved, ignored)

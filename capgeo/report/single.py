@@ -187,6 +187,11 @@ def render_report(profile: dict, *, command: str | None = None, notes: list[str]
     if profile.get("dupes"):
         page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile["dupes"]),
                                      "Captions of different images that the encoder places closest together."))
+    if profile.get("leak"):
+        from capgeo.report.leak import leak_html
+
+        page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile["leak"]),
+                                     "Evaluation captions with a twin in this (training) dataset."))
     missing = list(notes or [])
     if not profile.get("dupes") and not any("gallery" in note for note in missing):
         missing.append("Near-duplicate gallery: the profile has no dupes section.")

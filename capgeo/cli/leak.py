@@ -1,0 +1,77 @@
+"""`capgeo leak TRAIN EVAL [EVAL ...]`: evaluation captions with a twin in the training set."""
+
+from __future__ import annotations
+
+import click
+
+from capgeo.cli.options import (
+    check_options_before_encoding,
+    emit,
+    encoder_options,
+    json_option,
+    refuse_path_clashes,
+    writable_output,
+)
+from capgeo.findings.leak import DEFAULT_THRESHOLD, DEFAULT_TOP
+
+
+@click.command("leak")
+@click.argument("train", type=click.Path(exists=True, dir_okay=True, path_type=str))
+@click.argument("evals", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, path_type=str),
+                metavar="EVAL [EVAL ...]")
+@encoder_options
+@click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_THRESHOLD, show_default=True,
+              metavar="T", help="An eval caption leaks when a training caption has cosine >= T with it "
+                                "(exact duplicates always count).")
+@click.option("--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True, metavar="N",
+              help="Closest (eval, train) pairs shown per evaluation set.")
+@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="Rows per block of the train x eval pass; memory grows with it.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+              callback=writable_output, help="Write the training ids to drop (one per line) to FILE, atomically.")
+@json_option
+def leak(train, evals, threshold, top, block_size, output, json_out, **options):
+    """Captions of the evaluation sets EVAL that have an exact or near-duplicate in the
+    training set TRAIN (cosine >= --threshold under one encoder), per evaluation set: how many,
+    the share, the closest pairs with shared and differing words highlighted, and the
+    training ids to drop to remove the leak. Formats are detected (see `capgeo info`)."""
+    from capgeo.findings.leak import write_id_list
+    from capgeo.pipeline import leak_datasets
+
+    refuse_path_clashes()
+    check_options_before_encoding(needs_negatives=False)
+    result = leak_datasets(train, evals, options["encoder"], device=options["device"],
+                           cache_dir=options["cache_dir"], use_cache=not options["no_cache"],
+                           threshold=threshold, top=top, block_size=block_size)
+    if output is not None:
+        write_id_list(result["train_ids_to_drop"], output)
+        click.echo(f"Wrote {output} ({len(result['train_ids_to_drop']):,} training ids)", err=True)
+    emit(result, json_out, print_leak)
+
+
+def print_leak(result: dict) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.text import Text
+
+    from capgeo.cli.dupes import highlighted
+
+    console = Console(highlight=False)
+    train = result["train"]
+    console.print(f"[dim]train {escape(train['source'])}: {train['n_captions']:,} captions; encoder "
+                  f"{(result['encoder'] or {}).get('spec')}; twin = exact duplicate or cosine >= "
+                  f"{result['threshold']:g}[/dim]")
+    for entry in result["evals"]:
+        console.print()
+        console.print(f"[bold]{escape(entry['source'])}[/bold]: {entry['n_leaked']:,} of {entry['n_captions']:,} eval "
+                      f"captions ({entry['share_leaked']:.1%}) have a training twin ({entry['n_exact']:,} exact); "
+                      f"dropping {entry['n_train_twins']:,} training captions removes it")
+        for rank, pair in enumerate(entry["pairs"], start=1):
+            flag = "  [bold red]EXACT DUPLICATE[/]" if pair["exact_duplicate"] else ""
+            console.print(f"  [bold]#{rank}[/bold]  cosine {pair['cosine']:.4f}  jaccard {pair['jaccard']:.2f}{flag}")
+            for side in ("eval", "train"):
+                console.print(Text.assemble(f"    {side:<6}", (pair[f"{side}_id"], "cyan"), "  ",
+                                            highlighted(pair[f"{side}_text"], pair[f"spans_{side}"])))
+    console.print()
+    console.print(f"[bold]{len(result['train_ids_to_drop']):,} training captions to drop[/bold] "
+                  "(-o FILE writes their ids)")

@@ -1,0 +1,70 @@
+"""`capgeo negatives DATA -o FILE`: hard negatives per caption, for losses that train on mined tuples."""
+
+from __future__ import annotations
+
+import click
+
+from capgeo.cli.options import (
+    check_options_before_encoding,
+    dataset_options,
+    embed_from_options,
+    emit,
+    encoder_options,
+    json_option,
+    load_from_options,
+    refuse_path_clashes,
+    row_file_output,
+)
+from capgeo.findings.negatives import DEFAULT_K, DEFAULT_MAX_COSINE, DEFAULT_MIN_COSINE, NEGATIVE_SUFFIXES
+
+
+@click.command("negatives")
+@dataset_options
+@encoder_options
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),
+              callback=row_file_output(NEGATIVE_SUFFIXES),
+              help="Rows (anchor id and text, negative ids, texts, cosines) to FILE: .jsonl or .parquet.")
+@click.option("-k", "--negatives", "k", type=click.IntRange(min=1), default=DEFAULT_K, show_default=True,
+              help="Negatives per caption, hardest first.")
+@click.option("--min-cosine", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_MIN_COSINE, show_default=True,
+              metavar="C", help="Keep negatives with cosine >= C.")
+@click.option("--max-cosine", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_MAX_COSINE, show_default=True,
+              metavar="C", help="Keep negatives with cosine < C; above it are exact and near-exact duplicates, "
+                                "false negatives.")
+@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="Rows per block of the pairwise pass; memory grows with it.")
+@json_option
+def negatives(output, k, min_cosine, max_cosine, block_size, json_out, **options):
+    """Each caption's K hardest companions from other images with --min-cosine <= cosine <
+    --max-cosine, written as training rows, and the quantiles of anchor-negative cosine.
+    HN-CLIP itself needs no mining (its Gbar term weighs the in-batch negatives); this
+    serves other hard-negative losses. See docs/negatives.md."""
+    from capgeo.findings.negatives import check_range, export_negatives
+
+    check_range(min_cosine, max_cosine)
+    refuse_path_clashes()
+    captions = load_from_options(options)
+    check_options_before_encoding(captions)
+    embeddings = embed_from_options(captions, options)
+    summary = export_negatives(captions, embeddings, output, k=k, min_cosine=min_cosine, max_cosine=max_cosine,
+                               block_size=block_size)
+    click.echo(f"Wrote {output}", err=True)
+    emit(summary, json_out, print_negatives)
+
+
+def print_negatives(summary: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    levels = list(summary["cosines"][0]["quantiles"])
+    table = Table(title=f"Anchor-negative cosine, {summary['min_cosine']:g} <= cosine < {summary['max_cosine']:g} "
+                        f"(encoder {(summary['encoder'] or {}).get('spec')})", title_justify="left")
+    for column in ("negative rank", "count", "mean", *levels):
+        table.add_column(column, justify="right")
+    for entry in summary["cosines"]:
+        cells = [entry["mean"], *entry["quantiles"].values()]
+        table.add_row(entry["rank"], f"{entry['count']:,}", *("n/a" if v is None else f"{v:.3f}" for v in cells))
+    console.print(table)
+    console.print(f"{summary['n_negatives']:,} negatives for {summary['n_anchors']:,} captions; "
+                  f"{summary['n_anchors_short']:,} captions have fewer than {summary['k']} in range.")

@@ -1,0 +1,134 @@
+"""Train/eval leakage: evaluation captions that have a twin in the training set.
+
+An evaluation caption leaks when a training caption is its exact duplicate (same text
+after the normalisation of :mod:`capgeo.captions.exact_duplicates`) or embeds at cosine
+>= threshold with it. Removing every training caption that is such a twin of any
+evaluation caption removes the leak; those ids are the drop list.
+
+The pass over train x eval is :func:`capgeo.geometry.cross.scan_cross`: blockwise and exact.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import polars as pl
+
+from capgeo.errors import CapgeoError
+from capgeo.findings.highlight import highlight_pair
+from capgeo.captions.exact_duplicates import normalized_text
+
+SCHEMA = "capgeo.leak/1"
+DEFAULT_THRESHOLD = 0.95
+#: closest pairs shown per evaluation set
+DEFAULT_TOP = 20
+
+
+def exact_twins(train_texts: Sequence[str], eval_texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(eval row, train row) of every pair with the same normalised text."""
+    def keyed(texts):
+        return (pl.DataFrame({"text": list(texts)}, schema={"text": pl.String}).with_row_index("row")
+                .select("row", key=normalized_text(pl.col("text"))))
+
+    joined = keyed(eval_texts).join(keyed(train_texts), on="key", suffix="_train").sort(["row", "row_train"])
+    return joined["row"].to_numpy().astype(np.int64), joined["row_train"].to_numpy().astype(np.int64)
+
+
+def twin_row(train, eval_set, train_row: int, eval_row: int, cosine: float) -> dict:
+    """One (eval, train) pair as a JSON-ready dict, words highlighted as in `capgeo dupes`."""
+    eval_text, train_text = eval_set.texts[eval_row], train.texts[train_row]
+    highlight = highlight_pair(eval_text, train_text)
+    return {
+        "eval_id": eval_set.ids[eval_row], "eval_group": eval_set.groups[eval_row], "eval_text": eval_text,
+        "train_id": train.ids[train_row], "train_group": train.groups[train_row], "train_text": train_text,
+        "cosine": float(cosine), "jaccard": highlight.jaccard, "exact_duplicate": highlight.exact_duplicate,
+        "shared_words": list(highlight.shared), "only_eval_words": list(highlight.only_a),
+        "only_train_words": list(highlight.only_b),
+        "spans_eval": [span.to_dict() for span in highlight.spans_a],
+        "spans_train": [span.to_dict() for span in highlight.spans_b],
+    }
+
+
+def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float = DEFAULT_THRESHOLD,
+              top: int = DEFAULT_TOP, block_size: int = 2048, device: str | None = None,
+              progress: bool | None = None) -> dict:
+    """The leak of one evaluation set into the training set (fields in docs/leak.md)."""
+    from capgeo.geometry.cross import scan_cross
+
+    scan = scan_cross(eval_vectors, train_vectors, threshold=threshold, top_k=1, block_size=block_size,
+                      device=device, progress=progress)
+    exact_eval, exact_train = exact_twins(train.texts, eval_set.texts)
+    twin_eval = np.concatenate([scan.pair_query, exact_eval])
+    twin_train = np.concatenate([scan.pair_reference, exact_train])
+    leaked = np.unique(twin_eval)
+    drop = np.unique(twin_train)
+    # each leaked eval caption's closest training twin: its best train caption overall when
+    # that reaches the threshold; an exact twin below it (float rounding) otherwise
+    best_train = scan.top_index[:, 0].copy()
+    best_cosine = scan.top_cosine[:, 0].astype(np.float64)
+    below = leaked[best_cosine[leaked] < threshold]
+    if below.size:
+        first_exact = {int(e): int(t) for e, t in zip(exact_eval[::-1], exact_train[::-1])}
+        for row in below:
+            best_train[row] = first_exact[int(row)]
+            best_cosine[row] = float(np.dot(_unit(eval_vectors[row]), _unit(train_vectors[best_train[row]])))
+    order = leaked[np.lexsort((leaked, -best_cosine[leaked]))][:top]
+    return {
+        "source": str(eval_set.source),
+        "format": eval_set.format,
+        "n_captions": len(eval_set),
+        "n_leaked": int(leaked.size),
+        "share_leaked": leaked.size / len(eval_set),
+        "n_exact": int(np.unique(exact_eval).size),
+        "n_train_twins": int(drop.size),
+        "leaked_ids": [eval_set.ids[row] for row in leaked],
+        "train_ids_to_drop": [train.ids[row] for row in drop],
+        "pairs": [twin_row(train, eval_set, int(best_train[row]), int(row), best_cosine[row]) for row in order],
+    }
+
+
+def _unit(vector) -> np.ndarray:
+    vector = np.asarray(vector, dtype=np.float64)
+    return vector / np.linalg.norm(vector)
+
+
+def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP,
+                 block_size: int = 2048, device: str | None = None, progress: bool | None = None) -> dict:
+    """The whole `capgeo leak` result: one entry per evaluation set and the union of the training
+    ids to drop. ``evals`` is a list of (CaptionSet, Embeddings); all embeddings from one encoder."""
+    if not -1.0 <= threshold <= 1.0:
+        raise CapgeoError(f"--threshold: expected a cosine between -1 and 1, got {threshold}")
+    train_info = getattr(train_embeddings, "info", None)
+    sets = []
+    for eval_set, eval_embeddings in evals:
+        info = getattr(eval_embeddings, "info", None)
+        if train_info is not None and info is not None and info.fingerprint != train_info.fingerprint:
+            raise CapgeoError(f"{eval_set.source}: encoded with {info.spec!r}, the training set with "
+                              f"{train_info.spec!r}; leakage needs one encoder for both")
+        sets.append(eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors,
+                              threshold=threshold, top=top, block_size=block_size, device=device,
+                              progress=progress))
+    drop = sorted(set().union(*(entry["train_ids_to_drop"] for entry in sets)), key=_row_of(train))
+    return {
+        "schema": SCHEMA,
+        "train": {"source": str(train.source), "format": train.format, "n_captions": len(train),
+                  "n_groups": train.n_groups},
+        "encoder": train_info.to_dict() if train_info is not None else None,
+        "threshold": float(threshold),
+        "evals": sets,
+        "train_ids_to_drop": drop,
+    }
+
+
+def _row_of(captions):
+    position = {caption_id: row for row, caption_id in enumerate(captions.ids)}
+    return position.__getitem__
+
+
+def write_id_list(ids: Sequence[str], output: str) -> None:
+    """One id per line, atomically."""
+    from capgeo._atomic import atomic_open
+
+    with atomic_open(output) as handle:
+        handle.write("".join(f"{caption_id}\n" for caption_id in ids))

@@ -1,0 +1,120 @@
+"""One row per caption: what the profile found about each caption, to join back to the user's data.
+
+Everything here is read off what the profile's pass already computed (each caption's
+top-k companions) plus the encoder's token counts; near-duplicate sets are the
+components of `capgeo dupes --group-components` at the profile's threshold, found from
+the same companion lists (crowded captions re-searched exactly).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import polars as pl
+
+from capgeo.errors import CapgeoError
+from capgeo.captions.exact_duplicates import normalized_text
+
+#: row file formats by suffix
+TABLE_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
+#: the columns and their Parquet types
+SCHEMA = {
+    "caption_id": pl.String, "group_id": pl.String, "token_count": pl.Int64, "truncated": pl.Boolean,
+    "hardest_id": pl.String, "hardest_cosine": pl.Float64, "top_ids": pl.List(pl.String),
+    "top_cosines": pl.List(pl.Float64), "exact_duplicate_of": pl.String, "near_duplicate_set": pl.Int64,
+    "hardness_quantile": pl.Float64,
+}
+COLUMNS = tuple(SCHEMA)
+
+
+def table_format(path: str, suffixes: dict[str, str] = TABLE_SUFFIXES) -> str:
+    """The row format a file name asks for, by its suffix."""
+    fmt = suffixes.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise CapgeoError(f"{path}: unknown file type; expected a name ending in {', '.join(suffixes)}")
+    return fmt
+
+
+def companion_scan(caption_ids, companions: dict) -> SimpleNamespace:
+    """The profile's JSON companion lists back as index/cosine arrays (-1 / NaN where missing)."""
+    if "top_ids" not in companions:
+        raise CapgeoError("the profile has no per-caption companion lists (computed without them)")
+    position = {caption_id: row for row, caption_id in enumerate(caption_ids)}
+    index = np.array([[-1 if c is None else position[c] for c in row] for row in companions["top_ids"]],
+                     dtype=np.int64).reshape(len(caption_ids), -1)
+    cosine = np.array([[np.nan if c is None else c for c in row] for row in companions["top_cosines"]],
+                      dtype=np.float64).reshape(len(caption_ids), -1)
+    return SimpleNamespace(companion_index=index, companion_cosine=cosine)
+
+
+def exact_duplicate_of(texts, caption_ids) -> list:
+    """For each caption, the id of the first caption (in dataset order) with the same
+    normalised text, or None when it is that first one or has no duplicate."""
+    table = (pl.DataFrame({"text": list(texts), "caption_id": list(caption_ids)},
+                          schema={"text": pl.String, "caption_id": pl.String})
+             .with_columns(key=normalized_text(pl.col("text")))
+             .with_columns(first=pl.col("caption_id").first().over("key")))
+    return table.select(pl.when(pl.col("first") != pl.col("caption_id")).then(pl.col("first"))).to_series().to_list()
+
+
+def hardness_quantiles(hardest: np.ndarray) -> np.ndarray:
+    """Share of captions whose hardest-companion cosine is at or below each caption's
+    (1.0 = the hardest caption of the dataset); NaN where a caption has no companion."""
+    valid = np.isfinite(hardest)
+    ranked = np.sort(hardest[valid])
+    out = np.full(hardest.shape, np.nan)
+    out[valid] = np.searchsorted(ranked, hardest[valid], side="right") / max(ranked.size, 1)
+    return out
+
+
+def per_caption_rows(captions, embeddings, companions: dict, threshold: float, *,
+                     block_size: int | None = None) -> list[dict]:
+    """The per-caption rows (columns :data:`COLUMNS`, described in docs/profile-schema.md)."""
+    from capgeo.findings.duplicates import near_duplicate_components
+
+    ids, groups = captions.ids, captions.groups
+    scan = companion_scan(ids, companions)
+    set_of = np.zeros(len(ids), dtype=np.int64)
+    if len(ids) > 1:
+        components = near_duplicate_components(captions, embeddings.vectors, threshold, scan=scan,
+                                               top_k=scan.companion_index.shape[1], block_size=block_size)
+        for number, component in enumerate(components, start=1):
+            set_of[list(component.members)] = number
+    counts = np.asarray(embeddings.token_counts, dtype=np.int64)
+    known = counts.size == len(ids) and bool(np.all(counts >= 0))
+    hardest = scan.companion_cosine[:, 0] if scan.companion_cosine.size else np.full(len(ids), np.nan)
+    quantiles = hardness_quantiles(hardest)
+    duplicate_of = exact_duplicate_of(captions.texts, ids)
+    rows = []
+    for row, caption_id in enumerate(ids):
+        finite = np.isfinite(scan.companion_cosine[row])
+        top_ids = [ids[j] for j in scan.companion_index[row][finite]]
+        top_cosines = [float(c) for c in scan.companion_cosine[row][finite]]
+        rows.append({
+            "caption_id": caption_id, "group_id": groups[row],
+            "token_count": int(counts[row]) if known else None,
+            "truncated": bool(counts[row] > embeddings.max_tokens) if known else None,
+            "hardest_id": top_ids[0] if top_ids else None,
+            "hardest_cosine": top_cosines[0] if top_cosines else None,
+            "top_ids": top_ids, "top_cosines": top_cosines,
+            "exact_duplicate_of": duplicate_of[row],
+            "near_duplicate_set": int(set_of[row]) or None,
+            "hardness_quantile": float(quantiles[row]) if np.isfinite(quantiles[row]) else None,
+        })
+    return rows
+
+
+def write_per_caption(captions, embeddings, profile: dict, output: str) -> int:
+    """Write the per-caption rows of a profile to ``output`` (format by suffix, atomically).
+    Returns the number of rows."""
+    from capgeo.findings.duplicates import write_rows
+
+    fmt = table_format(output)
+    options = profile.get("options") or {}
+    rows = per_caption_rows(captions, embeddings, profile["companions"],
+                            float(options.get("near_duplicate_threshold", 0.95)),
+                            block_size=options.get("block_size_used") or options.get("block_size"))
+    write_rows(rows, fmt, output, columns=COLUMNS, parquet_schema=SCHEMA)
+    return len(rows)

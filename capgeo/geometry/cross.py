@@ -1,0 +1,132 @@
+"""The exact pass over two caption sets: every query caption against every reference caption.
+
+`capgeo leak` asks which evaluation captions have a twin in the training set. That is a
+rectangular (queries x references) problem, unlike the symmetric pass of
+:mod:`capgeo.geometry.pairwise`, so it gets its own small walker: query rows in blocks,
+reference columns in blocks, one matmul per tile, never the whole M x N matrix.
+
+From each tile it keeps (1) every pair with cosine >= ``threshold`` and (2) each query's
+``top_k`` most similar references. Both are exact: no pair is skipped or estimated, and the
+result does not depend on the block size or the device. Equal cosines are ordered by the
+lower reference index first, as in pairwise.py, so results are reproducible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from capgeo.errors import CapgeoError
+from capgeo.progress import progress_bar
+
+DEFAULT_BLOCK_SIZE = 2048
+#: pairs at or above the threshold kept at most; more means the threshold is far too low
+DEFAULT_MAX_PAIRS = 5_000_000
+
+
+@dataclass
+class CrossScan:
+    """Result of :func:`scan_cross`; indices are rows of the query and reference sets."""
+
+    pair_query: np.ndarray       # (P,) int64, pairs with cosine >= threshold, sorted by query then cosine desc
+    pair_reference: np.ndarray   # (P,) int64
+    pair_cosine: np.ndarray      # (P,) float32
+    top_index: np.ndarray        # (M, k) int64 best references per query, cosine desc, ties by lower index
+    top_cosine: np.ndarray       # (M, k) float32
+    threshold: float
+
+
+def _unit_rows(vectors, name: str) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim != 2 or vectors.shape[0] == 0:
+        raise CapgeoError(f"{name}: expected a non-empty 2-D array of caption vectors, got shape {vectors.shape}")
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    if not np.all(np.isfinite(norms)) or np.any(norms == 0):
+        raise CapgeoError(f"{name}: a row is all zeros or not finite; expected caption embeddings")
+    return np.ascontiguousarray(vectors / norms)
+
+
+def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
+               max_pairs: int = DEFAULT_MAX_PAIRS, device: str | None = None,
+               progress: bool | None = None) -> CrossScan:
+    """Exact cosines of every query row against every reference row, blockwise.
+
+    ``queries`` (M, d) and ``references`` (N, d) are normalised here. Keeps the pairs
+    with cosine >= ``threshold`` and each query's ``top_k`` best references.
+    """
+    import torch
+
+    if not -1.0 <= threshold <= 1.0:
+        raise CapgeoError(f"threshold: expected a cosine between -1 and 1, got {threshold}")
+    if top_k < 1 or block_size < 1:
+        raise CapgeoError(f"top_k and block_size must be at least 1, got {top_k} and {block_size}")
+    query_matrix = _unit_rows(queries, "query vectors")
+    reference_matrix = _unit_rows(references, "reference vectors")
+    if query_matrix.shape[1] != reference_matrix.shape[1]:
+        raise CapgeoError(f"vectors of width {query_matrix.shape[1]} and {reference_matrix.shape[1]} cannot be "
+                          "compared; encode both sets with the same encoder")
+    torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    query_rows = torch.from_numpy(query_matrix).to(torch_device)
+    reference_rows = torch.from_numpy(reference_matrix).to(torch_device)
+    m, n = query_rows.shape[0], reference_rows.shape[0]
+    k = min(top_k, n)
+    found_query, found_reference, found_cosine = [], [], []
+    found = 0
+    best_cosine = np.empty((m, k), dtype=np.float32)
+    best_index = np.empty((m, k), dtype=np.int64)
+    query_starts = range(0, m, block_size)
+    reference_starts = range(0, n, block_size)
+    with torch.inference_mode(), progress_bar("train x eval cosines", len(query_starts) * len(reference_starts),
+                                              enabled=progress) as bar:
+        for query_start in query_starts:
+            rows = query_rows[query_start:query_start + block_size]
+            running_cosine = torch.full((rows.shape[0], 0), float("-inf"), device=torch_device)
+            running_index = torch.full((rows.shape[0], 0), -1, dtype=torch.int64, device=torch_device)
+            for reference_start in reference_starts:
+                columns = reference_rows[reference_start:reference_start + block_size]
+                tile = rows @ columns.T
+                hit_rows, hit_columns = torch.nonzero(tile >= threshold, as_tuple=True)
+                found += int(hit_rows.numel())
+                if found > max_pairs:
+                    raise CapgeoError(f"more than {max_pairs:,} pairs reach cosine {threshold:g}; "
+                                      "raise --threshold")
+                if hit_rows.numel():
+                    found_query.append((hit_rows + query_start).cpu().numpy())
+                    found_reference.append((hit_columns + reference_start).cpu().numpy())
+                    found_cosine.append(tile[hit_rows, hit_columns].cpu().numpy())
+                tile_cosine, tile_position = _row_topk(tile, k)
+                # later tiles hold larger reference indices than any kept so far, so a stable
+                # sort (running list first) keeps equal cosines in index order
+                merged_cosine = torch.cat([running_cosine, tile_cosine], dim=1)
+                merged_index = torch.cat([running_index, tile_position + reference_start], dim=1)
+                order = torch.sort(merged_cosine, dim=1, descending=True, stable=True).indices[:, :k]
+                running_cosine = torch.gather(merged_cosine, 1, order)
+                running_index = torch.gather(merged_index, 1, order)
+                bar.advance(1)
+            best_cosine[query_start:query_start + rows.shape[0]] = running_cosine.cpu().numpy()
+            best_index[query_start:query_start + rows.shape[0]] = running_index.cpu().numpy()
+    pair_query = np.concatenate(found_query) if found_query else np.zeros(0, dtype=np.int64)
+    pair_reference = np.concatenate(found_reference) if found_reference else np.zeros(0, dtype=np.int64)
+    pair_cosine = np.concatenate(found_cosine) if found_cosine else np.zeros(0, dtype=np.float32)
+    order = np.lexsort((pair_reference, -pair_cosine.astype(np.float64), pair_query))
+    return CrossScan(pair_query[order].astype(np.int64), pair_reference[order].astype(np.int64),
+                     pair_cosine[order].astype(np.float32), best_index, best_cosine, float(threshold))
+
+
+def _row_topk(tile, k):
+    """Each row's k largest values and their column positions, equal values by lower position.
+
+    torch.topk orders equal values arbitrarily, so rows with a tie inside their top k or
+    at its edge are redone with a stable sort (rare: cosines of distinct captions seldom tie).
+    """
+    import torch
+
+    width = min(k + 1, tile.shape[1])
+    values, positions = torch.topk(tile, width, dim=1, largest=True, sorted=True)
+    tied = (values[:, 1:] == values[:, :-1]).any(dim=1)
+    if bool(tied.any()):
+        rows = torch.nonzero(tied)[:, 0]
+        values[rows], positions[rows] = (part[:, :width] for part in
+                                         torch.sort(tile[rows], dim=1, descending=True, stable=True))
+    return values[:, :k], positions[:, :k]

@@ -1,0 +1,26 @@
+"""The report's leakage section: per evaluation set, how many captions have a training
+twin, and the closest (eval, train) pairs with shared words marked (a ``leak`` section,
+docs/leak.md)."""
+
+from __future__ import annotations
+
+from capgeo.report.gallery import LEGEND, MAX_PAIRS, _box, _pair_stats
+from capgeo.report.html import CaptionIds, escape
+
+
+def leak_html(leak: dict, ids: CaptionIds | None = None) -> str:
+    """HTML body of the leakage section (already escaped)."""
+    ids = ids or CaptionIds("leak")
+    parts = [f'<p class="stats">A twin: an exact duplicate or a training caption at cosine &ge; '
+             f'{leak["threshold"]:g}. Dropping the {len(leak["train_ids_to_drop"]):,} training captions listed by '
+             f'<code>capgeo leak -o FILE</code> removes every twin below.</p>', LEGEND]
+    for entry in leak["evals"]:
+        parts.append(f'<h3>{escape(entry["source"])}: {entry["n_leaked"]:,} of {entry["n_captions"]:,} captions '
+                     f'({entry["share_leaked"]:.1%}) have a training twin, {entry["n_exact"]:,} exact</h3>')
+        for pair in entry["pairs"][:MAX_PAIRS]:
+            parts.append(f'<div class="example">{_pair_stats(pair)}<div class="pair">'
+                         + _box("eval", pair["eval_id"], pair["eval_group"], pair["eval_text"], pair["spans_eval"], ids)
+                         + _box("train", pair["train_id"], pair["train_group"], pair["train_text"],
+                                pair["spans_train"], ids)
+                         + "</div></div>")
+    return "".join(parts)

@@ -1,0 +1,229 @@
+"""`capgeo leak`: the exact train x eval pass against brute force, a planted overlap in real
+COCO captions, paraphrased twins under the real MiniLM, and the command's files and errors."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from _action_fixtures import caption_set, embeddings, unit, write_jsonl
+from capgeo.captions import load_captions
+from capgeo.cli import main
+from capgeo.errors import CapgeoError
+from capgeo.findings.leak import exact_twins, leak_section
+from capgeo.geometry.cross import scan_cross
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], env={"COLUMNS": "200"})
+
+
+def planted_vectors(seed=0, n_train=200, n_eval=60, dim=24, twins=((3, 17), (10, 17), (41, 5), (59, 199))):
+    """Random train/eval vectors; each (eval row, train row) in ``twins`` is a slightly moved copy."""
+    rng = np.random.default_rng(seed)
+    train = unit(rng.normal(size=(n_train, dim)))
+    evals = unit(rng.normal(size=(n_eval, dim)))
+    for e, t in twins:
+        evals[e] = unit((train[t] + 0.05 * rng.normal(size=dim))[None])[0]
+    return train, evals
+
+
+@pytest.mark.parametrize("block_size", [16, 64, 4096])
+def test_cross_pass_matches_brute_force_at_any_block_size(block_size):
+    train, evals = planted_vectors()
+    similarity = evals.astype(np.float64) @ train.astype(np.float64).T
+    # many pairs above, none within float32 rounding of it
+    threshold = next(t for t in np.arange(0.3, 0.5, 0.01) if np.abs(similarity - t).min() > 1e-5)
+    scan = scan_cross(evals, train, threshold=threshold, top_k=3, block_size=block_size, device="cpu")
+    expected = sorted(zip(*np.nonzero(similarity >= threshold)))
+    assert sorted(zip(scan.pair_query.tolist(), scan.pair_reference.tolist())) == expected
+    np.testing.assert_allclose(scan.pair_cosine, similarity[scan.pair_query, scan.pair_reference], atol=1e-6)
+    np.testing.assert_array_equal(scan.top_index, np.argsort(-similarity, axis=1, kind="stable")[:, :3])
+    np.testing.assert_allclose(scan.top_cosine, -np.sort(-similarity, axis=1)[:, :3], atol=1e-6)
+
+
+@pytest.mark.parametrize("block_size", [2, 64])  # the tied rows in different tiles, and in one tile
+def test_cross_pass_orders_equal_cosines_by_lower_reference_row(block_size):
+    train = unit(np.eye(4)[[0, 1, 0, 2, 0]])  # rows 0, 2 and 4 are the same vector
+    scan = scan_cross(unit(np.eye(4)[[0]]), train, threshold=0.5, top_k=3, block_size=block_size, device="cpu")
+    assert scan.top_index.tolist() == [[0, 2, 4]]
+    assert scan.pair_reference.tolist() == [0, 2, 4]
+
+
+def test_leak_section_finds_planted_twins_and_their_drop_list():
+    train, evals = planted_vectors()
+    train_set = caption_set([f"t{i // 2}" for i in range(200)], ids=[f"train{i}" for i in range(200)])
+    eval_set = caption_set([f"e{i}" for i in range(60)], ids=[f"eval{i}" for i in range(60)])
+    result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], threshold=0.9)
+    similarity = evals.astype(np.float64) @ train.astype(np.float64).T
+    entry = result["evals"][0]
+    assert entry["leaked_ids"] == [f"eval{e}" for e in np.flatnonzero(similarity.max(axis=1) >= 0.9)]
+    assert entry["leaked_ids"] == ["eval3", "eval10", "eval41", "eval59"]
+    assert result["train_ids_to_drop"] == ["train5", "train17", "train199"]
+    assert entry["share_leaked"] == pytest.approx(4 / 60)
+    closest = entry["pairs"][0]
+    e, t = int(closest["eval_id"][4:]), int(closest["train_id"][5:])
+    assert closest["cosine"] == pytest.approx(similarity.max(axis=1)[[3, 10, 41, 59]].max(), abs=1e-6)
+    assert closest["cosine"] == pytest.approx(similarity[e, t], abs=1e-6)
+
+
+def test_exact_twins_use_the_normalised_text():
+    eval_rows, train_rows = exact_twins(["A dog.", "a cat", "A  DOG."], ["a dog.", "a bird", "A cat"])
+    assert sorted(zip(eval_rows.tolist(), train_rows.tolist())) == [(0, 0), (0, 2), (2, 1)]
+
+
+def bag_of_words(texts, vocabulary):
+    """Word-count vectors: identical texts have cosine 1, different COCO captions well below."""
+    rows = np.zeros((len(texts), len(vocabulary)), dtype=np.float32)
+    for row, text in enumerate(texts):
+        for word, count in Counter(re.findall(r"\w+", text.lower())).items():
+            rows[row, vocabulary[word]] = count
+    return unit(rows + 1e-3)  # no all-zero row
+
+
+@pytest.mark.slow
+def test_planted_overlap_in_real_coco_captions_is_found_exactly(shared_data):
+    coco = load_captions(shared_data / "coco-karpathy-test" / "mscoco_test.json")
+    texts, groups = coco.texts, coco.groups
+    train_rows, pool_rows = np.arange(0, 2000), np.arange(10000, 10600)
+    vocabulary = {w: i for i, w in enumerate(sorted({w for t in texts[:2000] + texts[10000:10600]
+                                                     for w in re.findall(r"\w+", t.lower())}))}
+    train_vectors = bag_of_words([texts[i] for i in train_rows], vocabulary)
+    pool_vectors = bag_of_words([texts[i] for i in pool_rows], vocabulary)
+    # the eval set: pool captions with no natural twin in train (brute force), plus planted copies
+    clean = pool_rows[(pool_vectors @ train_vectors.T).max(axis=1) < 0.9][:400]
+    planted = np.random.default_rng(1).choice(train_rows, size=25, replace=False)
+    copies = [texts[i].upper() if k % 3 == 0 else texts[i] for k, i in enumerate(planted)]  # case is normalised
+    eval_texts = [texts[i] for i in clean] + copies
+    eval_ids = [f"eval{k}" for k in range(len(eval_texts))]
+    train_set = caption_set([groups[i] for i in train_rows], [texts[i] for i in train_rows],
+                            [coco.ids[i] for i in train_rows])
+    eval_set = caption_set([f"e{k}" for k in range(len(eval_texts))], eval_texts, eval_ids)
+    result = leak_section(train_set, embeddings(train_vectors),
+                          [(eval_set, embeddings(bag_of_words(eval_texts, vocabulary)))], threshold=0.95)
+    entry = result["evals"][0]
+    assert entry["leaked_ids"] == eval_ids[len(clean):]
+    assert entry["n_exact"] == 25
+    planted_ids = {coco.ids[i] for i in planted}
+    # a planted text may also have an exact copy elsewhere in train (COCO repeats captions): that copy leaks too
+    natural = {coco.ids[i] for i in train_rows
+               if texts[i].lower() in {texts[p].lower() for p in planted}}
+    assert set(result["train_ids_to_drop"]) == planted_ids | natural
+    assert all(pair["exact_duplicate"] for pair in entry["pairs"])
+
+
+@pytest.mark.slow
+def test_paraphrased_twins_under_the_real_minilm(tmp_path):
+    train = ["A brown dog runs across a grassy park chasing a red ball.",
+             "Two people ride bicycles along a beach at sunset.",
+             "A plate of spaghetti with tomato sauce and basil on a wooden table.",
+             "A red double-decker bus drives down a busy city street.",
+             "A cat sleeps curled up on a blue sofa next to a window.",
+             "A snowy mountain peak under a clear blue sky.",
+             "A child flies a kite in an open field on a windy day.",
+             "An old wooden sailboat is moored in a quiet harbour.",
+             "A man in a suit talks on his phone outside an office building.",
+             "Fresh oranges and apples are stacked at a market stall.",
+             "A giraffe eats leaves from the top of a tall tree.",
+             "A laptop and a cup of coffee sit on a cluttered desk."]
+    evals = ["A brown dog is running through a grassy park after a red ball.",
+             "Two people are riding bikes on the beach as the sun sets.",
+             "A red double decker bus driving along a busy street in the city.",
+             "A giraffe is eating leaves from the top of a tall tree.",
+             "A woman reads a book on a train.",
+             "A bowl of soup with bread on the side.",
+             "Children play football in a school yard.",
+             "A lighthouse stands on a rocky coast at night."]
+    train_file = write_jsonl(tmp_path / "train.jsonl", [f"t{i}" for i in range(12)], [f"i{i}" for i in range(12)],
+                             train)
+    eval_file = write_jsonl(tmp_path / "eval.jsonl", [f"e{i}" for i in range(8)], [f"j{i}" for i in range(8)], evals)
+    out = tmp_path / "drop.txt"
+    result = run("leak", train_file, eval_file, "--threshold", 0.8, "-o", out, "--json", tmp_path / "leak.json")
+    assert result.exit_code == 0, result.output
+    leak = json.loads((tmp_path / "leak.json").read_text())
+    entry = leak["evals"][0]
+    assert entry["leaked_ids"] == ["e0", "e1", "e2", "e3"]
+    assert entry["n_exact"] == 0
+    assert out.read_text().split() == ["t0", "t1", "t3", "t10"]
+    assert [pair["train_id"] for pair in sorted(entry["pairs"], key=lambda p: p["eval_id"])] == ["t0", "t1", "t3", "t10"]
+    assert "4 of 8 eval captions (50.0%)" in result.stdout
+
+
+@pytest.fixture
+def tiny_sets(tmp_path):
+    train, evals = planted_vectors(n_train=20, n_eval=6, twins=((1, 4), (5, 4)))
+    train_file = write_jsonl(tmp_path / "train.jsonl", [f"t{i}" for i in range(20)], [f"g{i}" for i in range(20)],
+                             [f"train caption {i}" for i in range(20)])
+    eval_file = write_jsonl(tmp_path / "eval.jsonl", [f"e{i}" for i in range(6)], [f"h{i}" for i in range(6)],
+                            [f"eval caption {i}" for i in range(6)])
+    vectors = tmp_path / "vectors.npz"
+    np.savez(vectors, vectors=np.concatenate([train, evals]),
+             ids=np.array([f"t{i}" for i in range(20)] + [f"e{i}" for i in range(6)]))
+    return train_file, eval_file, f"vectors:{vectors}", train, evals
+
+
+def test_leak_command_writes_drop_list_and_json(tiny_sets, tmp_path):
+    train_file, eval_file, encoder, train, evals = tiny_sets
+    out, report = tmp_path / "drop.txt", tmp_path / "leak.json"
+    result = run("leak", train_file, eval_file, eval_file, "--encoder", encoder, "--threshold", 0.9,
+                 "-o", out, "--json", report)
+    assert result.exit_code == 0, result.output
+    assert out.read_text() == "t4\n"
+    leak = json.loads(report.read_text())
+    assert leak["schema"] == "capgeo.leak/1" and len(leak["evals"]) == 2
+    assert leak["evals"][0]["leaked_ids"] == ["e1", "e5"]
+    assert leak["evals"][0]["pairs"][0]["cosine"] == pytest.approx(float(np.max(evals[[1, 5]] @ train[4])), abs=1e-6)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threshold", "1.5"], "--threshold"),
+    (["--threshold", "-2"], "--threshold"),
+    (["-o", "{train}/drop.txt"], "cannot write"),
+])
+def test_bad_options_are_one_line_errors_without_output(tiny_sets, tmp_path, args, message):
+    train_file, eval_file, encoder, *_ = tiny_sets
+    args = [arg.replace("{train}", str(train_file)) for arg in args]  # a folder that is a file
+    before = sorted(train_file.parent.iterdir())
+    result = run("leak", train_file, eval_file, "--encoder", encoder, *args)
+    assert sorted(train_file.parent.iterdir()) == before
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+    assert [line for line in result.output.splitlines() if line.startswith("Error:")] and \
+        len([line for line in result.output.splitlines() if line.startswith("Error:")]) == 1
+
+
+def test_leak_section_refuses_a_threshold_outside_cosines():
+    with pytest.raises(CapgeoError, match="between -1 and 1"):
+        leak_section(caption_set(["a"]), embeddings(np.ones((1, 2))), [], threshold=1.01)
+
+
+def test_report_section_shows_each_eval_set_and_escapes_captions(tiny_sets, tmp_path):
+    from capgeo.report.leak import leak_html
+
+    train, evals = planted_vectors(n_train=20, n_eval=6, twins=((1, 4),))
+    train_set = caption_set([f"t{i}" for i in range(20)], texts=[f"<b>train</b> {i}" for i in range(20)])
+    eval_set = caption_set([f"e{i}" for i in range(6)], texts=[f"<b>eval</b> {i}" for i in range(6)],
+                           source="eval.jsonl")
+    html = leak_html(leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], threshold=0.9))
+    assert "eval.jsonl: 1 of 6 captions (16.7%) have a training twin, 0 exact" in html
+    assert html.count('class="pair"') == 1
+    assert "<b>" not in html and "&lt;/" in html  # the tags are text, escaped
+
+
+def test_report_leak_option_adds_the_section(tiny_sets, tmp_path):
+    train_file, eval_file, encoder, *_ = tiny_sets
+    out = tmp_path / "report.html"
+    result = run("report", train_file, "--encoder", encoder, "--leak", eval_file, "--no-gamma", "--no-dupes",
+                 "--batch-size", 4, "--n-batches", 2, "-o", out, "--save-profile", tmp_path / "profile.json")
+    assert result.exit_code == 0, result.output
+    assert 'id="leak"' in out.read_text()
+    saved = json.loads((tmp_path / "profile.json").read_text())
+    assert saved["leak"]["evals"][0]["leaked_ids"] == ["e1", "e5"]
+    result = run("report", tmp_path / "profile.json", "--leak", eval_file, "-o", tmp_path / "again.html")
+    assert result.exit_code == 2 and "--leak needs DATA to be a dataset" in result.output
+    assert not (tmp_path / "again.html").exists()
