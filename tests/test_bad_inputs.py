@@ -118,6 +118,13 @@ CATALOGUE = [
     ("vectors-missing", "encode D.jsonl --encoder vectors:missing.npy", "vector file not found", {}),
     ("unknown-encoder-spec", "encode D.jsonl --encoder nonsense", "unknown encoder spec", {}),
     ("unknown-device", "encode D.jsonl --device tpu9", "--device 'tpu9': expected cpu", {}),
+    # weight files that cannot be read (capgeo/encoders/checkpoint.py)
+    ("checkpoint-random-bytes", "encode D.jsonl --encoder ViT-B-32@ckpt.pt --device cpu",
+     "ckpt.pt: not a PyTorch checkpoint", {}),
+    ("checkpoint-garbage-safetensors", "encode D.jsonl --encoder ViT-B-32@garbage.safetensors --device cpu",
+     "garbage.safetensors: not a readable safetensors file", {}),
+    ("checkpoint-truncated-zip", "encode D.jsonl --encoder ViT-B-32@truncated.pt --device cpu",
+     "truncated.pt: truncated or damaged PyTorch zip archive", {}),
     # captions
     ("integer-captions-parquet", "info ints.parquet --text-column caption", "caption should be text, found int", {}),
     ("integer-captions-jsonl", "info ints.jsonl", "caption should be text, found int", {}),
@@ -156,6 +163,12 @@ def inputs(tmp_path_factory) -> Path:
     np.save(folder / "nan.npy", nan)
     (folder / "random.npy").write_bytes(rng.bytes(4096))
     (folder / "ckpt.pt").write_bytes(rng.bytes(1024))
+    (folder / "garbage.safetensors").write_bytes(b"\xff" * 64 + rng.bytes(512))
+    import torch
+
+    torch.save({"positional_embedding": torch.zeros(77, 8)}, folder / "whole.pt")
+    whole = (folder / "whole.pt").read_bytes()
+    (folder / "truncated.pt").write_bytes(whole[: len(whole) // 2])
     write_jsonl(folder / "one.jsonl", [{"id": f"o{i}", "image": "same", "caption": f"caption {i}"} for i in range(3)])
     pl.DataFrame({"caption": [1, 2, 3]}).write_parquet(folder / "ints.parquet")
     write_jsonl(folder / "ints.jsonl", [{"caption": i} for i in range(3)])

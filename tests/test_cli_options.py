@@ -84,7 +84,7 @@ def test_report_rejects_an_impossible_batch_size_before_encoding(repo_data, monk
     monkeypatch.setattr(capgeo.encoders, "embed", no_encoding)
     result = CliRunner().invoke(main, ["report", str(repo_data / "coco_sample.json"), "--batch-size", "500",
                                        "-o", "unused.html"])
-    assert result.exit_code == 2 and "batch size 500 is larger than the number of groups" in result.output
+    assert result.exit_code == 2 and "--batch-size 500: a batch needs captions of B different images" in result.output
 
 
 def test_gamma_default_batch_fits_a_small_dataset(repo_data, tmp_path):
