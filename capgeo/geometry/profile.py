@@ -60,8 +60,9 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
     (docs/profile-schema.md). Deterministic for a seed. ``on_scan``: called with the pairwise
     scan (a PairScan), so a caller can reuse it (the report's dupes section does).
     ``companion_lists=False`` leaves the ``companions`` section None: its N x k lists are
-    most of the work outside the pass at a million captions, wasted when nothing saves them. Raises CapgeoError for bad options, a batch
-    size above the number of groups, or a dataset with a single group (it has no negatives).
+    most of the work outside the pass at a million captions, wasted when nothing saves them.
+    Raises CapgeoError for bad options, a batch size above the number of groups, or a dataset
+    with a single group (it has no negatives).
     """
     started = time.perf_counter()
     options = dataclasses.replace(options or ProfileOptions(), **option_values)
