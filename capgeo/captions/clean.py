@@ -97,11 +97,15 @@ def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | N
             detail += f"; skipped {item.count}: {item.reason}"
         raise DataError(f"{raw.source}: no captions to use ({detail})")
 
+    def kept(values: list) -> list:
+        # kept rows ascend without repeats: as many as read means all of them, in order
+        return values if len(kept_rows) == n_rows else [values[row] for row in kept_rows]
+
     table = pl.DataFrame(
         {
-            "caption_id": [ids[row] for row in kept_rows],
-            "group_id": [groups[row] for row in kept_rows],
-            "split": [splits[row] for row in kept_rows] if splits is not None else [None] * len(kept_rows),
+            "caption_id": kept(ids),
+            "group_id": kept(groups),
+            "split": kept(splits) if splits is not None else [None] * len(kept_rows),
             "text": kept_texts,
         },
         schema={name: pl.String for name in COLUMNS},
