@@ -15,7 +15,7 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
     detected). ``encoder`` is a spec string, a loaded encoder, or None for the
     embedded default. ``profile_options`` go to ``build_profile`` (batch_sizes,
     buckets, relative_buckets, n_batches, top_k, block_size, seed,
-    near_duplicate_threshold, mode, include_companions, ...). Returns the
+    near_duplicate_threshold, mode, include_companions, companion_lists, ...). Returns the
     ``capgeo.profile/1`` dict (docs/profile-schema.md). With ``gamma`` (the
     default) it also holds the ``gamma`` section (`capgeo gamma`, docs/gamma.md) at
     the profile's batch sizes, with ``logit_scale`` overriding the checkpoint's.
@@ -34,8 +34,11 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
     embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
     include_companions = profile_options.pop("include_companions", True)
+    # the per-caption file is built from the companion lists
+    companion_lists = profile_options.pop("companion_lists", True) or per_caption is not None
     profile = build_profile(captions, embeddings, device=device, progress=progress, command=command,
-                            include_companions=include_companions or per_caption is not None, **profile_options)
+                            include_companions=include_companions or per_caption is not None,
+                            companion_lists=companion_lists, **profile_options)
     if per_caption is not None:
         from capgeo.findings.per_caption import write_per_caption
 

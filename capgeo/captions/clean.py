@@ -72,11 +72,17 @@ def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | N
     kept_rows: list[int] = []
     kept_texts: list[str] = []
     skipped: dict[str, list[str]] = {}
+    texts = raw.texts
     for row in rows:
-        text, reason = _clean_text(raw.texts[row], raw, row)
-        if reason is not None:
-            skipped.setdefault(reason, []).append(raw.where(row))
-            continue
+        value = texts[row]
+        # the common case inline (a call per row was most of loading a million captions): a
+        # string whose first stripped character is visible is kept stripped; the rest are checked
+        text = value.strip() if type(value) is str else ""
+        if not text or unicodedata.category(text[0]) in INVISIBLE_CATEGORIES:
+            text, reason = _clean_text(value, raw, row)
+            if reason is not None:
+                skipped.setdefault(reason, []).append(raw.where(row))
+                continue
         kept_rows.append(row)
         kept_texts.append(text)
         if limit is not None and len(kept_rows) >= limit:
@@ -91,11 +97,15 @@ def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | N
             detail += f"; skipped {item.count}: {item.reason}"
         raise DataError(f"{raw.source}: no captions to use ({detail})")
 
+    def kept(values: list) -> list:
+        # kept rows ascend without repeats: as many as read means all of them, in order
+        return values if len(kept_rows) == n_rows else [values[row] for row in kept_rows]
+
     table = pl.DataFrame(
         {
-            "caption_id": [ids[row] for row in kept_rows],
-            "group_id": [groups[row] for row in kept_rows],
-            "split": [splits[row] for row in kept_rows] if splits is not None else [None] * len(kept_rows),
+            "caption_id": kept(ids),
+            "group_id": kept(groups),
+            "split": kept(splits) if splits is not None else [None] * len(kept_rows),
             "text": kept_texts,
         },
         schema={name: pl.String for name in COLUMNS},
@@ -103,7 +113,19 @@ def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | N
     return CaptionSet(table, raw.source, raw.format, skipped_list)
 
 
+def _all_named(values: list | None) -> bool:
+    return values is not None and all(type(value) is str and value for value in values)
+
+
 def _caption_ids(raw: RawCaptions) -> list[str]:
+    # the common cases vectorised (the row loop below took a second at a million captions)
+    if _all_named(raw.ids):
+        return list(raw.ids)
+    if raw.ids is None and _all_named(raw.groups):
+        # "<group>#<index of the caption within its group>"
+        within = pl.int_range(pl.len()).over("group").cast(pl.String)
+        return (pl.DataFrame({"group": raw.groups}, schema={"group": pl.String})
+                .select(pl.col("group") + "#" + within).to_series().to_list())
     n_rows = len(raw.texts)
     counters: Counter = Counter()
     ids: list[str] = []

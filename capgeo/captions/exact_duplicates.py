@@ -43,6 +43,9 @@ def find_exact_duplicates(texts: Sequence[str], caption_ids: Sequence[str], grou
         schema={"caption_id": pl.String, "group_id": pl.String, "text": pl.String},
     ).with_row_index("row").with_columns(key=normalized_text(pl.col("text")))
 
+    # only texts that occur more than once are aggregated: at a million captions, the lists
+    # of every unique text were most of the section's time
+    table = table.filter(pl.col("key").is_duplicated())
     sets = (
         table.group_by("key")
         .agg(
@@ -57,8 +60,7 @@ def find_exact_duplicates(texts: Sequence[str], caption_ids: Sequence[str], grou
     )
     # pairs inside one group: per (text, group) cell, c choose 2
     within = (
-        table.join(sets.select("key"), on="key", how="semi")
-        .group_by(["key", "group_id"])
+        table.group_by(["key", "group_id"])
         .agg(count=pl.len())
         .select(_pairs(pl.col("count")).sum())
         .item()

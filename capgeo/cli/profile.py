@@ -84,6 +84,8 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         precision=precision,
         seed=seed, near_duplicate_threshold=near_duplicate_threshold, mode=mode, sampled_above=sampled_above,
         sampled_pairs=sampled_pairs, companions=companions, include_companions=not no_companions,
+        # the terminal summary shows none of the N x k companion lists: built only for the JSON
+        companion_lists=json_out is not None,
     )
     if relative_quantiles is not None:
         profile_options["relative_quantiles"] = relative_quantiles

@@ -155,10 +155,12 @@ def normalise_rows(vectors: np.ndarray, source: str, labels: Sequence[str] | Non
     # vectors would take 6 GB more, and the passes over it most of a profile's start-up)
     for start in range(0, len(stored), NORMALISE_CHUNK_ROWS):
         chunk = stored[start:start + NORMALISE_CHUNK_ROWS]
-        finite = np.isfinite(chunk).all(axis=1)
-        not_finite.append(np.flatnonzero(~finite) + start)
         with np.errstate(over="ignore", invalid="ignore"):
             norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
+        # squares of float32 values cannot overflow float64, so a row's norm is finite exactly
+        # when all its values are: no second pass over the chunk (it took twice the einsum's time)
+        finite = np.isfinite(norms)
+        not_finite.append(np.flatnonzero(~finite) + start)
         zero.append(np.flatnonzero(finite & (norms == 0)) + start)
         unit_rows = np.abs(norms - 1.0) <= 1e-6
         normalised[start:start + len(chunk)] = chunk

@@ -51,14 +51,18 @@ def provenance(command: str | None, started: float, **extra) -> dict:
 
 
 def build_profile(captions, embeddings, options: ProfileOptions | None = None, *, device: str | None = None,
-                  progress: bool | None = None, command: str | None = None, on_scan=None, **option_values) -> dict:
+                  progress: bool | None = None, command: str | None = None, on_scan=None,
+                  companion_lists: bool = True, **option_values) -> dict:
     """Profile ``captions`` (a CaptionSet) from their ``embeddings`` (an Embeddings).
 
     ``options`` is a :class:`ProfileOptions`; its fields may also be given as keyword arguments
     (``batch_sizes=(16, 128)``), which override it. Returns the ``capgeo.profile/1`` dict
     (docs/profile-schema.md). Deterministic for a seed. ``on_scan``: called with the pairwise
-    scan (a PairScan), so a caller can reuse it (the report's dupes section does). Raises CapgeoError for bad options, a batch
-    size above the number of groups, or a dataset with a single group (it has no negatives).
+    scan (a PairScan), so a caller can reuse it (the report's dupes section does).
+    ``companion_lists=False`` leaves the ``companions`` section None: its N x k lists are
+    most of the work outside the pass at a million captions, wasted when nothing saves them.
+    Raises CapgeoError for bad options, a batch size above the number of groups, or a dataset
+    with a single group (it has no negatives).
     """
     started = time.perf_counter()
     options = dataclasses.replace(options or ProfileOptions(), **option_values)
@@ -133,7 +137,9 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
         "provenance": provenance(command, started, embeddings_origin=getattr(embeddings, "origin", None)),
     }
     profile = to_json_ready(profile)
-    profile["companions"] = _companions(caption_ids, companion_index, companion_cosine, options.include_companions)
+    if companion_lists:
+        profile["companions"] = _companions(caption_ids, companion_index, companion_cosine,
+                                            options.include_companions)
     return profile
 
 
