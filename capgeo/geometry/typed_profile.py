@@ -260,6 +260,11 @@ def profile_section(profile: Profile | Mapping[str, Any], name: str):
     return _typed(typing.get_type_hints(Profile)[name], profile[name])
 
 
+def as_section(value, section: type[Section]):
+    """``value`` read as ``section`` when it is a JSON object; a typed section, None or ABSENT as it is."""
+    return section.from_dict(value) if isinstance(value, Mapping) else value
+
+
 def known(value, default=None):
     """``default`` for a field the profile does not have (ABSENT), else the value."""
     return default if value is ABSENT else value
