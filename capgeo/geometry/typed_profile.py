@@ -214,7 +214,8 @@ class BatchStatistics(Section):
 @dataclass(frozen=True)
 class Profile(Section):
     """A whole profile. Sections a writer did not include are ABSENT (gamma and truncation
-    write only their own); ``dupes``, ``gamma`` and ``truncation`` stay read-only mappings."""
+    write only their own); ``dupes``, ``gamma``, ``truncation`` and ``leak`` stay read-only
+    mappings (each is read by the one report part that draws it)."""
 
     schema: str = _field()
     dataset: Dataset = _field()
@@ -232,6 +233,7 @@ class Profile(Section):
     dupes: Mapping[str, Any] = _field()
     gamma: Mapping[str, Any] = _field()
     truncation: Mapping[str, Any] = _field()
+    leak: Mapping[str, Any] = _field()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "profile") -> "Profile":
