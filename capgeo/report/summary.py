@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from capgeo.geometry.typed_profile import ABSENT, Dataset, Encoder, Profile, as_profile, known
+from capgeo.geometry.typed_profile import ABSENT, Dataset, Encoder, Profile, as_profile, known, profile_section
 
 MISSING = "not computed"
 
@@ -28,12 +28,12 @@ def _count(value) -> str:
 
 def dataset_label(profile: Profile | dict) -> str:
     """Short name of a profile's dataset: the source file's name."""
-    source = _section(profile, "dataset", Dataset).source or "dataset"
+    source = (profile_section(profile, "dataset") or Dataset()).source or "dataset"
     return PurePath(str(source)).name or str(source)
 
 
 def encoder_label(profile: Profile | dict) -> str:
-    encoder = _section(profile, "encoder", Encoder)
+    encoder = profile_section(profile, "encoder") or Encoder()
     return str(encoder.spec or encoder.name or "encoder")
 
 
@@ -112,9 +112,3 @@ def shown(value) -> str:
     """A field as text, "?" when the profile does not have it."""
     return "?" if value is ABSENT else str(value)
 
-
-def _section(profile: Profile | dict, name: str, section: type):
-    """One typed section, without reading the whole of a dict profile (its companions run to N x k values)."""
-    if isinstance(profile, Profile):
-        return getattr(profile, name) or section()
-    return section.from_dict(profile.get(name) or {})
