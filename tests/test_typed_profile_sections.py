@@ -70,3 +70,17 @@ def test_readers_agree_on_dict_and_typed_profiles(saved):
     series_dict = [("x", saved["pairwise"], saved["hardest_companion"])]
     series_typed = [("x", typed.pairwise, typed.hardest_companion)]
     assert cosine_distribution_figure(series_dict).to_dict() == cosine_distribution_figure(series_typed).to_dict()
+
+
+def test_the_gallery_of_a_typed_profile_keeps_its_word_marks():
+    """A typed profile holds spans as read-only mappings, not dicts: the page must still mark them."""
+    import html
+
+    from capgeo.report.single import render_report
+
+    saved = json.loads((ROOT / "reports" / "docci_sample.profile.json").read_text())
+    pair = saved["dupes"]["pairs"][0]
+    shared = next(span for span in pair["spans_a"] if span["kind"] == "shared")
+    word = pair["text_a"][shared["start"]:shared["end"]]
+    page = render_report(Profile.from_dict(saved), created="T")
+    assert f'<mark class="shared" title="shared word">{html.escape(word)}</mark>' in page
