@@ -192,7 +192,7 @@ def print_profile(result: dict, console=None) -> None:
                   f"{exact.n_pairs_cross_group:,} pairs across images, {exact.n_pairs_within_group:,} within one")
     console.print(f"[bold]Near-duplicates (cosine >= {near.threshold:g}):[/bold] "
                   f"{near.n_pairs_cross_group:,} pairs across images"
-                  + ("" if near.count_method == "top_k" else f" (to +/- one bin of {near.extra['bin_width']:g})")
+                  + ("" if near.count_method == "top_k" else f" (to +/- one bin of {near.bin_width:g})")
                   + f"; {near.n_captions_hardest_above:,} captions have one")
     gamma = profile_section(result, "gamma")
     if gamma:

@@ -190,6 +190,8 @@ class NearDuplicates(Section):
     threshold: float = _field()
     n_pairs_cross_group: int = _field()
     count_method: str = _field()
+    n_pairs_from_histogram: int = _field()
+    bin_width: float = _field()
     share_pairs: float | None = _field()
     n_captions_hardest_above: int = _field()
     share_captions_hardest_above: float | None = _field()
