@@ -84,3 +84,8 @@ def test_the_gallery_of_a_typed_profile_keeps_its_word_marks():
     word = pair["text_a"][shared["start"]:shared["end"]]
     page = render_report(Profile.from_dict(saved), created="T")
     assert f'<mark class="shared" title="shared word">{html.escape(word)}</mark>' in page
+
+
+def test_provenance_declares_every_key_a_profile_writes(saved):
+    provenance = profile_section(saved, "provenance")
+    assert provenance.extra == {} and provenance.created == saved["provenance"]["created"]

@@ -214,6 +214,17 @@ class BatchStatistics(Section):
 
 
 @dataclass(frozen=True)
+class Provenance(Section):
+    """Who made the profile, when, with which command (docs/profile-schema.md, ``provenance``)."""
+
+    capgeo_version: str = _field()
+    created: str = _field()
+    command: str | None = _field()
+    elapsed_s: float = _field()
+    embeddings_origin: str | None = _field()
+
+
+@dataclass(frozen=True)
 class Profile(Section):
     """A whole profile. Sections a writer did not include are ABSENT (gamma and truncation
     write only their own); ``dupes``, ``gamma``, ``truncation`` and ``leak`` stay read-only
@@ -231,7 +242,7 @@ class Profile(Section):
     near_duplicates: NearDuplicates = _field()
     batches: tuple[BatchStatistics, ...] = _field()
     options: Mapping[str, Any] = _field()
-    provenance: Mapping[str, Any] = _field()
+    provenance: Provenance = _field()
     dupes: Mapping[str, Any] = _field()
     gamma: Mapping[str, Any] = _field()
     truncation: Mapping[str, Any] = _field()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from capgeo.geometry.typed_profile import Profile, as_profile
+from capgeo.geometry.typed_profile import Profile, Provenance, as_profile, known
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.html import Page, Section, escape, figure_div, plotly_javascript, table
@@ -74,12 +74,12 @@ def provenance_table(profiles: Sequence[Profile], labels: Sequence[str], command
             ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>')]
     for label, profile in zip(labels, profiles):
         dataset, encoder = profile.dataset, profile.encoder
-        provenance = profile.provenance or {}
+        provenance = profile.provenance or Provenance()
         rows.append((label, f"{escape(shown(dataset.source))}, sha256 <code>{escape(shown(dataset.fingerprint))}</code>; "
                             f"encoder {escape(encoder_label(profile))} (<code>{escape(shown(encoder.fingerprint))}</code>); "
-                            f"profiled {escape(provenance.get('created', '?'))} with capgeo "
-                            f"{escape(provenance.get('capgeo_version', '?'))}"
-                            + (f'<pre class="command">{escape(provenance["command"])}</pre>' if provenance.get("command") else "")))
+                            f"profiled {escape(known(provenance.created, '?'))} with capgeo "
+                            f"{escape(known(provenance.capgeo_version, '?'))}"
+                            + (f'<pre class="command">{escape(provenance.command)}</pre>' if provenance.command else "")))
     return table(rows)
 
 

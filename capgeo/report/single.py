@@ -4,7 +4,7 @@ Every section is optional: a profile without ``gamma`` simply has no gamma
 figure, and the page's "Not in this report" list says why (``notes``).
 
 The page reads the typed profile (capgeo.geometry.typed_profile); the gamma, truncation,
-dupes and leak sections, a batch's buckets and example matrix and the provenance stay
+dupes and leak sections and a batch's buckets and example matrix stay
 read-only mappings, each read by the one part of the page that shows it.
 """
 
@@ -14,7 +14,8 @@ import json
 from datetime import datetime, timezone
 
 from capgeo import __version__
-from capgeo.geometry.typed_profile import BatchStatistics, Dataset, Encoder, Profile, as_profile, known, plain
+from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Profile, Provenance, as_profile,
+                                           known, plain)
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.gallery import gallery_html
@@ -148,17 +149,17 @@ def gamma_caption(gamma) -> str:
 def provenance_rows(profile: Profile, command: str | None, created: str) -> list[tuple[str, str]]:
     dataset = profile.dataset or Dataset()
     encoder = profile.encoder or Encoder()
-    provenance = profile.provenance or {}
+    provenance = profile.provenance or Provenance()
     options = plain(profile.options or {})
     rows = [
         ("Report made with", f"capgeo {escape(__version__)} on {escape(created)}"),
         ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>'),
-        ("Profile computed", f"capgeo {escape(provenance.get('capgeo_version', '?'))} on "
-                             f"{escape(provenance.get('created', '?'))}"
-                             + (f" in {provenance['elapsed_s']:.1f} s" if provenance.get("elapsed_s") is not None else "")),
+        ("Profile computed", f"capgeo {escape(known(provenance.capgeo_version, '?'))} on "
+                             f"{escape(known(provenance.created, '?'))}"
+                             + (f" in {provenance.elapsed_s:.1f} s" if known(provenance.elapsed_s) is not None else "")),
     ]
-    if provenance.get("command"):
-        rows.append(("Profile command", f'<pre class="command">{escape(provenance["command"])}</pre>'))
+    if provenance.command:
+        rows.append(("Profile command", f'<pre class="command">{escape(provenance.command)}</pre>'))
     rows += [
         ("Data file", f"{escape(known(dataset.source, '?'))} ({escape(known(dataset.format, '?'))})"),
         ("Data fingerprint (sha256)", f"<code>{escape(known(dataset.fingerprint, '?'))}</code>"),
