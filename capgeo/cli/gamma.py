@@ -83,10 +83,13 @@ def _print(profile: dict) -> None:
     from capgeo.findings.gamma import describe_margins
 
     console = Console()
+    from capgeo.geometry.typed_profile import known, profile_section
+
     section = profile["gamma"]
-    dataset, encoder, reference = profile["dataset"], profile["encoder"], section["reference"]
-    console.print(f"[bold]HN-CLIP gamma[/bold] for {dataset.get('source')} ({dataset.get('n_captions')} captions, "
-                  f"{dataset.get('n_groups')} groups), encoder {encoder.get('spec')} ({encoder.get('name')})")
+    dataset, encoder = profile_section(profile, "dataset"), profile_section(profile, "encoder")
+    reference = section["reference"]
+    console.print(f"[bold]HN-CLIP gamma[/bold] for {known(dataset.source)} ({known(dataset.n_captions)} captions, "
+                  f"{known(dataset.n_groups)} groups), encoder {known(encoder.spec)} ({known(encoder.name)})")
     console.print(f"  logit scale s = {section['logit_scale']:g}  (from {section['logit_scale_source']})")
     console.print(f"  reference: gamma {reference['gamma']}, s {reference['logit_scale']:g}, B {reference['batch_size']}"
                   f" on DOCCI-like geometry (mean pairwise {reference['mean_pairwise']}, hardest companion "

@@ -21,6 +21,7 @@ from capgeo.cli.options import (
 from capgeo.cli.pass_options import block_size_option, precision_option
 from capgeo.findings.per_caption import TABLE_SUFFIXES
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
+from capgeo.geometry.typed_profile import BatchStatistics, known, profile_section
 
 MODES = ("auto", "exact", "sampled")
 
@@ -107,19 +108,21 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
 
 
 def _mode_text(result: dict) -> str:
-    if result["options"]["mode_used"] == "exact":
-        precision = result["pairwise"].get("precision")
+    # precision, bounds and recall are written by one mode each: schema extras, not fields
+    pairwise = profile_section(result, "pairwise")
+    if profile_section(result, "options")["mode_used"] == "exact":
+        precision = pairwise.extra.get("precision")
         if not precision:
             return "exact (all pairs)"
         return (f"all pairs, {precision['mode']} products: every cosine within +-{precision['cosine_error_bound']:.1e} "
                 f"of fp32 (measured max {precision['measured_max_error']:.1e}; "
                 f"{precision['measured_share_of_bins_changed']:.2%} of cosines changed histogram bin); "
                 f"companions exact")
-    bounds = result["pairwise"].get("bounds") or {}
+    bounds = pairwise.extra.get("bounds") or {}
     text = (f"sampled: {bounds.get('sample_size', 0):,} of {bounds.get('population', 0):,} negative pairs; "
             f"mean +-{1.96 * bounds.get('mean_standard_error', 0):.4f}, every share +-{bounds.get('cdf_epsilon', 0):.4f} "
             f"(95%)")
-    recall = result["hardest_companion"].get("recall")
+    recall = profile_section(result, "hardest_companion").extra.get("recall")
     if recall:
         text += f"; faiss companions, recall@1 {recall['recall_at_1']:.3f} on {recall['queries']:,} captions"
     return text
@@ -130,23 +133,26 @@ def _fmt(value, spec: str = ".3f") -> str:
 
 
 def print_profile(result: dict, console=None) -> None:
-    """A compact terminal summary of a profile dict, ending with what it means for training."""
+    """A compact terminal summary of a profile dict, ending with what it means for training.
+
+    Reads typed sections (capgeo.geometry.typed_profile), each on its own: the whole dict holds
+    the companions, N x k values this summary never shows."""
     from rich.console import Console
     from rich.table import Table
 
     console = console or Console()
-    dataset, encoder, lengths = result["dataset"], result["encoder"], result["lengths"]
+    dataset, encoder, lengths = (profile_section(result, name) for name in ("dataset", "encoder", "lengths"))
     overview = Table(show_header=False, box=None, pad_edge=False)
     overview.add_column(style="bold")
     overview.add_column()
-    overview.add_row("dataset", f"{dataset['source']} ({dataset['format']}): {dataset['n_captions']:,} captions, "
-                                f"{dataset['n_groups']:,} groups")
-    overview.add_row("encoder", f"{encoder['name']} ({encoder['kind']}, width {encoder['width']})")
-    if lengths.get("known"):
-        overview.add_row("tokens", f"mean {lengths['mean']:.1f}, median {lengths['median']:.0f}, "
-                                   f"p95 {lengths['p95']:.0f}, max {lengths['max']}")
-        overview.add_row("truncated", f"{lengths['n_truncated']:,} ({lengths['share_truncated']:.1%}) longer than "
-                                      f"{lengths['max_tokens']} tokens (context {lengths['context_length']})")
+    overview.add_row("dataset", f"{dataset.source} ({dataset.format}): {dataset.n_captions:,} captions, "
+                                f"{dataset.n_groups:,} groups")
+    overview.add_row("encoder", f"{encoder.name} ({encoder.kind}, width {encoder.width})")
+    if lengths.known:
+        overview.add_row("tokens", f"mean {lengths.mean:.1f}, median {lengths.median:.0f}, "
+                                   f"p95 {lengths.p95:.0f}, max {lengths.max}")
+        overview.add_row("truncated", f"{lengths.n_truncated:,} ({lengths.share_truncated:.1%}) longer than "
+                                      f"{lengths.max_tokens} tokens (context {lengths.context_length})")
     else:
         overview.add_row("tokens", "unknown (precomputed vectors)")
     overview.add_row("mode", _mode_text(result))
@@ -157,41 +163,42 @@ def print_profile(result: dict, console=None) -> None:
         stats.add_column(column, justify="right" if column else "left")
     for name, key in (("negatives (other images)", "pairwise"), ("same image", "within_group"),
                       ("hardest companion", "hardest_companion")):
-        summary = result.get(key)
+        summary = profile_section(result, key)
         if not summary:
             continue
-        quantiles = summary.get("quantiles", {})
-        stats.add_row(name, f"{summary['count']:,}", _fmt(summary.get("mean")), _fmt(summary.get("std")),
+        quantiles = known(summary.quantiles, {})
+        stats.add_row(name, f"{summary.count:,}", _fmt(known(summary.mean)), _fmt(known(summary.std)),
                       _fmt(quantiles.get("p50")), _fmt(quantiles.get("p90")), _fmt(quantiles.get("p99")),
-                      _fmt(summary.get("max")))
+                      _fmt(known(summary.max)))
     console.print(stats)
     console.print(f"[dim]Hardest companion: each caption's most similar caption of another image, "
-                  f"over N = {result['dataset']['n_captions']:,} captions (it grows with N).[/dim]")
+                  f"over N = {dataset.n_captions:,} captions (it grows with N).[/dim]")
 
     shown = None
     for kind in ("buckets", "relative_buckets"):
-        entries = [batch for batch in result["batches"] if batch.get(kind)]
+        entries = [batch for batch in profile_section(result, "batches") if getattr(batch, kind)]
         if entries:
             console.print(_bucket_table(entries, kind))
             shown = shown or entries[0]
     if shown:
         from rich.markup import escape
 
-        top = escape((shown.get("buckets") or shown["relative_buckets"])["labels"][-1])
+        top = escape((shown.buckets or shown.relative_buckets)["labels"][-1])
         console.print(f"[dim]Per row {top}: in-batch negatives of one caption in the hardest bucket, on average; "
                       f"batches with a pair: share of random batches holding two captions of different images "
-                      f"at cosine >= {shown['near_duplicate']['threshold']:g} (near-duplicates).[/dim]")
+                      f"at cosine >= {shown.near_duplicate['threshold']:g} (near-duplicates).[/dim]")
 
-    exact = result["exact_duplicates"]
-    near = result["near_duplicates"]
-    console.print(f"[bold]Exact duplicates:[/bold] {exact['n_sets']:,} texts repeated, {exact['n_captions']:,} captions; "
-                  f"{exact['n_pairs_cross_group']:,} pairs across images, {exact['n_pairs_within_group']:,} within one")
-    console.print(f"[bold]Near-duplicates (cosine >= {near['threshold']:g}):[/bold] "
-                  f"{near['n_pairs_cross_group']:,} pairs across images"
-                  + ("" if near["count_method"] == "top_k" else f" (to +/- one bin of {near['bin_width']:g})")
-                  + f"; {near['n_captions_hardest_above']:,} captions have one")
-    if result.get("gamma"):
-        console.print(_gamma_line(result["gamma"]))
+    exact = profile_section(result, "exact_duplicates")
+    near = profile_section(result, "near_duplicates")
+    console.print(f"[bold]Exact duplicates:[/bold] {exact.n_sets:,} texts repeated, {exact.n_captions:,} captions; "
+                  f"{exact.n_pairs_cross_group:,} pairs across images, {exact.n_pairs_within_group:,} within one")
+    console.print(f"[bold]Near-duplicates (cosine >= {near.threshold:g}):[/bold] "
+                  f"{near.n_pairs_cross_group:,} pairs across images"
+                  + ("" if near.count_method == "top_k" else f" (to +/- one bin of {near.bin_width:g})")
+                  + f"; {near.n_captions_hardest_above:,} captions have one")
+    gamma = profile_section(result, "gamma")
+    if gamma:
+        console.print(_gamma_line(gamma))
     print_verdict(result, console)
 
 
@@ -209,7 +216,8 @@ def print_verdict(result: dict, console) -> None:
     alerts = alerts_for(result)
     console.print()
     if not alerts:
-        console.print(f"[bold]Verdict:[/bold] no alert fired for these captions under {result['encoder']['name']}.")
+        console.print(f"[bold]Verdict:[/bold] no alert fired for these captions under "
+                      f"{profile_section(result, 'encoder').name}.")
         return
     warnings = sum(alert.level == "warning" for alert in alerts)
     console.print(f"[bold]Verdict:[/bold] {warnings} warning(s), {len(alerts) - warnings} notice(s) "
@@ -240,11 +248,11 @@ def _gamma_line(gamma: dict) -> str:
     return line
 
 
-def _bucket_table(entries: list[dict], kind: str):
+def _bucket_table(entries: list[BatchStatistics], kind: str):
     """One row per batch size: shares of in-batch negatives per bucket and the hardest one."""
     from rich.table import Table
 
-    first = entries[0][kind]
+    first = getattr(entries[0], kind)
     if kind == "buckets":
         title = "In-batch negatives by cosine"
     else:
@@ -252,7 +260,7 @@ def _bucket_table(entries: list[dict], kind: str):
                           for label, edge in zip(first["labels"][1:], first["edges"]))
         title = f"In-batch negatives by the dataset's own pairwise quantiles ({edges})"
     top_edge = first["labels"][-1]
-    near = entries[0]["near_duplicate"]["threshold"]
+    near = entries[0].near_duplicate["threshold"]
     table = Table(title=title, title_justify="left")
     table.add_column("B", justify="right")
     for label in first["labels"]:
@@ -261,8 +269,8 @@ def _bucket_table(entries: list[dict], kind: str):
     table.add_column("hardest mean", justify="right")
     table.add_column(f"batches with a pair >= {near:g}", justify="right")
     for entry in entries:
-        composition = entry[kind]
-        table.add_row(str(entry["batch_size"]), *(f"{share:.1%}" for share in composition["shares"]),
+        composition = getattr(entry, kind)
+        table.add_row(str(entry.batch_size), *(f"{share:.1%}" for share in composition["shares"]),
                       f"{composition['expected_above_per_row'][-1]:.2f}",
-                      _fmt(entry["hardest_in_batch"]["mean"]), f"{entry['near_duplicate']['share_batches']:.1%}")
+                      _fmt(entry.hardest_in_batch.mean), f"{entry.near_duplicate['share_batches']:.1%}")
     return table

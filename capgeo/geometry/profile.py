@@ -66,11 +66,7 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
     """
     started = time.perf_counter()
     options = dataclasses.replace(options or ProfileOptions(), **option_values)
-    vectors = np.asarray(embeddings.vectors, dtype=np.float32)
-    n_captions = len(captions)
-    if vectors.ndim != 2 or vectors.shape[0] != n_captions:
-        raise CapgeoError(f"embeddings have shape {vectors.shape}, expected one row per caption ({n_captions})")
-    check_has_negatives(captions)
+    vectors = _checked_vectors(captions, embeddings)
     # the headline first (capgeo.geometry.batch_size): default 128, or every image of a smaller dataset
     resolved = resolve_batch_sizes(options.batch_sizes, captions.n_groups)
     options = options.checked(resolved.sizes)
@@ -78,13 +74,66 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
     group_codes = np.asarray(captions.group_codes)
     caption_ids = captions.ids
     group_ids = captions.groups
-    mode_used = pairwise_mode(options.mode, n_captions, options.sampled_above)
+    mode_used = pairwise_mode(options.mode, len(captions), options.sampled_above)
     scan = scan_or_estimate(vectors, group_codes, estimate_threshold=options.sampled_above, mode=options.mode,
                             n_pairs=options.sampled_pairs, seed=options.seed, top_k=options.top_k,
                             companions=options.companions, block_size=options.block_size, bins=options.bins,
                             precision=options.precision, device=device, progress=progress)
     if on_scan is not None:
         on_scan(scan)
+    cosines = _cosine_summaries(scan, len(captions))
+    companion_index = np.asarray(scan.companion_index)
+    companion_cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
+    batches = _batch_statistics(vectors, captions, scan, options, progress)
+
+    profile = {
+        "schema": SCHEMA,
+        "dataset": summarize_dataset(captions),
+        "encoder": embeddings.info.to_dict(),
+        "lengths": summarize_lengths(embeddings),
+        "pairwise": cosines.pairwise,
+        "within_group": cosines.within_group,
+        "hardest_companion": cosines.hardest_companion,
+        "companions": None,  # filled in below, already JSON-ready
+        "exact_duplicates": find_exact_duplicates(captions.texts, caption_ids, group_ids),
+        "near_duplicates": _near_duplicates(scan.negatives, cosines.pairwise, companion_index, companion_cosine,
+                                            options.near_duplicate_threshold,
+                                            companions_exact=cosines.companions_exact,
+                                            pairwise_exact=cosines.pairwise_exact),
+        "batches": batches,
+        "options": options.to_dict(mode_used, device, headline_batch_size=resolved.headline,
+                                   block_size_used=int(scan.block_size)),
+        "provenance": provenance(command, started, embeddings_origin=getattr(embeddings, "origin", None)),
+    }
+    profile = to_json_ready(profile)
+    if companion_lists:
+        profile["companions"] = _companions(caption_ids, companion_index, companion_cosine,
+                                            options.include_companions)
+    return profile
+
+
+def _checked_vectors(captions, embeddings) -> np.ndarray:
+    """The embeddings as float32 rows, one per caption; CapgeoError for a mismatch or no negatives."""
+    vectors = np.asarray(embeddings.vectors, dtype=np.float32)
+    n_captions = len(captions)
+    if vectors.ndim != 2 or vectors.shape[0] != n_captions:
+        raise CapgeoError(f"embeddings have shape {vectors.shape}, expected one row per caption ({n_captions})")
+    check_has_negatives(captions)
+    return vectors
+
+
+@dataclasses.dataclass(frozen=True)
+class _CosineSummaries:
+    """The scan's three distributions in their documented form, and whether each kind is exact."""
+
+    pairwise: dict
+    within_group: dict | None
+    hardest_companion: dict
+    pairwise_exact: bool
+    companions_exact: bool
+
+
+def _cosine_summaries(scan, n_captions: int) -> _CosineSummaries:
     # tf32 / bf16 products: the distribution is within a stated bound, not exact
     pairwise_exact = getattr(scan, "mode", "exact") == "exact" and "precision" not in scan.extra
     companions_exact = getattr(scan, "companion_mode", "exact") == "exact"
@@ -97,50 +146,29 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
             within_group["bounds"] = same_group_bounds
     hardest_companion = _with_exact_flag(scan.hardest_companion_summary(), companions_exact)
     hardest_companion["n_captions"] = n_captions
-    companion_index = np.asarray(scan.companion_index)
-    companion_cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
+    return _CosineSummaries(pairwise, within_group, hardest_companion, pairwise_exact, companions_exact)
+
+
+def _batch_statistics(vectors: np.ndarray, captions, scan, options: ProfileOptions, progress) -> list[dict]:
+    """In-batch statistics per batch size (options.batch_sizes, headline first)."""
+    from capgeo.progress import progress_bar
 
     relative_edges = None
     if options.relative_buckets:
         # the dataset's own pairwise quantiles, read from the fine histogram (one bin of accuracy)
         relative_edges = [float(edge) for edge in scan.negatives.quantile(list(options.relative_quantiles))]
-
+    group_codes = np.asarray(captions.group_codes)
     batches = []
-    from capgeo.progress import progress_bar
-
     for batch_size in options.batch_sizes:
         with progress_bar(f"Batches of {batch_size}", options.n_batches, enabled=progress) as bar:
             batches.append(inbatch_statistics(
                 vectors, group_codes, batch_size, n_batches=options.n_batches, seed=options.seed,
                 edges=options.buckets, relative_edges=relative_edges,
                 relative_levels=options.relative_quantiles if options.relative_buckets else None,
-                near_duplicate_threshold=options.near_duplicate_threshold, caption_ids=caption_ids,
-                group_ids=group_ids, progress=bar,
+                near_duplicate_threshold=options.near_duplicate_threshold, caption_ids=captions.ids,
+                group_ids=captions.groups, progress=bar,
             ))
-
-    profile = {
-        "schema": SCHEMA,
-        "dataset": summarize_dataset(captions),
-        "encoder": embeddings.info.to_dict(),
-        "lengths": summarize_lengths(embeddings),
-        "pairwise": pairwise,
-        "within_group": within_group,
-        "hardest_companion": hardest_companion,
-        "companions": None,  # filled in below, already JSON-ready
-        "exact_duplicates": find_exact_duplicates(captions.texts, caption_ids, group_ids),
-        "near_duplicates": _near_duplicates(scan.negatives, pairwise, companion_index, companion_cosine,
-                                            options.near_duplicate_threshold, companions_exact=companions_exact,
-                                            pairwise_exact=pairwise_exact),
-        "batches": batches,
-        "options": options.to_dict(mode_used, device, headline_batch_size=resolved.headline,
-                                   block_size_used=int(scan.block_size)),
-        "provenance": provenance(command, started, embeddings_origin=getattr(embeddings, "origin", None)),
-    }
-    profile = to_json_ready(profile)
-    if companion_lists:
-        profile["companions"] = _companions(caption_ids, companion_index, companion_cosine,
-                                            options.include_companions)
-    return profile
+    return batches
 
 
 def _with_exact_flag(summary: dict | None, exact: bool) -> dict | None:

@@ -73,6 +73,14 @@ def _section_type(annotation) -> tuple[type | None, bool]:
     return None, False
 
 
+def _typed(annotation, value):
+    """``value`` as the field typed ``annotation`` holds it: a Section, a tuple of them, or frozen."""
+    section, many = _section_type(annotation)
+    if section is None or value is None:
+        return _frozen(value)
+    return tuple(section.from_dict(item) for item in value) if many else section.from_dict(value)
+
+
 @dataclass(frozen=True)
 class Section:
     """A JSON object of the schema: declared keys as fields, the others in ``extra``."""
@@ -87,13 +95,7 @@ class Section:
         for name in declared:
             if name not in data:
                 continue
-            value = data[name]
-            section, many = _section_type(hints[name])
-            if section is not None and value is not None:
-                value = tuple(section.from_dict(item) for item in value) if many else section.from_dict(value)
-            else:
-                value = _frozen(value)
-            values[name] = value
+            values[name] = _typed(hints[name], data[name])
         extra = {key: _frozen(value) for key, value in data.items() if key not in declared}
         return cls(**values, extra=types.MappingProxyType(extra))
 
@@ -188,6 +190,8 @@ class NearDuplicates(Section):
     threshold: float = _field()
     n_pairs_cross_group: int = _field()
     count_method: str = _field()
+    n_pairs_from_histogram: int = _field()
+    bin_width: float = _field()
     share_pairs: float | None = _field()
     n_captions_hardest_above: int = _field()
     share_captions_hardest_above: float | None = _field()
@@ -210,9 +214,21 @@ class BatchStatistics(Section):
 
 
 @dataclass(frozen=True)
+class Provenance(Section):
+    """Who made the profile, when, with which command (docs/profile-schema.md, ``provenance``)."""
+
+    capgeo_version: str = _field()
+    created: str = _field()
+    command: str | None = _field()
+    elapsed_s: float = _field()
+    embeddings_origin: str | None = _field()
+
+
+@dataclass(frozen=True)
 class Profile(Section):
     """A whole profile. Sections a writer did not include are ABSENT (gamma and truncation
-    write only their own); ``dupes``, ``gamma`` and ``truncation`` stay read-only mappings."""
+    write only their own); ``dupes``, ``gamma``, ``truncation`` and ``leak`` stay read-only
+    mappings (each is read by the one report part that draws it)."""
 
     schema: str = _field()
     dataset: Dataset = _field()
@@ -226,10 +242,11 @@ class Profile(Section):
     near_duplicates: NearDuplicates = _field()
     batches: tuple[BatchStatistics, ...] = _field()
     options: Mapping[str, Any] = _field()
-    provenance: Mapping[str, Any] = _field()
+    provenance: Provenance = _field()
     dupes: Mapping[str, Any] = _field()
     gamma: Mapping[str, Any] = _field()
     truncation: Mapping[str, Any] = _field()
+    leak: Mapping[str, Any] = _field()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "profile") -> "Profile":
@@ -244,6 +261,33 @@ class Profile(Section):
 def as_profile(profile: Profile | Mapping[str, Any]) -> Profile:
     """``profile`` itself when typed already, else read from its ``capgeo.profile/1`` dict."""
     return profile if isinstance(profile, Profile) else Profile.from_dict(profile)
+
+
+def profile_section(profile: Profile | Mapping[str, Any], name: str):
+    """Section ``name`` of a typed or dict profile, typed as :class:`Profile` declares it
+    (ABSENT when the profile lacks it). Of a dict only that section is read: the others are
+    not checked (a reader of one section works on a partial profile) nor converted (the
+    companions run to N x k values)."""
+    if isinstance(profile, Profile):
+        return getattr(profile, name)
+    if name not in profile:
+        return ABSENT
+    return _typed(typing.get_type_hints(Profile)[name], profile[name])
+
+
+def as_section(value, section: type[Section]):
+    """``value`` read as ``section`` when it is a JSON object; a typed section, None or ABSENT as it is."""
+    return section.from_dict(value) if isinstance(value, Mapping) else value
+
+
+def known(value, default=None):
+    """``default`` for a field the profile does not have (ABSENT), else the value."""
+    return default if value is ABSENT else value
+
+
+def plain(value):
+    """A typed section, read-only mapping or tuple back as plain dicts and lists (for JSON)."""
+    return _plain(value)
 
 
 def load_typed_profile(path: str | Path) -> Profile:

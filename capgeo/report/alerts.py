@@ -34,6 +34,11 @@ Rules and why
   near-duplicate threshold >= NEAR_DUPLICATE_CAPTIONS_WARNING (0.1) -> warning.
 - ``sampled``: the pairwise statistics were estimated from sampled pairs -> notice.
 - ``skipped``: rows were left out while loading -> notice with the count.
+
+Each rule reads only its own section, typed (capgeo.geometry.typed_profile), of a typed or
+dict profile, so a partial profile gets the alerts its sections allow. A batch entry's
+``buckets`` and ``near_duplicate`` and the dataset's ``skipped`` rows stay read-only
+mappings: each is read by one or two rules only.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from capgeo.findings.encoder_caution import encoder_caution
+from capgeo.geometry.typed_profile import (Dataset, Distribution, ExactDuplicates, Lengths, NearDuplicates, Profile,
+                                           known, plain, profile_section)
 
 TRUNCATED_WARNING = 0.5
 TRUNCATED_NOTICE = 0.05
@@ -70,23 +77,24 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}%" if value < 0.995 or value == 1 else f"{100 * value:.2f}%"
 
 
-def encoder_caution_alert(profile: dict) -> Alert | None:
-    if not profile.get("gamma"):
+def encoder_caution_alert(profile: Profile | dict) -> Alert | None:
+    if not profile_section(profile, "gamma"):
         return None
-    caution = encoder_caution(profile.get("encoder"))
+    encoder = profile_section(profile, "encoder")
+    caution = encoder_caution(plain(encoder) if encoder else None)
     if caution is None:
         return None
     return Alert("encoder_caution", WARNING, "The suggested gamma rests on a different encoder than training's",
                  caution)
 
 
-def truncation_alert(profile: dict) -> Alert | None:
-    lengths = profile.get("lengths") or {}
-    share = lengths.get("share_truncated")
-    if share is None or lengths.get("known") is False:
+def truncation_alert(profile: Profile | dict) -> Alert | None:
+    lengths = profile_section(profile, "lengths") or Lengths()
+    share = known(lengths.share_truncated)
+    if share is None or lengths.known is False:
         return None
-    limit = lengths.get("max_tokens") or lengths.get("context_length")
-    cut = f"{lengths.get('n_truncated', 0):,} of {lengths.get('n', 0):,} captions ({_pct(share)})"
+    limit = known(lengths.max_tokens) or known(lengths.context_length)
+    cut = f"{known(lengths.n_truncated, 0):,} of {known(lengths.n, 0):,} captions ({_pct(share)})"
     if share >= TRUNCATED_WARNING:
         return Alert("truncation", WARNING, "Most captions are longer than the encoder's context and are cut",
                      f"{cut} exceed {limit} tokens; the encoder never sees their ends, so captions that differ only "
@@ -97,14 +105,14 @@ def truncation_alert(profile: dict) -> Alert | None:
     return None
 
 
-def exact_duplicate_alert(profile: dict) -> Alert | None:
-    duplicates = profile.get("exact_duplicates") or {}
-    cross = duplicates.get("n_pairs_cross_group") or 0
+def exact_duplicate_alert(profile: Profile | dict) -> Alert | None:
+    duplicates = profile_section(profile, "exact_duplicates") or ExactDuplicates()
+    cross = duplicates.n_pairs_cross_group or 0
     if not cross:
         return None
-    n = (profile.get("dataset") or {}).get("n_captions") or 0
+    n = (profile_section(profile, "dataset") or Dataset()).n_captions or 0
     # repeats inside one image are positives and harmless: count only texts shared across images
-    redundant = duplicates.get("n_redundant_cross_group") or 0
+    redundant = duplicates.n_redundant_cross_group or 0
     share = redundant / n if n else 0.0
     detail = (f"{cross:,} pairs of identical captions describe different images "
               f"({redundant:,} captions repeat another image's text, {_pct(share)} of the dataset). "
@@ -115,72 +123,73 @@ def exact_duplicate_alert(profile: dict) -> Alert | None:
     return Alert("exact_duplicates", NOTICE, "A few exact duplicate captions across images", detail)
 
 
-def near_twin_batch_alerts(profile: dict) -> list[Alert]:
+def near_twin_batch_alerts(profile: Profile | dict) -> list[Alert]:
     alerts = []
-    for entry in profile.get("batches") or []:
-        near = entry.get("near_duplicate") or {}
+    for entry in profile_section(profile, "batches") or ():
+        near = known(entry.near_duplicate) or {}
         share = near.get("share_batches")
         if share is None or share < NEAR_TWIN_WARNING:
             continue
         how_often = "almost always" if share >= NEAR_TWIN_ALMOST_ALWAYS else "often"
         alerts.append(Alert(
-            "near_twin_batches", WARNING, f"Batches of {entry['batch_size']} {how_often} contain a near-twin",
-            f"{_pct(share)} of random batches of {entry['batch_size']} hold at least one pair of captions of "
+            "near_twin_batches", WARNING, f"Batches of {entry.batch_size} {how_often} contain a near-twin",
+            f"{_pct(share)} of random batches of {entry.batch_size} hold at least one pair of captions of "
             f"different images with cosine >= {near.get('threshold')}"
             f" ({near.get('mean_pairs_per_batch', 0):.2f} such pairs per batch on average). "
             f"The model must tell these apart from the text alone."))
     return alerts
 
 
-def hardest_bucket_alerts(profile: dict) -> list[Alert]:
+def hardest_bucket_alerts(profile: Profile | dict) -> list[Alert]:
     alerts = []
-    for entry in profile.get("batches") or []:
-        buckets = entry.get("buckets") or {}
+    for entry in profile_section(profile, "batches") or ():
+        buckets = known(entry.buckets) or {}
         shares, labels = buckets.get("shares"), buckets.get("labels")
         if not shares or not labels:
             continue
         if shares[-1] >= HARDEST_BUCKET_WARNING:
             alerts.append(Alert(
-                "hardest_bucket", WARNING, f"Most in-batch negatives are in the hardest bucket at B={entry['batch_size']}",
+                "hardest_bucket", WARNING, f"Most in-batch negatives are in the hardest bucket at B={entry.batch_size}",
                 f"{_pct(shares[-1])} of in-batch negatives have caption cosine {labels[-1]}. Plain contrastive loss "
                 f"spreads its gradient over them almost evenly; HN-CLIP's gamma reweights them."))
     return alerts
 
 
-def crowded_alert(profile: dict) -> Alert | None:
-    hardest = profile.get("hardest_companion") or {}
-    mean = hardest.get("mean")
+def crowded_alert(profile: Profile | dict) -> Alert | None:
+    hardest = profile_section(profile, "hardest_companion") or Distribution()
+    mean = known(hardest.mean)
     if mean is None or mean < CROWDED_HARDEST:
         return None
     return Alert("crowded", NOTICE, "Almost every caption has a near-twin",
-                 f"The mean hardest-companion cosine is {mean:.3f} over N = {hardest.get('count', 0):,} captions "
+                 f"The mean hardest-companion cosine is {mean:.3f} over N = {known(hardest.count, 0):,} captions "
                  f"(HN-CLIP reports 0.92-0.94 for long-caption benchmarks). It grows with N, so compare datasets "
                  f"at equal N.")
 
 
-def near_duplicate_caption_alert(profile: dict) -> Alert | None:
-    near = profile.get("near_duplicates") or {}
-    share = near.get("share_captions_hardest_above")
+def near_duplicate_caption_alert(profile: Profile | dict) -> Alert | None:
+    near = profile_section(profile, "near_duplicates") or NearDuplicates()
+    share = known(near.share_captions_hardest_above)
     if share is None or share < NEAR_DUPLICATE_CAPTIONS_WARNING:
         return None
     return Alert("near_duplicate_captions", WARNING, "Many captions have a near-duplicate of another image",
-                 f"{near.get('n_captions_hardest_above', 0):,} captions ({_pct(share)}) have a caption of another "
-                 f"image at cosine >= {near.get('threshold')}; see the gallery below.")
+                 f"{known(near.n_captions_hardest_above, 0):,} captions ({_pct(share)}) have a caption of another "
+                 f"image at cosine >= {known(near.threshold)}; see the gallery below.")
 
 
-def sampled_alert(profile: dict) -> Alert | None:
-    pairwise = profile.get("pairwise") or {}
-    if pairwise.get("exact", True) and pairwise.get("mode") != "sampled":
+def sampled_alert(profile: Profile | dict) -> Alert | None:
+    pairwise = profile_section(profile, "pairwise") or Distribution()
+    if known(pairwise.exact, True) and known(pairwise.mode) != "sampled":
         return None
-    sampled = pairwise.get("n_sampled_pairs")
+    # not a schema field: no writer records it, so the line says "estimated" without a count
+    sampled = pairwise.extra.get("n_sampled_pairs")
     detail = f" from {sampled:,} sampled pairs" if sampled else ""
     return Alert("sampled", NOTICE, "Pairwise statistics are estimates",
                  f"The distribution of all pairwise cosines was estimated{detail}; hardest companions are exact "
                  f"unless stated otherwise.")
 
 
-def skipped_alert(profile: dict) -> Alert | None:
-    skipped = (profile.get("dataset") or {}).get("skipped") or []
+def skipped_alert(profile: Profile | dict) -> Alert | None:
+    skipped = known((profile_section(profile, "dataset") or Dataset()).skipped) or ()
     total = sum(int(item.get("count", 0)) for item in skipped)
     if not total:
         return None
@@ -188,7 +197,7 @@ def skipped_alert(profile: dict) -> Alert | None:
     return Alert("skipped", NOTICE, f"{total:,} rows were left out while loading", reasons)
 
 
-def alerts_for(profile: dict) -> list[Alert]:
+def alerts_for(profile: Profile | dict) -> list[Alert]:
     """Every alert that fires for ``profile``, warnings first."""
     found: list[Alert] = []
     for rule in (encoder_caution_alert, truncation_alert, exact_duplicate_alert, near_duplicate_caption_alert, crowded_alert,

@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
+from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, known, profile_section
 
 #: Extra row the report adds when the caller gives no batch size: the paper's micro-batch. The
 #: headline is the policy's (capgeo.geometry.batch_size: 128, the paper's effective batch).
@@ -156,22 +157,22 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     from capgeo.captions import load_captions
     from capgeo.encoders import embed
 
-    dataset = profile.get("dataset") or {}
-    source = dataset.get("source")
+    dataset = profile_section(profile, "dataset") or Dataset()
+    source = known(dataset.source)
     if not source or not Path(source).exists():
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not on this machine; "
                           "run `capgeo report DATA` instead")
     # the profile does not record --limit; it kept the first n_captions captions, so read as many
-    captions = load_captions(source, format=dataset.get("format") or "auto", limit=dataset.get("n_captions"))
-    if dataset.get("texts_digest") and captions.texts_digest() != dataset["texts_digest"]:
+    captions = load_captions(source, format=known(dataset.format) or "auto", limit=known(dataset.n_captions))
+    if dataset.texts_digest and captions.texts_digest() != dataset.texts_digest:
         raise CapgeoError(f"--fill-missing: {source} does not hold the captions the profile was made from "
                           "(texts digest differs: the file changed, or the profile used --split); "
                           "run `capgeo report DATA` instead")
-    encoder = profile.get("encoder") or {}
-    lengths = profile.get("lengths") or {}
+    encoder = profile_section(profile, "encoder") or Encoder()
+    lengths = profile_section(profile, "lengths") or Lengths()
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
-    max_tokens = (lengths.get("max_tokens") or None) if lengths.get("known", True) else None
-    embeddings = embed(captions, encoder.get("spec"), device=device, cache_dir=cache_dir, use_cache=use_cache,
+    max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
+    embeddings = embed(captions, known(encoder.spec), device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
     add_sections(profile, captions, embeddings, progress=progress)
     return ReportInput(profile, [])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from capgeo.geometry.typed_profile import Profile, as_profile
+from capgeo.geometry.typed_profile import Profile, Provenance, as_profile, known
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.html import Page, Section, escape, figure_div, plotly_javascript, table
@@ -22,7 +22,7 @@ COMPARE_FIGURE_IDS = ("fig-compare-cosines", "fig-compare-buckets", "fig-compare
 COMPARE_OPTIONAL_FIGURE_IDS = ("fig-compare-buckets-relative",)
 
 
-def profile_labels(profiles: Sequence[dict]) -> list[str]:
+def profile_labels(profiles: Sequence[Profile | dict]) -> list[str]:
     """One short, unique label per profile: the dataset name, plus the encoder when datasets repeat."""
     datasets = [dataset_label(p) for p in profiles]
     encoders = [encoder_label(p) for p in profiles]
@@ -57,7 +57,7 @@ def compare_table(profiles: Sequence[Profile | dict], labels: Sequence[str]) -> 
     return f'<table class="compare"><thead>{head}</thead><tbody>{body}</tbody></table>'
 
 
-def compare_alerts(profiles: Sequence[dict], labels: Sequence[str]) -> str:
+def compare_alerts(profiles: Sequence[Profile], labels: Sequence[str]) -> str:
     parts = []
     for label, profile in zip(labels, profiles):
         alerts = alerts_for(profile)
@@ -74,28 +74,28 @@ def provenance_table(profiles: Sequence[Profile], labels: Sequence[str], command
             ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>')]
     for label, profile in zip(labels, profiles):
         dataset, encoder = profile.dataset, profile.encoder
-        provenance = profile.provenance or {}
+        provenance = profile.provenance or Provenance()
         rows.append((label, f"{escape(shown(dataset.source))}, sha256 <code>{escape(shown(dataset.fingerprint))}</code>; "
                             f"encoder {escape(encoder_label(profile))} (<code>{escape(shown(encoder.fingerprint))}</code>); "
-                            f"profiled {escape(provenance.get('created', '?'))} with capgeo "
-                            f"{escape(provenance.get('capgeo_version', '?'))}"
-                            + (f'<pre class="command">{escape(provenance["command"])}</pre>' if provenance.get("command") else "")))
+                            f"profiled {escape(known(provenance.created, '?'))} with capgeo "
+                            f"{escape(known(provenance.capgeo_version, '?'))}"
+                            + (f'<pre class="command">{escape(provenance.command)}</pre>' if provenance.command else "")))
     return table(rows)
 
 
-def render_compare(profiles: Sequence[dict], *, labels: Sequence[str] | None = None, command: str | None = None,
+def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] | None = None, command: str | None = None,
                    created: str | None = None) -> str:
     """The compare page for two or more profiles as an HTML string."""
     from capgeo.errors import CapgeoError
 
     if len(profiles) < 2:
         raise CapgeoError(f"compare needs at least two profiles, got {len(profiles)}")
-    labels = list(labels) if labels else profile_labels(profiles)
+    typed = [as_profile(p) for p in profiles]
+    labels = list(labels) if labels else profile_labels(typed)
     if len(labels) != len(profiles):
         raise CapgeoError(f"compare: {len(labels)} labels for {len(profiles)} profiles")
     created = created or now_utc()
     page = Page("capgeo compare: " + " vs ".join(labels), f"{len(profiles)} profiles · {created}")
-    typed = [as_profile(p) for p in profiles]
     page.sections.append(Section("summary", "Side by side", compare_table(typed, labels)))
     sizes = {p.hardest_companion.count if p.hardest_companion else None for p in typed}
     lead = ("Shares per 0.01 bin, so datasets of different sizes overlay. Dotted: all pairs of different images; "
@@ -103,24 +103,24 @@ def render_compare(profiles: Sequence[dict], *, labels: Sequence[str] | None = N
     if len(sizes) > 1:
         lead += (" The datasets have different numbers of captions; a caption's hardest companion grows with N, "
                  "so compare hardest-companion cosines with that in mind (or profile equal --limit slices).")
-    series = [(label, p.get("pairwise"), p.get("hardest_companion")) for label, p in zip(labels, profiles)]
+    series = [(label, p.pairwise, p.hardest_companion) for label, p in zip(labels, typed)]
     page.sections.append(Section("distributions", "Pairwise and hardest-companion cosine",
                                  figure_div(figures.cosine_distribution_figure(series), "fig-compare-cosines"), lead))
-    buckets = [(label, p.get("batches")) for label, p in zip(labels, profiles)]
+    buckets = [(label, p.batches) for label, p in zip(labels, typed)]
     body = figure_div(figures.bucket_composition_figure(buckets), "fig-compare-buckets")
     lead = "Share of in-batch negatives per caption-cosine bucket, per profile and batch size."
-    if any((entry.get("relative_buckets") or {}).get("shares") for p in profiles for entry in p.get("batches") or []):
+    if any((entry.relative_buckets or {}).get("shares") for p in typed for entry in p.batches or ()):
         body += figure_div(figures.bucket_composition_figure(
             buckets, kind="relative_buckets", title="In-batch negatives by each dataset's own pairwise quantiles"),
             "fig-compare-buckets-relative")
         lead += (" The second chart cuts each profile at its own pairwise quantiles, so encoders whose cosines live "
                  "on different scales compare fairly (profiles without relative buckets are left out of it).")
     page.sections.append(Section("buckets", "In-batch negatives by hardness", body, lead))
-    lengths = [(label, p.get("lengths")) for label, p in zip(labels, profiles)]
+    lengths = [(label, p.lengths) for label, p in zip(labels, typed)]
     if any(l for _, l in lengths):
         page.sections.append(Section("lengths", "Caption length",
                                      figure_div(figures.length_overlay_figure(lengths), "fig-compare-lengths"),
                                      "Token counts with each encoder's own tokenizer; dashed: each context limit."))
-    page.sections.append(Section("alerts", "Alerts per profile", compare_alerts(profiles, labels)))
+    page.sections.append(Section("alerts", "Alerts per profile", compare_alerts(typed, labels)))
     page.sections.append(Section("provenance", "Provenance", provenance_table(typed, labels, command, created)))
     return page.render(plotly_javascript())

@@ -1,7 +1,9 @@
-"""Plotly figures of a profile, one builder per figure, each taking plain dicts.
+"""Plotly figures of a profile, one builder per figure, each taking sections of it.
 
-Every builder reads only sections of the profile JSON (docs/profile-schema.md)
-and returns a ``plotly.graph_objects.Figure``; it never needs embeddings, so a
+Every builder reads only sections of the profile (docs/profile-schema.md): typed ones
+(capgeo.geometry.typed_profile: Lengths, Distribution, BatchStatistics), read from their
+JSON objects when given those; the gamma and truncation sections and a batch's buckets
+and example matrix stay read-only mappings (one builder each reads them). Each returns a ``plotly.graph_objects.Figure``; it never needs embeddings, so a
 saved profile can be drawn without recomputing anything. Builders that overlay
 several datasets take a list of ``(label, section)`` pairs and draw shares, not
 counts, so datasets of different sizes sit on one axis.
@@ -13,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+
+from capgeo.geometry.typed_profile import BatchStatistics, Distribution, Lengths, as_section, known
 
 #: Colours per dataset in overlays (plotly's default qualitative palette).
 PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
@@ -56,13 +60,14 @@ def rebin(histogram: dict, width: float = DISPLAY_BIN_WIDTH) -> tuple[np.ndarray
     return merged_edges, merged
 
 
-def caption_length_figure(lengths: dict, title: str = "Caption length in tokens") -> go.Figure:
+def caption_length_figure(lengths: Lengths | dict, title: str = "Caption length in tokens") -> go.Figure:
     """Histogram of untruncated token counts with the context limit marked."""
-    edges = np.asarray(lengths["histogram"]["edges"], dtype=np.float64)
-    counts = np.asarray(lengths["histogram"]["counts"], dtype=np.float64)
+    lengths = as_section(lengths, Lengths)
+    edges = np.asarray(lengths.histogram["edges"], dtype=np.float64)
+    counts = np.asarray(lengths.histogram["counts"], dtype=np.float64)
     centres = (edges[:-1] + edges[1:]) / 2
     widths = np.diff(edges)
-    limit = lengths.get("max_tokens") or lengths.get("context_length")
+    limit = context_limit(lengths)
     colours = ["#e6550d" if limit is not None and left >= limit else "#636efa" for left in edges[:-1]]
     figure = go.Figure(go.Bar(
         x=centres, y=counts, width=widths, marker_color=colours, name="captions",
@@ -70,7 +75,7 @@ def caption_length_figure(lengths: dict, title: str = "Caption length in tokens"
         hovertemplate="%{customdata[0]:.0f}-%{customdata[1]:.0f} tokens: %{y:,} captions<extra></extra>",
     ))
     if limit is not None:
-        share = lengths.get("share_truncated")
+        share = known(lengths.share_truncated)
         note = f"context limit {limit} tokens"
         if share is not None:
             note += f": {_pct(share)} of captions are cut"
@@ -82,11 +87,16 @@ def caption_length_figure(lengths: dict, title: str = "Caption length in tokens"
     return figure
 
 
+def context_limit(lengths: Lengths) -> int | None:
+    """The token count past which captions were cut: the profile's --max-tokens, else the context."""
+    return known(lengths.max_tokens) or known(lengths.context_length)
+
+
 #: the y-axis reaches this multiple of the tallest value, so labels at the top of a line sit above the data
 HEADROOM = 1.25
 
 
-def cosine_distribution_figure(series: Sequence[tuple[str, dict, dict]],
+def cosine_distribution_figure(series: Sequence[tuple[str, Distribution | dict, Distribution | dict]],
                                title: str = "Caption cosine: all pairs vs hardest companion") -> go.Figure:
     """Distribution of all negative pairwise cosines and of hardest-companion cosines, means marked.
 
@@ -100,9 +110,10 @@ def cosine_distribution_figure(series: Sequence[tuple[str, dict, dict]],
     for index, (label, pairwise, hardest) in enumerate(series):
         colour = PALETTE[index % len(PALETTE)]
         for kind, summary, dash in (("all pairs", pairwise, "dot"), ("hardest companion", hardest, "solid")):
-            if not summary or not summary.get("histogram"):
+            summary = as_section(summary, Distribution)
+            if not summary or not summary.histogram:
                 continue
-            edges, counts = rebin(summary["histogram"])
+            edges, counts = rebin(summary.histogram)
             if counts.size == 0:
                 continue
             shares = counts / counts.sum()
@@ -115,7 +126,7 @@ def cosine_distribution_figure(series: Sequence[tuple[str, dict, dict]],
                 fill=None if overlay else "tozeroy", opacity=0.9,
                 hovertemplate=f"{name}<br>cosine %{{x:.3f}}<br>%{{y:.2f}}% per {DISPLAY_BIN_WIDTH} bin<extra></extra>",
             ))
-            mean = summary.get("mean")
+            mean = known(summary.mean)
             if mean is not None:
                 figure.add_vline(x=mean, line=dict(color=line_colour, width=1.5, dash="dash"),
                                  annotation=dict(text=f"mean {mean:.3f}", font=dict(color=line_colour, size=11)),
@@ -141,7 +152,7 @@ def bucket_names(buckets: dict) -> list[str]:
     return [f"cosine {label}" for label in buckets["labels"]]
 
 
-def bucket_composition_figure(series: Sequence[tuple[str, list]], kind: str = "buckets",
+def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatistics | dict]]], kind: str = "buckets",
                               title: str = "In-batch negatives by hardness bucket") -> go.Figure:
     """Stacked bars: share of in-batch negatives in each cosine bucket, per batch size.
 
@@ -154,11 +165,12 @@ def bucket_composition_figure(series: Sequence[tuple[str, list]], kind: str = "b
     names: list[str] = []
     bars: list[tuple[str, dict, dict]] = []
     for label, batches in series:
-        for entry in batches or []:
-            buckets = entry.get(kind)
+        for entry in batches or ():
+            entry = as_section(entry, BatchStatistics)
+            buckets = getattr(entry, kind)
             if not buckets or not buckets.get("shares"):
                 continue
-            x_label = f"{label} · B={entry['batch_size']}" if overlay else f"B={entry['batch_size']}"
+            x_label = f"{label} · B={entry.batch_size}" if overlay else f"B={entry.batch_size}"
             entry_names = bucket_names(buckets)
             edges = [None, *buckets["edges"], None]
             ranges = {name: (edges[i], edges[i + 1]) for i, name in enumerate(entry_names)}
@@ -286,25 +298,26 @@ def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost con
     return figure
 
 
-def length_overlay_figure(series: Sequence[tuple[str, dict]],
+def length_overlay_figure(series: Sequence[tuple[str, Lengths | dict | None]],
                           title: str = "Caption length in tokens, per dataset/encoder") -> go.Figure:
     """Token-count distributions of several profiles as shares per bin, each context limit marked
     (once per distinct limit, naming the profiles it applies to)."""
     figure = go.Figure()
     limits: dict[int, list[tuple[str, str]]] = {}
     for index, (label, lengths) in enumerate(series):
-        if not lengths or not lengths.get("histogram"):
+        lengths = as_section(lengths, Lengths)
+        if not lengths or not lengths.histogram:
             continue
         colour = PALETTE[index % len(PALETTE)]
-        edges = np.asarray(lengths["histogram"]["edges"], dtype=np.float64)
-        counts = np.asarray(lengths["histogram"]["counts"], dtype=np.float64)
+        edges = np.asarray(lengths.histogram["edges"], dtype=np.float64)
+        counts = np.asarray(lengths.histogram["counts"], dtype=np.float64)
         total = counts.sum() or 1.0
         # share per token (not per bin): profiles bin lengths differently
         density = 100 * counts / total / np.diff(edges)
         figure.add_trace(go.Scatter(x=np.repeat(edges, 2)[1:-1], y=np.repeat(density, 2), mode="lines", name=label,
                                     line=dict(color=colour, width=2),
                                     hovertemplate=f"{label}<br>%{{x:.0f}} tokens: %{{y:.2f}}% per token<extra></extra>"))
-        limit = lengths.get("max_tokens") or lengths.get("context_length")
+        limit = context_limit(lengths)
         if limit is not None:
             limits.setdefault(limit, []).append((label, colour))
     for limit, users in limits.items():

@@ -7,6 +7,11 @@ other images) and ``pairs`` (the most similar pairs overall). Each pair row
 carries ``text_a``/``text_b`` and character spans ``spans_a``/``spans_b`` of
 shared and differing content words; they are rendered by
 :func:`capgeo.report.html.highlight`, which escapes each piece separately.
+
+The dupes section stays an untyped, read-only mapping (``Profile.dupes``): it is the
+``capgeo dupes`` result, read here and by that command's own printer only, and its rows
+are open-ended (pair, example and dedup fields grow with that command), so a class per
+row would only restate docs/dupes.md.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 #: Captions with more words than this are shown clamped to a few lines, with a button to expand.
 LONG_CAPTION_WORDS = 60
@@ -170,15 +170,15 @@ def table(rows: Iterable[tuple[str, str]], css_class: str = "summary") -> str:
 def highlight(text: str, spans: Sequence) -> str:
     """Escaped ``text`` with each span wrapped in ``<mark class=...>``.
 
-    ``spans`` are dicts (or objects) with ``start``, ``end`` (Python string offsets into
-    ``text``, end exclusive) and ``kind``. Spans that overlap an earlier one or fall
+    ``spans`` are mappings (dicts, or a typed profile's read-only ones) or objects with ``start``,
+    ``end`` (Python string offsets into ``text``, end exclusive) and ``kind``. Spans that overlap an earlier one or fall
     outside the text are skipped rather than allowed to corrupt the markup.
     """
     pieces: list[str] = []
     cursor = 0
     normalised = []
     for span in spans or ():
-        get = span.get if isinstance(span, dict) else (lambda key, s=span: getattr(s, key, None))
+        get = span.get if isinstance(span, Mapping) else (lambda key, s=span: getattr(s, key, None))
         start, end, kind = get("start"), get("end"), get("kind")
         if start is None or end is None:
             continue

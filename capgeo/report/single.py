@@ -2,6 +2,10 @@
 
 Every section is optional: a profile without ``gamma`` simply has no gamma
 figure, and the page's "Not in this report" list says why (``notes``).
+
+The page reads the typed profile (capgeo.geometry.typed_profile); the gamma, truncation,
+dupes and leak sections and a batch's buckets and example matrix stay
+read-only mappings, each read by the one part of the page that shows it.
 """
 
 from __future__ import annotations
@@ -10,6 +14,8 @@ import json
 from datetime import datetime, timezone
 
 from capgeo import __version__
+from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Profile, Provenance, as_profile,
+                                           known, plain)
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.gallery import gallery_html
@@ -30,7 +36,7 @@ def now_utc() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def alerts_html(profile: dict) -> str:
+def alerts_html(profile: Profile) -> str:
     alerts = alerts_for(profile)
     if not alerts:
         return '<p class="ok">Nothing stands out: no alert fired (thresholds in capgeo/report/alerts.py).</p>'
@@ -39,10 +45,10 @@ def alerts_html(profile: dict) -> str:
     return f'<ul class="alerts">{items}</ul>'
 
 
-def heatmap_batch(profile: dict) -> dict | None:
+def heatmap_batch(profile: Profile) -> BatchStatistics | None:
     """The batch entry whose example matrix is drawn: the largest batch size that has one."""
-    candidates = [entry for entry in profile.get("batches") or [] if (entry.get("example") or {}).get("cosine")]
-    return max(candidates, key=lambda entry: entry["batch_size"]) if candidates else None
+    candidates = [entry for entry in profile.batches or () if (entry.example or {}).get("cosine")]
+    return max(candidates, key=lambda entry: entry.batch_size) if candidates else None
 
 
 def _seen_unseen(caption: dict) -> str:
@@ -72,55 +78,55 @@ def truncation_pairs_html(truncation: dict) -> str:
     return "".join(parts)
 
 
-def figure_sections(profile: dict) -> list[Section]:
+def figure_sections(profile: Profile) -> list[Section]:
     sections = []
-    if profile.get("pairwise") or profile.get("hardest_companion"):
+    if profile.pairwise or profile.hardest_companion:
         label = dataset_label(profile)
-        figure = figures.cosine_distribution_figure([(label, profile.get("pairwise"), profile.get("hardest_companion"))])
+        figure = figures.cosine_distribution_figure([(label, profile.pairwise, profile.hardest_companion)])
         sections.append(Section("distributions", "Pairwise and hardest-companion cosine", figure_div(figure, "fig-cosines"),
                                 "All pairs are captions of different images; a caption's hardest companion is its most "
                                 "similar caption of another image (as in HN-CLIP's Figure 1). Dashed lines: means."))
-    batches = profile.get("batches") or []
-    if any((entry.get("buckets") or {}).get("shares") for entry in batches):
+    batches = profile.batches or ()
+    if any((entry.buckets or {}).get("shares") for entry in batches):
         series = [(dataset_label(profile), batches)]
         body = figure_div(figures.bucket_composition_figure(series), "fig-buckets")
         lead = ("Random training batches of captions of distinct images: the share of each row's negatives in each "
                 "caption-cosine bucket, per batch size.")
-        if any((entry.get("relative_buckets") or {}).get("shares") for entry in batches):
+        if any((entry.relative_buckets or {}).get("shares") for entry in batches):
             relative = figure_div(figures.bucket_composition_figure(
                 series, kind="relative_buckets", title="In-batch negatives by the dataset's own pairwise quantiles"),
                 "fig-buckets-relative")
             # when the fixed edges put (almost) every negative in the lowest bucket, the relative view says more
-            uninformative = all((entry.get("buckets") or {}).get("shares", [0])[0] >= 0.95 for entry in batches)
+            uninformative = all((entry.buckets or {}).get("shares", [0])[0] >= 0.95 for entry in batches)
             body = relative + body if uninformative else body + relative
             lead += (f" The {'first' if uninformative else 'second'} chart cuts at this dataset's pairwise quantiles "
                      "instead of fixed cosines, which compares across encoders whose cosines live on different scales.")
         sections.append(Section("buckets", "In-batch negatives by hardness", body, lead))
     entry = heatmap_batch(profile)
     if entry is not None:
-        figure = figures.batch_heatmap_figure(entry["example"], entry["batch_size"])
+        figure = figures.batch_heatmap_figure(entry.example, entry.batch_size)
         sections.append(Section("batch-matrix", "One real batch", figure_div(figure, "fig-batch"),
-                                f"Caption-caption cosine of one random batch of {entry['batch_size']} (diagonal "
+                                f"Caption-caption cosine of one random batch of {entry.batch_size} (diagonal "
                                 "masked): the bright off-diagonal cells are the near-twins HN-CLIP's Gbar boosts."))
-    lengths = profile.get("lengths")
-    if lengths and lengths.get("histogram") and lengths.get("known", True):
+    lengths = profile.lengths
+    if lengths and lengths.histogram and known(lengths.known, True):
         sections.append(Section("lengths", "Caption length", figure_div(figures.caption_length_figure(lengths), "fig-lengths"),
                                 "Untruncated token counts with the encoder's own tokenizer; bars right of the dashed "
                                 "line are cut when embedded."))
-    truncation = profile.get("truncation")
+    truncation = profile.truncation
     if truncation and truncation.get("per_length"):
         sections.append(Section("truncation", "Context length", figure_div(figures.truncation_figure(truncation),
                                 TRUNCATION_FIGURE_ID) + truncation_pairs_html(truncation),
                                 "The same captions embedded at several maximum token lengths: how the geometry "
                                 "changes when the encoder sees less of each caption."))
-    gamma = profile.get("gamma")
+    gamma = profile.gamma
     if gamma and gamma.get("batches"):
         sections.append(Section("gamma", "Gamma diagnostics", figure_div(figures.gamma_figure(gamma), "fig-gamma"),
                                 gamma_caption(gamma)))
     return sections
 
 
-def gamma_caption(gamma: dict) -> str:
+def gamma_caption(gamma) -> str:
     """The headline gamma with both views (concentration and margin), the caution and the paper's sweep."""
     from capgeo.findings.gamma import describe_margins
 
@@ -140,42 +146,44 @@ def gamma_caption(gamma: dict) -> str:
     return " ".join(part for part in parts if part)
 
 
-def provenance_rows(profile: dict, command: str | None, created: str) -> list[tuple[str, str]]:
-    dataset = profile.get("dataset") or {}
-    encoder = profile.get("encoder") or {}
-    provenance = profile.get("provenance") or {}
-    options = profile.get("options") or {}
+def provenance_rows(profile: Profile, command: str | None, created: str) -> list[tuple[str, str]]:
+    dataset = profile.dataset or Dataset()
+    encoder = profile.encoder or Encoder()
+    provenance = profile.provenance or Provenance()
+    options = plain(profile.options or {})
     rows = [
         ("Report made with", f"capgeo {escape(__version__)} on {escape(created)}"),
         ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>'),
-        ("Profile computed", f"capgeo {escape(provenance.get('capgeo_version', '?'))} on "
-                             f"{escape(provenance.get('created', '?'))}"
-                             + (f" in {provenance['elapsed_s']:.1f} s" if provenance.get("elapsed_s") is not None else "")),
+        ("Profile computed", f"capgeo {escape(known(provenance.capgeo_version, '?'))} on "
+                             f"{escape(known(provenance.created, '?'))}"
+                             + (f" in {provenance.elapsed_s:.1f} s" if known(provenance.elapsed_s) is not None else "")),
     ]
-    if provenance.get("command"):
-        rows.append(("Profile command", f'<pre class="command">{escape(provenance["command"])}</pre>'))
+    if provenance.command:
+        rows.append(("Profile command", f'<pre class="command">{escape(provenance.command)}</pre>'))
     rows += [
-        ("Data file", f"{escape(dataset.get('source', '?'))} ({escape(dataset.get('format', '?'))})"),
-        ("Data fingerprint (sha256)", f"<code>{escape(dataset.get('fingerprint', '?'))}</code>"),
-        ("Caption texts digest (sha256)", f"<code>{escape(dataset.get('texts_digest', '?'))}</code>"),
-        ("Encoder", f"{escape(encoder_label(profile))}: {escape(encoder.get('kind', '?'))} "
-                    f"{escape(encoder.get('name', '?'))}, fingerprint <code>{escape(encoder.get('fingerprint', '?'))}</code>"),
+        ("Data file", f"{escape(known(dataset.source, '?'))} ({escape(known(dataset.format, '?'))})"),
+        ("Data fingerprint (sha256)", f"<code>{escape(known(dataset.fingerprint, '?'))}</code>"),
+        ("Caption texts digest (sha256)", f"<code>{escape(known(dataset.texts_digest, '?'))}</code>"),
+        ("Encoder", f"{escape(encoder_label(profile))}: {escape(known(encoder.kind, '?'))} "
+                    f"{escape(known(encoder.name, '?'))}, fingerprint "
+                    f"<code>{escape(known(encoder.fingerprint, '?'))}</code>"),
         ("Profile options", f"<code>{escape(json.dumps(options, sort_keys=True))}</code>"),
     ]
     for name in ("dupes", "gamma", "truncation"):
-        if profile.get(name):
+        if getattr(profile, name):
             rows.append((f"{name} section", "included"))
     return rows
 
 
-def render_report(profile: dict, *, command: str | None = None, notes: list[str] | None = None,
+def render_report(profile: Profile | dict, *, command: str | None = None, notes: list[str] | None = None,
                   created: str | None = None) -> str:
     """The whole report for one profile as an HTML string."""
+    profile = as_profile(profile)
     created = created or now_utc()
-    dataset = profile.get("dataset") or {}
+    dataset = profile.dataset or Dataset()
     title = f"capgeo report: {dataset_label(profile)}"
-    subtitle = (f"{dataset.get('n_captions', '?'):,} captions of {dataset.get('n_groups', '?'):,} images · "
-                f"encoder {encoder_label(profile)} · {created}") if isinstance(dataset.get("n_captions"), int) \
+    subtitle = (f"{dataset.n_captions:,} captions of {known(dataset.n_groups, '?'):,} images · "
+                f"encoder {encoder_label(profile)} · {created}") if isinstance(dataset.n_captions, int) \
         else f"encoder {encoder_label(profile)} · {created}"
     page = Page(title, subtitle)
     rows = [(label, escape(value)) for label, value in summary_rows(profile)]
@@ -184,18 +192,18 @@ def render_report(profile: dict, *, command: str | None = None, notes: list[str]
                                                        f'{table(rows[half:])}</div>'))
     page.sections.append(Section("alerts", "Alerts", alerts_html(profile)))
     page.sections += figure_sections(profile)
-    if profile.get("dupes"):
-        page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile["dupes"]),
+    if profile.dupes:
+        page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile.dupes),
                                      "Captions of different images that the encoder places closest together."))
-    if profile.get("leak"):
+    if profile.leak:
         from capgeo.report.leak import leak_html
 
-        page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile["leak"]),
+        page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile.leak),
                                      "Evaluation captions with a twin in this (training) dataset."))
     missing = list(notes or [])
-    if not profile.get("dupes") and not any("gallery" in note for note in missing):
+    if not profile.dupes and not any("gallery" in note for note in missing):
         missing.append("Near-duplicate gallery: the profile has no dupes section.")
-    if not profile.get("gamma") and not any("amma" in note for note in missing):
+    if not profile.gamma and not any("amma" in note for note in missing):
         missing.append("Gamma diagnostics: the profile has no gamma section.")
     if missing:
         items = "".join(f"<li>{escape(note)}</li>" for note in missing)

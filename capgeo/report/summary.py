@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-from capgeo.geometry.typed_profile import ABSENT, Dataset, Encoder, Profile, as_profile
+from capgeo.geometry.typed_profile import ABSENT, Dataset, Encoder, Profile, as_profile, known, profile_section
 
 MISSING = "not computed"
 
@@ -28,12 +28,12 @@ def _count(value) -> str:
 
 def dataset_label(profile: Profile | dict) -> str:
     """Short name of a profile's dataset: the source file's name."""
-    source = _section(profile, "dataset", Dataset).source or "dataset"
+    source = (profile_section(profile, "dataset") or Dataset()).source or "dataset"
     return PurePath(str(source)).name or str(source)
 
 
 def encoder_label(profile: Profile | dict) -> str:
-    encoder = _section(profile, "encoder", Encoder)
+    encoder = profile_section(profile, "encoder") or Encoder()
     return str(encoder.spec or encoder.name or "encoder")
 
 
@@ -57,47 +57,47 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
 
     rows = [
         ("Dataset", f"{dataset_label(profile)} ({shown(dataset.format)})"),
-        ("Captions / groups (images)", f"{_count(_known(dataset.n_captions))} / {_count(_known(dataset.n_groups))}"),
+        ("Captions / groups (images)", f"{_count(known(dataset.n_captions))} / {_count(known(dataset.n_groups))}"),
         ("Encoder", f"{encoder_label(profile)} ({shown(encoder.kind)}, {shown(encoder.name)}, "
                     f"width {shown(encoder.width)})"),
         ("Context length", f"{shown(encoder.context_length)} tokens"
                            + (f" (captions cut to {lengths.max_tokens})" if lengths and lengths.max_tokens
                               not in (None, ABSENT, encoder.context_length) else "")),
-        ("Logit scale", "none in checkpoint" if _known(encoder.logit_scale) is None else _num(encoder.logit_scale, 1)),
+        ("Logit scale", "none in checkpoint" if known(encoder.logit_scale) is None else _num(encoder.logit_scale, 1)),
         ("Captions truncated by the encoder",
-         f"{_count(_known(lengths.n_truncated))} ({_pct(_known(lengths.share_truncated))})" if lengths
+         f"{_count(known(lengths.n_truncated))} ({_pct(known(lengths.share_truncated))})" if lengths
          else "unknown (no token counts)"),
         ("Caption length (tokens)",
-         f"mean {_num(_known(lengths.mean), 1)}, median {_num(_known(lengths.median), 0)}, "
-         f"max {_count(_known(lengths.max))}" if lengths else MISSING),
+         f"mean {_num(known(lengths.mean), 1)}, median {_num(known(lengths.median), 0)}, "
+         f"max {_count(known(lengths.max))}" if lengths else MISSING),
         ("Mean pairwise cosine (different images)",
-         f"{_num(_known(pairwise.mean))} ± {_num(_known(pairwise.std))}" if pairwise else MISSING),
+         f"{_num(known(pairwise.mean))} ± {_num(known(pairwise.std))}" if pairwise else MISSING),
     ]
     rows.append(("Mean cosine within an image (positives)",
-                 _num(_known(within.mean)) if within else "none: one caption per image"))
+                 _num(known(within.mean)) if within else "none: one caption per image"))
     rows.append(("Mean hardest-companion cosine",
-                 f"{_num(_known(hardest.mean))} (N = {_count(_known(hardest.count))})" if hardest else MISSING))
+                 f"{_num(known(hardest.mean))} (N = {_count(known(hardest.count))})" if hardest else MISSING))
     for entry in profile.batches or ():
-        buckets = _known(entry.buckets) or {}
+        buckets = known(entry.buckets) or {}
         if buckets.get("shares"):
             value = _pct(buckets["shares"][-1])
-            relative = _known(entry.relative_buckets) or {}
+            relative = known(entry.relative_buckets) or {}
             if relative.get("shares") and relative.get("quantile_levels"):
                 value += (f" (above this dataset's pairwise p{100 * relative['quantile_levels'][-1]:g}, "
                           f"cosine {relative['edges'][-1]:.3f}: {_pct(relative['shares'][-1])})")
             rows.append((f"In-batch negatives {buckets['labels'][-1]}, B={entry.batch_size}", value))
-        near_batch = _known(entry.near_duplicate) or {}
+        near_batch = known(entry.near_duplicate) or {}
         if near_batch.get("share_batches") is not None:
             rows.append((f"Batches with a near-twin >={near_batch.get('threshold')}, B={entry.batch_size}",
                          _pct(near_batch["share_batches"])))
     rows.append((f"Near-duplicate pairs (cosine >= {shown(near.threshold) if near else '?'})",
-                 f"{_count(_known(near.n_pairs_cross_group))} pairs; {_count(_known(near.n_captions_hardest_above))} "
+                 f"{_count(known(near.n_pairs_cross_group))} pairs; {_count(known(near.n_captions_hardest_above))} "
                  f"captions have one" if near else MISSING))
     rows.append(("Exact duplicates",
-                 f"{_count(_known(exact.n_sets))} sets, {_count(_known(exact.n_pairs_cross_group))} pairs across images"
+                 f"{_count(known(exact.n_sets))} sets, {_count(known(exact.n_pairs_cross_group))} pairs across images"
                  if exact else MISSING))
     value, low_high = gamma_suggestion(profile.gamma)
-    gamma = _known(profile.gamma) or {}
+    gamma = known(profile.gamma) or {}
     headline_batch = gamma.get("headline_batch_size")
     rows.append(("Suggested gamma", MISSING if value is None else
                  f"{value:.2f}" + (f" (range {low_high[0]:.2f}-{low_high[1]:.2f})" if low_high else "")
@@ -108,18 +108,7 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
     return rows
 
 
-def _known(value):
-    """None for a field the profile does not have."""
-    return None if value is ABSENT else value
-
-
 def shown(value) -> str:
     """A field as text, "?" when the profile does not have it."""
     return "?" if value is ABSENT else str(value)
 
-
-def _section(profile: Profile | dict, name: str, section: type):
-    """One typed section, without reading the whole of a dict profile (its companions run to N x k values)."""
-    if isinstance(profile, Profile):
-        return getattr(profile, name) or section()
-    return section.from_dict(profile.get(name) or {})

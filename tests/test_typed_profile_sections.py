@@ -1,0 +1,91 @@
+"""Reading one typed section of a profile (profile_section, as_section, known, plain): the same
+values as the JSON object it came from, ABSENT for what the profile lacks, and the report's readers
+giving the same answer for a dict profile and its typed form."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from capgeo.geometry.typed_profile import (
+    ABSENT,
+    BatchStatistics,
+    Distribution,
+    Lengths,
+    Profile,
+    as_section,
+    known,
+    plain,
+    profile_section,
+)
+from capgeo.report.alerts import alerts_for
+from capgeo.report.figures import caption_length_figure, cosine_distribution_figure
+
+ROOT = Path(__file__).resolve().parents[1]
+PROFILES = sorted((ROOT / "reports").glob("*.profile.json"))
+
+
+@pytest.fixture(scope="module", params=PROFILES, ids=[path.name for path in PROFILES])
+def saved(request) -> dict:
+    return json.loads(request.param.read_text())
+
+
+def test_each_section_reads_back_to_its_json_object(saved):
+    for name, value in saved.items():
+        section = profile_section(saved, name)
+        assert plain(section) == value, name
+    assert isinstance(profile_section(saved, "lengths"), Lengths)
+    assert all(isinstance(entry, BatchStatistics) for entry in profile_section(saved, "batches"))
+    assert profile_section(saved, "pairwise").mean == saved["pairwise"]["mean"]
+
+
+def test_a_typed_profile_gives_its_own_fields(saved):
+    typed = Profile.from_dict(saved)
+    assert profile_section(typed, "hardest_companion") is typed.hardest_companion
+    assert profile_section(typed, "gamma") is typed.gamma
+
+
+def test_a_partial_profile_has_absent_sections_and_no_check():
+    partial = {"schema": "capgeo.profile/1", "lengths": None}
+    assert profile_section(partial, "dataset") is ABSENT
+    assert profile_section(partial, "lengths") is None
+    # Profile.from_dict would refuse this profile (no dataset/encoder); one section is read without that check
+    assert profile_section({"pairwise": {"mean": 0.25}}, "pairwise") == Distribution(mean=0.25)
+
+
+def test_as_section_and_known():
+    read = as_section({"mean": 0.5, "other": 1}, Distribution)
+    assert read.mean == 0.5 and read.extra == {"other": 1} and read.count is ABSENT
+    assert as_section(read, Distribution) is read
+    assert as_section(None, Distribution) is None
+    assert known(ABSENT) is None and known(ABSENT, "?") == "?" and known(0, "?") == 0 and known(None, 1) is None
+
+
+def test_readers_agree_on_dict_and_typed_profiles(saved):
+    typed = Profile.from_dict(saved)
+    assert alerts_for(typed) == alerts_for(saved)
+    assert caption_length_figure(saved["lengths"]).to_dict() == caption_length_figure(typed.lengths).to_dict()
+    series_dict = [("x", saved["pairwise"], saved["hardest_companion"])]
+    series_typed = [("x", typed.pairwise, typed.hardest_companion)]
+    assert cosine_distribution_figure(series_dict).to_dict() == cosine_distribution_figure(series_typed).to_dict()
+
+
+def test_the_gallery_of_a_typed_profile_keeps_its_word_marks():
+    """A typed profile holds spans as read-only mappings, not dicts: the page must still mark them."""
+    import html
+
+    from capgeo.report.single import render_report
+
+    saved = json.loads((ROOT / "reports" / "docci_sample.profile.json").read_text())
+    pair = saved["dupes"]["pairs"][0]
+    shared = next(span for span in pair["spans_a"] if span["kind"] == "shared")
+    word = pair["text_a"][shared["start"]:shared["end"]]
+    page = render_report(Profile.from_dict(saved), created="T")
+    assert f'<mark class="shared" title="shared word">{html.escape(word)}</mark>' in page
+
+
+def test_provenance_declares_every_key_a_profile_writes(saved):
+    provenance = profile_section(saved, "provenance")
+    assert provenance.extra == {} and provenance.created == saved["provenance"]["created"]
