@@ -64,6 +64,8 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None, *, cache
 
     spec = spec_or_path.strip()
     path, name = _resolve(spec)
+    # a file hashed for the first time is a first run, which will build the tower: import its code meanwhile
+    fingerprint = weight_fingerprint(path, cache_dir, meanwhile=lambda: import_open_clip(()))
     facts = weight_facts(path, "longclip_text", lambda: _text_facts(path), cache_dir)
 
     def build_model():
@@ -81,7 +83,7 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None, *, cache
     encoder.info = EncoderInfo(
         spec=spec, kind="longclip", name=name or facts["name"], width=int(facts["width"]),
         context_length=LONGCLIP_CONTEXT, logit_scale=facts["logit_scale"],
-        fingerprint=weight_fingerprint(path, cache_dir))
+        fingerprint=fingerprint)
     if not lazy:
         encoder.model  # noqa: B018 - build now, so a tower that does not load fails here
     return encoder

@@ -188,7 +188,9 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
         # never let open_clip interpolate the checkpoint's positional table to the config's length
         text_cfg["context_length"] = facts["context_length"]
     context_length = int(text_cfg.get("context_length", 77))
-    fingerprint = _model_fingerprint(weight_fingerprint(weights, cache_dir), config, quick_gelu, tokenizer_name)
+    # a file hashed for the first time is a first run, which will build the model: import its code meanwhile
+    weights_sha256 = weight_fingerprint(weights, cache_dir, meanwhile=lambda: import_open_clip(libraries_needed(config)))
+    fingerprint = _model_fingerprint(weights_sha256, config, quick_gelu, tokenizer_name)
 
     def build_model():
         from capgeo.device import default_device
