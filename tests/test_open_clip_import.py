@@ -22,19 +22,25 @@ ROOT = Path(__file__).resolve().parents[1]
 CAPTIONS = ["a red bus parked by the kerb", "two dogs on a beach at dusk",
             "an empty train platform in the rain, lights reflected in the puddles"]
 
-# run in a fresh interpreter: this test process has imported open_clip (and transformers) already
+# run in a fresh interpreter (this test process has imported open_clip and transformers already):
+# encode with each spec in turn, noting after each whether transformers / timm were imported,
+# then ("plain") load the MiniLM encoder (sentence-transformers, which needs transformers)
 ENCODE = """
 import json, sys
 import numpy as np
-if sys.argv[3] == "transformers-first":
-    import transformers  # noqa: F401 - the way open_clip is imported when something needs it
+mode, folder, cache, texts, specs = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), sys.argv[5:]
+if mode == "transformers-first":
+    import transformers  # noqa: F401 - open_clip then imports as it always did
 from capgeo.encoders.registry import get_encoder
-encoder = get_encoder(sys.argv[1], device="cpu", cache_dir=sys.argv[4])
-np.save(sys.argv[2], encoder.encode(json.loads(sys.argv[5])))
-after_encoding = {name: name in sys.modules for name in ("transformers", "timm")}
-from capgeo.encoders.minilm import load_minilm_encoder
-minilm = load_minilm_encoder(device="cpu").encode(["a red bus parked by the kerb"])
-print(json.dumps({"after_encoding": after_encoding, "minilm_shape": list(minilm.shape)}))
+imported = []
+for index, spec in enumerate(specs):
+    np.save(f"{folder}/{index}.npy", get_encoder(spec, device="cpu", cache_dir=cache).encode(texts))
+    imported.append({name: name in sys.modules for name in ("transformers", "timm")})
+shape = None
+if mode == "plain":
+    from capgeo.encoders.minilm import load_minilm_encoder
+    shape = list(load_minilm_encoder(device="cpu").encode(texts).shape)
+print(json.dumps({"imported": imported, "minilm_shape": shape}))
 """
 
 
@@ -63,49 +69,32 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     return {"clip": folder / "tiny.pt", "longclip": folder / "longclip-tiny.pt", "hf_text": folder / "hf-text.pt"}
 
 
-def _encode_in_fresh_process(spec: str, out: Path, mode: str, cache: Path) -> dict:
-    return json.loads(_run(ENCODE, spec, str(out), mode, str(cache), json.dumps(CAPTIONS)).stdout.strip().splitlines()[-1])
-
-
-def _run(script: str, *args: str) -> subprocess.CompletedProcess:
+def _encode_in_fresh_process(mode: str, folder: Path, *specs: str) -> tuple[list[np.ndarray], dict]:
+    """Vectors of CAPTIONS under each spec, in one fresh process, and what it imported."""
+    folder.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", ENCODE, mode, str(folder), str(folder / "cache"),
+                           json.dumps(CAPTIONS), *specs], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    return done
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    return [np.load(folder / f"{index}.npy") for index in range(len(specs))], report
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["clip", "longclip"])
-def test_text_tower_is_built_without_transformers_and_gives_the_same_vectors(checkpoints, kind, tmp_path):
-    spec = str(checkpoints[kind])
-    hidden = _encode_in_fresh_process(spec, tmp_path / "hidden.npy", "plain", tmp_path / "cache-a")
-    assert hidden["after_encoding"] == {"transformers": False, "timm": False}
-    # sentence-transformers (which needs transformers) still loads and encodes in the same process
-    assert hidden["minilm_shape"] == [1, 384]
-    whole = _encode_in_fresh_process(spec, tmp_path / "whole.npy", "transformers-first", tmp_path / "cache-b")
-    assert whole["after_encoding"]["transformers"] is True
-    np.testing.assert_array_equal(np.load(tmp_path / "hidden.npy"), np.load(tmp_path / "whole.npy"))
-
-
-# a Long-CLIP tower first (open_clip imported without transformers), then a Hugging Face text tower
-BOTH = """
-import sys
-import numpy as np
-from capgeo.encoders.registry import get_encoder
-longclip, out, cache, hf_text, texts = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
-get_encoder(longclip, device="cpu", cache_dir=cache).encode(texts)
-assert "transformers" not in sys.modules
-np.save(out, get_encoder(hf_text, device="cpu", cache_dir=cache).encode(texts))
-"""
-
-
-@pytest.mark.slow
-def test_hugging_face_text_tower_after_a_tower_built_without_transformers(checkpoints, tmp_path):
-    spec = f"{checkpoints['hf_text'].with_suffix('.json')}@{checkpoints['hf_text']}"
-    _run(BOTH, str(checkpoints["longclip"]), str(tmp_path / "after.npy"), str(tmp_path / "cache"), spec, *CAPTIONS)
-    alone = _encode_in_fresh_process(spec, tmp_path / "alone.npy", "plain", tmp_path / "cache-alone")
-    assert alone["after_encoding"]["transformers"] is True
-    after = np.load(tmp_path / "after.npy")
-    assert after.shape == (len(CAPTIONS), 32)
-    np.testing.assert_array_equal(after, np.load(tmp_path / "alone.npy"))
+def test_towers_build_without_transformers_same_vectors_and_transformers_still_usable(checkpoints, tmp_path):
+    clip, longclip = str(checkpoints["clip"]), str(checkpoints["longclip"])
+    hf_text = f"{checkpoints['hf_text'].with_suffix('.json')}@{checkpoints['hf_text']}"
+    # a CLIP and a Long-CLIP tower, then a Hugging Face text tower in the same process: open_clip
+    # was imported without transformers, so its modules that guard the import are reloaded
+    hidden, report = _encode_in_fresh_process("plain", tmp_path / "hidden", clip, longclip, hf_text)
+    assert report["imported"][:2] == [{"transformers": False, "timm": False}] * 2
+    assert report["imported"][2]["transformers"] is True
+    # sentence-transformers (which needs transformers) loads and encodes in the same process
+    assert report["minilm_shape"] == [len(CAPTIONS), 384]
+    # the same three encoders where transformers was imported first, as open_clip always did
+    whole, report = _encode_in_fresh_process("transformers-first", tmp_path / "whole", clip, longclip, hf_text)
+    assert report["imported"][0]["transformers"] is True
+    assert [vectors.shape for vectors in hidden] == [(len(CAPTIONS), 32)] * 3
+    for ours, reference in zip(hidden, whole):
+        np.testing.assert_array_equal(ours, reference)
