@@ -27,6 +27,7 @@ from pathlib import Path
 
 from capgeo.encoders.base import EncoderInfo
 from capgeo.encoders.checkpoint import read_state_dict
+from capgeo.encoders.open_clip_import import import_open_clip
 from capgeo.encoders.weight_memo import weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
@@ -63,25 +64,26 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None, *, cache
 
     spec = spec_or_path.strip()
     path, name = _resolve(spec)
+    # a file hashed for the first time is a first run, which will build the tower: import its code meanwhile
+    fingerprint = weight_fingerprint(path, cache_dir, meanwhile=lambda: import_open_clip(()))
     facts = weight_facts(path, "longclip_text", lambda: _text_facts(path), cache_dir)
 
     def build_model():
         from capgeo.device import default_device
 
+        import_open_clip(())  # a CLIP text tower: neither transformers nor timm
         state_dict = read_state_dict(path, keep=lambda key: not key.startswith("visual."))
         tower, _ = build_longclip_tower(state_dict, source=str(path))
         return tower.eval().to(device or default_device())
 
     def build_tokenizer():
-        import open_clip
-
-        return open_clip.SimpleTokenizer(context_length=LONGCLIP_CONTEXT)
+        return import_open_clip(()).SimpleTokenizer(context_length=LONGCLIP_CONTEXT)
 
     encoder = OpenClipTextEncoder(None, None, None, device, build_model=build_model, build_tokenizer=build_tokenizer)
     encoder.info = EncoderInfo(
         spec=spec, kind="longclip", name=name or facts["name"], width=int(facts["width"]),
         context_length=LONGCLIP_CONTEXT, logit_scale=facts["logit_scale"],
-        fingerprint=weight_fingerprint(path, cache_dir))
+        fingerprint=fingerprint)
     if not lazy:
         encoder.model  # noqa: B018 - build now, so a tower that does not load fails here
     return encoder

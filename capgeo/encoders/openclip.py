@@ -28,6 +28,7 @@ import numpy as np
 
 from capgeo.encoders.base import EncoderInfo
 from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict
+from capgeo.encoders.open_clip_import import import_open_clip, libraries_needed
 from capgeo.encoders.weight_memo import weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
@@ -187,14 +188,18 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
         # never let open_clip interpolate the checkpoint's positional table to the config's length
         text_cfg["context_length"] = facts["context_length"]
     context_length = int(text_cfg.get("context_length", 77))
-    fingerprint = _model_fingerprint(weight_fingerprint(weights, cache_dir), config, quick_gelu, tokenizer_name)
+    # a file hashed for the first time is a first run, which will build the model: import its code meanwhile
+    weights_sha256 = weight_fingerprint(weights, cache_dir, meanwhile=lambda: import_open_clip(libraries_needed(config)))
+    fingerprint = _model_fingerprint(weights_sha256, config, quick_gelu, tokenizer_name)
 
     def build_model():
         from capgeo.device import default_device
 
+        import_open_clip(libraries_needed(config))
         return _load_text_model(config, quick_gelu, weights, name).eval().to(device or default_device())
 
     def build_tokenizer():
+        import_open_clip(libraries_needed(config))
         return _tokenizer(tokenizer_name, config, context_length)
 
     encoder = OpenClipTextEncoder(None, None, None, device, build_model=build_model, build_tokenizer=build_tokenizer)
@@ -332,10 +337,12 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         config_file = folder / "open_clip_config.json"
         if not config_file.is_file():
             raise EncoderError(f"{spec}: expected a folder with open_clip_config.json and a weights file")
+        config = _config_from_json(config_file)
+        import_open_clip(libraries_needed(config))  # before _weights_in_folder asks open_clip
         weights = _weights_in_folder(folder)
         if weights is None:
             raise EncoderError(f"{spec}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
-        return _config_from_json(config_file), weights, False, folder.name, spec
+        return config, weights, False, folder.name, spec
     if "@" in spec:
         model_name, _, path = spec.partition("@")
         weights = Path(path).expanduser()
@@ -361,9 +368,8 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
     if not slash or not tag:
         raise EncoderError(f"open_clip spec {spec!r} needs weights: MODEL/PRETRAINED (e.g. ViT-B-32/openai), "
                            f"MODEL@/path/to/checkpoint.pt, hf-hub:org/repo or local-dir:/path")
-    import open_clip
-
     config = _builtin_config(model_name, spec)
+    open_clip = import_open_clip(libraries_needed(config))
     pretrained_cfg = open_clip.get_pretrained_cfg(model_name, tag)
     if not pretrained_cfg:
         tags = ", ".join(open_clip.list_pretrained_tags_by_model(model_name)) or "none"

@@ -21,9 +21,24 @@ MEMO_FILE = "weight-files.json"
 MEMO_LIMIT = 256  # files remembered; the oldest entries are dropped beyond that
 
 
-def weight_fingerprint(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> str:
-    """sha256 of the file, hashed once per (path, size, mtime)."""
-    return weight_facts(path, "sha256", lambda: _hash(path), cache_dir)
+def weight_fingerprint(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None, *,
+                       meanwhile: Callable[[], object] | None = None) -> str:
+    """sha256 of the file, hashed once per (path, size, mtime).
+
+    When the file must be hashed, ``meanwhile()`` (e.g. importing the model code, which a run
+    that hashes will almost always need next) runs in this thread while another hashes:
+    hashlib releases the GIL on large blocks, so the seconds of both overlap."""
+    def hash_overlapped():
+        if meanwhile is None:
+            return _hash(path)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            digest = pool.submit(_hash, path)
+            meanwhile()
+            return digest.result()
+
+    return weight_facts(path, "sha256", hash_overlapped, cache_dir)
 
 
 def weight_facts(path: str | os.PathLike, name: str, compute: Callable[[], object],
@@ -32,21 +47,29 @@ def weight_facts(path: str | os.PathLike, name: str, compute: Callable[[], objec
     resolved = str(Path(path).resolve())
     stat = os.stat(resolved)
     memo_path = _memo_path(cache_dir)
-    memo = _read(memo_path)
-    record = memo.get(resolved)
-    if not isinstance(record, dict) or record.get("size") != stat.st_size or record.get("mtime_ns") != stat.st_mtime_ns:
-        record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "facts": {}}
-    facts = record.setdefault("facts", {})
-    if name in facts:
-        return facts[name]
+    known = _record(_read(memo_path), resolved, stat)["facts"]
+    if name in known:
+        return known[name]
     value = compute()
-    facts[name] = value
+    memo = _read(memo_path)  # again: compute() may have remembered other facts meanwhile
+    record = _record(memo, resolved, stat)
+    record["facts"][name] = value
     memo.pop(resolved, None)
     memo[resolved] = record            # most recent last, so trimming drops the oldest
     while len(memo) > MEMO_LIMIT:
         memo.pop(next(iter(memo)))
     _write(memo_path, memo)
     return value
+
+
+def _record(memo: dict, resolved: str, stat: os.stat_result) -> dict:
+    """The memo's record for this version of the file (a new empty one when size or mtime differ)."""
+    record = memo.get(resolved)
+    if not isinstance(record, dict) or record.get("size") != stat.st_size or record.get("mtime_ns") != stat.st_mtime_ns:
+        record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "facts": {}}
+    if not isinstance(record.get("facts"), dict):
+        record["facts"] = {}
+    return record
 
 
 def _hash(path) -> str:
