@@ -54,6 +54,10 @@ CATALOGUE = [
     ("report-save-profile-over-data", "report D.jsonl --save-profile D.jsonl -o r.html",
      "would overwrite the input", {}),
     ("report-default-output-over-data", "report D.html", "would overwrite the input DATA", {}),
+    ("per-caption-over-data", "profile D.jsonl --encoder vectors:V.npy --batch-size 4 --per-caption D.jsonl",
+     "would overwrite the input DATA", {}),
+    ("drop-list-over-data", "dupes D.jsonl --encoder vectors:V.npy --group-components --drop-list D.jsonl",
+     "would overwrite the input DATA", {}),
     # one output over another
     ("encode-output-and-json-same", "encode D.jsonl --encoder vectors:V.npy -o a.parquet --json a.parquet",
      "one would overwrite the other", {}),

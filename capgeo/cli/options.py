@@ -142,7 +142,8 @@ def writable_output(ctx, param, value):
 INPUT_PARAMS = {"data": "DATA", "sources": "SOURCES", "image_embeddings": "--image-embeddings", "leak": "--leak",
                 "train": "TRAIN", "evals": "EVAL"}
 ENCODER_PARAMS = ("encoder", "encoders")
-OUTPUT_PARAMS = {"output": "--output", "json_out": "--json", "save_profile": "--save-profile"}
+OUTPUT_PARAMS = {"output": "--output", "json_out": "--json", "save_profile": "--save-profile",
+                 "per_caption": "--per-caption", "drop_list": "--drop-list"}
 
 
 def refuse_path_clashes(**extra_outputs: str | None) -> None:
