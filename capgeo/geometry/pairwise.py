@@ -465,7 +465,6 @@ class _ScanState:
         self._tile_number += 1
 
     def _accumulate(self, tile, row_start, column_start, same, diagonal):
-        torch = self.torch
         rows, columns = tile.shape
         self._touched[row_start:row_start + rows] = True
         self._touched[column_start:column_start + columns] = True

@@ -13,7 +13,6 @@ import math
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -29,11 +29,12 @@ MERGE_FAN_IN = 8
 WAIT_SECONDS = 0.2
 
 
-def scan_pairs_on_ray(session: "capgeo.scale.session.RaySession", vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
+def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
                       device=None, progress: bool | None = None, histograms: bool = True,
                       threshold: float | None = None, precision: str = "fp32",
                       bookkeeping_threads: int | None = 1):
-    """:func:`capgeo.geometry.pairwise.scan_pairs`, with the tiles run as Ray tasks."""
+    """:func:`capgeo.geometry.pairwise.scan_pairs`, with the tiles run as Ray tasks of ``session``
+    (a :class:`capgeo.scale.session.RaySession`, which installs this function as the engine's runner)."""
     from capgeo.geometry.pairwise import finish_scan, make_grid, prepare_inputs
 
     import ray  # a session exists, so Ray is installed (capgeo.scale.session.import_ray checked it)
