@@ -44,33 +44,34 @@ def key_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
 
 def _torch_load(path: Path):
     import pickle
+    import warnings
     import zipfile
 
     import torch
 
     try:
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as error:
-            if "zip" in str(error).lower() and _is_zip(path):
-                raise
-            # a legacy (non-zip) torch.save file cannot be memory-mapped: read it whole
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as error:
-        if "Unsupported global" in str(error):
-            raise EncoderError(f"{path}: the checkpoint holds objects other than tensors, which capgeo does not "
-                               f"unpickle (weights_only); re-save it as a plain state dict") from None
-        raise EncoderError(f"{path}: not a PyTorch checkpoint (neither a zip archive nor a pickle)") from None
-    except (RuntimeError, zipfile.BadZipFile, EOFError) as error:
-        if _is_zip(path) or "zip" in str(error).lower():
-            raise EncoderError(f"{path}: truncated or damaged PyTorch zip archive "
-                               f"({first_line(error)})") from None
-        raise EncoderError(f"{path}: not a readable PyTorch checkpoint ({first_line(error)})") from None
+        with warnings.catch_warnings():
+            # random bytes read as a pickle name a bogus protocol; the error below says what is wrong
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            try:
+                return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as error:
+                if "zip" in str(error).lower() and _is_zip(path):
+                    raise
+                # a legacy (non-zip) torch.save file cannot be memory-mapped: read it whole
+                return torch.load(path, map_location="cpu", weights_only=True)
     except OSError as error:
         raise EncoderError(f"{path}: cannot read the checkpoint ({error.strerror or error})") from None
-    except Exception as error:  # torch raises many kinds for malformed files; all mean "unreadable"
-        raise EncoderError(f"{path}: not a readable PyTorch checkpoint ({type(error).__name__}: "
-                           f"{first_line(error)})") from None
+    except Exception as error:  # torch and pickle raise many kinds for malformed files; all mean "unreadable"
+        if isinstance(error, pickle.UnpicklingError) and "Unsupported global" in str(error):
+            raise EncoderError(f"{path}: the checkpoint holds objects other than tensors, which capgeo does not "
+                               f"unpickle (weights_only); re-save it as a plain state dict") from None
+        if _is_zip(path) or isinstance(error, zipfile.BadZipFile) or "zip" in str(error).lower():
+            raise EncoderError(f"{path}: truncated or damaged PyTorch zip archive "
+                               f"({first_line(error)})") from None
+        # which exception the unpickler hits first depends on the bytes: the reason must not
+        raise EncoderError(f"{path}: not a PyTorch checkpoint (neither a zip archive nor a readable pickle: "
+                           f"{type(error).__name__}: {first_line(error)})") from None
 
 
 def _read_safetensors(path: Path, keep: Callable[[str], bool]) -> dict:
