@@ -10,7 +10,9 @@ captions per image) it times, on the same device and in the same process:
 
 then the end-to-end ``capgeo profile --encoder vectors:EMB.npy --mode exact --no-gamma``
 at ``--profile-n`` captions in a fresh process (vectors and a captions CSV written to a
-temporary folder first), and an extrapolation to 10,000,000 captions.
+temporary folder first), the steps around its pass each timed alone (a fresh process's
+start-up, reading the captions, reading the vectors, moving them to the device), and an
+extrapolation to 10,000,000 captions.
 
 The raw products at large N are timed over their first ``--raw-rows`` rows and scaled
 to all N rows (their cost is the same for every row block); the table says so.
@@ -220,11 +222,44 @@ def _end_to_end_profile(n, width, seed, device) -> dict:
         started = time.perf_counter()
         completed = subprocess.run(command, env=environment, capture_output=True, text=True)
         seconds = time.perf_counter() - started
-    result = {"n": n, "seconds": seconds, "command": "capgeo " + " ".join(command[3:])}
+        phases = _phases_outside_the_pass(folder, device, environment)
+    result = {"n": n, "seconds": seconds, "command": "capgeo " + " ".join(command[3:]), "phases": phases}
     if completed.returncode != 0:
         print(completed.stderr[-4000:], file=sys.stderr)
         result["error"] = (completed.stderr.strip().splitlines() or ["exit code %d" % completed.returncode])[-1]
     return result
+
+
+def _phases_outside_the_pass(folder: Path, device, environment) -> dict:
+    """Seconds of the end-to-end profile's steps around the pass, each timed alone on the same
+    files: a fresh process's start-up (imports and device set-up), reading the captions,
+    reading and checking the vectors, moving them to the device."""
+    import numpy as np
+
+    from capgeo.captions import load_captions
+    from capgeo.encoders.precomputed import PrecomputedEncoder
+    from capgeo.geometry.pairwise import prepare_inputs
+
+    phases = {}
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch, capgeo.cli.profile, capgeo.geometry.profile; "
+                    f"torch.zeros(1, device={device.type!r}).sum().item()"], env=environment, check=True)
+    phases["start_up_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    captions = load_captions(folder / "captions.csv")
+    phases["captions_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    vectors = PrecomputedEncoder(folder / "emb.npy").align(captions.ids)
+    phases["vectors_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    matrix, _, _ = prepare_inputs(vectors, np.asarray(captions.group_codes), device)
+    _sync(device)
+    phases["to_device_s"] = time.perf_counter() - started
+    del matrix, vectors
+    _free(device)
+    print("  outside the pass, each step timed alone: " + ", ".join(
+        f"{name[:-2].replace('_', ' ')} {value:.1f} s" for name, value in phases.items()), flush=True)
+    return phases
 
 
 def _print_pass(entry: dict) -> None:

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from capgeo.encoders.base import EncoderInfo, file_fingerprint
+from capgeo.encoders.unit_npy import UNIT_NORM_TOLERANCE, fast_path_header, read_unit_rows
 from capgeo.errors import EncoderError
 
 KIND = "precomputed"
@@ -147,10 +148,6 @@ def normalise_rows(vectors: np.ndarray, source: str, labels: Sequence[str] | Non
     stored = np.asarray(vectors)
     normalised = np.empty(stored.shape, dtype=np.float32)
     not_finite, zero = [], []
-
-    def name(row: int) -> str:
-        return f"id {labels[row]!r}" if labels is not None else f"row {row}"
-
     # in chunks of rows: float64 copies of a chunk, never of the whole file (1,000,000 x 768
     # vectors would take 6 GB more, and the passes over it most of a profile's start-up)
     for start in range(0, len(stored), NORMALISE_CHUNK_ROWS):
@@ -162,18 +159,28 @@ def normalise_rows(vectors: np.ndarray, source: str, labels: Sequence[str] | Non
         finite = np.isfinite(norms)
         not_finite.append(np.flatnonzero(~finite) + start)
         zero.append(np.flatnonzero(finite & (norms == 0)) + start)
-        unit_rows = np.abs(norms - 1.0) <= 1e-6
+        unit_rows = np.abs(norms - 1.0) <= UNIT_NORM_TOLERANCE
         normalised[start:start + len(chunk)] = chunk
         rescale = np.flatnonzero(finite & ~unit_rows & (norms > 0))
         if rescale.size:
             normalised[start + rescale] = (chunk[rescale].astype(np.float64) / norms[rescale, None]).astype(np.float32)
-    bad = np.concatenate(not_finite) if not_finite else np.zeros(0, dtype=np.int64)
-    if bad.size:
-        raise EncoderError(f"{source}: {bad.size} vectors have NaN or infinite values (first: {name(int(bad[0]))})")
-    bad = np.concatenate(zero) if zero else np.zeros(0, dtype=np.int64)
-    if bad.size:
-        raise EncoderError(f"{source}: {bad.size} vectors are all zeros (first: {name(int(bad[0]))})")
+    nothing = np.zeros(0, dtype=np.int64)
+    refuse_bad_rows(np.concatenate(not_finite) if not_finite else nothing,
+                    np.concatenate(zero) if zero else nothing, source, labels)
     return normalised
+
+
+def refuse_bad_rows(not_finite: np.ndarray, zero: np.ndarray, source: str,
+                    labels: Sequence[str] | None = None) -> None:
+    """EncoderError naming the first row (or id) with NaN/inf values, then the first all-zero row."""
+    def name(row: int) -> str:
+        return f"id {labels[row]!r}" if labels is not None else f"row {row}"
+
+    if not_finite.size:
+        raise EncoderError(f"{source}: {not_finite.size} vectors have NaN or infinite values "
+                           f"(first: {name(int(not_finite[0]))})")
+    if zero.size:
+        raise EncoderError(f"{source}: {zero.size} vectors are all zeros (first: {name(int(zero[0]))})")
 
 
 class PrecomputedEncoder:
@@ -181,11 +188,17 @@ class PrecomputedEncoder:
 
     def __init__(self, path: str | Path, spec: str | None = None):
         self.path = Path(path)
-        stored = read_vector_file(self.path)
-        self.ids = stored.ids
-        self.raw_vectors = stored.vectors
+        #: rows of a float32 .npy, already checked and normalised as they were read (else None)
+        self.unit_rows = None
+        header = fast_path_header(self.path) if self.path.suffix.lower() == ".npy" and self.path.is_file() else None
+        if header is not None:
+            self.unit_rows = read_unit_rows(self.path, *header)
+            self.ids, self.raw_vectors = None, self.unit_rows.vectors
+        else:
+            stored = read_vector_file(self.path)
+            self.ids, self.raw_vectors = stored.ids, stored.vectors
         self.info = EncoderInfo(
-            spec=spec or str(path), kind=KIND, name=self.path.name, width=int(stored.vectors.shape[1]),
+            spec=spec or str(path), kind=KIND, name=self.path.name, width=int(self.raw_vectors.shape[1]),
             context_length=0, logit_scale=None, fingerprint=file_fingerprint(self.path),
         )
         #: how many stored vectors matched no caption at the last align()
@@ -202,6 +215,9 @@ class PrecomputedEncoder:
                 raise EncoderError(f"{source}: {len(self)} vectors for {len(caption_ids)} captions "
                                    "(a file without ids must have one row per caption, in order)")
             self.ignored = 0
+            if self.unit_rows is not None:
+                refuse_bad_rows(self.unit_rows.not_finite, self.unit_rows.zero, source)
+                return self.unit_rows.vectors
             return normalise_rows(self.raw_vectors, source)
         position = {caption_id: row for row, caption_id in enumerate(self.ids)}
         missing = [caption_id for caption_id in caption_ids if caption_id not in position]

@@ -11,14 +11,15 @@ import dataclasses
 import json
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from capgeo import __version__
-from capgeo.errors import CapgeoError
 from capgeo.captions.exact_duplicates import find_exact_duplicates
+from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_BATCH_SIZE, DEFAULT_N_BATCHES, resolve_batch_sizes  # noqa: F401
 from capgeo.geometry.estimate import pairwise_mode, scan_or_estimate
 from capgeo.geometry.inbatch import inbatch_statistics
@@ -74,10 +75,16 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
     caption_ids = captions.ids
     group_ids = captions.groups
     mode_used = pairwise_mode(options.mode, len(captions), options.sampled_above)
-    scan = scan_or_estimate(vectors, group_codes, estimate_threshold=options.sampled_above, mode=options.mode,
-                            n_pairs=options.sampled_pairs, seed=options.seed, top_k=options.top_k,
-                            companions=options.companions, block_size=options.block_size, bins=options.bins,
-                            precision=options.precision, device=device, progress=progress)
+    with ThreadPoolExecutor(max_workers=1) as beside_the_pass:
+        # the sections that do not need the pass are built while it runs: on a GPU the host
+        # would otherwise wait on it (seconds at a million captions: docs/geometry.md)
+        dataset_section = beside_the_pass.submit(summarize_dataset, captions)
+        exact_duplicates = beside_the_pass.submit(find_exact_duplicates, captions.texts, caption_ids, group_ids)
+        lengths = beside_the_pass.submit(summarize_lengths, embeddings)
+        scan = scan_or_estimate(vectors, group_codes, estimate_threshold=options.sampled_above, mode=options.mode,
+                                n_pairs=options.sampled_pairs, seed=options.seed, top_k=options.top_k,
+                                companions=options.companions, block_size=options.block_size, bins=options.bins,
+                                precision=options.precision, device=device, progress=progress)
     if on_scan is not None:
         on_scan(scan)
     cosines = _cosine_summaries(scan, len(captions))
@@ -87,14 +94,14 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
 
     profile = {
         "schema": SCHEMA,
-        "dataset": summarize_dataset(captions),
+        "dataset": dataset_section.result(),
         "encoder": embeddings.info.to_dict(),
-        "lengths": summarize_lengths(embeddings),
+        "lengths": lengths.result(),
         "pairwise": cosines.pairwise,
         "within_group": cosines.within_group,
         "hardest_companion": cosines.hardest_companion,
         "companions": None,  # filled in below, already JSON-ready
-        "exact_duplicates": find_exact_duplicates(captions.texts, caption_ids, group_ids),
+        "exact_duplicates": exact_duplicates.result(),
         "near_duplicates": _near_duplicates(scan.negatives, cosines.pairwise, companion_index, companion_cosine,
                                             options.near_duplicate_threshold,
                                             companions_exact=cosines.companions_exact,
