@@ -170,3 +170,54 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
     assert len(calls) == 1 and calls[0]["histograms"]
     assert report.profile["dupes"]["pairs"] == expected["pairs"]
     assert report.profile["dupes"]["pairs"][0]["cosine"] == pytest.approx(1.0, abs=1e-6)
+
+
+def brute_force_companions(vectors, groups, k):
+    """Each caption's k best other-group cosines (float64), cosine descending then index ascending."""
+    unit = vectors.astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    cosine = unit @ unit.T
+    cosine[groups[:, None] == groups[None, :]] = -np.inf
+    index = np.full((len(unit), k), -1)
+    for row in range(len(unit)):
+        order = np.lexsort((np.arange(len(unit)), -cosine[row]))[:k]
+        finite = np.isfinite(cosine[row, order])
+        index[row, : finite.sum()] = order[finite]
+    return index
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_companions_merged_from_cells_above_the_kth_equal_the_dense_top_k(monkeypatch, precision):
+    # (bf16 always takes the dense path, so that Ray tasks re-score exactly as the local pass)
+    # ties everywhere (cosines are multiples of 1/8), groups scattered over the tiles, k larger
+    # than some captions' count of other-group candidates in their first tiles
+    from capgeo.geometry import pairwise
+
+    vectors, groups = representable(240, seed=7)
+    paths = {}
+
+    def counting(method):
+        def counted(self, *args, **kwargs):
+            paths[method.__name__] = paths.get(method.__name__, 0) + 1
+            return method(self, *args, **kwargs)
+        return counted
+
+    monkeypatch.setattr(pairwise._ScanState, "_topk", counting(pairwise._ScanState._topk))
+    monkeypatch.setattr(pairwise._ScanState, "_merge_candidates", counting(pairwise._ScanState._merge_candidates))
+    scans = {}
+    for path, share in (("dense", -1.0), ("sparse", 2.0), ("default", pairwise.DENSE_ABOVE_SHARE)):
+        monkeypatch.setattr(pairwise, "DENSE_ABOVE_SHARE", share)
+        paths.clear()
+        scans[path] = scan_pairs(vectors, groups, top_k=7, block_size=24, device="cpu", threshold=0.5,
+                                 precision=precision)
+        scans[path].paths = dict(paths)
+    assert "_merge_candidates" not in scans["dense"].paths
+    if precision == "fp32":
+        # forced picking: the dense top-k only where one caption's candidates would outgrow a tile's table
+        assert scans["sparse"].paths["_merge_candidates"] > 5 * scans["sparse"].paths.get("_topk", 0)
+        assert scans["default"].paths.get("_merge_candidates") and scans["default"].paths.get("_topk")
+    else:
+        assert all("_merge_candidates" not in scan.paths for scan in scans.values())
+    assert_scans_identical(scans["dense"], scans["sparse"])
+    assert_scans_identical(scans["dense"], scans["default"])
+    np.testing.assert_array_equal(scans["sparse"].companion_index, brute_force_companions(vectors, groups, 7))

@@ -58,6 +58,9 @@ def running_passes_with(runner):
         _pass_runner.reset(token)
 DEFAULT_TOP_K = 10
 SMALL_TILE = 256  # tiles narrower than this run on one CPU thread
+# a tile side where more than this share of cells may enter the top-k lists takes the
+# dense path (a top-k over every cell); below it the few are picked out and merged
+DENSE_ABOVE_SHARE = 1 / 64
 UNIT_NORM_TOLERANCE = 1e-6
 
 
@@ -424,6 +427,8 @@ class _ScanState:
         self._bins = torch.empty(cells, dtype=torch.int32, device=device) if histograms else None
         # the tile transposed: topk along rows of a copy is 2-3x faster than along columns
         self._transposed = torch.empty(cells, dtype=torch.float32, device=device) if top_k else None
+        # cells above their query's running k-th best (fp32 only: see _update_companions)
+        self._above = torch.empty(cells, dtype=torch.bool, device=device) if top_k and reduced is None else None
         # strict lower triangle + diagonal of a diagonal tile: pairs already counted or self-pairs
         self._lower = torch.ones(block_size, block_size, dtype=torch.bool, device=device).tril()
         self._upper = ~self._lower
@@ -482,13 +487,76 @@ class _ScanState:
             self._collect_pairs(tile, row_start, column_start, lower)
         if self.top_k == 0:
             return
-        values, ids = self._topk(tile, row_start, column_start)
-        self._merge(row_start, values, ids)
+        self._update_companions(tile, row_start, column_start, by_column=False)
         if not diagonal:
+            self._update_companions(tile, column_start, row_start, by_column=True)
+
+    def _update_companions(self, tile, query_start, candidate_start, *, by_column):
+        """Merge the tile's candidates into the running top-k of its rows (``by_column``: of its columns).
+
+        Only cells above a query's running k-th best can enter its top-k: candidates reach a
+        query in increasing index order, so one equal to the k-th loses the tie. Once a query
+        has met a tile or two, few cells pass, so they are picked out and merged directly,
+        without a top-k over every cell (or a transposed copy of the tile for the columns).
+        A query's first tiles, where most cells pass, take the dense path. So do tf32 / bf16
+        tiles: there the picked cells would be re-scored in float32 by another summation than
+        the dense path's, and which path a tile takes depends on what its caller merged
+        before it, so a Ray task's result could then differ from the local pass in the last bit.
+        """
+        torch, k = self.torch, self.top_k
+        rows, columns = tile.shape
+        queries = columns if by_column else rows
+        hits = None
+        if self.reduced is None:
+            kth = self.best_cosine[query_start:query_start + queries, k - 1]
+            above = self._above[: rows * columns].view(rows, columns)
+            # strictly above: masked cells (-inf) never pass
+            torch.gt(tile, kth[None, :] if by_column else kth[:, None], out=above)
+            hits = int(torch.count_nonzero(above))   # (a bool .sum() is ~15x slower on CPU)
+            if not hits:
+                return
+        if hits is not None and hits <= rows * columns * DENSE_ABOVE_SHARE:
+            tile_rows, tile_columns = torch.nonzero(above, as_tuple=True)
+            if by_column:
+                # grouped by query (a column), candidates ascending within each group
+                order = torch.argsort(tile_columns, stable=True)
+                tile_rows, tile_columns = tile_rows[order], tile_columns[order]
+                query, candidate = tile_columns + query_start, tile_rows + candidate_start
+            else:
+                query, candidate = tile_rows + query_start, tile_columns + candidate_start
+            if self._merge_candidates(query, candidate, tile[tile_rows, tile_columns], rows * columns):
+                return
+        if by_column:
             transposed = self._transposed[: rows * columns].view(columns, rows)
-            transposed.copy_(tile.T)
-            values, ids = self._topk(transposed, column_start, row_start)
-            self._merge(column_start, values, ids)
+            tile = transposed.copy_(tile.T)
+        values, ids = self._topk(tile, query_start, candidate_start)
+        self._merge(query_start, values, ids)
+
+    def _merge_candidates(self, query, candidate, cosines, cells) -> bool:
+        """Merge (query, candidate, cosine) triples, grouped by query with candidates ascending,
+        into the running top-k lists: per query, cosine descending then index ascending, as
+        :meth:`_merge`. Returns False, merging nothing, when one query has so many that their
+        table would outgrow a tile."""
+        torch, k = self.torch, self.top_k
+        queries, counts = torch.unique_consecutive(query, return_counts=True)
+        width = k + int(counts.max())
+        if queries.numel() * width > cells:
+            return False
+        # one row per query: its running list, then its candidates; a stable sort by cosine
+        # then keeps equal cosines in index order (the running list's indices are all smaller)
+        starts = torch.cumsum(counts, 0) - counts
+        slot = torch.arange(query.numel(), device=self.device) - torch.repeat_interleave(starts, counts) + k
+        table_row = torch.repeat_interleave(torch.arange(queries.numel(), device=self.device), counts)
+        values = torch.full((queries.numel(), width), float("-inf"), dtype=torch.float32, device=self.device)
+        ids = torch.full((queries.numel(), width), -1, dtype=torch.int64, device=self.device)
+        values[:, :k] = self.best_cosine[queries]
+        ids[:, :k] = self.best_index[queries]
+        values[table_row, slot] = cosines
+        ids[table_row, slot] = candidate
+        values, order = torch.sort(values, dim=1, descending=True, stable=True)
+        self.best_cosine[queries] = values[:, :k]
+        self.best_index[queries] = torch.gather(ids, 1, order[:, :k])
+        return True
 
     def _topk(self, tile, query_start, candidate_start):
         """Top-k of each row of ``tile`` (queries ``query_start``.. against candidates ``candidate_start``..)."""

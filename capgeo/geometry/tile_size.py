@@ -16,8 +16,9 @@ MAX_DEVICE_BLOCK_SIZE = 32768
 DEVICE_BLOCK_ALIGN = 1024
 DEFAULT_MEMORY_SHARE = 0.5
 # bytes the pass holds per tile cell: the tile, its transpose, a float scratch and the
-# bin indices (4 bytes each), plus torch's top-k and masking temporaries (~8)
-BYTES_PER_CELL = 24
+# bin indices (4 bytes each), the mask of cells above the running top-k (1), plus torch's
+# top-k and masking temporaries (~8)
+BYTES_PER_CELL = 25
 
 
 def choose_block_size(n: int, device, *, memory_share: float = DEFAULT_MEMORY_SHARE,
