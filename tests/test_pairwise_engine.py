@@ -198,8 +198,10 @@ def test_companions_merged_from_cells_above_the_kth_equal_the_dense_top_k(monkey
 
     def counting(method):
         def counted(self, *args, **kwargs):
-            paths[method.__name__] = paths.get(method.__name__, 0) + 1
-            return method(self, *args, **kwargs)
+            result = method(self, *args, **kwargs)
+            if result is not False:  # _merge_candidates declines (False) when its table would be too large
+                paths[method.__name__] = paths.get(method.__name__, 0) + 1
+            return result
         return counted
 
     monkeypatch.setattr(pairwise._ScanState, "_topk", counting(pairwise._ScanState._topk))
@@ -213,8 +215,8 @@ def test_companions_merged_from_cells_above_the_kth_equal_the_dense_top_k(monkey
         scans[path].paths = dict(paths)
     assert "_merge_candidates" not in scans["dense"].paths
     if precision == "fp32":
-        # forced picking: the dense top-k only where one caption's candidates would outgrow a tile's table
-        assert scans["sparse"].paths["_merge_candidates"] > 5 * scans["sparse"].paths.get("_topk", 0)
+        # forced picking: the dense top-k only where one caption's candidates would outgrow its table
+        assert scans["sparse"].paths["_merge_candidates"] >= scans["sparse"].paths.get("_topk", 0) > 0
         assert scans["default"].paths.get("_merge_candidates") and scans["default"].paths.get("_topk")
     else:
         assert all("_merge_candidates" not in scan.paths for scan in scans.values())

@@ -536,11 +536,12 @@ class _ScanState:
         """Merge (query, candidate, cosine) triples, grouped by query with candidates ascending,
         into the running top-k lists: per query, cosine descending then index ascending, as
         :meth:`_merge`. Returns False, merging nothing, when one query has so many that their
-        table would outgrow a tile."""
+        table (12 bytes a cell, sorted once) would outgrow a quarter of the tile's cells: the
+        pass's memory stays what the tile size allows for (capgeo.geometry.tile_size)."""
         torch, k = self.torch, self.top_k
         queries, counts = torch.unique_consecutive(query, return_counts=True)
         width = k + int(counts.max())
-        if queries.numel() * width > cells:
+        if queries.numel() * width > cells // 4:
             return False
         # one row per query: its running list, then its candidates; a stable sort by cosine
         # then keeps equal cosines in index order (the running list's indices are all smaller)
