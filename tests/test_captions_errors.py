@@ -179,3 +179,33 @@ def test_dci_file_without_extra_caption(tmp_path):
     (tmp_path / "sa_1.json").write_text(json.dumps({"short_caption": "x"}), encoding="utf-8")
     message = _error(tmp_path)
     assert "sa_1.json: DCI annotation needs an 'extra_caption' key" in message and "short_caption" in message
+
+
+def test_csv_rows_are_named_by_their_line_after_multiline_captions_and_blank_lines(tmp_path):
+    # a quoted caption over three lines and a blank line: rows and lines part ways
+    body = 'image,caption\na.jpg,"one\ntwo\nthree"\n\nb.jpg,fine\nc.jpg,"   "\nd.jpg,ok\n'
+    captions = load_captions(_file(tmp_path, "caps.csv", body))
+    assert captions.texts == ["one\ntwo\nthree", "fine", "ok"]
+    assert [item.examples for item in captions.skipped] == [("line 7",)]
+    # without an id or group column the ids are the line numbers (a row's last line, as the csv module counts)
+    captions = load_captions(_file(tmp_path, "plain.csv", 'caption\n"one\ntwo"\n\nfine\n'))
+    assert captions.ids == ["3", "5"]
+
+
+def test_csv_first_problem_in_file_order_is_reported(tmp_path):
+    # a row of the wrong width (line 4, after a two-line caption) before a broken quote (line 6)
+    body = 'id,caption\n1,"a\nb"\n2,too,wide\n3,fine\n4,"never closed\n'
+    path = _file(tmp_path, "caps.csv", body)
+    assert _error(path).startswith(f"{path}:4: 3 fields where the header has 2")
+    path = _file(tmp_path, "quote.csv", 'id,caption\n1,"a\nb"\n2,fine\n3,"x"y\n')
+    assert _error(path).startswith(f"{path}:5: cannot read as CSV")
+    path = _file(tmp_path, "header.csv", 'id,"cap\ntion\n')
+    assert "cannot read as CSV" in _error(path)
+
+
+def test_csv_line_numbers_are_read_only_when_needed(tmp_path, monkeypatch):
+    from capgeo.captions import tabular
+
+    path = _file(tmp_path, "caps.csv", "image,caption\n" + "".join(f"i{row},caption {row}\n" for row in range(50)))
+    monkeypatch.setattr(tabular._LineNumbers, "_numbers", lambda self: pytest.fail("line numbers were read"))
+    assert len(load_captions(path)) == 50

@@ -11,7 +11,7 @@ import csv
 import io
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from capgeo.captions.clean import RawCaptions
@@ -144,38 +144,97 @@ def _csv_table(content: DatasetContent, columns: ColumnChoice, format: str) -> T
     """CSV (RFC 4180 quoting) or TSV (no quoting) with a header row; every cell read as text.
 
     Python's csv module rather than polars: it reports the line of a broken row,
-    and cells stay text (ids like 000123 keep their zeros).
+    and cells stay text (ids like 000123 keep their zeros). The rows are read in one
+    C-level sweep; their line numbers (which differ from row numbers where a quoted
+    caption spans lines or a line is blank) are found by a second read only when
+    something needs them: a message about a row, or ids for a file without id or group.
     """
     path = content.path
     text = content.text
     if not text.strip():
         raise DataError(f"{path}: the file is empty; expected a header row and one row per caption")
-    if format == "tsv":
-        reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE, strict=True)
-    else:
-        reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+
+    def reader():
+        if format == "tsv":
+            return csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE, strict=True)
+        return csv.reader(io.StringIO(text, newline=""), strict=True)
+
     name = format.upper()
+    rows_reader = reader()
+    rows: list[list[str]] = []
+    broken = None
     try:
-        header = next(reader)
-        duplicated = sorted({column for column in header if header.count(column) > 1})
-        if duplicated:
-            raise DataError(f"{path}: line 1: the header names {', '.join(map(repr, duplicated))} twice")
-        rows, lines = [], []
-        for row in reader:
-            if not row:
-                continue  # blank line
-            if len(row) != len(header):
-                raise DataError(
-                    f"{path}:{reader.line_num}: {len(row)} fields where the header has {len(header)} "
-                    f"({', '.join(header)}); is the {name} quoted correctly?"
-                )
-            rows.append(row)
-            lines.append(reader.line_num)
+        header = next(rows_reader)
     except csv.Error as error:
-        raise DataError(f"{path}:{reader.line_num}: cannot read as {name}: {error}") from None
+        raise DataError(f"{path}:{rows_reader.line_num}: cannot read as {name}: {error}") from None
+    duplicated = sorted({column for column in header if header.count(column) > 1})
+    if duplicated:
+        raise DataError(f"{path}: line 1: the header names {', '.join(map(repr, duplicated))} twice")
+    try:
+        rows.extend(filter(None, rows_reader))   # blank lines give empty rows: skipped
+    except csv.Error as error:
+        # the rows before it were kept: one of them may be a problem that comes first
+        broken = DataError(f"{path}:{rows_reader.line_num}: cannot read as {name}: {error}")
+    lines = _LineNumbers(reader)
+    # the first problem in file order: a row of the wrong width before the line that broke the reader
+    widths = list(map(len, rows))
+    if widths.count(len(header)) != len(widths):
+        row = next(index for index, width in enumerate(widths) if width != len(header))
+        raise DataError(
+            f"{path}:{lines[row]}: {widths[row]} fields where the header has {len(header)} "
+            f"({', '.join(header)}); is the {name} quoted correctly?"
+        )
+    if broken is not None:
+        raise broken
     positions = {column: index for index, column in enumerate(header)}
     return Table(list(header), lambda column: [row[positions[column]] for row in rows], len(rows),
-                 lambda row: f"line {lines[row]}", [str(line) for line in lines], "columns")
+                 lambda row: f"line {lines[row]}", lines.as_text(), "columns")
+
+
+class _LineNumbers:
+    """Line number of each non-blank data row of a CSV/TSV, read again on first use."""
+
+    def __init__(self, make_reader: Callable):
+        self._make_reader = make_reader
+        self._lines: list[int] | None = None
+
+    def __getitem__(self, row: int) -> int:
+        return self._numbers()[row]
+
+    def _numbers(self) -> list[int]:
+        if self._lines is None:
+            reader = self._make_reader()
+            next(reader)
+            self._lines = []
+            try:
+                for row in reader:
+                    if row:
+                        self._lines.append(reader.line_num)
+            except csv.Error:
+                pass  # past the rows that were read (the first read stopped there with its own error)
+        return self._lines
+
+    def as_text(self) -> "_LineNumbersAsText":
+        return _LineNumbersAsText(self)
+
+
+class _LineNumbersAsText(Sequence):
+    """The line numbers as ids ("2", "3", ...), computed only if a file without id or group column needs them."""
+
+    def __init__(self, lines: _LineNumbers):
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return len(self._lines._numbers())
+
+    def __iter__(self):
+        return map(str, self._lines._numbers())
+
+    def __getitem__(self, row):
+        numbers = self._lines._numbers()
+        if isinstance(row, slice):
+            return [str(number) for number in numbers[row]]
+        return str(numbers[row])
 
 
 def _parquet_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
