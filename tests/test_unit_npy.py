@@ -104,3 +104,16 @@ def test_file_changed_while_read(tmp_path, monkeypatch, small_chunks):
     monkeypatch.setattr(unit_npy, "_rescale", touching)
     with pytest.raises(EncoderError, match="v.npy: the file changed while it was read"):
         PrecomputedEncoder(tmp_path / "v.npy")
+
+
+def test_a_file_that_cannot_be_mapped_is_read_into_memory(tmp_path, monkeypatch, small_chunks):
+    rows = mixed_rows()
+    np.save(tmp_path / "v.npy", rows)
+
+    def refuse(*args, **kwargs):
+        raise OSError("mmap not supported on this file system")
+
+    monkeypatch.setattr(unit_npy.np, "memmap", refuse)
+    read = unit_npy.read_unit_rows(tmp_path / "v.npy", *unit_npy.fast_path_header(tmp_path / "v.npy"))
+    np.testing.assert_array_equal(read.vectors, normalise_rows(rows, "v.npy"))
+    assert read.sha256 == hashlib.sha256((tmp_path / "v.npy").read_bytes()).hexdigest()

@@ -79,7 +79,11 @@ def read_unit_rows(path: str | Path, shape: tuple[int, int], offset: int) -> Uni
     # a private (copy-on-write) map of the file's pages: no fresh 3 GB array to fault in and
     # fill (on a virtual machine that cost more than everything else here), and rows rescaled
     # below are copied page by page into this process, never written to the file
-    vectors = np.memmap(path, dtype="<f4", mode="c", offset=offset, shape=shape)
+    try:
+        vectors = np.memmap(path, dtype="<f4", mode="c", offset=offset, shape=shape)
+    except (OSError, ValueError):
+        # a file system that cannot map files: read it into memory instead
+        vectors = np.fromfile(path, dtype="<f4", count=shape[0] * shape[1], offset=offset).reshape(shape)
     rows_per_chunk = max(1, CHUNK_BYTES // (shape[1] * 4))
     digest = hashlib.sha256()
     not_finite, zero = [], []
