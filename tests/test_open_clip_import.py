@@ -34,7 +34,9 @@ if mode == "transformers-first":
 from capgeo.encoders.registry import get_encoder
 imported = []
 for index, spec in enumerate(specs):
-    np.save(f"{folder}/{index}.npy", get_encoder(spec, device="cpu", cache_dir=cache).encode(texts))
+    encoder = get_encoder(spec, device="cpu", cache_dir=cache)
+    encoder.token_counts(texts)  # first, as embed() does: the cache is keyed on them
+    np.save(f"{folder}/{index}.npy", encoder.encode(texts))
     imported.append({name: name in sys.modules for name in ("transformers", "timm")})
 shape = None
 if mode == "plain":
@@ -69,12 +71,13 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
     return {"clip": folder / "tiny.pt", "longclip": folder / "longclip-tiny.pt", "hf_text": folder / "hf-text.pt"}
 
 
-def _encode_in_fresh_process(mode: str, folder: Path, *specs: str) -> tuple[list[np.ndarray], dict]:
+def _encode_in_fresh_process(mode: str, folder: Path, *specs: str, cache: Path | None = None
+                             ) -> tuple[list[np.ndarray], dict]:
     """Vectors of CAPTIONS under each spec, in one fresh process, and what it imported."""
     folder.mkdir()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")]),
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-c", ENCODE, mode, str(folder), str(folder / "cache"),
+    done = subprocess.run([sys.executable, "-c", ENCODE, mode, str(folder), str(cache or folder / "cache"),
                            json.dumps(CAPTIONS), *specs], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -98,3 +101,18 @@ def test_towers_build_without_transformers_same_vectors_and_transformers_still_u
     assert [vectors.shape for vectors in hidden] == [(len(CAPTIONS), 32)] * 3
     for ours, reference in zip(hidden, whole):
         np.testing.assert_array_equal(ours, reference)
+
+
+@pytest.mark.slow
+def test_a_second_run_with_the_weights_remembered_imports_neither(checkpoints, tmp_path):
+    # the first run hashes the weights and imports open_clip meanwhile (without transformers and timm);
+    # a second one finds the facts remembered, hashes nothing, and its first open_clip import comes
+    # from tokenising: it must hide them too
+    clip, longclip = str(checkpoints["clip"]), str(checkpoints["longclip"])
+    first, _ = _encode_in_fresh_process("plain", tmp_path / "first", clip, longclip, cache=tmp_path / "cache")
+    assert (tmp_path / "cache" / "weight-files.json").is_file()
+    for spec, vectors in ((clip, first[0]), (longclip, first[1])):
+        again, report = _encode_in_fresh_process("plain", tmp_path / f"again-{Path(spec).stem}", spec,
+                                                 cache=tmp_path / "cache")
+        assert report["imported"] == [{"transformers": False, "timm": False}]
+        np.testing.assert_array_equal(again[0], vectors)

@@ -94,9 +94,13 @@ class OpenClipTextEncoder:
     # -- tokens ---------------------------------------------------------------------------------
 
     def _is_clip_bpe(self) -> bool:
+        # the tokenizer first: its builder imports open_clip without the libraries this model does
+        # not need (capgeo.encoders.open_clip_import); importing open_clip.tokenizer before it would
+        # import open_clip whole, transformers included, when no first-run hash has imported it yet
+        tokenizer = self.tokenizer
         from open_clip.tokenizer import SimpleTokenizer
 
-        return isinstance(self.tokenizer, SimpleTokenizer) and self.tokenizer.reduction_fn is None
+        return isinstance(tokenizer, SimpleTokenizer) and tokenizer.reduction_fn is None
 
     def _full_ids(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Untruncated ids, start and end tokens included, exactly as open_clip's tokenizer builds them."""
