@@ -145,8 +145,8 @@ def run_capgeo(args, checkpoint: Path, cache: Path, output: Path, *extra: str) -
                CAPGEO_CACHE=str(cache))
     if getattr(args, "bytecode_folder", None) is not None:
         # compiled modules go (and are found) here even where site-packages is read-only, and are
-        # written even where the environment says not to (this machine and the H200 image set
-        # PYTHONDONTWRITEBYTECODE): an install compiles them once, so the runs timed should not
+        # written even where the environment says not to (this machine sets PYTHONDONTWRITEBYTECODE;
+        # the H200 image compiled its modules on every start): an install compiles them once
         env["PYTHONPYCACHEPREFIX"] = str(args.bytecode_folder)
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.perf_counter()
