@@ -516,6 +516,7 @@ class _ScanState:
             if not hits:
                 return
         if hits is not None and hits <= rows * columns * DENSE_ABOVE_SHARE:
+            # row-major: torch documents nonzero's indices as sorted lexicographically (CPU and CUDA)
             tile_rows, tile_columns = torch.nonzero(above, as_tuple=True)
             if by_column:
                 # grouped by query (a column), candidates ascending within each group
