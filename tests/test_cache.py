@@ -291,3 +291,29 @@ def test_valid_but_wrong_token_counts_cannot_reorder_the_rows(tmp_path):
     result = embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
     cosines = np.sum(result.vectors * expected(texts), axis=1)
     np.testing.assert_allclose(cosines, 1.0, atol=1e-6)
+
+
+def test_an_entry_lists_its_folder_once_however_many_chunks(tmp_path, monkeypatch):
+    # a glob per chunk read the whole folder for every chunk: quadratic in the chunks
+    texts = make_texts(120)
+    first = embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=4)   # 30 chunks
+    listings = []
+    real_scandir = os.scandir
+
+    def counting_scandir(path="."):
+        listings.append(Path(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counting_scandir)
+    again = CountingEncoder()
+    second = embed(texts, again, cache_dir=tmp_path, chunk_rows=4)
+    assert again.encode_calls == 0 and second.origin == "cache"
+    np.testing.assert_array_equal(second.vectors, first.vectors)
+    entry_folder = next(tmp_path.glob("embeddings/*"))
+    assert listings.count(entry_folder) == 1
+    # and a damaged chunk found through the listing is still discarded and re-encoded
+    victim = chunk_files(tmp_path)[3]
+    victim.write_bytes(victim.read_bytes()[:-4] + b"\x00\x00\x00\x01")
+    third = CountingEncoder()
+    np.testing.assert_array_equal(embed(texts, third, cache_dir=tmp_path, chunk_rows=4).vectors, first.vectors)
+    assert third.encoded_texts == 4 and len(chunk_files(tmp_path)) == 30
