@@ -387,3 +387,42 @@ def test_dupes_section_from_a_scan_reports_incomplete_mining_in_its_warnings():
     assert all(row["cosine"] >= 0.9 for row in section["pairs"])
     complete = dupes_section(captions, vectors, threshold=0.9, limit=None, examples=False, top_k=3)
     assert complete["warnings"] == [] and len(complete["pairs"]) > len(section["pairs"])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_links_that_cannot_reach_the_answer_are_dropped_before_sorting(seed):
+    from types import SimpleNamespace
+
+    from capgeo.findings.duplicates import _ordered, _scan_candidates
+
+    # companion lists with coarse cosines (many ties), pairs seen from both ends with values
+    # one float32 step apart, padding, and rows shorter than k
+    rng = np.random.default_rng(seed)
+    n, k = 300, 6
+    index = np.stack([rng.choice(np.delete(np.arange(n), row), size=k, replace=False) for row in range(n)])
+    cosine = np.round(rng.uniform(0.2, 1.0, size=(n, k)), 2)
+    for row, column in zip(*np.nonzero(rng.random((n, k)) < 0.3)):
+        other = index[row, column]
+        index[other, 0], cosine[other, 0] = row, np.nextafter(np.float32(cosine[row, column]), np.float32(2))
+    index[::17, -2:], cosine[::17, -2:] = -1, np.nan
+    order = np.lexsort((index, -np.nan_to_num(cosine, nan=-9)), axis=1)
+    scan = SimpleNamespace(companion_index=np.take_along_axis(index, order, 1),
+                           companion_cosine=np.take_along_axis(cosine, order, 1).astype(np.float32))
+    for threshold, limit in ((None, 1), (None, 7), (None, 50), (0.9, None), (0.9, 5), (0.5, 400), (None, 5000)):
+        assert _ordered(_scan_candidates(scan, threshold, limit), threshold, limit) \
+            == _ordered(_scan_candidates(scan), threshold, limit)
+
+
+def test_unit_vectors_are_searched_as_given_like_the_scan_does():
+    from capgeo.findings.duplicates import _vectors_of
+
+    rng = np.random.default_rng(0)
+    unit = rng.normal(size=(70_000, 4)).astype(np.float32)   # more rows than one norm chunk
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    np.testing.assert_array_equal(_vectors_of(unit), unit)  # the pass's prepare_inputs keeps them too
+    scaled = _vectors_of(unit * np.float32(3))
+    np.testing.assert_allclose(np.linalg.norm(scaled, axis=1), 1, atol=1e-6)
+    broken = unit.copy()
+    broken[66_000] = 0
+    with pytest.raises(CapgeoError, match="row 66000 is all zeros"):
+        _vectors_of(broken)

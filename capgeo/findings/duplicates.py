@@ -25,9 +25,11 @@ import numpy as np
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
+from capgeo.geometry.pairwise import UNIT_NORM_TOLERANCE
 from capgeo.progress import progress_bar
 
 SCHEMA = "capgeo.dupes/1"
+NORM_CHUNK_ROWS = 65536
 
 #: default quantile of the hardest-companion distribution for --examples (HN-CLIP's figures)
 DEFAULT_QUANTILES = (0.9,)
@@ -86,11 +88,19 @@ def _vectors_of(source) -> np.ndarray | None:
     vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.ndim != 2:
         raise CapgeoError(f"vectors: expected a 2-D array (captions x dimensions), got shape {vectors.shape}")
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    # row norms in chunks: a whole-array norm squares into a temporary as large as the vectors
+    # (3 GB at a million captions, several seconds each time a report asked)
+    norms = np.empty((len(vectors), 1), dtype=np.float32)
+    for start in range(0, len(vectors), NORM_CHUNK_ROWS):
+        norms[start:start + NORM_CHUNK_ROWS] = np.linalg.norm(vectors[start:start + NORM_CHUNK_ROWS], axis=1,
+                                                              keepdims=True)
     if not np.all(np.isfinite(norms)) or np.any(norms == 0):
         bad = int(np.flatnonzero(~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0))[0])
         raise CapgeoError(f"vectors: row {bad} is all zeros or not finite; expected caption embeddings")
-    # the scan normalises too; the exact re-search must compare the same unit vectors
+    # the exact re-search must compare the vectors the scan compares: the scan uses unit rows
+    # as given (capgeo.geometry.pairwise.prepare_inputs) and divides the others by their norms
+    if np.all(np.abs(norms - 1) <= UNIT_NORM_TOLERANCE):
+        return np.ascontiguousarray(vectors)
     return np.ascontiguousarray(vectors / norms)
 
 
@@ -131,15 +141,26 @@ def _resolve(captions, source, top_k: int, block_size: int, scan=None):
 # --------------------------------------------------------------------------- mining
 
 
-def _scan_candidates(scan) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every (caption, companion) link of the scan as an unordered pair, each once."""
+def _scan_candidates(scan, threshold: float | None = None, limit: int | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (caption, companion) links of the scan that can be among the ``limit`` best pairs at or
+    above ``threshold`` (all of them when neither is given), as unordered pairs, each once."""
     index = np.asarray(scan.companion_index)
     cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
-    rows = np.repeat(np.arange(index.shape[0]), index.shape[1])
     columns = index.ravel()
     values = cosine.ravel()
     keep = (columns >= 0) & np.isfinite(values)
-    return _unique_links(rows[keep], columns[keep], values[keep])
+    if threshold is not None:
+        keep &= values >= threshold
+    if limit is not None and int(keep.sum()) > 2 * limit:
+        # a pair is at most two links (one from each end), so fewer than 2 * limit links lie above
+        # the limit-th best pair: links below the (2 * limit)-th largest cannot reach the answer.
+        # Sorting only those spares sorting all N x k links (seconds at a million captions)
+        kept_values = values[keep]
+        floor = np.partition(kept_values, kept_values.size - 2 * limit)[kept_values.size - 2 * limit]
+        keep &= values >= floor
+    kept = np.flatnonzero(keep)
+    return _unique_links(kept // index.shape[1], columns[kept], values[kept])
 
 
 def _unique_links(rows: np.ndarray, columns: np.ndarray, values: np.ndarray):
@@ -237,7 +258,7 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
     if len(captions) < 2:
         return []
     vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan)
-    links = _scan_candidates(scan)
+    links = _scan_candidates(scan, threshold, limit)
     pairs = _ordered(links, threshold, limit)
     cutoff = _cutoff(pairs, threshold, limit)
     crowded = _rows_that_may_hide_pairs(scan, cutoff)

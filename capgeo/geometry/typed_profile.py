@@ -46,6 +46,10 @@ def _frozen(value):
     if isinstance(value, dict):
         return types.MappingProxyType({key: _frozen(item) for key, item in value.items()})
     if isinstance(value, list):
+        # lists of plain values (a million companion ids, say) in one C-level step: a call per
+        # item took most of a million-caption report's time outside the pass
+        if not any(issubclass(kind, (dict, list)) for kind in set(map(type, value))):
+            return tuple(value)
         return tuple(_frozen(item) for item in value)
     return value
 
