@@ -26,10 +26,10 @@ from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.geometry.pairwise import UNIT_NORM_TOLERANCE
+from capgeo.geometry.row_norms import row_norms
 from capgeo.progress import progress_bar
 
 SCHEMA = "capgeo.dupes/1"
-NORM_CHUNK_ROWS = 65536
 
 #: default quantile of the hardest-companion distribution for --examples (HN-CLIP's figures)
 DEFAULT_QUANTILES = (0.9,)
@@ -88,12 +88,7 @@ def _vectors_of(source) -> np.ndarray | None:
     vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.ndim != 2:
         raise CapgeoError(f"vectors: expected a 2-D array (captions x dimensions), got shape {vectors.shape}")
-    # row norms in chunks: a whole-array norm squares into a temporary as large as the vectors
-    # (3 GB at a million captions, several seconds each time a report asked)
-    norms = np.empty((len(vectors), 1), dtype=np.float32)
-    for start in range(0, len(vectors), NORM_CHUNK_ROWS):
-        norms[start:start + NORM_CHUNK_ROWS] = np.linalg.norm(vectors[start:start + NORM_CHUNK_ROWS], axis=1,
-                                                              keepdims=True)
+    norms = row_norms(vectors)
     if not np.all(np.isfinite(norms)) or np.any(norms == 0):
         bad = int(np.flatnonzero(~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0))[0])
         raise CapgeoError(f"vectors: row {bad} is all zeros or not finite; expected caption embeddings")

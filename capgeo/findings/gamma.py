@@ -29,6 +29,7 @@ from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
 from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
+from capgeo.geometry.row_norms import first_non_finite_row, row_norms
 
 #: gamma grid of the diagnostics table: 0 to 1 in steps of 1/8
 DEFAULT_GRID = tuple(k / 8 for k in range(9))
@@ -421,9 +422,9 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     group_codes = np.unique(np.asarray(group_codes, dtype=np.int64), return_inverse=True)[1].reshape(-1)
     if vectors.ndim != 2 or len(vectors) != len(group_codes):
         raise CapgeoError(f"caption vectors {vectors.shape} do not match {len(group_codes)} group codes")
-    if not np.isfinite(vectors).all():
+    norms = row_norms(vectors)   # in blocks: no temporary as large as the vectors
+    if first_non_finite_row(vectors, norms) is not None:
         raise CapgeoError("caption vectors contain NaN or infinite values")
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     if np.abs(norms - 1).max(initial=0) > 1e-3:
         # cosines need unit vectors; Embeddings are normalised already, raw arrays may not be
         if (norms == 0).any():

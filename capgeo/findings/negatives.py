@@ -46,12 +46,13 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     """(index (N, k) int64, cosine (N, k) float32): each caption's k most similar captions of
     other groups with min_cosine <= cosine < max_cosine; -1 / NaN where fewer exist."""
     from capgeo.geometry.pairwise import scan_pairs
+    from capgeo.geometry.row_norms import row_norms
 
     check_range(min_cosine, max_cosine)
     if k < 1:
         raise CapgeoError(f"-k: expected at least 1 negative per caption, got {k}")
     vectors = np.asarray(vectors, dtype=np.float32)
-    vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors / row_norms(vectors)
     codes = np.asarray(group_codes)
     n = vectors.shape[0]
     scan = scan_pairs(vectors, codes, top_k=max(1, min(k + SCAN_SLACK, n - 1)), block_size=block_size,
