@@ -141,3 +141,29 @@ def test_report_fixture_has_the_real_quantile_keys(built):
     fixture = Profile.from_dict(make_full_profile())
     for name in ("pairwise", "hardest_companion"):
         assert list(getattr(fixture, name).quantiles) == list(built[name]["quantiles"])
+
+
+def test_frozen_lists_take_their_shortcuts_and_freeze_what_the_recursion_would():
+    import types as _types
+
+    from capgeo.geometry.typed_profile import _frozen
+
+    def reference(value):
+        if isinstance(value, dict):
+            return _types.MappingProxyType({key: reference(item) for key, item in value.items()})
+        if isinstance(value, list):
+            return tuple(reference(item) for item in value)
+        return value
+
+    cases = [[], [1, 2.5, None, "x"], [[1, 2], [], [3.0]], [[1, [2]], [3]], [[{"a": [1]}], [2]],
+             [{"a": [1, 2]}, 3], [[1, 2], "not a list"], {"top_ids": [["c1", "c2"], ["c3"]], "n": 2}]
+    for value in cases:
+        frozen = _frozen(value)
+        assert frozen == reference(value)
+        # nothing mutable is left anywhere inside
+        stack = [frozen]
+        while stack:
+            item = stack.pop()
+            assert not isinstance(item, (list, dict))
+            if isinstance(item, (tuple, _types.MappingProxyType)):
+                stack.extend(item.values() if isinstance(item, _types.MappingProxyType) else item)

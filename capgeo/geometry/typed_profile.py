@@ -15,6 +15,7 @@ Nested JSON objects and lists that have no class of their own are read-only
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -46,12 +47,19 @@ def _frozen(value):
     if isinstance(value, dict):
         return types.MappingProxyType({key: _frozen(item) for key, item in value.items()})
     if isinstance(value, list):
-        # lists of plain values (a million companion ids, say) in one C-level step: a call per
-        # item took most of a million-caption report's time outside the pass
-        if not any(issubclass(kind, (dict, list)) for kind in set(map(type, value))):
+        # lists of plain values, and lists of such lists (a million companion-id lists), in
+        # C-level steps: a call per item took most of a million-caption report's time outside the pass
+        kinds = set(map(type, value))
+        if not _holds_containers(kinds):
             return tuple(value)
+        if kinds == {list} and not _holds_containers(set(map(type, itertools.chain.from_iterable(value)))):
+            return tuple(map(tuple, value))
         return tuple(_frozen(item) for item in value)
     return value
+
+
+def _holds_containers(kinds: set) -> bool:
+    return any(issubclass(kind, (dict, list)) for kind in kinds)
 
 
 def _plain(value):
