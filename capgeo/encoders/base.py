@@ -12,6 +12,10 @@ import numpy as np
 
 from capgeo.errors import EncoderError
 
+#: a row whose norm is within this of 1 is a unit row: used as given, bit for bit, by the
+#: vector loader (capgeo.encoders.precomputed) and by the pairwise pass alike
+UNIT_NORM_TOLERANCE = 1e-6
+
 
 @dataclass(frozen=True)
 class EncoderInfo:
@@ -69,18 +73,7 @@ class Embeddings:
 def file_fingerprint(path: str | os.PathLike) -> str:
     """sha256 of a weights or vector file: the encoder's identity in results and cache keys."""
     stat = os.stat(path)
-    key = (os.fspath(path), stat.st_size, stat.st_mtime_ns)
-    return _digests_of_files_read.get(key) or _file_sha256(*key)
-
-
-# digests computed while a file was read for its content (capgeo.encoders.unit_npy), so
-# that naming the file does not read it a second time
-_digests_of_files_read: dict[tuple[str, int, int], str] = {}
-
-
-def remember_file_sha256(path: str | os.PathLike, stat: os.stat_result, digest: str) -> None:
-    """Record the sha256 of this version of the file (``stat`` taken before it was read)."""
-    _digests_of_files_read[(os.fspath(path), stat.st_size, stat.st_mtime_ns)] = digest
+    return _file_sha256(os.fspath(path), stat.st_size, stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=16)

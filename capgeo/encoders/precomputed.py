@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from capgeo.encoders.base import EncoderInfo, file_fingerprint
-from capgeo.encoders.unit_npy import UNIT_NORM_TOLERANCE, fast_path_header, read_unit_rows
+from capgeo.encoders.unit_npy import check_rows, fast_path_header, read_unit_rows, rescaled
 from capgeo.errors import EncoderError
 
 KIND = "precomputed"
@@ -152,18 +152,12 @@ def normalise_rows(vectors: np.ndarray, source: str, labels: Sequence[str] | Non
     # vectors would take 6 GB more, and the passes over it most of a profile's start-up)
     for start in range(0, len(stored), NORMALISE_CHUNK_ROWS):
         chunk = stored[start:start + NORMALISE_CHUNK_ROWS]
-        with np.errstate(over="ignore", invalid="ignore"):
-            norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
-        # squares of float32 values cannot overflow float64, so a row's norm is finite exactly
-        # when all its values are: no second pass over the chunk (it took twice the einsum's time)
-        finite = np.isfinite(norms)
-        not_finite.append(np.flatnonzero(~finite) + start)
-        zero.append(np.flatnonzero(finite & (norms == 0)) + start)
-        unit_rows = np.abs(norms - 1.0) <= UNIT_NORM_TOLERANCE
+        norms, bad, zeros, rescale = check_rows(chunk)
+        not_finite.append(bad + start)
+        zero.append(zeros + start)
         normalised[start:start + len(chunk)] = chunk
-        rescale = np.flatnonzero(finite & ~unit_rows & (norms > 0))
         if rescale.size:
-            normalised[start + rescale] = (chunk[rescale].astype(np.float64) / norms[rescale, None]).astype(np.float32)
+            normalised[start + rescale] = rescaled(chunk[rescale], norms[rescale])
     nothing = np.zeros(0, dtype=np.int64)
     refuse_bad_rows(np.concatenate(not_finite) if not_finite else nothing,
                     np.concatenate(zero) if zero else nothing, source, labels)
@@ -199,7 +193,9 @@ class PrecomputedEncoder:
             self.ids, self.raw_vectors = stored.ids, stored.vectors
         self.info = EncoderInfo(
             spec=spec or str(path), kind=KIND, name=self.path.name, width=int(self.raw_vectors.shape[1]),
-            context_length=0, logit_scale=None, fingerprint=file_fingerprint(self.path),
+            context_length=0, logit_scale=None,
+            # the one-pass read hashed the very bytes it used: no second read of the file
+            fingerprint=self.unit_rows.sha256 if self.unit_rows is not None else file_fingerprint(self.path),
         )
         #: how many stored vectors matched no caption at the last align()
         self.ignored = 0

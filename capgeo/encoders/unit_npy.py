@@ -30,12 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from capgeo.encoders.base import remember_file_sha256
+from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import EncoderError
 
 #: bytes per chunk: small enough to stay in the last-level cache between the norm and the hash
 CHUNK_BYTES = 8 << 20
-UNIT_NORM_TOLERANCE = 1e-6   # as normalise_rows: rows this close to unit length are kept bit for bit
 
 
 @dataclass
@@ -95,13 +94,9 @@ def read_unit_rows(path: str | Path, shape: tuple[int, int], offset: int) -> Uni
         for start in range(0, shape[0], rows_per_chunk):
             chunk = vectors[start:start + rows_per_chunk]
             hashed = hasher.submit(digest.update, memoryview(chunk).cast("B"))
-            with np.errstate(over="ignore", invalid="ignore"):
-                norms = np.sqrt(np.einsum("ij,ij->i", chunk, chunk, dtype=np.float64))
-            # squares of float32 values cannot overflow float64: a row's norm is finite exactly when its values are
-            finite = np.isfinite(norms)
-            not_finite.append(np.flatnonzero(~finite) + start)
-            zero.append(np.flatnonzero(finite & (norms == 0)) + start)
-            rescale = np.flatnonzero(finite & (np.abs(norms - 1.0) > UNIT_NORM_TOLERANCE) & (norms > 0))
+            norms, bad, zeros, rescale = check_rows(chunk)
+            not_finite.append(bad + start)
+            zero.append(zeros + start)
             _rescale(vectors, pending)
             pending = (hashed, start, rescale, norms[rescale])
         _rescale(vectors, pending)
@@ -112,9 +107,26 @@ def read_unit_rows(path: str | Path, shape: tuple[int, int], offset: int) -> Uni
     after = os.stat(path)
     if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
         raise EncoderError(f"{path}: the file changed while it was read; run again once it is complete")
-    remember_file_sha256(path, before, digest.hexdigest())
     # a plain ndarray over the map (slices and pickles of a np.memmap stay np.memmap)
     return UnitRows(np.asarray(vectors), digest.hexdigest(), np.concatenate(not_finite), np.concatenate(zero))
+
+
+def check_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(float64 norms, rows holding NaN or inf, all-zero rows, rows to rescale) of a block of
+    rows; the three index arrays count from the block's first row. Rows within
+    UNIT_NORM_TOLERANCE of unit length are not to rescale: they are kept bit for bit."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
+    # squares of float32 values cannot overflow float64, so a row's norm is finite exactly
+    # when all its values are: no second pass over the block (it took twice the einsum's time)
+    finite = np.isfinite(norms)
+    rescale = np.flatnonzero(finite & (np.abs(norms - 1.0) > UNIT_NORM_TOLERANCE) & (norms > 0))
+    return norms, np.flatnonzero(~finite), np.flatnonzero(finite & (norms == 0)), rescale
+
+
+def rescaled(rows: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """``rows`` divided by their float64 ``norms``, in float32."""
+    return (rows.astype(np.float64) / norms[:, None]).astype(np.float32)
 
 
 def _rescale(vectors: np.ndarray, pending) -> None:
@@ -125,4 +137,4 @@ def _rescale(vectors: np.ndarray, pending) -> None:
     hashed.result()
     if rows.size:
         rows = rows + start
-        vectors[rows] = (vectors[rows].astype(np.float64) / norms[:, None]).astype(np.float32)
+        vectors[rows] = rescaled(vectors[rows], norms)

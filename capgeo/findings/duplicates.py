@@ -22,10 +22,10 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
-from capgeo.geometry.pairwise import UNIT_NORM_TOLERANCE
 from capgeo.geometry.row_norms import row_norms
 from capgeo.progress import progress_bar
 

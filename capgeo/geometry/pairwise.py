@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.geometry.distribution import (
     DEFAULT_BINS,
@@ -61,7 +62,6 @@ SMALL_TILE = 256  # tiles narrower than this run on one CPU thread
 # a tile side where more than this share of cells may enter the top-k lists takes the
 # dense path (a top-k over every cell); below it the few are picked out and merged
 DENSE_ABOVE_SHARE = 1 / 64
-UNIT_NORM_TOLERANCE = 1e-6
 
 
 @dataclass
@@ -503,35 +503,39 @@ class _ScanState:
         the dense path's, and which path a tile takes depends on what its caller merged
         before it, so a Ray task's result could then differ from the local pass in the last bit.
         """
-        torch, k = self.torch, self.top_k
         rows, columns = tile.shape
-        queries = columns if by_column else rows
-        hits = None
-        if self.reduced is None:
-            kth = self.best_cosine[query_start:query_start + queries, k - 1]
-            above = self._above[: rows * columns].view(rows, columns)
-            # strictly above: masked cells (-inf) never pass
-            torch.gt(tile, kth[None, :] if by_column else kth[:, None], out=above)
-            hits = int(torch.count_nonzero(above))   # (a bool .sum() is ~15x slower on CPU)
-            if not hits:
-                return
-        if hits is not None and hits <= rows * columns * DENSE_ABOVE_SHARE:
-            # row-major: torch documents nonzero's indices as sorted lexicographically (CPU and CUDA)
-            tile_rows, tile_columns = torch.nonzero(above, as_tuple=True)
-            if by_column:
-                # grouped by query (a column), candidates ascending within each group
-                order = torch.argsort(tile_columns, stable=True)
-                tile_rows, tile_columns = tile_rows[order], tile_columns[order]
-                query, candidate = tile_columns + query_start, tile_rows + candidate_start
-            else:
-                query, candidate = tile_rows + query_start, tile_columns + candidate_start
-            if self._merge_candidates(query, candidate, tile[tile_rows, tile_columns], rows * columns):
-                return
+        if self.reduced is None and self._merge_cells_above_kth(tile, query_start, candidate_start, by_column):
+            return
         if by_column:
             transposed = self._transposed[: rows * columns].view(columns, rows)
             tile = transposed.copy_(tile.T)
         values, ids = self._topk(tile, query_start, candidate_start)
         self._merge(query_start, values, ids)
+
+    def _merge_cells_above_kth(self, tile, query_start, candidate_start, by_column) -> bool:
+        """Merge the cells above their query's running k-th best; False (nothing merged) when
+        too many pass for that to beat the dense path."""
+        torch = self.torch
+        rows, columns = tile.shape
+        kth = self.best_cosine[query_start:query_start + (columns if by_column else rows), self.top_k - 1]
+        above = self._above[: rows * columns].view(rows, columns)
+        # strictly above: masked cells (-inf) never pass
+        torch.gt(tile, kth[None, :] if by_column else kth[:, None], out=above)
+        hits = int(torch.count_nonzero(above))   # (a bool .sum() is ~15x slower on CPU)
+        if hits > rows * columns * DENSE_ABOVE_SHARE:
+            return False
+        if not hits:
+            return True
+        # row-major: torch documents nonzero's indices as sorted lexicographically (CPU and CUDA)
+        tile_rows, tile_columns = torch.nonzero(above, as_tuple=True)
+        if by_column:
+            # grouped by query (a column), candidates ascending within each group
+            order = torch.argsort(tile_columns, stable=True)
+            tile_rows, tile_columns = tile_rows[order], tile_columns[order]
+            query, candidate = tile_columns + query_start, tile_rows + candidate_start
+        else:
+            query, candidate = tile_rows + query_start, tile_columns + candidate_start
+        return self._merge_candidates(query, candidate, tile[tile_rows, tile_columns], rows * columns)
 
     def _merge_candidates(self, query, candidate, cosines, cells) -> bool:
         """Merge (query, candidate, cosine) triples, grouped by query with candidates ascending,
