@@ -6,13 +6,16 @@ captions per image) it times, on the same device and in the same process:
 * raw fp32: ``X[rows] @ X.T`` + ``topk(k + 1)`` over every row, 8192-row blocks, TF32 off;
 * raw bf16: the same with a bf16 copy of X (bf16 products and top-k);
 * capgeo's exact pass, ``scan_pairs`` (fp32; tiles sized from the device), and its
-  ``tf32`` / ``bf16`` precisions (top-k re-scored in fp32; the histogram's error is stated);
+  ``tf32`` / ``bf16`` precisions (companions exact: candidates near each caption's k-th
+  re-scored from the float32 vectors, the pairs re-scored counted; the histogram's error
+  is stated);
 
 then the end-to-end ``capgeo profile --encoder vectors:EMB.npy --mode exact --no-gamma``
 at ``--profile-n`` captions in a fresh process (vectors and a captions CSV written to a
 temporary folder first), the steps around its pass each timed alone (a fresh process's
 start-up, reading the captions, reading the vectors, moving them to the device), and an
-extrapolation to 10,000,000 captions.
+extrapolation to 10,000,000 captions. Last, where the pass's time goes: one pass per
+precision at ``--breakdown-n`` captions under torch.profiler, its operators by device time.
 
 The raw products at large N are timed over their first ``--raw-rows`` rows and scaled
 to all N rows (their cost is the same for every row block); the table says so.
@@ -51,6 +54,8 @@ def main() -> None:
     parser.add_argument("--raw-rows", type=int, default=131_072,
                         help="rows of the raw products timed at large N (scaled to N; 0: all rows)")
     parser.add_argument("--profile-n", type=int, default=1_000_000, help="N of the end-to-end profile (0: skip)")
+    parser.add_argument("--breakdown-n", type=int, default=200_000,
+                        help="N of the passes timed operator by operator under torch.profiler (0: skip)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     parser.add_argument("--quick", action="store_true",
                         help="small sizes (2000,5000; profile 5000): checks the script in a minute on a CPU")
@@ -58,7 +63,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     if args.quick:
-        args.sizes, args.profile_n = "2000,5000", 5_000
+        args.sizes, args.profile_n, args.breakdown_n = "2000,5000", 5_000, 2_000
 
     bench_started = time.perf_counter()
     import torch
@@ -94,6 +99,9 @@ def main() -> None:
         results["profile"] = _end_to_end_profile(args.profile_n, args.width, args.seed, device)
         print(f"end to end: capgeo profile, N = {args.profile_n:,}, exact: {results['profile']['seconds']:.1f} s",
               flush=True)
+
+    if args.breakdown_n:
+        results["breakdown"] = _pass_breakdown(args.breakdown_n, args.width, args.k, args.seed, device, precisions)
 
     largest = max(results["passes"], key=lambda entry: entry["n"]) if results["passes"] else None
     if largest and "capgeo_fp32" in largest:
@@ -199,6 +207,43 @@ def _capgeo_pass(vectors, k, precision) -> dict:
     return result
 
 
+def _pass_breakdown(n, width, k, seed, device, precisions, rows=12) -> dict:
+    """Each precision's pass at ``n`` under torch.profiler: its ``rows`` costliest operators by
+    self device time (CPU time on a CPU). A failure is reported, not raised: it must not
+    cost the rest of a run on a lent GPU."""
+    import numpy as np
+    from torch.profiler import ProfilerActivity, profile
+
+    from capgeo.geometry.pairwise import scan_pairs
+
+    vectors = _unit_vectors(n, width, seed, device)
+    groups = np.arange(n) // 5
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    timed = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    breakdown = {"n": n, "measure": timed}
+    for precision in precisions:
+        try:
+            with profile(activities=activities) as profiler:
+                scan_pairs(vectors, groups, top_k=k, device=device, precision=precision, progress=False)
+                _sync(device)
+            events = [event for event in profiler.key_averages() if getattr(event, timed, 0) > 0]
+            events.sort(key=lambda event: getattr(event, timed), reverse=True)
+            total = sum(getattr(event, timed) for event in events) / 1e6
+            top = [{"operator": event.key, "seconds": getattr(event, timed) / 1e6, "calls": event.count}
+                   for event in events[:rows]]
+            breakdown[precision] = {"total_s": total, "operators": top}
+            print(f"where the {precision} pass's time goes at N = {n:,} ({timed.replace('_', ' ')}, "
+                  f"{total:.2f} s in all):", flush=True)
+            for entry in top:
+                print(f"  {entry['seconds']:8.3f} s {entry['calls']:>7} calls  {entry['operator']}", flush=True)
+        except Exception as error:  # noqa: BLE001 - a diagnostic: report it and go on
+            breakdown[precision] = {"error": f"{type(error).__name__}: {error}"}
+            print(f"breakdown of the {precision} pass failed: {error}", flush=True)
+    del vectors
+    _free(device)
+    return breakdown
+
+
 def _end_to_end_profile(n, width, seed, device) -> dict:
     """``capgeo profile`` from precomputed vectors in a fresh process; returns its wall time."""
     import numpy as np
@@ -268,8 +313,10 @@ def _print_pass(entry: dict) -> None:
           flush=True)
     for key, value in entry.items():
         if key.startswith("capgeo_"):
-            error = value.get("precision", {}).get("cosine_error_bound")
-            stated = "" if error is None else f", cosine error <= {error:.2g}"
+            precision = value.get("precision", {})
+            stated = "" if not precision else (
+                f", cosine error <= {precision['cosine_error_bound']:.2g}, {precision['pairs_rescored']:,} pairs "
+                f"re-scored, {precision['rows_too_close_to_call']:,} tile rows too close to call")
             print(f"  capgeo {key[7:]}: {value['seconds']:.2f} s (block {value['block_size']}, "
                   f"{value['tiles']} tiles{stated})", flush=True)
 

@@ -56,18 +56,99 @@ def test_bf16_error_is_measured_against_float32():
     assert 0 < stated["measured_share_of_bins_changed"] < 1
 
 
-def test_rows_too_close_to_call_are_recomputed_in_float32():
-    # near-copies of one vector: every candidate lies within the bf16 error of the k-th
-    rng = np.random.default_rng(3)
-    base = rng.normal(size=32)
-    vectors = base + 1e-3 * rng.normal(size=(300, 32))
+def rescored_top_k(vectors, groups, k):
+    """Oracle: every other-group pair re-scored, each caption's best k by that value, ties by index."""
+    import torch
+
+    from capgeo.geometry.precision import rescored_cosines
+
+    n = len(vectors)
+    rows, columns = (index.reshape(-1) for index in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    matrix = torch.from_numpy(vectors)
+    cosine = rescored_cosines(matrix, torch.from_numpy(rows), torch.from_numpy(columns)).numpy().reshape(n, n)
+    cosine = np.where(groups[:, None] == groups[None, :], -np.inf, cosine)
+    order = np.lexsort((np.broadcast_to(np.arange(n), (n, n)), -cosine), axis=1)[:, :k]
+    return order, np.take_along_axis(cosine, order, 1)
+
+
+def near_copies(n=300, width=32, seed=3):
+    """Near-copies of one vector: every candidate lies within the bf16 error of the k-th."""
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=width) + 1e-3 * rng.normal(size=(n, width))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    vectors = vectors.astype(np.float32)
-    groups = np.arange(300) // 3
-    exact = scan_pairs(vectors, groups, top_k=4, block_size=64, device="cpu")
-    fast = scan_pairs(vectors, groups, top_k=4, block_size=64, device="cpu", precision="bf16")
-    assert fast.extra["precision"]["rows_recomputed_in_fp32"] > 0
-    np.testing.assert_array_equal(fast.companion_index, exact.companion_index)
+    return vectors.astype(np.float32), np.arange(n) // 3
+
+
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_rows_too_close_to_call_get_the_exact_top_k_of_the_rescored_cosines(precision):
+    vectors, groups = near_copies()
+    fast = scan_pairs(vectors, groups, top_k=4, block_size=64, device="cpu", precision=precision)
+    stated = fast.extra["precision"]
+    assert stated["rows_too_close_to_call"] > 0 and stated["pairs_rescored"] > 0
+    # cosines near 1, where a bf16 result (this CPU's product) rounds by up to 2**-8: still bounded
+    assert stated["measured_max_error"] <= stated["cosine_error_bound"]
+    index, cosine = rescored_top_k(vectors, groups, 4)
+    np.testing.assert_array_equal(fast.companion_index, index)
+    np.testing.assert_array_equal(fast.companion_cosine, cosine)
+    # and against float64: the re-scored cosines are float32-accurate
+    unit = vectors.astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    exact = np.take_along_axis(unit @ unit.T, index, 1)
+    assert np.abs(fast.companion_cosine - exact).max() < 1e-6
+
+
+def test_rescored_cosines_do_not_depend_on_batching_and_are_within_their_error(monkeypatch):
+    import torch
+
+    from capgeo.geometry import precision
+
+    rng = np.random.default_rng(6)
+    for width in (1, 37, 768):
+        vectors = rng.normal(size=(60, width))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = vectors.astype(np.float32)
+        rows, columns = rng.integers(0, 60, 500), rng.integers(0, 60, 500)
+        matrix = torch.from_numpy(vectors)
+        whole = precision.rescored_cosines(matrix, torch.from_numpy(rows), torch.from_numpy(columns)).numpy()
+        float64 = (vectors[rows].astype(np.float64) * vectors[columns].astype(np.float64)).sum(axis=1)
+        assert np.abs(whole - float64).max() <= precision.rescore_error(width)
+        # one pair per step, and the pairs in another order: the same bits
+        monkeypatch.setattr(precision, "RESCORE_ELEMENTS", 1)
+        order = rng.permutation(500)
+        one_by_one = precision.rescored_cosines(matrix, torch.from_numpy(rows[order]), torch.from_numpy(columns[order]))
+        np.testing.assert_array_equal(one_by_one.numpy(), whole[order])
+        monkeypatch.undo()
+
+
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_tiles_run_apart_and_merged_give_the_local_pass_bit_for_bit(precision):
+    # what a Ray task sees: a subset of tiles, so other running k-ths and other picks
+    from capgeo.geometry.pairwise import (
+        finish_scan,
+        make_grid,
+        prepare_inputs,
+        tile_partial,
+    )
+    from capgeo.geometry.partials import merge_partials
+
+    for vectors, groups in (near_copies(), clustered(400, 24, seed=8, spread=0.3)):
+        options = {"top_k": 5, "bins": 400, "threshold": 0.9, "precision": precision}
+        local = scan_pairs(vectors, groups, block_size=40, device="cpu", progress=False, **options)
+        matrix, codes, device = prepare_inputs(vectors, groups, "cpu")
+        grid = make_grid(len(vectors), 40, device, top_k=5)
+        tiles = grid.tiles()
+        order = np.random.default_rng(9).permutation(len(tiles))
+        parts = [tile_partial(matrix, codes, grid, [tiles[i] for i in order[start::3]], **options)
+                 for start in range(3)]
+        apart = finish_scan(merge_partials(parts), groups, device=device)
+        np.testing.assert_array_equal(apart.companion_index, local.companion_index)
+        np.testing.assert_array_equal(apart.companion_cosine, local.companion_cosine)
+        np.testing.assert_array_equal(apart.negatives.counts, local.negatives.counts)
+        for one, other in zip(apart.extra["pairs"], local.extra["pairs"]):
+            np.testing.assert_array_equal(one, other)
+        work = ("rows_too_close_to_call", "pairs_rescored")
+        assert {key: value for key, value in apart.extra["precision"].items() if key not in work} == \
+               {key: value for key, value in local.extra["precision"].items() if key not in work}
 
 
 def test_unknown_precision_is_an_error():
@@ -94,3 +175,36 @@ def test_profile_prints_and_saves_the_error(tmp_path):
     assert profile["options"]["precision"] == "bf16"
     default = json.loads(CliRunner().invoke(main, [*common, "--json"]).stdout)
     assert default["pairwise"]["exact"] is True and "precision" not in default["pairwise"]
+
+
+def test_a_row_too_close_to_call_rescores_only_the_candidates_within_the_margin(monkeypatch):
+    # 13 near-copies of one vector (cosines ~0.9999, all within the bf16 margin of each other)
+    # among 100 unrelated vectors: each near-copy's 2k + 1 = 9 finalists leave near-copies out,
+    # so its row is too close to call, but only near-copies are within the margin of its k-th
+    from capgeo.geometry import pairwise
+
+    rng = np.random.default_rng(12)
+    base = rng.normal(size=32)
+    near = base + 1e-3 * rng.normal(size=(13, 32))
+    vectors = np.concatenate([near, rng.normal(size=(100, 32))])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors.astype(np.float32)
+    groups = np.arange(113)
+    rescored = []
+
+    def recording(matrix, rows, columns):
+        rescored.append((rows.numpy().copy(), columns.numpy().copy()))
+        return pairwise.rescored_cosines.__wrapped__(matrix, rows, columns)
+
+    recording.__wrapped__ = pairwise.rescored_cosines
+    monkeypatch.setattr(pairwise, "rescored_cosines", recording)
+    fast = scan_pairs(vectors, groups, top_k=4, block_size=200, device="cpu", precision="bf16")
+    assert fast.extra["precision"]["rows_too_close_to_call"] >= 13
+    rows = np.concatenate([pair[0] for pair in rescored])
+    columns = np.concatenate([pair[1] for pair in rescored])
+    assert len(rows) == fast.extra["precision"]["pairs_rescored"]
+    of_near = rows < 13
+    assert of_near.sum() > 13 * 9                 # the near-copies' rows went beyond their finalists
+    assert (columns[of_near] < 13).all()          # ... to the near-copies only
+    index, _ = rescored_top_k(vectors, groups, 4)
+    np.testing.assert_array_equal(fast.companion_index, index)

@@ -128,7 +128,10 @@ def test_reduced_precision_on_ray_matches_the_local_reduced_pass(cluster):
     np.testing.assert_array_equal(on_ray.negatives.counts, local.negatives.counts)
     np.testing.assert_array_equal(on_ray.companion_index, local.companion_index)
     np.testing.assert_array_equal(on_ray.companion_cosine, local.companion_cosine)
-    assert on_ray.extra["precision"] == local.extra["precision"]
+    # the error stated is the same; the work counters depend on how the tiles were split
+    work = ("rows_too_close_to_call", "pairs_rescored")
+    assert {key: value for key, value in on_ray.extra["precision"].items() if key not in work} == \
+           {key: value for key, value in local.extra["precision"].items() if key not in work}
     assert on_ray.extra["precision"]["mode"] == "bf16"
 
 

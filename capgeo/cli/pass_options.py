@@ -17,5 +17,5 @@ def precision_option(command):
     return click.option(
         "--precision", type=click.Choice(["fp32", "tf32", "bf16"]), default="fp32", show_default=True,
         help="Matrix products of the pairwise pass. fp32: exact. tf32/bf16 (faster on big GPUs): companions "
-             "re-scored in fp32 (exact); the histograms' cosine error bound and measured error are printed "
-             "and saved in the JSON.")(command)
+             "stay exact (candidates near the k-th re-scored from the float32 vectors); the histograms' "
+             "cosine error bound and measured error are printed and saved in the JSON.")(command)

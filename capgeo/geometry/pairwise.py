@@ -39,7 +39,12 @@ from capgeo.geometry.distribution import (
     summarize_values,
 )
 from capgeo.geometry.partials import Moments, PairPartial, exact_units, sorted_pairs
-from capgeo.geometry.precision import ReducedProducts, check_precision, matmul_precision
+from capgeo.geometry.precision import (
+    ReducedProducts,
+    check_precision,
+    matmul_precision,
+    rescored_cosines,
+)
 from capgeo.progress import progress_bar
 
 DEFAULT_BLOCK_SIZE = None  # sized from the device and N: capgeo.geometry.tile_size
@@ -347,8 +352,9 @@ def finish_scan(partial: PairPartial, group_codes, *, device=None, seconds: floa
     scan.extra["tiles"] = int(partial.tiles)
     if partial.precision != "fp32":
         scan.extra["precision"] = {"mode": partial.precision, **(partial.precision_error or {}),
-                                   "rows_recomputed_in_fp32": int(partial.rows_recomputed),
-                                   "companions": "exact (re-scored in fp32)"}
+                                   "rows_too_close_to_call": int(partial.rows_too_close),
+                                   "pairs_rescored": int(partial.pairs_rescored),
+                                   "companions": "exact (re-scored from the float32 vectors)"}
     return scan
 
 
@@ -427,8 +433,8 @@ class _ScanState:
         self._bins = torch.empty(cells, dtype=torch.int32, device=device) if histograms else None
         # the tile transposed: topk along rows of a copy is 2-3x faster than along columns
         self._transposed = torch.empty(cells, dtype=torch.float32, device=device) if top_k else None
-        # cells above their query's running k-th best (fp32 only: see _update_companions)
-        self._above = torch.empty(cells, dtype=torch.bool, device=device) if top_k and reduced is None else None
+        # cells above their query's running k-th best (less the error margin for tf32 / bf16)
+        self._above = torch.empty(cells, dtype=torch.bool, device=device) if top_k else None
         # strict lower triangle + diagonal of a diagonal tile: pairs already counted or self-pairs
         self._lower = torch.ones(block_size, block_size, dtype=torch.bool, device=device).tril()
         self._upper = ~self._lower
@@ -447,7 +453,9 @@ class _ScanState:
         self._pair_count = 0
         self.max_pairs = max_pairs
         self.reduced = reduced  # tf32 / bf16 products (capgeo.geometry.precision), None for fp32
-        self._recomputed = torch.zeros((), dtype=torch.int64, device=device)
+        # work counters of tf32 / bf16 (they depend on how the tiles are split, the results do not)
+        self._rows_too_close = 0
+        self._pairs_rescored = 0
 
     def add_tile(self, row_block, column_block, threads):
         torch = self.torch
@@ -498,31 +506,49 @@ class _ScanState:
         query in increasing index order, so one equal to the k-th loses the tie. Once a query
         has met a tile or two, few cells pass, so they are picked out and merged directly,
         without a top-k over every cell (or a transposed copy of the tile for the columns).
-        A query's first tiles, where most cells pass, take the dense path. So do tf32 / bf16
-        tiles: there the picked cells would be re-scored in float32 by another summation than
-        the dense path's, and which path a tile takes depends on what its caller merged
-        before it, so a Ray task's result could then differ from the local pass in the last bit.
+        A query's first tiles, where most cells pass, take the dense path. tf32 / bf16 tiles
+        do the same with their cells' approximate cosines, widened by the error margin, and
+        re-score what they pick (:func:`capgeo.geometry.precision.rescored_cosines`).
         """
         rows, columns = tile.shape
-        if self.reduced is None and self._merge_cells_above_kth(tile, query_start, candidate_start, by_column):
+        if self._merge_cells_above_kth(tile, query_start, candidate_start, by_column):
             return
         if by_column:
             transposed = self._transposed[: rows * columns].view(columns, rows)
             tile = transposed.copy_(tile.T)
-        values, ids = self._topk(tile, query_start, candidate_start)
+        self._merge_dense(tile, query_start, candidate_start)
+
+    def _merge_dense(self, tile, query_start, candidate_start):
+        """Merge the best candidates of every row of ``tile`` (queries ``query_start``.. against
+        candidates ``candidate_start``..) into the running lists."""
+        if self.reduced is not None:
+            self._merge_rescored_finalists(tile, query_start, candidate_start)
+            return
+        candidate_ids = self.torch.arange(candidate_start, candidate_start + tile.shape[1], device=self.device)
+        values, ids = _tile_topk(tile, candidate_ids, self.top_k)
         self._merge(query_start, values, ids)
+
+    def _most_picks(self, rows, columns, queries) -> float:
+        """The most cells a tile side may pick out before the dense path is cheaper."""
+        if self.reduced is None:
+            return rows * columns * DENSE_ABOVE_SHARE
+        # each pick is re-scored (a d-long dot product): fewer than the dense path's 2k + 1 a query
+        return queries * (2 * self.top_k + 1)
 
     def _merge_cells_above_kth(self, tile, query_start, candidate_start, by_column) -> bool:
         """Merge the cells above their query's running k-th best; False (nothing merged) when
         too many pass for that to beat the dense path."""
         torch = self.torch
         rows, columns = tile.shape
-        kth = self.best_cosine[query_start:query_start + (columns if by_column else rows), self.top_k - 1]
+        queries = columns if by_column else rows
+        kth = self.best_cosine[query_start:query_start + queries, self.top_k - 1]
+        if self.reduced is not None:  # an approximate cosine may sit up to the margin below its exact one
+            kth = kth - self.reduced.margin
         above = self._above[: rows * columns].view(rows, columns)
         # strictly above: masked cells (-inf) never pass
         torch.gt(tile, kth[None, :] if by_column else kth[:, None], out=above)
         hits = int(torch.count_nonzero(above))   # (a bool .sum() is ~15x slower on CPU)
-        if hits > rows * columns * DENSE_ABOVE_SHARE:
+        if hits > self._most_picks(rows, columns, queries):
             return False
         if not hits:
             return True
@@ -535,19 +561,30 @@ class _ScanState:
             query, candidate = tile_columns + query_start, tile_rows + candidate_start
         else:
             query, candidate = tile_rows + query_start, tile_columns + candidate_start
-        return self._merge_candidates(query, candidate, tile[tile_rows, tile_columns], rows * columns)
-
-    def _merge_candidates(self, query, candidate, cosines, cells) -> bool:
-        """Merge (query, candidate, cosine) triples, grouped by query with candidates ascending,
-        into the running top-k lists: per query, cosine descending then index ascending, as
-        :meth:`_merge`. Returns False, merging nothing, when one query has so many that their
-        table (12 bytes a cell, sorted once) would outgrow a quarter of the tile's cells: the
-        pass's memory stays what the tile size allows for (capgeo.geometry.tile_size)."""
-        torch, k = self.torch, self.top_k
-        queries, counts = torch.unique_consecutive(query, return_counts=True)
-        width = k + int(counts.max())
-        if queries.numel() * width > cells // 4:
+        table = self._candidate_table(query, rows * columns // 4)
+        if table is None:
             return False
+        cosines = tile[tile_rows, tile_columns] if self.reduced is None else self._rescore(query, candidate)
+        self._merge_candidates(table, query, candidate, cosines)
+        return True
+
+    def _candidate_table(self, query, most_cells):
+        """The shape of the merge table of candidates grouped by ``query``: (queries, counts,
+        width), or None when it would hold more than ``most_cells`` cells (12 bytes each,
+        sorted once), so the pass's memory stays what the tile size allows for
+        (capgeo.geometry.tile_size)."""
+        queries, counts = self.torch.unique_consecutive(query, return_counts=True)
+        width = self.top_k + int(counts.max())
+        if most_cells is not None and queries.numel() * width > most_cells:
+            return None
+        return queries, counts, width
+
+    def _merge_candidates(self, table, query, candidate, cosines):
+        """Merge (query, candidate, cosine) triples, grouped by query with candidates ascending
+        (and above every index in the query's running list), into the running top-k lists:
+        per query, cosine descending then index ascending, as :meth:`_merge`."""
+        torch, k = self.torch, self.top_k
+        queries, counts, width = table
         # one row per query: its running list, then its candidates; a stable sort by cosine
         # then keeps equal cosines in index order (the running list's indices are all smaller)
         starts = torch.cumsum(counts, 0) - counts
@@ -562,50 +599,55 @@ class _ScanState:
         values, order = torch.sort(values, dim=1, descending=True, stable=True)
         self.best_cosine[queries] = values[:, :k]
         self.best_index[queries] = torch.gather(ids, 1, order[:, :k])
-        return True
 
-    def _topk(self, tile, query_start, candidate_start):
-        """Top-k of each row of ``tile`` (queries ``query_start``.. against candidates ``candidate_start``..)."""
-        candidate_ids = self.torch.arange(candidate_start, candidate_start + tile.shape[1], device=self.device)
-        if self.reduced is None or tile.shape[1] <= 2 * self.top_k + 1:
-            if self.reduced is not None:  # every candidate is a finalist: score them all in float32
-                tile = self._float32_rows(query_start, tile.shape[0], candidate_start, tile.shape[1])
-            return _tile_topk(tile, candidate_ids, self.top_k)
-        return self._rescored_topk(tile, query_start, candidate_start, candidate_ids)
-
-    def _rescored_topk(self, tile, query_start, candidate_start, candidate_ids):
-        """Exact top-k from approximate cosines: the best 2k + 1 re-scored in float32; rows where a
-        candidate left out could, within the error bound, beat the k-th are recomputed in float32."""
+    def _merge_rescored_finalists(self, tile, query_start, candidate_start):
+        """The dense path of tf32 / bf16 tiles: each query's best 2k + 1 candidates by the
+        approximate cosine are re-scored and merged. A query whose best left-out candidate
+        could still, within the margin, reach its new k-th is merged again from its list
+        before the tile, with every candidate within the margin of that k-th re-scored."""
         torch, k = self.torch, self.top_k
-        queries = tile.shape[0]
-        approximate, positions = torch.topk(tile, 2 * k + 1, dim=1, sorted=True)
-        ids = candidate_ids[positions]
-        query_vectors = self.matrix[query_start:query_start + queries]
-        with matmul_precision("fp32"):  # the re-scoring is the exact part: no TF32 here
-            rescored = torch.bmm(self.matrix[ids], query_vectors[:, :, None])[:, :, 0]
-        rescored.masked_fill_(~torch.isfinite(approximate), float("-inf"))
-        values, ids = _sort_desc_by_value_then_index(rescored, ids)
-        values, ids = values[:, :k].contiguous(), ids[:, :k].contiguous()
-        last = approximate[:, -1]
-        unsafe = torch.isfinite(last) & (last + self.reduced.bound >= values[:, -1])
-        self._recomputed += unsafe.sum()
-        if bool(unsafe.any()):
-            rows = torch.nonzero(unsafe)[:, 0]
-            exact = self._float32_rows(query_start + rows, None, candidate_start, tile.shape[1])
-            values[rows], ids[rows] = _tile_topk(exact, candidate_ids, k)
-        return values, ids
+        queries, columns = tile.shape
+        finalists = min(2 * k + 1, columns)
+        approximate, positions = torch.topk(tile, finalists, dim=1, sorted=True)
+        finite = torch.isfinite(approximate)
+        query_ids = torch.arange(query_start, query_start + queries, device=self.device)
+        candidate_ids = positions + candidate_start
+        values = torch.full_like(approximate, float("-inf"))
+        values[finite] = self._rescore(query_ids[:, None].expand(-1, finalists)[finite], candidate_ids[finite])
+        values, ids = _sort_desc_by_value_then_index(values, candidate_ids.masked_fill(~finite, -1))
+        running = slice(query_start, query_start + queries)
+        before = None
+        if finalists < columns:
+            before = self.best_cosine[running].clone(), self.best_index[running].clone()
+        self._merge(query_start, values[:, :k], ids[:, :k])
+        if before is None:  # every candidate was a finalist
+            return
+        kth = self.best_cosine[running, k - 1]
+        # (a finite last finalist means 2k + 1 finite finalists, so a finite k-th)
+        unsafe = finite[:, -1] & (approximate[:, -1] + self.reduced.margin >= kth)
+        rows = torch.nonzero(unsafe)[:, 0]
+        if not rows.numel():
+            return
+        self._rows_too_close += rows.numel()
+        floor = kth[rows] - self.reduced.margin  # (a copy: kth is a view of the lists restored next)
+        self.best_cosine[query_start + rows] = before[0][rows]
+        self.best_index[query_start + rows] = before[1][rows]
+        # rows in groups whose picks (at most a whole row each) fit a quarter-tile table
+        step = max(1, queries * columns // 4 // (k + columns))
+        for first in range(0, rows.numel(), step):
+            part = rows[first:first + step]
+            above = tile[part] > floor[first:first + step, None]
+            part_rows, part_columns = torch.nonzero(above, as_tuple=True)
+            if not part_rows.numel():  # the finalists' re-scored cosines all fell below the k-th
+                continue
+            query, candidate = query_start + part[part_rows], candidate_start + part_columns
+            self._merge_candidates(self._candidate_table(query, None), query, candidate,
+                                   self._rescore(query, candidate))
 
-    def _float32_rows(self, queries, count, candidate_start, candidates):
-        """Float32 cosines of captions ``queries`` (a start with ``count``, or an index tensor) against
-        ``candidates`` captions from ``candidate_start``, other-group pairs only (-inf elsewhere)."""
-        torch = self.torch
-        if count is not None:
-            queries = torch.arange(queries, queries + count, device=self.device)
-        columns = slice(candidate_start, candidate_start + candidates)
-        with matmul_precision("fp32"):
-            exact = self.matrix[queries] @ self.matrix[columns].T
-        # the own group includes the caption itself
-        return exact.masked_fill_(self.groups[queries, None] == self.groups[None, columns], float("-inf"))
+    def _rescore(self, rows, columns):
+        """Float32 cosines of caption pairs, independent of how they are batched (tf32 / bf16)."""
+        self._pairs_rescored += rows.numel()
+        return rescored_cosines(self.matrix, rows, columns)
 
     def _histogram(self, tile, same, lower):
         """Bin counts, float64 sums, min and max of the tile's pairs (upper triangle on the diagonal)."""
@@ -648,8 +690,8 @@ class _ScanState:
         torch = self.torch
         if self.reduced is None:
             hits = tile >= self.threshold
-        else:  # approximate cosines: gather within the bound, then keep those that pass in float32
-            hits = tile >= self.threshold - self.reduced.bound
+        else:  # approximate cosines: gather within the margin, then keep those whose re-scored cosine passes
+            hits = tile >= self.threshold - self.reduced.margin
         if lower is not None:
             hits &= ~lower
         rows, columns = torch.nonzero(hits, as_tuple=True)
@@ -659,7 +701,7 @@ class _ScanState:
         if self.reduced is None:
             cosines = tile[rows - row_start, columns - column_start]
         else:
-            cosines = (self.matrix[rows] * self.matrix[columns]).sum(dim=1)
+            cosines = self._rescore(rows, columns)
             kept = cosines >= self.threshold
             rows, columns, cosines = rows[kept], columns[kept], cosines[kept]
         self._pairs.append((rows, columns, cosines))
@@ -713,7 +755,7 @@ class _ScanState:
             companion_index=self.best_index[touched].cpu().numpy().astype(np.int64),
             pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
             pair_cosines=pair_cosines.astype(np.float32), tiles=self._tile_number,
-            rows_recomputed=int(self._recomputed),
+            rows_too_close=self._rows_too_close, pairs_rescored=self._pairs_rescored,
         )
 
 

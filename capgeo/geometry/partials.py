@@ -98,7 +98,10 @@ class PairPartial:
     tiles: int = 0
     precision: str = "fp32"
     precision_error: dict | None = None  # bound and measured error of tf32 / bf16 cosines
-    rows_recomputed: int = 0  # tf32 / bf16: tile rows whose companions were recomputed in float32
+    # tf32 / bf16 work: tile rows whose every candidate near the k-th was re-scored, and
+    # pairs re-scored in all (they count work, so they depend on how the tiles were split)
+    rows_too_close: int = 0
+    pairs_rescored: int = 0
 
     @property
     def layout(self) -> tuple:
@@ -137,7 +140,8 @@ def merge_two(first: PairPartial, second: PairPartial) -> PairPartial:
         tiles=first.tiles + second.tiles,
         precision=first.precision,
         precision_error=first.precision_error or second.precision_error,
-        rows_recomputed=first.rows_recomputed + second.rows_recomputed,
+        rows_too_close=first.rows_too_close + second.rows_too_close,
+        pairs_rescored=first.pairs_rescored + second.pairs_rescored,
     )
 
 

@@ -8,12 +8,15 @@ float32 accumulation), which big GPUs run several times faster. What changes:
   approximate cosine is within ``cosine_error_bound`` of the float32 one (a worst-case
   bound from the input rounding, below), and the error actually seen on one full tile
   is measured and reported, with the share of cosines that changed histogram bin;
-* the top-k companions stay exact: each tile's best ``2k + 1`` candidates by the
-  approximate cosine are re-scored in float32, and a row whose last candidate could,
-  within the error bound, still beat its k-th re-scored companion is recomputed in
-  float32 entirely. The count of such rows is reported;
+* the top-k companions stay exact. Every candidate whose approximate cosine comes within
+  the bound of a caption's running k-th best is re-scored by :func:`rescored_cosines`
+  (float32 products of the float32 vectors, added in a fixed order: the same float32
+  value for a pair on every device, in every batch), and the lists keep the best by
+  that value. Which candidates are re-scored depends on what a caption met before, so
+  a pair's value must not depend on how it is re-scored: that is what makes a pass split
+  over processes (Ray) give the same bits as the local one;
 * pairs at or above a threshold are gathered with the threshold lowered by the bound
-  and re-scored in float32, so the set is exact too.
+  and re-scored the same way, so the set is exact too.
 
 The bound: with inputs x~ = x + dx, y~ = y + dy and float32 accumulation over d terms,
 ``|x~.y~ - x.y| <= |dx||y| + |x||dy| + |dx||dy| + d * 2**-24 * (1 + |dx|)^2`` for unit
@@ -24,12 +27,16 @@ TF32 rounding happens inside the GPU, so |dx| <= 2**-10 |x| (truncation) is assu
 from __future__ import annotations
 
 import contextlib
+import math
 
 PRECISIONS = ("fp32", "tf32", "bf16")
 TF32_RELATIVE_ROUNDING = 2.0 ** -10
 FLOAT32_UNIT = 2.0 ** -24
-BF16_OUTPUT_ROUNDING = 2.0 ** -9
+# bf16 keeps 8 significant bits: rounding to nearest moves a value by up to 2**-8 of itself
+BF16_OUTPUT_ROUNDING = 2.0 ** -8
 MEASURED_ROWS = 4096
+# float32 elements per re-scoring step (64 MiB): bounds its memory whatever the pair count
+RESCORE_ELEMENTS = 1 << 24
 
 
 def check_precision(precision: str) -> str:
@@ -71,7 +78,7 @@ class ReducedProducts:
                 chunk = self.inputs[start:start + 65536].to(torch.float32) - matrix[start:start + 65536]
                 rounding = max(rounding, float(torch.linalg.vector_norm(chunk, dim=1).max()))
             self._multiply = self._pick_bf16_product()
-            if self._multiply is self._bf16_output:
+            if self._multiply == self._bf16_output:  # (each access makes a new bound method: not `is`)
                 output_rounding = BF16_OUTPUT_ROUNDING
         else:
             self.inputs = matrix
@@ -79,6 +86,10 @@ class ReducedProducts:
             self._multiply = self._tf32_product
         self.bound = (2 * rounding + rounding ** 2 + width * FLOAT32_UNIT * (1 + rounding) ** 2) * (1 + output_rounding) \
             + output_rounding
+        # how far an approximate cosine may sit from its re-scored value: the bound, the
+        # re-scored value's own error, and the float32 rounding of the thresholds compared
+        # with it (``kth - margin``: half a float32 step near 1, 2**-25)
+        self.margin = self.bound + rescore_error(width) + FLOAT32_UNIT
 
     def product(self, row_start, row_end, column_start, column_end, out):
         self._multiply(self.inputs[row_start:row_end], self.inputs[column_start:column_end], out)
@@ -125,3 +136,40 @@ class ReducedProducts:
         return {"measured_max_error": float(error.max()) if error.numel() else 0.0,
                 "measured_pairs": int(error.numel()),
                 "measured_share_of_bins_changed": float(moved.float().mean()) if moved.numel() else 0.0}
+
+
+def rescored_cosines(matrix, rows, columns):
+    """Float32 cosines of the pairs (``rows[i]``, ``columns[i]``) of unit ``matrix`` rows, the
+    same bits on every device and in any batch: element-wise float32 products, added in a
+    fixed pairwise order (:func:`_pairwise_totals`). A matrix product's value depends on its
+    kernel and shape; this one does not. Its error is at most ``rescore_error(width)``.
+    """
+    import torch
+
+    out = torch.empty(rows.numel(), dtype=torch.float32, device=matrix.device)
+    step = max(1, RESCORE_ELEMENTS // max(matrix.shape[1], 1))
+    for start in range(0, rows.numel(), step):
+        end = min(start + step, rows.numel())
+        # (index_select: a fresh copy, so mul_ is safe; ~15% faster than matrix[rows] on CPU)
+        products = torch.index_select(matrix, 0, rows[start:end])
+        out[start:end] = _pairwise_totals(products.mul_(torch.index_select(matrix, 0, columns[start:end])))
+    return out
+
+
+def rescore_error(width: int) -> float:
+    """Worst-case error of :func:`rescored_cosines` for unit vectors of ``width``: one rounding
+    per product and one per level of the pairwise sum, each at most 2**-24 of the sum of
+    ``|x_i y_i|`` (<= 1)."""
+    return (1 + math.ceil(math.log2(max(width, 1)))) * FLOAT32_UNIT * (1 + 1e-3)
+
+
+def _pairwise_totals(values):
+    """Row totals of a 2-D tensor by halving: element-wise additions only, so the order of
+    the additions depends on the width alone (a reduction kernel's order does not)."""
+    import torch
+
+    while values.shape[1] > 1:
+        if values.shape[1] % 2:  # adding a zero is exact
+            values = torch.nn.functional.pad(values, (0, 1))
+        values = values[:, 0::2] + values[:, 1::2]
+    return values[:, 0]
