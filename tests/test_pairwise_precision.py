@@ -56,17 +56,22 @@ def test_bf16_error_is_measured_against_float32():
     assert 0 < stated["measured_share_of_bins_changed"] < 1
 
 
-def rescored_top_k(vectors, groups, k):
-    """Oracle: every other-group pair re-scored, each caption's best k by that value, ties by index."""
+def rescored_all(vectors):
+    """Every pair's re-scored cosine, (n, n)."""
     import torch
 
     from capgeo.geometry.precision import rescored_cosines
 
     n = len(vectors)
     rows, columns = (index.reshape(-1) for index in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
-    matrix = torch.from_numpy(vectors)
-    cosine = rescored_cosines(matrix, torch.from_numpy(rows), torch.from_numpy(columns)).numpy().reshape(n, n)
-    cosine = np.where(groups[:, None] == groups[None, :], -np.inf, cosine)
+    return rescored_cosines(torch.from_numpy(vectors), torch.from_numpy(rows),
+                            torch.from_numpy(columns)).numpy().reshape(n, n)
+
+
+def rescored_top_k(vectors, groups, k):
+    """Oracle: every other-group pair re-scored, each caption's best k by that value, ties by index."""
+    n = len(vectors)
+    cosine = np.where(groups[:, None] == groups[None, :], -np.inf, rescored_all(vectors))
     order = np.lexsort((np.broadcast_to(np.arange(n), (n, n)), -cosine), axis=1)[:, :k]
     return order, np.take_along_axis(cosine, order, 1)
 
@@ -208,3 +213,31 @@ def test_a_row_too_close_to_call_rescores_only_the_candidates_within_the_margin(
     assert (columns[of_near] < 13).all()          # ... to the near-copies only
     index, _ = rescored_top_k(vectors, groups, 4)
     np.testing.assert_array_equal(fast.companion_index, index)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reduced_companions_are_the_top_k_of_the_rescored_cosines_on_random_layouts(seed):
+    # sizes, widths, k, tile sizes and group layouts drawn at random, some captions close
+    # together (clusters) and some groups larger than a tile: every path and edge at once
+    rng = np.random.default_rng(100 + seed)
+    n, width, k = int(rng.integers(40, 160)), int(rng.integers(3, 40)), int(rng.integers(1, 9))
+    centres = rng.normal(size=(int(rng.integers(2, 8)), width))
+    vectors = centres[rng.integers(0, len(centres), n)] + rng.uniform(0.001, 0.5) * rng.normal(size=(n, width))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors = vectors.astype(np.float32)
+    groups = np.sort(rng.integers(0, int(rng.integers(2, n)), n)) if seed % 2 else rng.integers(0, n // 2, n)
+    block = int(rng.integers(1, 64))
+    index, cosine = rescored_top_k(vectors, groups, k)
+    missing = ~np.isfinite(cosine)  # fewer than k other-group captions
+    index, cosine = np.where(missing, -1, index), np.where(missing, np.nan, cosine)
+    every = rescored_all(vectors)
+    expected_rows, expected_columns = np.nonzero(np.triu(groups[:, None] != groups[None, :], 1) & (every >= 0.95))
+    for precision in ("tf32", "bf16"):
+        fast = scan_pairs(vectors, groups, top_k=k, block_size=block, device="cpu", precision=precision,
+                          threshold=0.95)
+        np.testing.assert_array_equal(fast.companion_index, index)
+        np.testing.assert_array_equal(fast.companion_cosine, cosine)
+        rows, columns, values = fast.extra["pairs"]
+        np.testing.assert_array_equal(rows, expected_rows)
+        np.testing.assert_array_equal(columns, expected_columns)
+        np.testing.assert_array_equal(values, every[expected_rows, expected_columns])
