@@ -437,7 +437,6 @@ class _ScanState:
         self._above = torch.empty(cells, dtype=torch.bool, device=device) if top_k else None
         # strict lower triangle + diagonal of a diagonal tile: pairs already counted or self-pairs
         self._lower = torch.ones(block_size, block_size, dtype=torch.bool, device=device).tril()
-        self._upper = ~self._lower
         self.negative_counts = torch.zeros(bins + 1, dtype=torch.int64, device=device)
         self.same_counts = torch.zeros(bins + 1, dtype=torch.int64, device=device)
         self._tile_sums = torch.zeros((max(n_tiles, 1), 4), dtype=torch.float64, device=device)
@@ -473,7 +472,8 @@ class _ScanState:
         with threads:
             same = None
             if shares_groups:
-                same = self.groups[row_start:row_end, None] == self.groups[None, column_start:column_end]
+                # the same-group cells as (rows, columns): few, so indexing them beats masking whole tiles
+                same = _true_cells(self.groups[row_start:row_end, None] == self.groups[None, column_start:column_end])
             self._accumulate(tile, row_start, column_start, same, diagonal)
         self._tile_number += 1
 
@@ -484,11 +484,14 @@ class _ScanState:
         # pairs counted elsewhere or self-pairs: the lower triangle and diagonal of a diagonal tile
         lower = self._lower[:rows, :columns] if diagonal else None
         if self.histograms_on:
-            counted_same = same if same is None or not diagonal else same & self._upper[:rows, :columns]
+            counted_same = same
+            if same is not None and diagonal:  # the upper triangle's
+                upper = same[0] < same[1]
+                counted_same = same[0][upper], same[1][upper]
             self._histogram(tile, counted_same, lower)
         # exclude self-pairs and same-group pairs from companions and from the pairs kept
         if same is not None:
-            tile.masked_fill_(same, float("-inf"))
+            tile.index_put_(same, tile.new_tensor(float("-inf")))
         if diagonal:
             tile.fill_diagonal_(float("-inf"))
         if self.threshold is not None:
@@ -547,13 +550,12 @@ class _ScanState:
         above = self._above[: rows * columns].view(rows, columns)
         # strictly above: masked cells (-inf) never pass
         torch.gt(tile, kth[None, :] if by_column else kth[:, None], out=above)
-        hits = int(torch.count_nonzero(above))   # (a bool .sum() is ~15x slower on CPU)
+        hits = _count_true(above)
         if hits > self._most_picks(rows, columns, queries):
             return False
         if not hits:
             return True
-        # row-major: torch documents nonzero's indices as sorted lexicographically (CPU and CUDA)
-        tile_rows, tile_columns = torch.nonzero(above, as_tuple=True)
+        tile_rows, tile_columns = _true_cells(above)
         if by_column:
             # grouped by query (a column), candidates ascending within each group
             order = torch.argsort(tile_columns, stable=True)
@@ -637,7 +639,7 @@ class _ScanState:
         for first in range(0, rows.numel(), step):
             part = rows[first:first + step]
             above = tile[part] > floor[first:first + step, None]
-            part_rows, part_columns = torch.nonzero(above, as_tuple=True)
+            part_rows, part_columns = _true_cells(above)
             if not part_rows.numel():  # the finalists' re-scored cosines all fell below the k-th
                 continue
             query, candidate = query_start + part[part_rows], candidate_start + part_columns
@@ -650,7 +652,8 @@ class _ScanState:
         return rescored_cosines(self.matrix, rows, columns)
 
     def _histogram(self, tile, same, lower):
-        """Bin counts, float64 sums, min and max of the tile's pairs (upper triangle on the diagonal)."""
+        """Bin counts, float64 sums, min and max of the tile's pairs (upper triangle on the diagonal).
+        ``same``: (rows, columns) of the tile's counted same-group cells, or None."""
         torch = self.torch
         rows, columns = tile.shape
         cells = rows * columns
@@ -664,24 +667,29 @@ class _ScanState:
         bins = bin_indices_torch(tile, self.bins, scratch=scratch, out=self._bins[:cells].view(rows, columns))
         if lower is not None:
             bins.masked_fill_(lower, self.bins)  # overflow bin, discarded
-        excluded = lower
-        if same is not None:
+        has_same = same is not None and same[0].numel() > 0
+        if has_same:
             inside = tile[same]
-            if inside.numel():
-                self.same_counts += torch.bincount(bins[same], minlength=self.bins + 1)
-                sums[_SAME_SUM] = inside.to(torch.float64).sum()
-                sums[_SAME_SQUARES] = inside.mul(inside).to(torch.float64).sum()
-                low, high = torch.aminmax(inside)
-                self.same_range = torch.stack([torch.minimum(self.same_range[0], low),
-                                               torch.maximum(self.same_range[1], high)])
-                bins.masked_fill_(same, self.bins)
-                excluded = same if lower is None else (same | lower)
+            self.same_counts += torch.bincount(bins[same], minlength=self.bins + 1)
+            sums[_SAME_SUM] = inside.to(torch.float64).sum()
+            sums[_SAME_SQUARES] = inside.mul(inside).to(torch.float64).sum()
+            low, high = torch.aminmax(inside)
+            self.same_range = torch.stack([torch.minimum(self.same_range[0], low),
+                                           torch.maximum(self.same_range[1], high)])
+            bins.index_put_(same, bins.new_tensor(self.bins))
         self.negative_counts += torch.bincount(bins.reshape(-1), minlength=self.bins + 1)
-        if excluded is None:
+        if lower is None and not has_same:
             low, high = torch.aminmax(tile)
-        else:
-            low = scratch.copy_(tile).masked_fill_(excluded, float("inf")).min()
-            high = scratch.copy_(tile).masked_fill_(excluded, float("-inf")).max()
+        else:  # the negatives only: lower triangle and same-group cells set to a value that cannot win
+            extremes = []
+            for fill, reduce in ((float("inf"), torch.min), (float("-inf"), torch.max)):
+                scratch.copy_(tile)
+                if lower is not None:
+                    scratch.masked_fill_(lower, fill)
+                if has_same:
+                    scratch.index_put_(same, scratch.new_tensor(fill))
+                extremes.append(reduce(scratch))
+            low, high = extremes
         self.negative_range = torch.stack([torch.minimum(self.negative_range[0], low),
                                            torch.maximum(self.negative_range[1], high)])
 
@@ -694,7 +702,7 @@ class _ScanState:
             hits = tile >= self.threshold - self.reduced.margin
         if lower is not None:
             hits &= ~lower
-        rows, columns = torch.nonzero(hits, as_tuple=True)
+        rows, columns = _true_cells(hits)
         if not rows.numel():
             return
         rows, columns = rows + row_start, columns + column_start
@@ -758,6 +766,24 @@ class _ScanState:
             rows_too_close=self._rows_too_close, pairs_rescored=self._pairs_rescored,
         )
 
+
+
+def _count_true(mask) -> int:
+    """Number of True cells of a bool tensor (numpy's count on CPU: ~6x torch's there)."""
+    if mask.device.type == "cpu" and mask.is_contiguous():
+        return int(np.count_nonzero(mask.numpy()))
+    return int(_torch().count_nonzero(mask))
+
+
+def _true_cells(mask):
+    """(rows, columns) of the True cells of a 2-D bool tensor, in row-major order (torch
+    documents nonzero's indices as sorted lexicographically, CPU and CUDA; numpy's
+    flatnonzero is ascending). On CPU numpy's is used: ~6x faster than torch.nonzero there."""
+    torch = _torch()
+    if mask.device.type != "cpu" or not mask.is_contiguous():
+        return torch.nonzero(mask, as_tuple=True)
+    flat = torch.from_numpy(np.flatnonzero(mask.numpy()))
+    return torch.div(flat, mask.shape[1], rounding_mode="floor"), torch.remainder(flat, mask.shape[1])
 
 
 def _float64_total(values):
