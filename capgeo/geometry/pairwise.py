@@ -634,8 +634,10 @@ class _ScanState:
         floor = kth[rows] - self.reduced.margin  # (a copy: kth is a view of the lists restored next)
         self.best_cosine[query_start + rows] = before[0][rows]
         self.best_index[query_start + rows] = before[1][rows]
-        # rows in groups whose picks (at most a whole row each) fit a quarter-tile table
-        step = max(1, queries * columns // 4 // (k + columns))
+        # rows in groups of at most a sixteenth of the tile's cells: their picks' indices (16
+        # bytes each) and merge table (12) then stay within the temporaries the tile size allows
+        # for (capgeo.geometry.tile_size), even where every cell is within the margin
+        step = max(1, queries * columns // 16 // (k + columns))
         for first in range(0, rows.numel(), step):
             part = rows[first:first + step]
             above = tile[part] > floor[first:first + step, None]
