@@ -315,7 +315,8 @@ def _print_pass(entry: dict) -> None:
         if key.startswith("capgeo_"):
             precision = value.get("precision", {})
             stated = "" if not precision else (
-                f", cosine error <= {precision['cosine_error_bound']:.2g}, {precision['pairs_rescored']:,} pairs "
+                f", {precision['product']}, cosine error <= {precision['cosine_error_bound']:.2g}, "
+                f"{precision['pairs_rescored']:,} pairs "
                 f"re-scored, {precision['rows_too_close_to_call']:,} tile rows too close to call")
             print(f"  capgeo {key[7:]}: {value['seconds']:.2f} s (block {value['block_size']}, "
                   f"{value['tiles']} tiles{stated})", flush=True)

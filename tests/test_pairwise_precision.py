@@ -92,6 +92,8 @@ def test_rows_too_close_to_call_get_the_exact_top_k_of_the_rescored_cosines(prec
     assert stated["rows_too_close_to_call"] > 0 and stated["pairs_rescored"] > 0
     # cosines near 1, where a bf16 result (this CPU's product) rounds by up to 2**-8: still bounded
     assert stated["measured_max_error"] <= stated["cosine_error_bound"]
+    if stated["product"] == "bf16 inputs and output":
+        assert stated["cosine_error_bound"] > 2.0 ** -8
     index, cosine = rescored_top_k(vectors, groups, 4)
     np.testing.assert_array_equal(fast.companion_index, index)
     np.testing.assert_array_equal(fast.companion_cosine, cosine)

@@ -306,7 +306,8 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
     with torch.inference_mode():
         if check_precision(precision) != "fp32":
             reduced = ReducedProducts(matrix, precision)
-            precision_error = {"cosine_error_bound": reduced.bound, **reduced.measure(bins)}
+            precision_error = {"cosine_error_bound": reduced.bound, "product": reduced.product_kind,
+                               **reduced.measure(bins)}
         state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles), reduced,
                            max_pairs)
     threads = _CpuThreads(device, bookkeeping_threads)

@@ -78,12 +78,15 @@ class ReducedProducts:
                 chunk = self.inputs[start:start + 65536].to(torch.float32) - matrix[start:start + 65536]
                 rounding = max(rounding, float(torch.linalg.vector_norm(chunk, dim=1).max()))
             self._multiply = self._pick_bf16_product()
+            self.product_kind = "bf16 inputs, float32 output"
             if self._multiply == self._bf16_output:  # (each access makes a new bound method: not `is`)
                 output_rounding = BF16_OUTPUT_ROUNDING
+                self.product_kind = "bf16 inputs and output"
         else:
             self.inputs = matrix
             rounding = TF32_RELATIVE_ROUNDING
             self._multiply = self._tf32_product
+            self.product_kind = "tf32 inputs, float32 output"
         self.bound = (2 * rounding + rounding ** 2 + width * FLOAT32_UNIT * (1 + rounding) ** 2) * (1 + output_rounding) \
             + output_rounding
         # how far an approximate cosine may sit from its re-scored value: the bound, the
