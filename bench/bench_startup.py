@@ -67,6 +67,9 @@ def parse_args(argv=None):
                              "for compiling every module, as the very first start after an install without .pyc)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", dest="json_out", type=Path, default=None, help="also write the results here")
+    # internal: one cold start, step by step, in a fresh process (see cold_timeline)
+    parser.add_argument("--timeline-of", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--timeline-cache", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.models = [name.strip().lower() for name in args.models.split(",") if name.strip()]
     unknown = [name for name in args.models if name not in MODELS]
@@ -189,6 +192,68 @@ def in_process_encoding(args, checkpoint: Path, texts: list[str], cache: Path) -
             "encode_again_s": round(again, 3), "mean_tokens": round(float(counts.mean()), 1)}
 
 
+def cold_timeline(args, checkpoint: Path, cache: Path) -> dict:
+    """A cold start split into its steps, in a fresh process with bytecode compiled: the steps
+    `capgeo encode` takes, in its order, each timed to the next (a GPU synchronised after each).
+
+    Without a profiler's overhead (which inflates the Python-heavy steps), so the
+    steps add up to about the cold run's wall time.
+    """
+    command = [sys.executable, str(Path(__file__).resolve()), "--timeline-of", str(checkpoint),
+               "--timeline-cache", str(cache), "--device", args.device, "--captions", str(args.captions),
+               "--limit", str(args.limit)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    if getattr(args, "bytecode_folder", None) is not None:
+        env["PYTHONPYCACHEPREFIX"] = str(args.bytecode_folder)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    started = time.perf_counter()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        raise SystemExit(f"cold timeline failed ({result.returncode}):\n{result.stderr.strip()}")
+    steps = json.loads(result.stdout.strip().splitlines()[-1])
+    return {"wall_s": round(wall, 3), "steps": steps}
+
+
+def _timeline_child(args) -> int:
+    """The child of :func:`cold_timeline`: prints one JSON line of (step, seconds)."""
+    steps = []
+    mark = [time.perf_counter()]
+
+    def step(name):
+        if args.device.startswith("cuda") and "torch" in sys.modules:
+            sys.modules["torch"].cuda.synchronize()
+        now = time.perf_counter()
+        steps.append([name, round(now - mark[0], 3)])
+        mark[0] = now
+
+    sys.path.insert(0, str(ROOT))
+    from capgeo.encoders.registry import get_encoder
+
+    step("import capgeo")
+    texts = load_texts(args)
+    step("read captions")
+    encoder = get_encoder(str(args.timeline_of), device=args.device, cache_dir=args.timeline_cache)
+    step("fingerprint (weights hashed, open_clip imported meanwhile)")
+    encoder.token_counts(texts)
+    step("tokenize all captions")
+    import torch
+
+    step("import torch (if not yet)")
+    if args.device.startswith("cuda"):
+        torch.cuda.init()
+        torch.empty(1, device=args.device)
+        step("CUDA context")
+    getattr(encoder, "model")
+    step("build text tower (read weights, to device)")
+    encoder.encode(texts[:64])
+    step("first batch of 64 (first kernels)")
+    encoder.encode(texts[64:])
+    step("the other captions")
+    print(json.dumps(steps))
+    return 0
+
+
 def _clear_token_memo(encoder) -> None:
     # encode() should pay for its own tokenising, as in a real run
     memo = getattr(encoder, "_memo", None)
@@ -217,6 +282,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if not args.captions.exists():
         raise SystemExit(f"captions not found: {args.captions} (pass --captions FILE)")
+    if args.timeline_of is not None:
+        return _timeline_child(args)
     sys.path.insert(0, str(ROOT))
     import torch
 
@@ -240,6 +307,7 @@ def main(argv=None) -> int:
             row["cold"] = run_capgeo(args, checkpoint, cache, folder / f"{name}-cold.npy")
             row["no_cache"] = run_capgeo(args, checkpoint, cache, folder / f"{name}-nocache.npy", "--no-cache")
             row["hit"] = run_capgeo(args, checkpoint, cache, folder / f"{name}-hit.npy")
+            row["cold_timeline"] = cold_timeline(args, checkpoint, folder / f"timeline-{name}")
             row["in_process"] = in_process_encoding(args, checkpoint, texts, cache)
             results.append(row)
             print_row(row)
@@ -259,6 +327,11 @@ def print_row(row: dict) -> None:
     print(f"  in process: load {inner['load_s']:.2f} s (model + tokenizer, fingerprint remembered); "
           f"then tokenize {inner['tokenize_s']:.2f} s, tokenize+forward {inner['encode_s']:.2f} s "
           f"({inner['encode_again_s']:.2f} s the second time, every batch shape seen)")
+    timeline = row["cold_timeline"]
+    print(f"  cold start step by step (a fresh process, {timeline['wall_s']:.2f} s in all; "
+          f"{sum(seconds for _, seconds in timeline['steps']):.2f} s in these steps):")
+    for name, seconds in timeline["steps"]:
+        print(f"    {seconds:6.2f} s  {name}")
     for label in ("cold", "no_cache", "hit"):
         run = row[label]
         startup = run["wall_s"] - (inner["encode_s"] if run["origin"] != "cache" else 0.0)
