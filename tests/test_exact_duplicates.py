@@ -7,12 +7,24 @@ import unicodedata
 
 import pytest
 
-from capgeo.captions.exact_duplicates import EXAMPLE_TEXT_CHARS, find_exact_duplicates
+import polars as pl
+
+from capgeo.captions.exact_duplicates import (EXAMPLE_TEXT_CHARS, find_exact_duplicates, normalize_text,
+                                              normalized_texts)
+from capgeo.findings.highlight import is_exact_duplicate
+from capgeo.findings.leak import exact_twins
+from capgeo.findings.per_caption import exact_duplicate_of
+
+# characters where the shortcuts differ from the rule: casefold vs lower case (ß, ẞ, final sigma),
+# NFKC (ligature, full-width, decomposed accent, no-break space), whitespace that Python splits on
+# and a regex's \s does not (\x1c) or only Unicode-aware ones do (\u2003, \u3000)
+TRICKY = ["a", "B", "ss", "SS", "ß", "ẞ", "Σ", "σ", "ς", "İ", "i\u0307", "ﬁ", "fi", "Ａ", "é", "e\u0301",
+          " ", "  ", "\t", "\n", "\x0b", "\x1c", "\u00a0", "\u2003", "\u3000", ".", "🐕"]
 
 
 def reference(texts, groups):
     """Pairs of identical normalised texts, by brute force over all pairs."""
-    keys = [" ".join(unicodedata.normalize("NFKC", text).lower().split()) for text in texts]
+    keys = [" ".join(unicodedata.normalize("NFKC", text).casefold().split()) for text in texts]
     cross = within = 0
     for i, j in itertools.combinations(range(len(texts)), 2):
         if keys[i] == keys[j]:
@@ -92,3 +104,46 @@ def test_long_example_texts_are_cut():
     text = "word " * 200
     result = find_exact_duplicates([text, text.upper()], ["1", "2"], ["a", "b"])
     assert len(result["examples"][0]["text"]) == EXAMPLE_TEXT_CHARS + 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_vectorised_keys_are_the_rule_on_tricky_texts(seed):
+    import random
+
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(TRICKY) for _ in range(rng.randrange(1, 7))) for _ in range(400)]
+    texts += ["plain ASCII\ttext  ", "  ", "Straße", "STRASSE"]
+    expected = [" ".join(unicodedata.normalize("NFKC", text).casefold().split()) for text in texts]
+    assert [normalize_text(text) for text in texts] == expected
+    assert normalized_texts(pl.Series(texts, dtype=pl.String)).to_list() == expected
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_command_uses_one_exact_duplicate_rule(seed):
+    """profile's counts, --per-caption's exact_duplicate_of, leak's exact twins and dupes' flag agree
+    with a brute-force pairing by the rule ("Straße" == "STRASSE": casefold, not lower case)."""
+    import random
+
+    rng = random.Random(seed)
+    texts = ["".join(rng.choice(TRICKY[:16]) for _ in range(3)) for _ in range(150)]
+    texts += ["Eine Straße im Regen.", "EINE STRASSE IM REGEN.", "eine strasse im regen."]
+    n = len(texts)
+    keys = [" ".join(unicodedata.normalize("NFKC", text).casefold().split()) for text in texts]
+    pairs = {(i, j) for i, j in itertools.combinations(range(n), 2) if keys[i] == keys[j]}
+    assert {(n - 3, n - 2), (n - 3, n - 1), (n - 2, n - 1)} <= pairs
+
+    ids = [f"c{i}" for i in range(n)]
+    result = find_exact_duplicates(texts, ids, ids)  # every caption its own image
+    assert result["n_pairs_cross_group"] == len(pairs)
+
+    first_of = {}
+    for i, key in enumerate(keys):
+        first_of.setdefault(key, i)
+    assert exact_duplicate_of(texts, ids) == [None if first_of[key] == i else ids[first_of[key]]
+                                              for i, key in enumerate(keys)]
+
+    eval_rows, train_rows = exact_twins(texts, texts)  # every pair both ways, and each text with itself
+    twins = {(int(a), int(b)) for a, b in zip(eval_rows, train_rows) if a < b}
+    assert twins == pairs
+
+    assert {(i, j) for i, j in itertools.combinations(range(n), 2) if is_exact_duplicate(texts[i], texts[j])} == pairs

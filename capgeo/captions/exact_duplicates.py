@@ -8,6 +8,7 @@ keeps them from hiding in those distributions.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Sequence
 
 import polars as pl
@@ -18,14 +19,18 @@ MAX_EXAMPLES = 5
 EXAMPLE_TEXT_CHARS = 300
 
 
-def normalized_text(column: pl.Expr) -> pl.Expr:
-    """Unicode NFKC, lower case, runs of whitespace collapsed to one space, trimmed."""
-    return (
-        column.str.normalize("NFKC")
-        .str.to_lowercase()
-        .str.replace_all(r"\s+", " ")
-        .str.strip_chars()
-    )
+def normalize_text(text: str) -> str:
+    """The text two captions must share to be exact duplicates: Unicode NFKC, casefolded
+    ("Straße" == "STRASSE"), runs of whitespace collapsed to one space, trimmed; punctuation counts.
+    The one rule of every command (profile, dupes, leak, --per-caption)."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+def normalized_texts(texts: pl.Series) -> pl.Series:
+    """:func:`normalize_text` of every text. Python's own rule, not a polars imitation of it:
+    polars has no casefold, and its NFKC + regex took longer (4.0 s against 1.9 s for 204,000
+    DOCCI captions; 1M COCO captions in 0.9 s)."""
+    return pl.Series(texts.name, [normalize_text(text) for text in texts], dtype=pl.String)
 
 
 def _pairs(count: pl.Expr) -> pl.Expr:
@@ -41,7 +46,8 @@ def find_exact_duplicates(texts: Sequence[str], caption_ids: Sequence[str], grou
     table = pl.DataFrame(
         {"caption_id": list(map(str, caption_ids)), "group_id": list(map(str, group_ids)), "text": list(texts)},
         schema={"caption_id": pl.String, "group_id": pl.String, "text": pl.String},
-    ).with_row_index("row").with_columns(key=normalized_text(pl.col("text")))
+    ).with_row_index("row")
+    table = table.with_columns(key=normalized_texts(table["text"]))
 
     # only texts that occur more than once are aggregated: at a million captions, the lists
     # of every unique text were most of the section's time
@@ -77,7 +83,7 @@ def find_exact_duplicates(texts: Sequence[str], caption_ids: Sequence[str], grou
         examples.append({"text": text, "caption_ids": row["caption_ids"], "group_ids": row["group_ids"]})
 
     return {
-        "normalization": "NFKC, lower case, whitespace collapsed",
+        "normalization": "NFKC, casefold, whitespace collapsed",
         "n_sets": int(sets.height),
         "n_captions": n_captions,
         "n_redundant_captions": n_captions - int(sets.height),

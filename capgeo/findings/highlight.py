@@ -43,6 +43,8 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass
 
+from capgeo.captions.exact_duplicates import normalize_text
+
 #: English function words ignored when comparing captions. Counting words
 #: ("one", "two") and colours are content: they are what tells captions apart.
 STOP_WORDS = frozenset("""
@@ -157,13 +159,9 @@ def content_tokens(text: str) -> tuple[Token, ...]:
     return tuple(token for token in tokenize(text) if token.is_content)
 
 
-def normalize_text(text: str) -> str:
-    """Text compared for exact duplicates: NFKC, casefolded, whitespace collapsed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
 def is_exact_duplicate(text_a: str, text_b: str) -> bool:
-    """Same text after Unicode (NFKC), case and whitespace normalisation; punctuation counts."""
+    """Same text after NFKC, casefold and whitespace collapsing (punctuation counts): the rule of
+    every command (:func:`capgeo.captions.exact_duplicates.normalize_text`)."""
     return normalize_text(text_a) == normalize_text(text_b)
 
 

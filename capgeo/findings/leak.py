@@ -17,7 +17,7 @@ import polars as pl
 
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair
-from capgeo.captions.exact_duplicates import normalized_text
+from capgeo.captions.exact_duplicates import normalized_texts
 
 SCHEMA = "capgeo.leak/1"
 DEFAULT_THRESHOLD = 0.95
@@ -28,8 +28,8 @@ DEFAULT_TOP = 20
 def exact_twins(train_texts: Sequence[str], eval_texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(eval row, train row) of every pair with the same normalised text."""
     def keyed(texts):
-        return (pl.DataFrame({"text": list(texts)}, schema={"text": pl.String}).with_row_index("row")
-                .select("row", key=normalized_text(pl.col("text"))))
+        texts = pl.Series("text", list(texts), dtype=pl.String)
+        return pl.DataFrame({"key": normalized_texts(texts)}).with_row_index("row")
 
     joined = keyed(eval_texts).join(keyed(train_texts), on="key", suffix="_train").sort(["row", "row_train"])
     return joined["row"].to_numpy().astype(np.int64), joined["row_train"].to_numpy().astype(np.int64)

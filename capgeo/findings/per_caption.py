@@ -15,7 +15,7 @@ import numpy as np
 import polars as pl
 
 from capgeo.errors import CapgeoError
-from capgeo.captions.exact_duplicates import normalized_text
+from capgeo.captions.exact_duplicates import normalized_texts
 
 #: row file formats by suffix
 TABLE_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
@@ -52,9 +52,9 @@ def companion_scan(caption_ids, companions: dict) -> SimpleNamespace:
 def exact_duplicate_of(texts, caption_ids) -> list:
     """For each caption, the id of the first caption (in dataset order) with the same
     normalised text, or None when it is that first one or has no duplicate."""
-    table = (pl.DataFrame({"text": list(texts), "caption_id": list(caption_ids)},
-                          schema={"text": pl.String, "caption_id": pl.String})
-             .with_columns(key=normalized_text(pl.col("text")))
+    keys = normalized_texts(pl.Series("text", list(texts), dtype=pl.String))
+    table = (pl.DataFrame({"key": keys, "caption_id": list(caption_ids)},
+                          schema={"key": pl.String, "caption_id": pl.String})
              .with_columns(first=pl.col("caption_id").first().over("key")))
     return table.select(pl.when(pl.col("first") != pl.col("caption_id")).then(pl.col("first"))).to_series().to_list()
 
