@@ -243,6 +243,23 @@ def test_encoder_output_is_checked_before_it_is_cached(tmp_path):
     assert not list((tmp_path / "b").glob("embeddings/*/chunk-*"))
 
 
+def test_an_all_zero_encoder_output_is_refused_not_cached_as_nan(tmp_path):
+    """A zero vector has no direction: normalising it wrote NaN rows into the cache and the export."""
+    class Zeroes(CountingEncoder):
+        def encode(self, texts, **kwargs):
+            vectors = super().encode(texts, **kwargs)
+            for row, text in enumerate(texts):
+                if text.split()[-1] == "#4":
+                    vectors[row] = 0.0
+            return vectors
+
+    from capgeo.errors import EncoderError
+
+    with pytest.raises(EncoderError, match="all-zero vector for caption row 4"):
+        embed(make_texts(6), Zeroes(), cache_dir=tmp_path)
+    assert not list(tmp_path.glob("embeddings/*/chunk-*"))
+
+
 def test_chunks_of_another_chunk_size_are_replaced(tmp_path):
     texts = make_texts(20)
     embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=8)

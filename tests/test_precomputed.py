@@ -171,3 +171,50 @@ def test_fingerprint_follows_file_content(tmp_path):
     first = get_encoder(str(tmp_path / "v.npy")).info.fingerprint
     np.save(tmp_path / "v.npy", raw_vectors(3, seed=2))
     assert get_encoder(str(tmp_path / "v.npy")).info.fingerprint != first
+
+
+def test_empty_and_damaged_files_are_one_line_errors(tmp_path):
+    """An empty .npy/.npz, a cut or CRC-damaged .npz: numpy and zipfile raise EOFError and
+    BadZipFile, which must become one line naming the file, not a traceback."""
+    for name in ("empty.npy", "empty.npz", "empty.parquet"):
+        (tmp_path / name).write_bytes(b"")
+        expect_error(caption_set(5), f"vectors:{tmp_path / name}", name, "empty")
+    np.savez(tmp_path / "good.npz", vectors=raw_vectors(5), ids=np.array([f"c{i:03d}" for i in range(5)]))
+    data = (tmp_path / "good.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(data[: len(data) // 2])
+    expect_error(caption_set(5), f"vectors:{tmp_path / 'cut.npz'}", "cut.npz", "cannot read vectors")
+    # flip one byte of the stored vectors (inside the first member's data): the CRC no longer matches
+    damaged = bytearray(data)
+    damaged[200] ^= 0xFF
+    (tmp_path / "crc.npz").write_bytes(bytes(damaged))
+    expect_error(caption_set(5), f"vectors:{tmp_path / 'crc.npz'}", "crc.npz", "cannot read vectors")
+    compressed = tmp_path / "packed.npz"
+    np.savez_compressed(compressed, vectors=raw_vectors(5))
+    packed = bytearray(compressed.read_bytes())
+    packed[120] ^= 0xFF
+    (tmp_path / "packed-bad.npz").write_bytes(bytes(packed))
+    expect_error(caption_set(5), f"vectors:{tmp_path / 'packed-bad.npz'}", "packed-bad.npz", "cannot read vectors")
+
+
+def test_npz_ids_saved_as_bytes_are_text(tmp_path):
+    raw = raw_vectors(4)
+    np.savez(tmp_path / "v.npz", vectors=raw[::-1], ids=np.array([b"c003", b"c002", b"c001", b"c000"]))
+    result = embed(caption_set(4), str(tmp_path / "v.npz"))
+    np.testing.assert_allclose(result.vectors, unit(raw), atol=1e-6)
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_float64_vectors_beyond_float32_range_are_normalised(tmp_path, scale):
+    """Finite, non-zero float64 vectors are directions whatever their scale: 1e200 overflowed
+    float32 ("NaN or infinite") and 1e-200 vanished ("all zeros") before."""
+    import warnings
+
+    raw = raw_vectors(6)
+    np.save(tmp_path / "v.npy", raw * scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no stray RuntimeWarning on the terminal
+        result = embed(caption_set(6), f"vectors:{tmp_path / 'v.npy'}")
+    np.testing.assert_allclose(result.vectors, unit(raw), atol=1e-6)
+    raw[2, 1] = np.inf
+    np.save(tmp_path / "bad.npy", raw * scale)
+    expect_error(caption_set(6), f"vectors:{tmp_path / 'bad.npy'}", "NaN or infinite", "row 2")

@@ -109,12 +109,15 @@ def _encode_pending(text_encoder: TextEncoder, texts, order, pending, limit, bar
 
 
 def _checked_unit_rows(chunk: np.ndarray, rows: np.ndarray, spec: str) -> np.ndarray:
-    """Refuse non-finite output; re-normalise rows that half precision left slightly off unit length."""
+    """Refuse non-finite or all-zero output; re-normalise rows that half precision left slightly off unit length."""
     finite = np.isfinite(chunk).all(axis=1)
     if not finite.all():
         raise EncoderError(f"encoder {spec!r} produced NaN or infinite values for caption row "
                            f"{int(rows[np.argmin(finite)])}")
     norms = np.linalg.norm(chunk, axis=1, keepdims=True)
+    if not norms.all():  # a zero vector has no direction: dividing would write NaN into the cache and outputs
+        raise EncoderError(f"encoder {spec!r} produced an all-zero vector for caption row "
+                           f"{int(rows[np.argmin(norms[:, 0] > 0)])}")
     if np.any(np.abs(norms - 1.0) > 1e-4):
         chunk = (chunk / norms).astype(np.float32)
     return chunk

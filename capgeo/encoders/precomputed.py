@@ -58,8 +58,13 @@ def read_vector_file(path: str | Path, names: VectorNames = CAPTION_VECTOR_NAMES
     if not path.is_file():
         raise EncoderError(f"vector file not found: {path}")
     suffix = path.suffix.lower()
+    import zipfile
+    import zlib
+
     from polars.exceptions import PolarsError
 
+    if suffix in (".npy", ".npz", ".parquet") and path.stat().st_size == 0:
+        raise EncoderError(f"{path}: cannot read vectors: the file is empty (0 bytes)")
     try:
         if suffix == ".npy":
             stored = VectorFile(np.load(path, allow_pickle=False), None)
@@ -69,7 +74,9 @@ def read_vector_file(path: str | Path, names: VectorNames = CAPTION_VECTOR_NAMES
             stored = _read_parquet(path, names)
         else:
             raise EncoderError(f"{path}: vector files must end in .npy, .npz or .parquet")
-    except (OSError, ValueError, PolarsError) as error:
+    # a damaged .npz is a damaged zip archive (BadZipFile: bad CRC, not a zip; zlib.error inside
+    # a compressed member); a cut .npy ends early (EOFError)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, PolarsError) as error:
         # first line only: polars and numpy messages can run over several
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         if "allow_pickle" in reason:
@@ -105,8 +112,18 @@ def _read_npz(path: Path, names: VectorNames) -> VectorFile:
             raise EncoderError(f"{path}: .npz needs an array named {' or '.join(map(repr, names.npz_vectors))} "
                                f"(found: {', '.join(archive.files)})")
         ids_key = next((name for name in names.npz_ids if name in archive.files), None)
-        ids = [str(value) for value in archive[ids_key].tolist()] if ids_key else None
+        ids = [_id_text(value, path) for value in archive[ids_key].tolist()] if ids_key else None
         return VectorFile(archive[vectors_key], ids)
+
+
+def _id_text(value, path: Path) -> str:
+    """An id as text; ids saved as a bytes array (numpy dtype S) are UTF-8 text, not "b'...'"."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise EncoderError(f"{path}: the ids array holds bytes that are not UTF-8 text ({value!r})") from error
+    return str(value)
 
 
 def _read_parquet(path: Path, names: VectorNames) -> VectorFile:
@@ -155,7 +172,8 @@ def normalise_rows(vectors: np.ndarray, source: str, labels: Sequence[str] | Non
         norms, bad, zeros, rescale = check_rows(chunk)
         not_finite.append(bad + start)
         zero.append(zeros + start)
-        normalised[start:start + len(chunk)] = chunk
+        with np.errstate(over="ignore"):  # float64 values beyond float32's range: their rows are rescaled next
+            normalised[start:start + len(chunk)] = chunk
         if rescale.size:
             normalised[start + rescale] = rescaled(chunk[rescale], norms[rescale])
     nothing = np.zeros(0, dtype=np.int64)

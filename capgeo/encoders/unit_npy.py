@@ -115,13 +115,27 @@ def check_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     """(float64 norms, rows holding NaN or inf, all-zero rows, rows to rescale) of a block of
     rows; the three index arrays count from the block's first row. Rows within
     UNIT_NORM_TOLERANCE of unit length are not to rescale: they are kept bit for bit."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
+    if rows.dtype.kind == "f" and rows.dtype.itemsize > 4:
+        norms = _wide_float_norms(rows)
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):
+            norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
     # squares of float32 values cannot overflow float64, so a row's norm is finite exactly
     # when all its values are: no second pass over the block (it took twice the einsum's time)
     finite = np.isfinite(norms)
     rescale = np.flatnonzero(finite & (np.abs(norms - 1.0) > UNIT_NORM_TOLERANCE) & (norms > 0))
     return norms, np.flatnonzero(~finite), np.flatnonzero(finite & (norms == 0)), rescale
+
+
+def _wide_float_norms(rows: np.ndarray) -> np.ndarray:
+    """Norms of float64 rows, each scaled by its largest magnitude first, so values whose
+    squares overflow (1e200) or vanish (1e-200) in float64 still have their finite, non-zero norm."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        largest = np.max(np.abs(rows), axis=1).astype(np.float64)
+        scale = np.where(np.isfinite(largest) & (largest > 0), largest, 1.0)
+        scaled = rows / scale[:, None]
+        norms = scale * np.sqrt(np.einsum("ij,ij->i", scaled, scaled, dtype=np.float64))
+    return np.where(np.isfinite(largest), norms, np.inf)
 
 
 def rescaled(rows: np.ndarray, norms: np.ndarray) -> np.ndarray:
