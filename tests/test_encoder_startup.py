@@ -123,6 +123,31 @@ def test_a_damaged_memo_is_recomputed_not_an_error(tmp_path):
     assert json.loads((tmp_path / weight_memo.MEMO_FILE).read_text())  # rewritten whole
 
 
+@pytest.mark.parametrize("which, loader", [("clip", load_open_clip_encoder), ("longclip", load_longclip_encoder)])
+@pytest.mark.parametrize("damage", ["null", "missing key", "wrong type", "short hash"])
+def test_a_memo_that_parses_but_has_the_wrong_shape_is_recomputed(tmp_path, request, which, loader, damage):
+    """An edited memo, or one another capgeo version wrote, is not an error (was a TypeError or
+    KeyError traceback): facts that do not have the expected shape are computed again."""
+    checkpoint = str(request.getfixturevalue(f"{which}_checkpoint"))
+    reference = loader(checkpoint, device="cpu", cache_dir=tmp_path / "clean", lazy=True).info
+    memo_file = tmp_path / "memo" / weight_memo.MEMO_FILE
+    loader(checkpoint, device="cpu", cache_dir=tmp_path / "memo", lazy=True)
+    memo = json.loads(memo_file.read_text())
+    (facts,) = [record["facts"] for record in memo.values()]
+    name = "open_clip_text" if which == "clip" else "longclip_text"
+    if damage == "null":
+        facts[name] = None
+    elif damage == "missing key":
+        facts[name] = {"width": 32}
+    elif damage == "wrong type":
+        facts[name]["width"] = "wide"
+    else:
+        facts["sha256"] = "abc"
+    memo_file.write_text(json.dumps(memo))
+    assert loader(checkpoint, device="cpu", cache_dir=tmp_path / "memo", lazy=True).info == reference
+    assert json.loads(memo_file.read_text()) != memo  # and the memo holds the recomputed facts again
+
+
 def test_only_the_text_tower_is_allocated_and_read(monkeypatch, clip_checkpoint):
     from capgeo.encoders import checkpoint as checkpoint_module
 

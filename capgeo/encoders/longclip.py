@@ -28,7 +28,7 @@ from pathlib import Path
 from capgeo.encoders.base import EncoderInfo
 from capgeo.encoders.checkpoint import read_state_dict
 from capgeo.encoders.open_clip_import import import_open_clip
-from capgeo.encoders.weight_memo import weight_facts, weight_fingerprint
+from capgeo.encoders.weight_memo import record_of, weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
 LONGCLIP_CONTEXT = 248
@@ -66,7 +66,7 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None, *, cache
     path, name = _resolve(spec)
     # a file hashed for the first time is a first run, which will build the tower: import its code meanwhile
     fingerprint = weight_fingerprint(path, cache_dir, meanwhile=lambda: import_open_clip(()))
-    facts = weight_facts(path, "longclip_text", lambda: _text_facts(path), cache_dir)
+    facts = weight_facts(path, "longclip_text", lambda: _text_facts(path), cache_dir, valid=TEXT_FACTS)
 
     def build_model():
         from capgeo.device import default_device
@@ -87,6 +87,10 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None, *, cache
     if not lazy:
         encoder.model  # noqa: B018 - build now, so a tower that does not load fails here
     return encoder
+
+
+#: the shape of what _text_facts returns, which a remembered value must have to be used
+TEXT_FACTS = record_of(width=int, name=str, logit_scale=(float, int, None))
 
 
 def _text_facts(path: Path) -> dict:

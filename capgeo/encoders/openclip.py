@@ -29,7 +29,7 @@ import numpy as np
 from capgeo.encoders.base import EncoderInfo
 from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict
 from capgeo.encoders.open_clip_import import import_open_clip, libraries_needed
-from capgeo.encoders.weight_memo import weight_facts, weight_fingerprint
+from capgeo.encoders.weight_memo import record_of, weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt")
@@ -183,7 +183,7 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
     """
     spec = spec.strip()
     config, weights, quick_gelu, name, tokenizer_name = _resolve(spec)
-    facts = weight_facts(weights, "open_clip_text", lambda: _text_facts(weights), cache_dir)
+    facts = weight_facts(weights, "open_clip_text", lambda: _text_facts(weights), cache_dir, valid=TEXT_FACTS)
     if facts["longclip"]:
         raise EncoderError(f"{weights} is a Long-CLIP checkpoint (it has positional_embedding_res); "
                            f"pass the file itself or longclip-B/longclip-L as the encoder")
@@ -224,6 +224,10 @@ def _model_fingerprint(weights_sha256: str, config: dict, quick_gelu: bool, toke
     build = json.dumps({"weights": weights_sha256, "config": config, "quick_gelu": bool(quick_gelu),
                         "tokenizer": tokenizer_name}, sort_keys=True, default=str)
     return hashlib.sha256(build.encode()).hexdigest()
+
+
+#: the shape of what _text_facts returns, which a remembered value must have to be used
+TEXT_FACTS = record_of(width=(int, None), context_length=(int, None), logit_scale=(float, int, None), longclip=bool)
 
 
 def _text_facts(weights: Path) -> dict:

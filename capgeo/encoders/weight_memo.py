@@ -38,17 +38,21 @@ def weight_fingerprint(path: str | os.PathLike, cache_dir: str | os.PathLike | N
             meanwhile()
             return digest.result()
 
-    return weight_facts(path, "sha256", hash_overlapped, cache_dir)
+    return weight_facts(path, "sha256", hash_overlapped, cache_dir, valid=_is_sha256)
 
 
 def weight_facts(path: str | os.PathLike, name: str, compute: Callable[[], object],
-                 cache_dir: str | os.PathLike | None = None):
-    """``compute()`` (JSON-serialisable) for this version of the file, remembered under ``name``."""
+                 cache_dir: str | os.PathLike | None = None, *, valid: Callable[[object], bool] | None = None):
+    """``compute()`` (JSON-serialisable) for this version of the file, remembered under ``name``.
+
+    ``valid(value)`` says whether a remembered value has the shape ``compute`` gives (see
+    :func:`record_of`): one that does not (an edited memo, another capgeo version's) is
+    computed again, never used."""
     resolved = str(Path(path).resolve())
     stat = os.stat(resolved)
     memo_path = _memo_path(cache_dir)
     known = _record(_read(memo_path), resolved, stat)["facts"]
-    if name in known:
+    if name in known and (valid is None or valid(known[name])):
         return known[name]
     value = compute()
     memo = _read(memo_path)  # again: compute() may have remembered other facts meanwhile
@@ -60,6 +64,25 @@ def weight_facts(path: str | os.PathLike, name: str, compute: Callable[[], objec
         memo.pop(next(iter(memo)))
     _write(memo_path, memo)
     return value
+
+
+def record_of(**types) -> Callable[[object], bool]:
+    """A ``valid`` for :func:`weight_facts`: a dict with exactly these keys, each value of its
+    type(s) (``None`` for a key that may be null)."""
+    def valid(value) -> bool:
+        if not isinstance(value, dict) or set(value) != set(types):
+            return False
+        for key, allowed in types.items():
+            allowed = allowed if isinstance(allowed, tuple) else (allowed,)
+            if not any(value[key] is None if kind is None else isinstance(value[key], kind) for kind in allowed):
+                return False
+        return True
+
+    return valid
+
+
+def _is_sha256(value) -> bool:
+    return isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
 
 
 def _record(memo: dict, resolved: str, stat: os.stat_result) -> dict:
