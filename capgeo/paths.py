@@ -25,7 +25,7 @@ def encoder_input_file(spec: str | None) -> str | None:
     """The local file an --encoder spec reads (vector file or checkpoint), if any."""
     if not spec:
         return None
-    from capgeo.encoders.registry import spec_kind
+    from capgeo.encoders.registry import model_at_checkpoint, spec_kind
 
     try:
         kind, argument = spec_kind(spec)
@@ -33,8 +33,9 @@ def encoder_input_file(spec: str | None) -> str | None:
         return None  # the encoder's own error comes later, with its wording
     if kind == "precomputed":
         return argument
-    if "@" in argument and not argument.lower().startswith(("hf-hub:", "local-dir:")):
-        return argument.split("@", 1)[1]
+    at = model_at_checkpoint(argument)
+    if at is not None:
+        return at[1]
     if Path(argument).suffix.lower() in (".pt", ".pth", ".bin", ".safetensors"):
         return argument
     return None

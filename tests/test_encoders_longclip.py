@@ -194,3 +194,36 @@ def test_missing_hub_weights_offline_say_what_to_do(monkeypatch, tmp_path):
     message = str(caught.value)
     assert "BeichenZhang/LongCLIP-L/longclip-L.pt" in message and "--encoder /path/to/longclip-L.pt" in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["long-clip-L.pt", "weights.pth", "run@3/model.pt", "LONGCLIP-T.PT",
+                                  "longclip-T.safetensors", "W.SAFETENSORS"])
+def test_a_longclip_file_is_known_by_its_contents_whatever_its_name(tmp_path, state, checkpoint, name):
+    """Only '*longclip*.pt' names reached the Long-CLIP loader, and the open_clip loader's advice
+    ('pass the file itself') sent the user back to the same refusal."""
+    from safetensors.torch import save_file
+
+    from capgeo.encoders.registry import get_encoder
+
+    path = tmp_path / "renamed" / name
+    path.parent.mkdir(parents=True)
+    if path.suffix.lower() == ".safetensors":
+        save_file({key: value.contiguous() for key, value in state.items()}, str(path))
+    else:
+        torch.save(state, path)
+    texts = ["a red bus parked beside a brick wall", "two dogs run across a wide green field " * 12]
+    encoder = get_encoder(str(path), device="cpu", cache_dir=tmp_path / "cache")
+    assert encoder.info.kind == "longclip" and encoder.info.context_length == 248
+    reference = load_longclip_encoder(str(checkpoint), device="cpu", cache_dir=tmp_path / "cache")
+    np.testing.assert_allclose(encoder.encode(texts), reference.encode(texts), atol=1e-6)
+
+
+def test_model_at_a_longclip_file_says_to_pass_the_file_and_that_works(tmp_path, state):
+    from capgeo.encoders.registry import get_encoder
+
+    path = tmp_path / "long-clip.pt"
+    torch.save(state, path)
+    with pytest.raises(EncoderError, match="pass the file itself") as raised:
+        get_encoder(f"ViT-L-14@{path}", device="cpu", cache_dir=tmp_path / "cache")
+    assert f"--encoder {path}" in str(raised.value)
+    assert get_encoder(str(path), device="cpu", cache_dir=tmp_path / "cache").info.kind == "longclip"

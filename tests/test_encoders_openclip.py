@@ -172,3 +172,26 @@ def test_embed_entry_point_uses_this_loader(tmp_path, tiny_model_name, model, ca
     wide = open_clip.SimpleTokenizer(context_length=1000)(captions)
     assert (embeddings.truncated == ((wide != 0).sum(dim=1) > 40).numpy()).all()
     assert embeddings.info.kind == "open_clip" and embeddings.max_tokens == 40
+
+
+@pytest.mark.parametrize("name", ["run@3/epoch.pt", "EPOCH.PT", "W.SAFETENSORS"])
+def test_bare_checkpoint_with_an_at_sign_in_its_path_or_an_upper_case_suffix(tmp_path, model, captions, name):
+    """A folder called run@3 was read as MODEL@checkpoint; .PT was not a checkpoint suffix and a
+    .SAFETENSORS file was handed to torch.load."""
+    from safetensors.torch import save_file
+
+    from capgeo.encoders.registry import get_encoder
+
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".safetensors":
+        save_file({key: value.contiguous() for key, value in model.state_dict().items()}, str(path))
+    else:
+        torch.save(model.state_dict(), path)
+    path.with_suffix(".json").write_text(json.dumps(tiny_config(77)))
+    encoder = get_encoder(str(path), device="cpu", cache_dir=tmp_path / "cache")
+    assert encoder.info.kind == "open_clip"
+    assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5
+    # and MODEL@ with that path still reads the model name before the first @ only
+    by_config = get_encoder(f"{path.with_suffix('.json')}@{path}", device="cpu", cache_dir=tmp_path / "cache")
+    assert np.abs(by_config.encode(captions) - expected_for(model, captions)).max() < 1e-5

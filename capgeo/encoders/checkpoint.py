@@ -22,7 +22,7 @@ def read_state_dict(path: str | Path, keep: Callable[[str], bool] = lambda key: 
     """The checkpoint's state dict (``state_dict`` wrapper and ``module.`` prefix removed), with the
     tensors of the keys ``keep`` accepts; for ``.pt`` files they stay memory-mapped until used."""
     path = Path(path)
-    if path.suffix == SAFETENSORS_SUFFIX:
+    if path.suffix.lower() == SAFETENSORS_SUFFIX:
         return _read_safetensors(path, keep)
     checkpoint = _torch_load(path)
     if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
@@ -36,7 +36,7 @@ def read_state_dict(path: str | Path, keep: Callable[[str], bool] = lambda key: 
 def key_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
     """Key -> shape, reading no tensor data."""
     path = Path(path)
-    if path.suffix == SAFETENSORS_SUFFIX:
+    if path.suffix.lower() == SAFETENSORS_SUFFIX:
         with _safe_open(path) as handle:
             return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
     return {key: tuple(getattr(value, "shape", ())) for key, value in read_state_dict(path).items()}

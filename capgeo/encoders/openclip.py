@@ -29,6 +29,7 @@ import numpy as np
 from capgeo.encoders.base import EncoderInfo
 from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict
 from capgeo.encoders.open_clip_import import import_open_clip, libraries_needed
+from capgeo.encoders.registry import model_at_checkpoint
 from capgeo.encoders.weight_memo import record_of, weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
@@ -182,11 +183,17 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
     neither. Only the text tower is built and only its weights are read.
     """
     spec = spec.strip()
+    longclip_file = _longclip_by_content(spec, cache_dir)
+    if longclip_file is not None:
+        from capgeo.encoders.longclip import load_longclip_encoder
+
+        return load_longclip_encoder(spec, device, cache_dir=cache_dir, lazy=lazy)
     config, weights, quick_gelu, name, tokenizer_name = _resolve(spec)
     facts = weight_facts(weights, "open_clip_text", lambda: _text_facts(weights), cache_dir, valid=TEXT_FACTS)
     if facts["longclip"]:
-        raise EncoderError(f"{weights} is a Long-CLIP checkpoint (it has positional_embedding_res); "
-                           f"pass the file itself or longclip-B/longclip-L as the encoder")
+        raise EncoderError(f"{weights} is a Long-CLIP checkpoint (it has positional_embedding_res), which no "
+                           f"open_clip MODEL config fits; pass the file itself (--encoder {weights}) or "
+                           f"longclip-B / longclip-L")
     text_cfg = config.setdefault("text_cfg", {})
     if facts["context_length"] is not None and facts["context_length"] != text_cfg.get("context_length", 77):
         # never let open_clip interpolate the checkpoint's positional table to the config's length
@@ -216,6 +223,18 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
     encoder.info = EncoderInfo(spec=spec, kind="open_clip", name=name, width=int(width),
                                context_length=context_length, logit_scale=logit_scale, fingerprint=fingerprint)
     return encoder
+
+
+def _longclip_by_content(spec: str, cache_dir) -> Path | None:
+    """The weight file a bare path spec names, when it is a Long-CLIP state dict (two positional
+    tables), whatever the file is called: its name only decides where the registry sends it first."""
+    if model_at_checkpoint(spec) is not None or spec.lower().startswith(("hf-hub:", "local-dir:")):
+        return None
+    path = Path(spec).expanduser()
+    if path.suffix.lower() not in WEIGHT_SUFFIXES or not path.is_file():
+        return None
+    facts = weight_facts(path, "open_clip_text", lambda: _text_facts(path), cache_dir, valid=TEXT_FACTS)
+    return path if facts["longclip"] else None
 
 
 def _model_fingerprint(weights_sha256: str, config: dict, quick_gelu: bool, tokenizer_name: str) -> str:
@@ -351,8 +370,9 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         if weights is None:
             raise EncoderError(f"{spec}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
         return config, weights, False, folder.name, spec
-    if "@" in spec:
-        model_name, _, path = spec.partition("@")
+    at = model_at_checkpoint(spec)
+    if at is not None:
+        model_name, path = at
         weights = Path(path).expanduser()
         if not weights.is_file():
             raise EncoderError(f"{spec}: checkpoint file {weights} not found")
@@ -363,7 +383,7 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
             return _config_from_json(config_file), weights, False, config_file.stem, ""
         return _builtin_config(model_name, spec), weights, False, model_name, model_name
     path = Path(spec).expanduser()
-    if path.suffix in WEIGHT_SUFFIXES:
+    if path.suffix.lower() in WEIGHT_SUFFIXES:
         if not path.is_file():
             raise EncoderError(f"checkpoint file {path} not found")
         for config_file in (path.with_suffix(".json"), path.parent / "open_clip_config.json"):
@@ -467,7 +487,7 @@ def _weights_in_folder(folder: Path) -> Path | None:
             return Path(found)
     except ImportError:
         pass
-    candidates = sorted(p for p in folder.iterdir() if p.suffix in WEIGHT_SUFFIXES)
+    candidates = sorted(p for p in folder.iterdir() if p.suffix.lower() in WEIGHT_SUFFIXES)
     return candidates[0] if candidates else None
 
 

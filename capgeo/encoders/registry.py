@@ -67,7 +67,7 @@ def spec_kind(spec: str | None) -> tuple[str, str]:
     suffix = Path(lowered).suffix
     if suffix in VECTOR_SUFFIXES:
         return "precomputed", spec
-    if "@" in spec:
+    if model_at_checkpoint(spec) is not None:
         return "open_clip", spec              # MODEL@checkpoint, whatever the file is called
     if suffix in (".pt", ".pth") and "longclip" in Path(lowered).name:
         return "longclip", spec
@@ -76,6 +76,17 @@ def spec_kind(spec: str | None) -> tuple[str, str]:
     if spec.count("/") == 1 and all(spec.split("/")):
         return "open_clip", spec              # MODEL/PRETRAINED
     raise EncoderError(f"unknown encoder spec {spec!r}; expected one of: {describe_kinds()}")
+
+
+def model_at_checkpoint(spec: str) -> tuple[str, str] | None:
+    """(MODEL, checkpoint path) of a ``MODEL@checkpoint`` spec, else None: hub and folder specs,
+    and a path that is itself an existing file although an ``@`` is in its name (a folder
+    called ``run@3``), are not. With several ``@``, the split is at the first one after which
+    an existing file is named (else at the first, for the error that follows)."""
+    if "@" not in spec or spec.lower().startswith(("hf-hub:", "local-dir:")) or Path(spec).expanduser().is_file():
+        return None
+    splits = [(spec[:at], spec[at + 1:]) for at, char in enumerate(spec) if char == "@"]
+    return next((split for split in splits if Path(split[1]).expanduser().is_file()), splits[0])
 
 
 def describe_kinds() -> str:
