@@ -35,6 +35,14 @@ def check_writable(target: str | os.PathLike) -> None:
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise CapgeoError(f"cannot write {target}: {folder} is not a writable folder")
+    # permissions do not tell it all (root passes os.access; a read-only mount, /sys, a full
+    # quota): create and remove a file there, as the atomic write will
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".capgeo-write-check-")
+    except OSError as error:
+        raise write_error(target, error) from None
+    os.close(handle)
+    os.unlink(probe)
 
 
 #: errno -> what the user can do about it

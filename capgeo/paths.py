@@ -10,6 +10,7 @@ other outputs before it reads or encodes anything.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -41,13 +42,30 @@ def encoder_input_file(spec: str | None) -> str | None:
     return None
 
 
+#: every JSON capgeo writes is an object whose "schema" names it (capgeo.profile/1, capgeo.dupes/1, ...)
+_RESULT_SCHEMA = re.compile(r'"schema"\s*:\s*"capgeo\.')
+_RESULT_HEAD_BYTES = 1 << 16
+
+
+def is_capgeo_result(path: str | os.PathLike) -> bool:
+    """Is ``path`` a JSON result capgeo wrote (so writing a new one over it loses nothing of the
+    user's)? Read from its first 64 KB: a JSON object with a capgeo "schema" there."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_RESULT_HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return head.lstrip().startswith("{") and _RESULT_SCHEMA.search(head) is not None
+
+
 def _input_clash(output: Path, label: str, given: str) -> bool:
-    """Does writing ``output`` destroy the input ``given``? A folder input (a dataset
-    folder) clashes with every existing file inside it."""
+    """Does writing ``output`` destroy or change the input ``given``? A folder input (a dataset
+    folder) clashes with every file inside it, existing or new."""
     source = _resolved(given)
     if output == source:
         return True
-    return source.is_dir() and output.exists() and output.is_relative_to(source)
+    # a new file inside a dataset folder clashes too: the next run would read it as part of the data
+    return source.is_dir() and output.is_relative_to(source)
 
 
 def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
@@ -72,6 +90,9 @@ def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
         target = _resolved(path)
         for label, source in given_inputs:
             if _input_clash(target, label, source):
+                if _resolved(source) != target and not target.exists():
+                    raise CapgeoError(f"{option} {path} is inside the input {label} folder {source}, which "
+                                      "would then hold it as data; choose an output file outside that folder")
                 where = source if _resolved(source) == target else f"{source} (it holds {path})"
                 raise CapgeoError(f"{option} {path} would overwrite the input {label} {where}; "
                                   "choose another output file")

@@ -47,6 +47,11 @@ CATALOGUE = [
     ("report-over-saved-profile", "report P.json -o P.json", "would overwrite the input DATA", {}),
     ("compare-over-a-source", "compare P.json P2.json -o P2.json", "would overwrite the input SOURCES", {}),
     ("json-over-file-in-dataset-folder", "info ds --json ds/D.jsonl", "(it holds ds/D.jsonl)", {}),
+    ("new-output-inside-dataset-folder", "info ds --json ds/new.txt", "inside the input DATA folder", {}),
+    # --json takes its FILE optionally: here it takes the training set, and two EVAL files remain
+    ("leak-json-takes-the-training-set", "leak --json D.jsonl C.parquet C.parquet --encoder vectors:V.npy",
+     "is not a capgeo result", {}),
+    ("json-over-a-dataset-not-read", "info C.parquet --json D.jsonl", "is not a capgeo result", {}),
     ("json-over-checkpoint", "profile D.jsonl --encoder ViT-B-32@ckpt.pt --json ckpt.pt",
      "would overwrite the input --encoder ckpt.pt", {}),
     ("output-over-data-through-symlink", "report link.jsonl -o D.jsonl", "would overwrite the input DATA", {}),
@@ -342,3 +347,13 @@ def test_an_output_in_a_missing_folder_creates_it_and_says_so(workspace, command
     assert result.exit_code == 0, result.output
     assert f"Note: created the folder {Path('new') / 'deeper'}" in result.stderr
     assert len(list((workspace / "new" / "deeper").iterdir())) == 1
+
+
+def test_json_replaces_an_earlier_capgeo_result_of_any_command(workspace):
+    """The guard above lets a rerun write over its own earlier result, whichever command wrote it."""
+    env = {"CAPGEO_CACHE": str(workspace / "cache")}
+    for command in ("info D.jsonl", "encode D.jsonl --encoder vectors:V.npy", "encoders"):
+        for _ in range(2):
+            result = run(f"{command} --json out.json", env)
+            assert result.exit_code == 0, result.output
+            assert json.loads((workspace / "out.json").read_text())["schema"].startswith("capgeo.")

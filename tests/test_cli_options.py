@@ -64,6 +64,27 @@ def test_atomic_write_into_an_impossible_place_is_a_capgeo_error(tmp_path):
             handle.write("{}")
 
 
+def test_an_output_folder_that_refuses_files_is_found_before_the_work(tmp_path, monkeypatch):
+    """Permissions do not tell it all (root passes os.access on a read-only mount or /sys): the
+    check creates and removes a file there, and leaves nothing behind when it can."""
+    import errno
+    import tempfile
+
+    from capgeo import _atomic
+    from capgeo.errors import CapgeoError
+
+    _atomic.check_writable(tmp_path / "out.json")
+    assert list(tmp_path.iterdir()) == []
+
+    def read_only(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    with pytest.raises(CapgeoError, match="cannot write .*out.json: Read-only file system; that file system is "
+                                          "read-only"):
+        _atomic.check_writable(tmp_path / "out.json")
+
+
 def test_an_unwritable_cache_names_the_folder_and_the_way_out(tmp_path, repo_data):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

@@ -32,7 +32,9 @@ def encoders(json_out):
     if json_out:
         from capgeo.cli.options import print_json
 
-        print_json({"encoders": [{"kind": k.kind, "examples": list(k.examples), "notes": k.notes} for k in kinds]},
+        refuse_path_clashes()
+        print_json({"schema": "capgeo.encoders/1",
+                    "encoders": [{"kind": k.kind, "examples": list(k.examples), "notes": k.notes} for k in kinds]},
                    json_out)
         return
     from rich.console import Console

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-
+import os
 
 import click
 
@@ -157,6 +157,23 @@ def refuse_path_clashes(**extra_outputs: str | None) -> None:
     inputs["--encoder"] = [path for path in map(encoder_input_file, _encoder_specs(params)) if path]
     outputs = {label: params.get(name) for name, label in OUTPUT_PARAMS.items()}
     check_output_paths(inputs, {**outputs, **extra_outputs})
+    _refuse_json_over_foreign_file(params.get("json_out"))
+
+
+def _refuse_json_over_foreign_file(json_out: str | None) -> None:
+    """--json FILE may replace an earlier capgeo result, nothing else.
+
+    --json takes its FILE optionally, so ``capgeo leak --json TRAIN EVAL1 EVAL2`` takes TRAIN
+    for its FILE and still leaves the command the files it needs: without this check the
+    training set would be overwritten with the result.
+    """
+    from capgeo.errors import CapgeoError
+    from capgeo.paths import is_capgeo_result
+
+    if json_out not in (None, "-") and os.path.isfile(json_out) and not is_capgeo_result(json_out):
+        raise CapgeoError(f"--json {json_out}: that file exists and is not a capgeo result (a dataset?), so it is "
+                          "not overwritten; --json takes the name right after it as its FILE: put --json after "
+                          "the file names, or give it a new file name")
 
 
 def check_options_before_encoding(captions=None, **concerns) -> None:

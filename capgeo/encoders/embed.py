@@ -147,6 +147,10 @@ def _embed_precomputed(encoder, ids: Sequence[str], max_tokens: int | None) -> E
                       origin="precomputed", notes=notes)
 
 
+#: names the JSON of `capgeo encode --json`
+ENCODE_SCHEMA = "capgeo.encode/1"
+
+
 def encode_summary(captions, embeddings: Embeddings, seconds: float) -> dict:
     """What `capgeo encode` reports: the encoder, the counts, token lengths and timing."""
     counts = embeddings.token_counts
@@ -160,6 +164,7 @@ def encode_summary(captions, embeddings: Embeddings, seconds: float) -> dict:
             "truncated_fraction": float(embeddings.truncated.mean()),
         }
     return {
+        "schema": ENCODE_SCHEMA,
         "encoder": embeddings.info.to_dict(),
         "captions": int(embeddings.vectors.shape[0]),
         "groups": int(captions.n_groups) if hasattr(captions, "n_groups") else None,
