@@ -151,3 +151,31 @@ def test_line_endings_and_unicode_separators(tmp_path):
     csv.write_bytes("\ufeffcaption,id\r\n\"multi\nline\",1\r\nplain,2\r\n".encode("utf-8"))
     captions = load_captions(csv)
     assert captions.texts == ["multi\nline", "plain"] and captions.ids == ["1", "2"]
+
+
+@pytest.mark.parametrize("format", ["jsonl", "csv"])
+def test_a_record_without_a_group_never_joins_another_image(tmp_path, format):
+    """Its group is its caption id, here its line number "2", which is also the first record's
+    image: the dog was made a second caption of the cat's image."""
+    rows = [{"image": "2", "caption": "a cat"}, {"image": None, "caption": "a dog"},
+            {"image": "1", "caption": "a bird"}]
+    if format == "csv":
+        path = tmp_path / "g.csv"
+        path.write_text("caption,image\na cat,2\na dog,\na bird,1\n")
+    else:
+        path = _write(tmp_path, format, rows)
+    captions = load_captions(str(path))
+    assert captions.n_groups == 3
+    groups = dict(zip(captions.texts, captions.groups))
+    assert groups["a cat"] == "2" and groups["a bird"] == "1"
+    assert groups["a dog"] not in ("1", "2")
+
+
+def test_a_record_without_an_id_gets_one_no_other_record_has(tmp_path):
+    """Its line number "2" is another record's id: that was reported as a duplicate id at a line
+    that has no id at all."""
+    rows = [{"id": "2", "caption": "a cat"}, {"id": None, "caption": "a dog"}, {"id": "3", "caption": "a bird"}]
+    captions = load_captions(str(_write(tmp_path, "jsonl", rows)))
+    assert captions.ids[0] == "2" and captions.ids[2] == "3"
+    assert captions.ids[1] not in ("2", "3") and captions.ids[1].startswith("2")
+    assert len(set(captions.ids)) == 3 and captions.n_groups == 3

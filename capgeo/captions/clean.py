@@ -5,10 +5,13 @@ Readers hand over ``RawCaptions``: parallel columns as they appear in the file.
 
 - caption ids: taken from the file when it has them; otherwise ``<group>#<k>``
   (k = 0, 1, ... counting that group's captions in file order, as Flickr30k does)
-  or, without a group either, the record's number (readers pass line numbers);
+  or, without a group either, the record's number (readers pass line numbers); an id
+  made for a record that lacks one never equals an id the file gives (" (line N)" is
+  added where it would);
 - duplicate caption ids stop the load with an error naming both occurrences,
   since every later result is keyed by caption id;
-- a missing group means one caption per image: group = caption id;
+- a missing group means one caption per image: group = caption id (" (no group)"
+  added where that id is also another record's group);
 - text is stripped of surrounding whitespace, inner text kept as is; empty,
   whitespace-only, invisible-only (control, zero-width) and null captions are
   skipped and counted in ``skipped``; a caption that is not text (a number, a
@@ -128,6 +131,9 @@ def _caption_ids(raw: RawCaptions) -> list[str]:
                 .select(pl.col("group") + "#" + within).to_series().to_list())
     n_rows = len(raw.texts)
     counters: Counter = Counter()
+    # a record without an id in a file whose other records have ids: the id made for it must not
+    # be one of theirs (record 2's number "2" beside a given id "2" read as a duplicate id)
+    given_ids = {str(value) for value in raw.ids if value is not None and value != ""} if raw.ids is not None else set()
     ids: list[str] = []
     for row in range(n_rows):
         given = raw.ids[row] if raw.ids is not None else None
@@ -137,12 +143,20 @@ def _caption_ids(raw: RawCaptions) -> list[str]:
         group = raw.groups[row] if raw.groups is not None else None
         if group is not None and group != "":
             group = str(group)
-            ids.append(f"{group}#{counters[group]}")
+            made = f"{group}#{counters[group]}"
             counters[group] += 1
         else:
             # readers of line-based files pass line numbers as ids; this is the last resort
-            ids.append(str(row + 1))
+            made = str(row + 1)
+        ids.append(_distinct(made, given_ids, f" ({raw.where(row)})"))
     return ids
+
+
+def _distinct(made: str, taken: set[str], marker: str) -> str:
+    """``made``, or ``made`` with ``marker`` added (as often as needed) when a given value is already that."""
+    while made in taken:
+        made += marker
+    return made
 
 
 def _check_unique(ids: list[str], raw: RawCaptions) -> None:
@@ -161,7 +175,14 @@ def _check_unique(ids: list[str], raw: RawCaptions) -> None:
 def _group_ids(groups: list | None, ids: list[str]) -> list[str]:
     if groups is None:
         return list(ids)
-    return [caption_id if group is None or group == "" else str(group) for group, caption_id in zip(groups, ids)]
+    if all(type(group) is str and group for group in groups):
+        return list(groups)
+    # a caption without a group is an image of its own: its group is its caption id, unless that
+    # is also another image's group (ids and image ids are often both numbers), which would
+    # silently make the two captions positives of one image
+    given = {str(group) for group in groups if group is not None and group != ""}
+    return [_distinct(caption_id, given, " (no group)") if group is None or group == "" else str(group)
+            for group, caption_id in zip(groups, ids)]
 
 
 def _rows_of_split(splits: list | None, split: str, raw: RawCaptions) -> list[int]:
