@@ -60,3 +60,24 @@ def test_two_columns_equal_ignoring_case_are_an_error(tmp_path):
     assert result.exit_code == 2
     assert "Error:" in result.output and "no key 'Text' (--text-column)" in result.output and "TEXT" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("header, expected", [("caption,Caption,image", "first col"),
+                                              ("Caption,caption,image", "second col"),
+                                              ("Caption,note,image", "first col")])
+def test_recognised_columns_prefer_the_exact_name_to_the_last_one_equal_ignoring_case(tmp_path, header, expected):
+    """Found automatically, 'caption' beside 'Caption' took whichever came last."""
+    path = tmp_path / "two.csv"
+    path.write_text(f"{header}\nfirst col,second col,1\nx,y,2\n")
+    assert load_captions(path).texts[0] == expected
+
+
+def test_recognised_columns_equal_ignoring_case_without_an_exact_one_are_an_error(tmp_path):
+    path = write_jsonl(tmp_path / "two.jsonl", [{"TEXT": "first", "Text": "second", "IMAGE": "a", "Image": "b"}])
+    result = CliRunner().invoke(main, ["info", str(path)])
+    assert result.exit_code == 2
+    assert ("keys 'TEXT' and 'Text' both match 'text' ignoring case, and none matches exactly; name the one to "
+            "use with --text-column") in result.stderr
+    result = CliRunner().invoke(main, ["info", str(path), "--text-column", "TEXT"])
+    assert result.exit_code == 2 and "'IMAGE' and 'Image' both match 'image'" in result.stderr
+    assert load_captions(path, text_column="Text", group_column="IMAGE").texts == ["second"]

@@ -266,8 +266,25 @@ def _pick(table: Table, given: str | None, option: str, names: tuple[str, ...], 
         warnings.warn(ColumnCaseWarning(f"{option} {given!r}: using {_noun(table)} {folded[0]!r} of {path} "
                                         f"(no exact match; matched ignoring case)"), stacklevel=2)
         return folded[0]
-    lowered = {column.lower(): column for column in table.columns}
-    return next((lowered[name] for name in names if name in lowered), None)
+    for name in names:  # the first recognised name present wins: exactly, else the one column equal ignoring case
+        if name in table.columns:
+            return name
+        folded = [column for column in table.columns if column.casefold() == name]
+        if len(folded) == 1:
+            return folded[0]
+        if folded:
+            raise DataError(f"{path}: {_noun(table)}s {' and '.join(map(repr, folded))} both match {name!r} ignoring "
+                            f"case, and none matches exactly; {_advice_for(name)}")
+    return None
+
+
+def _advice_for(name: str) -> str:
+    """How to pick one of two columns that both match a recognised name ignoring case."""
+    for option, names in (("--text-column", TEXT_NAMES), ("--captions-column", CAPTIONS_NAMES),
+                          ("--id-column", ID_NAMES), ("--group-column", GROUP_NAMES)):
+        if name in names:
+            return f"name the one to use with {option}"
+    return "rename one of them"
 
 
 def _noun(table: Table) -> str:
