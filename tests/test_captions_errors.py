@@ -209,3 +209,13 @@ def test_csv_line_numbers_are_read_only_when_needed(tmp_path, monkeypatch):
     path = _file(tmp_path, "caps.csv", "image,caption\n" + "".join(f"i{row},caption {row}\n" for row in range(50)))
     monkeypatch.setattr(tabular._LineNumbers, "_numbers", lambda self: pytest.fail("line numbers were read"))
     assert len(load_captions(path)) == 50
+
+
+@pytest.mark.parametrize("name, content, where", [
+    ("s.jsonl", '{"id":"a","caption":"bad \\ud800 escape"}\n{"id":"b","caption":"a dog"}\n', "line 1: the caption"),
+    ("s2.jsonl", '{"id":"a","caption":"a cat"}\n{"id":"b\\udc00","caption":"a dog"}\n', "line 2: the id"),
+    ("s.json", '[{"image":"x\\udc00","caption":"a"},{"image":"y","caption":"b"}]', "record 1: the group"),
+])
+def test_an_unpaired_surrogate_escape_is_named_not_a_traceback(tmp_path, name, content, where):
+    message = _error(_file(tmp_path, name, content))
+    assert f"{name}: {where} holds" in message and "surrogate" in message

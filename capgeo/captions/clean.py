@@ -62,6 +62,28 @@ class RawCaptions:
 
 
 def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | None = None) -> CaptionSet:
+    try:
+        return _checked_caption_set(raw, split=split, limit=limit)
+    except UnicodeEncodeError:
+        # a JSON escape of half a surrogate pair ("\ud800") reads as a str that is not Unicode text,
+        # which polars (UTF-8) refuses: name where it is instead of a traceback
+        raise _not_unicode_text(raw) from None
+
+
+def _not_unicode_text(raw: RawCaptions) -> DataError:
+    for name, values in (("caption", raw.texts), ("id", raw.ids), ("group", raw.groups), ("split", raw.splits)):
+        for row, value in enumerate(values or ()):
+            if isinstance(value, str):
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError as error:
+                    return DataError(f"{raw.source}: {raw.where(row)}: the {name} holds {value[error.start]!r}, half "
+                                     f"of a UTF-16 surrogate pair (an escape such as \\ud800 without its partner), "
+                                     f"which is not Unicode text; fix or drop that record")
+    return DataError(f"{raw.source}: holds text that is not valid Unicode (an unpaired surrogate escape)")
+
+
+def _checked_caption_set(raw: RawCaptions, *, split: str | None, limit: int | None) -> CaptionSet:
     n_rows = len(raw.texts)
     ids = _caption_ids(raw)
     _check_unique(ids, raw)
