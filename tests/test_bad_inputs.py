@@ -70,6 +70,14 @@ CATALOGUE = [
      "one would overwrite the other", {}),
     ("dupes-output-and-json-same", "dupes D.jsonl --encoder vectors:V.npy -o o.txt --json ./o.txt",
      "one would overwrite the other", {}),
+    # numbers no option takes: NaN passed click's range checks, a negative seed reached numpy
+    ("gamma-hard-edge-nan", "gamma D.jsonl --encoder vectors:V.npy --hard-edge nan", "is not a finite number", {}),
+    ("profile-threshold-nan", "profile D.jsonl --near-duplicate-threshold nan", "is not a finite number", {}),
+    ("profile-logit-scale-inf", "profile D.jsonl --logit-scale inf", "is not a finite number", {}),
+    ("gamma-grid-inf", "gamma D.jsonl --grid 0,inf", "finite gamma values", {}),
+    ("profile-buckets-nan", "profile D.jsonl --buckets 0.5,nan", "expected finite numbers", {}),
+    ("profile-seed-negative", "profile D.jsonl --seed -1", "-1 is not in the range x>=0", {}),
+    ("dupes-seed-negative", "dupes D.jsonl --group-components --keep random --seed -3", "not in the range", {}),
     # option checks before encoding, worded alike in every command
     ("profile-buckets-descending", "profile D.jsonl --buckets 0.9,0.8",
      "--buckets: edges must be strictly ascending", {}),
@@ -115,7 +123,7 @@ CATALOGUE = [
     ("dupes-parquet-to-stdout", "dupes D.jsonl --output-format parquet", "needs an output file", {}),
     ("dupes-examples-and-components", "dupes D.jsonl --examples --group-components", "choose one of", {}),
     ("dupes-every-pair-without-threshold", "dupes D.jsonl --top 0", "give --threshold too", {}),
-    ("gamma-negative-grid", "gamma D.jsonl --grid -1", "expected one or more gamma values >= 0", {}),
+    ("gamma-negative-grid", "gamma D.jsonl --grid -1", "expected one or more finite gamma values >= 0", {}),
     ("truncation-lengths-not-numbers", "truncation D.jsonl --lengths 32,abc", "comma-separated token counts", {}),
     ("profile-max-tokens-1", "profile D.jsonl --max-tokens 1", "Invalid value for '--max-tokens'", {}),
     ("encode-precomputed-max-tokens", "encode D.jsonl --encoder vectors:V.npy --max-tokens 16",

@@ -7,14 +7,16 @@ import sys
 import click
 
 from capgeo.cli.options import (
+    SEED,
+    FiniteFloatRange,
     check_options_before_encoding,
     dataset_options,
     embed_from_options,
     encoder_options,
     json_option,
     load_from_options,
-    refuse_path_clashes,
     ray_option,
+    refuse_path_clashes,
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
@@ -34,7 +36,7 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 @click.command("dupes")
 @dataset_options
 @encoder_options
-@click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=None, metavar="T",
+@click.option("--threshold", type=FiniteFloatRange(-1.0, 1.0), default=None, metavar="T",
               help="Only pairs with cosine >= T (and, with --group-components, the link threshold; "
                    f"default there {DEFAULT_COMPONENT_THRESHOLD}).")
 @click.option("--top", "top", type=click.IntRange(min=0), default=50, show_default=True, metavar="N",
@@ -45,7 +47,7 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 @click.option("--examples", is_flag=True,
               help="Instead of the pair list: query captions at quantiles of the hardest-companion "
                    "distribution, each with its nearest captions of other groups (--threshold and --top do not apply).")
-@click.option("--quantile", "quantiles", type=click.FloatRange(0.0, 1.0), multiple=True, metavar="Q",
+@click.option("--quantile", "quantiles", type=FiniteFloatRange(0.0, 1.0), multiple=True, metavar="Q",
               help="Quantile of hardest-companion cosine for --examples (repeatable; default 0.9).")
 @click.option("--per-quantile", type=click.IntRange(min=1), default=3, show_default=True,
               help="Query captions per quantile for --examples.")
@@ -61,7 +63,7 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 @click.option("--drop-list", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
               callback=writable_output,
               help="With --group-components: write the ids of the captions --keep drops, one per line, to FILE.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --keep random.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of --keep random.")
 @click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
               help="Companions kept per caption in the scan; crowded captions are re-searched exactly.")
 @block_size_option
@@ -86,7 +88,13 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
     shared and differing words and character spans; see docs/dupes.md.
     """
     from capgeo.errors import CapgeoError
-    from capgeo.findings.duplicates import DEFAULT_QUANTILES, dupes_section, section_columns, section_rows, write_rows
+    from capgeo.findings.duplicates import (
+        DEFAULT_QUANTILES,
+        dupes_section,
+        section_columns,
+        section_rows,
+        write_rows,
+    )
 
     if examples and group_components:
         raise CapgeoError("choose one of --examples and --group-components")

@@ -14,8 +14,8 @@ from capgeo.cli.options import (
     encoder_options,
     json_option,
     load_from_options,
-    refuse_path_clashes,
     ray_option,
+    refuse_path_clashes,
     writable_output,
 )
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    SEED,
+    FiniteFloatRange,
     batch_size_options,
     check_options_before_encoding,
     dataset_options,
-    emit,
     embed_from_options,
+    emit,
     encoder_options,
     json_option,
     load_from_options,
@@ -25,22 +27,22 @@ def _parse_grid(ctx, param, value):
         grid = [float(item) for item in value.replace(" ", "").split(",") if item]
     except ValueError:
         raise click.BadParameter(f"{value!r}: expected comma-separated numbers, e.g. 0,0.25,0.5,1") from None
-    if not grid or any(g < 0 or g != g for g in grid):
-        raise click.BadParameter(f"{value!r}: expected one or more gamma values >= 0")
+    if not grid or not all(0 <= gamma < float("inf") for gamma in grid):  # (NaN fails the comparison too)
+        raise click.BadParameter(f"{value!r}: expected one or more finite gamma values >= 0")
     return grid
 
 
 @click.command()
 @dataset_options
 @encoder_options
-@click.option("--logit-scale", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+@click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Logit scale s (exp of CLIP's logit_scale). Default: the checkpoint's when it has one, else 100 "
                    "(the paper's).")
 @click.option("--grid", callback=_parse_grid, default=None, metavar="G1,G2,...",
               help="gamma values of the diagnostics table. Default: 0 to 1 in steps of 0.125.")
 @batch_size_options
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draw.")
-@click.option("--hard-edge", type=click.FloatRange(-1, 1), default=0.9, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draw.")
+@click.option("--hard-edge", type=FiniteFloatRange(-1, 1), default=0.9, show_default=True,
               help="Caption cosine at or above which an in-batch negative counts as hardest-bucket.")
 @click.option("--image-embeddings", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
               metavar="FILE",

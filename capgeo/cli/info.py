@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.options import dataset_options, emit, json_option, load_from_options, refuse_path_clashes
+from capgeo.cli.options import (
+    dataset_options,
+    emit,
+    json_option,
+    load_from_options,
+    refuse_path_clashes,
+)
 
 HELP = """Show what DATA holds: format, captions and groups, captions per group, splits,
 caption length in words, examples, and rows skipped while reading (with why).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    FiniteFloatRange,
     check_options_before_encoding,
     emit,
     encoder_options,
@@ -20,7 +21,7 @@ from capgeo.findings.leak import DEFAULT_THRESHOLD, DEFAULT_TOP
 @click.argument("evals", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, path_type=str),
                 metavar="EVAL [EVAL ...]")
 @encoder_options
-@click.option("--threshold", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_THRESHOLD, show_default=True,
+@click.option("--threshold", type=FiniteFloatRange(-1.0, 1.0), default=DEFAULT_THRESHOLD, show_default=True,
               metavar="T", help="An eval caption leaks when a training caption has cosine >= T with it "
                                 "(exact duplicates always count).")
 @click.option("--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True, metavar="N",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    FiniteFloatRange,
     check_options_before_encoding,
     dataset_options,
     embed_from_options,
@@ -15,7 +16,12 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     row_file_output,
 )
-from capgeo.findings.negatives import DEFAULT_K, DEFAULT_MAX_COSINE, DEFAULT_MIN_COSINE, NEGATIVE_SUFFIXES
+from capgeo.findings.negatives import (
+    DEFAULT_K,
+    DEFAULT_MAX_COSINE,
+    DEFAULT_MIN_COSINE,
+    NEGATIVE_SUFFIXES,
+)
 
 
 @click.command("negatives")
@@ -26,9 +32,9 @@ from capgeo.findings.negatives import DEFAULT_K, DEFAULT_MAX_COSINE, DEFAULT_MIN
               help="Rows (anchor id and text, negative ids, texts, cosines) to FILE: .jsonl or .parquet.")
 @click.option("-k", "--negatives", "k", type=click.IntRange(min=1), default=DEFAULT_K, show_default=True,
               help="Negatives per caption, hardest first.")
-@click.option("--min-cosine", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_MIN_COSINE, show_default=True,
+@click.option("--min-cosine", type=FiniteFloatRange(-1.0, 1.0), default=DEFAULT_MIN_COSINE, show_default=True,
               metavar="C", help="Keep negatives with cosine >= C.")
-@click.option("--max-cosine", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_MAX_COSINE, show_default=True,
+@click.option("--max-cosine", type=FiniteFloatRange(-1.0, 1.0), default=DEFAULT_MAX_COSINE, show_default=True,
               metavar="C", help="Keep negatives with cosine < C; above it are exact and near-exact duplicates, "
                                 "false negatives.")
 @click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import click
@@ -250,9 +251,27 @@ def comma_separated_floats(ctx, param, value):
     if value is None:
         return None
     try:
-        return tuple(float(part) for part in value.replace(" ", "").split(",") if part)
+        numbers = tuple(float(part) for part in value.replace(" ", "").split(",") if part)
     except ValueError:
         raise click.BadParameter(f"expected comma-separated numbers such as 0.7,0.8,0.9, got {value!r}") from None
+    if not all(math.isfinite(number) for number in numbers):
+        raise click.BadParameter(f"expected finite numbers, got {value!r}")
+    return numbers
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange without NaN and infinities: NaN passes every range comparison
+    (--hard-edge nan reached the formatting code), and no cosine, scale or share is infinite."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+#: --seed: numpy's generators take non-negative seeds (a negative one was a ValueError traceback)
+SEED = click.IntRange(min=0)
 
 
 def reproduce_command() -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    SEED,
+    FiniteFloatRange,
     batch_size_options,
     check_options_before_encoding,
     comma_separated_floats,
@@ -13,8 +15,8 @@ from capgeo.cli.options import (
     encoder_options,
     json_option,
     load_from_options,
-    refuse_path_clashes,
     ray_option,
+    refuse_path_clashes,
     reproduce_command,
     row_file_output,
 )
@@ -44,8 +46,8 @@ MODES = ("auto", "exact", "sampled")
               help="Companions (most similar captions of other groups) kept per caption.")
 @block_size_option
 @precision_option
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
-@click.option("--near-duplicate-threshold", type=click.FloatRange(-1.0, 1.0), default=DEFAULT_NEAR_DUPLICATE_THRESHOLD,
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
+@click.option("--near-duplicate-threshold", type=FiniteFloatRange(-1.0, 1.0), default=DEFAULT_NEAR_DUPLICATE_THRESHOLD,
               show_default=True,
               metavar="T", help="Cosine at or above which two captions of different images count as near-duplicates.")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
@@ -60,7 +62,7 @@ MODES = ("auto", "exact", "sampled")
                    "(recall measured on a sample and reported).")
 @click.option("--no-companions", is_flag=True,
               help="Leave the per-caption top-k companion lists out of the JSON (keeps the hardest one).")
-@click.option("--logit-scale", type=click.FloatRange(min=0, min_open=True), default=None, metavar="S",
+@click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True), default=None, metavar="S",
               help="Logit scale s for the gamma suggestion (default: the checkpoint's, else 100).")
 @click.option("--no-gamma", is_flag=True, help="Skip the gamma suggestion (see `capgeo gamma`).")
 @click.option("--per-caption", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
+    SEED,
     batch_size_options,
     check_options_before_encoding,
     column_notes,
@@ -40,7 +41,7 @@ def _wrote(path, notes) -> None:
 
 _shared_profile_options = [
     batch_size_options,
-    click.option("--seed", type=int, default=0, show_default=True, help="Seed of the batch draws."),
+    click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws."),
 ]
 
 
