@@ -116,6 +116,27 @@ def test_images_left_without_captions_are_counted():
     assert section["dedup"]["n_groups_dropped"] == 1 and section["dedup"]["n_groups_after"] == 2
 
 
+def test_dedup_that_leaves_one_caption_reports_no_companion_and_writes_the_drop_list(tmp_path):
+    """Ten copies of one caption, ten images: nine are dropped and the one left has no companion
+    (the query for its companion after the drop stopped the command with 'need at least 2 captions')."""
+    data = write_jsonl(tmp_path / "same.jsonl", [f"c{i}" for i in range(10)], [f"img{i}" for i in range(10)],
+                       ["A dog runs."] * 10)
+    drop, report = tmp_path / "drop.txt", tmp_path / "dupes.json"
+    result = run("dupes", data, "--encoder", "vectors:" + str(_same_vectors(tmp_path, 10)), "--group-components",
+                 "--drop-list", drop, "--json", report)
+    assert result.exit_code == 0, result.output
+    assert drop.read_text().split() == [f"c{i}" for i in range(1, 10)]
+    dedup = json.loads(report.read_text())["dedup"]
+    assert dedup["n_captions_after"] == 1 and dedup["hardest_companion_mean_after"] is None
+    assert dedup["hardest_companion_mean_before"] == pytest.approx(1.0)
+
+
+def _same_vectors(folder, n):
+    path = folder / "same.npy"
+    np.save(path, np.tile(unit([[1.0, 2.0, 3.0]]), (n, 1)).astype(np.float32))
+    return path
+
+
 @pytest.mark.parametrize("args, message", [
     (["--group-components", "--keep", "biggest"], "'biggest' is not one of"),
     (["--keep", "first"], "add --group-components"),

@@ -58,13 +58,15 @@ def hardest_after_drop(vectors: np.ndarray, group_codes: np.ndarray, scan, dropp
     hardest = np.where(has, cosine[np.arange(n), first], np.nan)
     # a full list with every entry dropped may hide a remaining companion further down
     search = np.flatnonzero(~has & valid[:, -1] & ~is_dropped)
-    if search.size:
-        remaining = np.flatnonzero(~is_dropped)
+    remaining = np.flatnonzero(~is_dropped)
+    if search.size and remaining.size > 1:  # (a caption left alone has no companion: NaN below)
         local = np.searchsorted(remaining, search)
         _, found = query_companions(vectors[remaining], np.asarray(group_codes)[remaining], local, top_k=1,
                                     block_size=block_size)
         hardest[search] = found[:, 0]
     hardest[is_dropped] = np.nan
+    if remaining.size < 2:
+        hardest[:] = np.nan
     return hardest
 
 
