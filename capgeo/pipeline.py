@@ -49,7 +49,9 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
                 profile["companions"].pop(key, None)
             profile["options"]["include_companions"] = False
     if gamma:
-        add_gamma_section(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
+        left_out = add_gamma_section(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
+        if left_out:  # asked for and not there: say why, in the JSON and on the terminal
+            profile["gamma_left_out"] = left_out
     return profile
 
 

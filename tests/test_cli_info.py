@@ -33,7 +33,7 @@ def test_json_matches_library_summary(runner, repo_data):
     path = repo_data / "docci_sample.jsonlines"
     result = runner.invoke(main, ["info", str(path), "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == summarize_captions(load_captions(path))
+    assert json.loads(result.stdout) == {"schema": "capgeo.info/1", **summarize_captions(load_captions(path))}
 
 
 def test_json_to_file_and_options(runner, repo_data, tmp_path):

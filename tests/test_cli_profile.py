@@ -160,3 +160,9 @@ def test_no_gamma_section_for_batches_the_rule_cannot_answer(tmp_path):
     profile = json.loads(result.stdout)
     assert [entry["batch_size"] for entry in profile["batches"]] == [3]
     assert "gamma" not in profile
+    # and it says so, in the JSON and on the terminal (it was silent: no gamma line, no caution)
+    assert "--batch-size 3 is too small for the gamma rule" in profile["gamma_left_out"]
+    result = run(data, "--encoder", f"vectors:{tmp_path / 'v.npy'}", "--n-batches", 3)
+    assert result.exit_code == 0, result.output
+    assert "Suggested gamma: none. Gamma diagnostics: left out, --batch-size 3 is too small" in " ".join(
+        result.stdout.split())

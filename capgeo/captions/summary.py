@@ -15,10 +15,6 @@ EXAMPLE_CHARS = 160
 HISTOGRAM_BINS = 8
 
 
-#: names the JSON of `capgeo info --json`
-SCHEMA = "capgeo.info/1"
-
-
 def summarize_captions(captions: CaptionSet) -> dict:
     """Format, counts, captions per group, splits, caption length in words, examples and skipped rows.
 
@@ -29,7 +25,6 @@ def summarize_captions(captions: CaptionSet) -> dict:
     words = np.fromiter(map(len, map(str.split, captions.texts)), dtype=np.int64, count=table.height)
     per_group = table.group_by("group_id", maintain_order=True).len()["len"].to_numpy()
     return {
-        "schema": SCHEMA,
         "format": captions.format,
         "source": str(captions.source),
         "n_captions": int(table.height),

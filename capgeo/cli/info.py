@@ -12,6 +12,9 @@ from capgeo.cli.options import (
     refuse_path_clashes,
 )
 
+#: names the JSON of `capgeo info --json`
+SCHEMA = "capgeo.info/1"
+
 HELP = """Show what DATA holds: format, captions and groups, captions per group, splits,
 caption length in words, examples, and rows skipped while reading (with why).
 
@@ -23,7 +26,7 @@ def _show_info(json_out, **options):
 
     refuse_path_clashes()
     captions = load_from_options(options)
-    summary = summarize_captions(captions)
+    summary = {"schema": SCHEMA, **summarize_captions(captions)}
     emit(summary, json_out, _print_summary)
 
 

@@ -201,6 +201,10 @@ def print_profile(result: dict, console=None) -> None:
     gamma = profile_section(result, "gamma")
     if gamma:
         console.print(_gamma_line(gamma))
+    elif result.get("gamma_left_out"):
+        from rich.markup import escape
+
+        console.print(f"[bold]Suggested gamma:[/bold] none. {escape(result['gamma_left_out'])}")
     print_verdict(result, console)
 
 
