@@ -172,3 +172,28 @@ def test_fill_missing_works_for_a_profile_of_precomputed_vectors(tmp_path):
     assert result.exit_code == 0, result.output
     page = output.read_text(encoding="utf-8")
     assert 'id="gamma"' in page and 'id="gallery"' in page
+
+
+def test_fill_missing_from_another_folder_finds_relative_dataset_and_vectors(tmp_path, monkeypatch):
+    """The profile stores the paths as typed ('data.json', 'vectors:v.npy'): run from another folder,
+    --fill-missing said the dataset was not on this machine. They are found through the folder the
+    profile was made in (provenance.working_directory)."""
+    import shutil
+
+    import numpy as np
+
+    made_in = tmp_path / "project"
+    made_in.mkdir()
+    shutil.copy(REPO_DATA / "coco_sample.json", made_in / "data.json")
+    np.save(made_in / "v.npy", np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32))
+    monkeypatch.chdir(made_in)
+    made = CliRunner().invoke(main, ["profile", "data.json", "--encoder", "vectors:v.npy", "--batch-size", "16",
+                                     "--n-batches", "5", "--no-gamma", "--json", "p.json"])
+    assert made.exit_code == 0, made.output
+    assert json.loads((made_in / "p.json").read_text())["provenance"]["working_directory"] == str(made_in)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    result = CliRunner().invoke(main, ["report", str(made_in / "p.json"), "--fill-missing", "-o", "r.html"])
+    assert result.exit_code == 0, result.output
+    assert 'id="gamma"' in (elsewhere / "r.html").read_text(encoding="utf-8")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -45,9 +46,19 @@ def provenance(command: str | None, started: float, **extra) -> dict:
         "capgeo_version": __version__,
         "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command": command,
+        # relative paths in dataset.source and encoder.spec are relative to this folder
+        # (report PROFILE --fill-missing, run from elsewhere, finds them through it)
+        "working_directory": _working_directory(),
         "elapsed_s": round(time.perf_counter() - started, 3),
         **extra,
     }
+
+
+def _working_directory() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed under the process
+        return None
 
 
 def build_profile(captions, embeddings, options: ProfileOptions | None = None, *, device: str | None = None,

@@ -232,6 +232,7 @@ class Provenance(Section):
     capgeo_version: str = _field()
     created: str = _field()
     command: str | None = _field()
+    working_directory: str | None = _field()
     elapsed_s: float = _field()
     embeddings_origin: str | None = _field()
 

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
-from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, known, profile_section
+from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Provenance, known, profile_section
 
 #: Extra row the report adds when the caller gives no batch size: the paper's micro-batch. The
 #: headline is the policy's (capgeo.geometry.batch_size: 128, the paper's effective batch).
@@ -158,7 +158,8 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     from capgeo.encoders import embed
 
     dataset = profile_section(profile, "dataset") or Dataset()
-    source = known(dataset.source)
+    made_in = known((profile_section(profile, "provenance") or Provenance()).working_directory)
+    source = _as_made(known(dataset.source), made_in)
     if not source or not Path(source).exists():
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not on this machine; "
                           "run `capgeo report DATA` instead")
@@ -172,10 +173,31 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     lengths = profile_section(profile, "lengths") or Lengths()
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
     max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
-    embeddings = embed(captions, known(encoder.spec), device=device, cache_dir=cache_dir, use_cache=use_cache,
-                       max_tokens=max_tokens, progress=progress)
+    embeddings = embed(captions, _encoder_as_made(known(encoder.spec), made_in), device=device, cache_dir=cache_dir,
+                       use_cache=use_cache, max_tokens=max_tokens, progress=progress)
     add_sections(profile, captions, embeddings, progress=progress)
     return ReportInput(profile, [])
+
+
+def _as_made(path: str | None, made_in: str | None) -> str | None:
+    """``path`` as the profile's command saw it: a relative path not found from here is taken
+    from the folder that command ran in."""
+    if not path or Path(path).exists() or Path(path).is_absolute() or not made_in:
+        return path
+    there = Path(made_in) / path
+    return str(there) if there.exists() else path
+
+
+def _encoder_as_made(spec: str | None, made_in: str | None) -> str | None:
+    """The encoder spec with the file it reads (vectors, checkpoint) resolved as :func:`_as_made`."""
+    from capgeo.paths import encoder_input_file
+
+    file = encoder_input_file(spec) if spec else None
+    found = _as_made(file, made_in)
+    if not file or found == file:
+        return spec
+    at = spec.rfind(file)
+    return spec[:at] + found + spec[at + len(file):]
 
 
 def build_report(profile: dict | ReportInput, output: str | Path, *, command: str | None = None,
