@@ -78,6 +78,8 @@ CATALOGUE = [
     ("profile-buckets-nan", "profile D.jsonl --buckets 0.5,nan", "expected finite numbers", {}),
     ("profile-seed-negative", "profile D.jsonl --seed -1", "-1 is not in the range x>=0", {}),
     ("dupes-seed-negative", "dupes D.jsonl --group-components --keep random --seed -3", "not in the range", {}),
+    ("dupes-json-and-rows-both-to-stdout", "dupes D.jsonl --encoder vectors:V.npy --json --output-format jsonl",
+     "both write to stdout", {}),
     # option checks before encoding, worded alike in every command
     ("profile-buckets-descending", "profile D.jsonl --buckets 0.9,0.8",
      "--buckets: edges must be strictly ascending", {}),

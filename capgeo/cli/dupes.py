@@ -106,6 +106,10 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         keep = "first"
     if output_format == "parquet" and output is None:
         raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
+    if json_out == "-" and output is None and output_format in ("jsonl", "csv"):
+        # both would go to stdout, and the rows used to be dropped without a word
+        raise CapgeoError(f"--json without a FILE and --output-format {output_format} both write to stdout: "
+                          "give the rows a file (-o FILE) or the JSON one (--json FILE)")
     refuse_path_clashes()
     captions = load_from_options(options)
     check_options_before_encoding(captions, top_k=top_k)
