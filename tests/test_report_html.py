@@ -406,3 +406,19 @@ def test_truncation_section_greys_what_the_encoder_did_not_see():
     # the reference line sits at L=77 on the log axis (its label at log10(77): annotations take log10 there)
     assert any(shape.x0 == 77 for shape in figure.layout.shapes)
     assert any(abs(10 ** a.x - 77) < 1e-6 for a in figure.layout.annotations if "full context" in a.text)
+
+
+def test_precomputed_vectors_have_unknown_context_and_logit_scale_not_zero_tokens():
+    """Vectors from a file store context length 0 and no logit scale: the summary said '0 tokens'
+    and 'none in checkpoint' where there is no tokenizer and no checkpoint."""
+    from capgeo.report.summary import summary_rows
+
+    profile, _ = make_profile()
+    profile["encoder"] = {**profile["encoder"], "kind": "precomputed", "context_length": 0, "logit_scale": None}
+    rows = dict(summary_rows(profile))
+    assert rows["Context length"] == "unknown (precomputed vectors)"
+    assert rows["Logit scale"] == "unknown (precomputed vectors)"
+    clip, _ = make_profile()
+    clip["encoder"] = {**clip["encoder"], "kind": "open_clip", "context_length": 77, "logit_scale": None}
+    rows = dict(summary_rows(clip))
+    assert rows["Context length"].startswith("77 tokens") and rows["Logit scale"] == "none in checkpoint"

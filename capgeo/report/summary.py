@@ -54,16 +54,20 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
     lengths = profile.lengths if profile.lengths and profile.lengths.known is not False else None
     pairwise, within, hardest = profile.pairwise, profile.within_group, profile.hardest_companion
     exact, near = profile.exact_duplicates, profile.near_duplicates
+    # vectors from a file: no tokenizer, no checkpoint (their context length is stored as 0)
+    precomputed = known(encoder.kind) == "precomputed"
 
     rows = [
         ("Dataset", f"{dataset_label(profile)} ({shown(dataset.format)})"),
         ("Captions / groups (images)", f"{_count(known(dataset.n_captions))} / {_count(known(dataset.n_groups))}"),
         ("Encoder", f"{encoder_label(profile)} ({shown(encoder.kind)}, {shown(encoder.name)}, "
                     f"width {shown(encoder.width)})"),
-        ("Context length", f"{shown(encoder.context_length)} tokens"
+        ("Context length", "unknown (precomputed vectors)" if precomputed else
+                           f"{shown(encoder.context_length)} tokens"
                            + (f" (captions cut to {lengths.max_tokens})" if lengths and lengths.max_tokens
                               not in (None, ABSENT, encoder.context_length) else "")),
-        ("Logit scale", "none in checkpoint" if known(encoder.logit_scale) is None else _num(encoder.logit_scale, 1)),
+        ("Logit scale", _num(encoder.logit_scale, 1) if known(encoder.logit_scale) is not None
+         else "unknown (precomputed vectors)" if precomputed else "none in checkpoint"),
         ("Captions truncated by the encoder",
          f"{_count(known(lengths.n_truncated))} ({_pct(known(lengths.share_truncated))})" if lengths
          else "unknown (no token counts)"),
