@@ -219,3 +219,11 @@ def test_csv_line_numbers_are_read_only_when_needed(tmp_path, monkeypatch):
 def test_an_unpaired_surrogate_escape_is_named_not_a_traceback(tmp_path, name, content, where):
     message = _error(_file(tmp_path, name, content))
     assert f"{name}: {where} holds" in message and "surrogate" in message
+
+
+def test_a_list_of_captions_with_one_stray_item_names_that_item(tmp_path):
+    """["a cat", "a dog", 5] blamed record 1 ("expected an object, found a string")."""
+    message = _error(_file(tmp_path, "m.json", '["a cat", "a dog", 5]'))
+    assert "record 3: expected a caption (text) or null in this list of captions, found a number" in message
+    message = _error(_file(tmp_path, "o.json", '[{"caption": "a cat"}, "a dog", {"caption": "x"}]'))
+    assert "record 2: expected an object, found a string" in message

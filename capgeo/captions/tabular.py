@@ -99,6 +99,11 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         if all(isinstance(item, str) or item is None for item in data):
             # a plain list of captions
             data = [{"caption": item} for item in data]
+        # a list that is mostly captions (text) with a stray item: name that item, not the first caption
+        if sum(isinstance(item, str) for item in data) > len(data) / 2:
+            index = next(i for i, item in enumerate(data) if not (isinstance(item, str) or item is None))
+            raise DataError(f"{path}: record {index + 1}: expected a caption (text) or null in this list of "
+                            f"captions, found {json_kind(data[index])}")
         for index, record in enumerate(data):
             if not isinstance(record, dict):
                 raise DataError(f"{path}: record {index + 1}: expected an object, found {json_kind(record)}")
