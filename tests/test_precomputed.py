@@ -151,7 +151,7 @@ def test_bad_shapes_and_files(tmp_path):
     (tmp_path / "broken.parquet").write_bytes(b"PAR1 this is not parquet")
     expect_error(caption_set(5), str(tmp_path / "broken.parquet"), "broken.parquet", "cannot read")
     pl.DataFrame({"vector": [["a", "b"]] * 5}).write_parquet(tmp_path / "words.parquet")
-    expect_error(caption_set(5), str(tmp_path / "words.parquet"), "words.parquet", "cannot read")
+    expect_error(caption_set(5), str(tmp_path / "words.parquet"), "words.parquet", "expected lists of numbers")
     np.save(tmp_path / "objects.npy", np.array([[1, "a"]], dtype=object))
     expect_error(caption_set(1), str(tmp_path / "objects.npy"), "objects.npy", "cannot read")
 
@@ -218,3 +218,12 @@ def test_float64_vectors_beyond_float32_range_are_normalised(tmp_path, scale):
     raw[2, 1] = np.inf
     np.save(tmp_path / "bad.npy", raw * scale)
     expect_error(caption_set(6), f"vectors:{tmp_path / 'bad.npy'}", "NaN or infinite", "row 2")
+
+
+def test_parquet_vectors_must_be_numbers(tmp_path):
+    """Lists of booleans were accepted as 0/1 vectors (a bool .npy is refused)."""
+    pl.DataFrame({"vector": [[True, False]] * 5}).write_parquet(tmp_path / "bools.parquet")
+    expect_error(caption_set(5), str(tmp_path / "bools.parquet"), "bools.parquet", "lists of Boolean",
+                 "expected lists of numbers")
+    pl.DataFrame({"vector": [[[1.0, 2.0]]] * 5}).write_parquet(tmp_path / "nested.parquet")
+    expect_error(caption_set(5), str(tmp_path / "nested.parquet"), "nested.parquet", "expected lists of numbers")

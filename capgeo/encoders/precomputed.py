@@ -140,6 +140,9 @@ def _read_parquet(path: Path, names: VectorNames) -> VectorFile:
         raise EncoderError(f"{path}: expected one list column of floats named {' or '.join(names.parquet_vectors)}, "
                            f"found {list_columns or 'none'}")
     series = table[column]
+    inner = series.dtype.inner
+    if not inner.is_numeric():  # a cast would turn booleans into 0/1 and strings into an error deep in polars
+        raise EncoderError(f"{path}: column {column!r} holds lists of {inner}, expected lists of numbers")
     if series.null_count():
         row = int(series.is_null().arg_max())
         raise EncoderError(f"{path}: column {column!r} is empty at row {row}")
