@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import pytest
@@ -115,8 +116,40 @@ def test_checkpoint_that_does_not_fit_the_model(tmp_path, tiny_model_name):
     other = tiny_clip(tiny_config(77, width=128), seed=1)
     path = tmp_path / "wide.pt"
     torch.save(other.state_dict(), path)
-    with pytest.raises(EncoderError, match=f"does not fit model {tiny_model_name}"):
+    with pytest.raises(EncoderError, match=f"does not fit model {tiny_model_name}") as raised:
         load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+    assert "its text tower is 128 wide, the model's is 64" in str(raised.value)
+
+
+def test_checkpoint_of_another_vocabulary_says_which_tensor_does_not_fit(tmp_path, tiny_model_name):
+    """One line that names what does not fit: only torch's first line was kept, which names nothing."""
+    other = tiny_clip(tiny_config(77, vocab_size=1000), seed=1)
+    path = tmp_path / "vocab.pt"
+    torch.save(other.state_dict(), path)
+    with pytest.raises(EncoderError, match=f"does not fit model {tiny_model_name}") as raised:
+        load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+    message = str(raised.value)
+    assert "\n" not in message and "size mismatch for token_embedding.weight" in message
+
+
+def test_checkpoint_with_missing_and_unexpected_keys_names_a_few(tmp_path, tiny_model_name, model):
+    state = {("renamed." + key if "resblocks" in key else key): value for key, value in model.state_dict().items()}
+    path = tmp_path / "renamed.pt"
+    torch.save(state, path)
+    with pytest.raises(EncoderError) as raised:
+        load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert re.search(r"missing key\(s\) in state_dict \(\d+\): transformer\.resblocks\.0\.", message), message
+    assert re.search(r"unexpected key\(s\) in state_dict \(\d+\): renamed\.", message) and " more" in message
+
+
+def test_a_state_dict_saved_under_model_loads(tmp_path, tiny_model_name, model, captions):
+    """{"model": state_dict, "epoch": ...}, as many training loops save, is read like {"state_dict": ...}."""
+    path = tmp_path / "trainer.pt"
+    torch.save({"model": model.state_dict(), "epoch": 3}, path)
+    encoder = load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+    assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5
 
 
 @pytest.mark.parametrize("spec, message", [

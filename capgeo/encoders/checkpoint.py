@@ -27,6 +27,9 @@ def read_state_dict(path: str | Path, keep: Callable[[str], bool] = lambda key: 
     checkpoint = _torch_load(path)
     if isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
         checkpoint = checkpoint["state_dict"]
+    elif isinstance(checkpoint, dict) and isinstance(checkpoint.get("model"), dict) \
+            and not any(hasattr(value, "shape") for value in checkpoint.values()):
+        checkpoint = checkpoint["model"]  # {"model": state_dict, "optimizer": ..., "epoch": ...}, as many trainers save
     if not isinstance(checkpoint, dict) or not checkpoint:
         raise EncoderError(f"{path}: expected a state dict of tensors, found {type(checkpoint).__name__}")
     state = {(key[7:] if key.startswith("module.") else key): value for key, value in checkpoint.items()}
@@ -99,6 +102,28 @@ def _is_zip(path: Path) -> bool:
             return handle.read(4) == b"PK\x03\x04"
     except OSError:
         return False
+
+
+def state_dict_mismatch(error: BaseException, shown: int = 3) -> str:
+    """torch's load_state_dict error on one line: its first line, then each kind of mismatch with
+    a count and the first few keys (the first line alone named no key)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    parts = []
+    for line in lines[1:]:
+        kind, _, keys = line.partition(":")
+        names = [name.strip().strip('"') for name in keys.split(",") if name.strip()]
+        if kind.startswith(("Missing key", "Unexpected key")) and names:
+            more = f" and {len(names) - shown} more" if len(names) > shown else ""
+            parts.append(f"{kind.lower()} ({len(names)}): {', '.join(names[:shown])}{more}")
+        else:
+            parts.append(line.rstrip("."))
+    size_mismatches = [part for part in parts if part.startswith("size mismatch")]
+    others = [part for part in parts if not part.startswith("size mismatch")]
+    if len(size_mismatches) > shown:
+        size_mismatches = size_mismatches[:shown] + [f"{len(size_mismatches) - shown} more size mismatches"]
+    return "; ".join(others + size_mismatches) or lines[0]
 
 
 def first_line(error: BaseException) -> str:

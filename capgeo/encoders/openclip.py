@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from capgeo.encoders.base import EncoderInfo
-from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict
+from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict, state_dict_mismatch
 from capgeo.encoders.open_clip_import import import_open_clip, libraries_needed
 from capgeo.encoders.registry import model_at_checkpoint
 from capgeo.encoders.weight_memo import record_of, weight_facts, weight_fingerprint
@@ -294,11 +294,16 @@ def _load_text_model(config: dict, quick_gelu: bool, weights: Path, name: str):
     if "logit_bias" not in state and getattr(model, "logit_bias", None) is not None:
         state["logit_bias"] = torch.zeros_like(state["logit_scale"])
     state.pop("text.transformer.embeddings.position_ids", None)
+    table, target = state.get("positional_embedding"), getattr(model, "positional_embedding", None)
+    if table is not None and target is not None and table.shape[-1] != target.shape[-1]:
+        # (open_clip's own check says only "text pos_embed width changed!")
+        raise EncoderError(f"checkpoint {weights} does not fit model {name}: its text tower is {table.shape[-1]} "
+                           f"wide, the model's is {target.shape[-1]}")
     try:
         resize_text_pos_embed(state, model)
         model.load_state_dict({key: value for key, value in state.items() if not_image(key)}, strict=True)
     except (RuntimeError, KeyError, ValueError, AssertionError) as error:  # open_clip asserts on some shapes
-        raise EncoderError(f"checkpoint {weights} does not fit model {name}: {first_line(error)}") from error
+        raise EncoderError(f"checkpoint {weights} does not fit model {name}: {state_dict_mismatch(error)}") from error
     return model
 
 
