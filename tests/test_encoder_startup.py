@@ -115,6 +115,26 @@ def test_fingerprint_is_remembered_and_a_changed_file_is_hashed_again(monkeypatc
     assert len(hashed) == 2
 
 
+def test_a_file_replaced_with_its_old_mtime_restored_is_hashed_again(monkeypatch, tmp_path):
+    """Same path, same size, mtime set back (touch -r, cp -p): only the ctime tells the new file
+    from the old, and a stale hash would give the old model's cached vectors."""
+    import hashlib
+    import time
+
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"A" * 1000)
+    old = weights.stat()
+    cache = tmp_path / "cache"
+    assert weight_memo.weight_fingerprint(weights, cache) == hashlib.sha256(b"A" * 1000).hexdigest()
+    time.sleep(0.02)  # a ctime tick apart
+    replacement = tmp_path / "other.bin"
+    replacement.write_bytes(b"B" * 1000)
+    os.utime(replacement, ns=(old.st_atime_ns, old.st_mtime_ns))
+    os.replace(replacement, weights)
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (old.st_size, old.st_mtime_ns)
+    assert weight_memo.weight_fingerprint(weights, cache) == hashlib.sha256(b"B" * 1000).hexdigest()
+
+
 def test_a_damaged_memo_is_recomputed_not_an_error(tmp_path):
     weights = tmp_path / "weights.bin"
     weights.write_bytes(b"weights")

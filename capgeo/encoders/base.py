@@ -73,12 +73,19 @@ class Embeddings:
 def file_fingerprint(path: str | os.PathLike) -> str:
     """sha256 of a weights or vector file: the encoder's identity in results and cache keys."""
     stat = os.stat(path)
-    return _file_sha256(os.fspath(path), stat.st_size, stat.st_mtime_ns)
+    return _file_sha256(os.fspath(path), *file_version(stat))
+
+
+def file_version(stat: os.stat_result) -> tuple[int, int, int]:
+    """(size, mtime, ctime) in ns: what tells one version of a file from another without reading it.
+    The ctime too: a file replaced by another of the same size whose mtime was set back (``touch -r``,
+    ``cp -p``) keeps both, but its ctime is the replacement's, which no user can set."""
+    return stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns
 
 
 @functools.lru_cache(maxsize=16)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
-    # size and mtime are part of the key so that a file rewritten in place is hashed again
+def _file_sha256(path: str, size: int, mtime_ns: int, ctime_ns: int = 0) -> str:
+    # the file's version is part of the key so that a file rewritten in place is hashed again
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 22), b""):

@@ -3,8 +3,9 @@
 Hashing a 1.7 GB checkpoint takes seconds, and reading its shapes needs torch;
 both are needed on every run only to name the encoder (cache key, provenance).
 So they are remembered in ``<cache dir>/weight-files.json``, keyed by the file's
-resolved path, size and modification time (ns): a second run hashes nothing and
-imports no torch, and a file rewritten in place is seen as new. The memo is an
+resolved path, size, modification and status-change times (ns): a second run hashes
+nothing and imports no torch, and a file rewritten in place is seen as new, even one of
+the same size whose mtime was set back (its ctime cannot be). The memo is an
 optimisation only: when it cannot be read or written, facts are computed again.
 """
 
@@ -15,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from capgeo.encoders.base import _file_sha256
+from capgeo.encoders.base import _file_sha256, file_version
 
 MEMO_FILE = "weight-files.json"
 MEMO_LIMIT = 256  # files remembered; the oldest entries are dropped beyond that
@@ -23,7 +24,7 @@ MEMO_LIMIT = 256  # files remembered; the oldest entries are dropped beyond that
 
 def weight_fingerprint(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None, *,
                        meanwhile: Callable[[], object] | None = None) -> str:
-    """sha256 of the file, hashed once per (path, size, mtime).
+    """sha256 of the file, hashed once per (path, size, mtime, ctime).
 
     When the file must be hashed, ``meanwhile()`` (e.g. importing the model code, which a run
     that hashes will almost always need next) runs in this thread while another hashes:
@@ -86,10 +87,12 @@ def _is_sha256(value) -> bool:
 
 
 def _record(memo: dict, resolved: str, stat: os.stat_result) -> dict:
-    """The memo's record for this version of the file (a new empty one when size or mtime differ)."""
+    """The memo's record for this version of the file (a new empty one when size, mtime or ctime differ)."""
     record = memo.get(resolved)
-    if not isinstance(record, dict) or record.get("size") != stat.st_size or record.get("mtime_ns") != stat.st_mtime_ns:
-        record = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "facts": {}}
+    size, mtime_ns, ctime_ns = file_version(stat)
+    if not isinstance(record, dict) or (record.get("size"), record.get("mtime_ns"), record.get("ctime_ns")) != (
+            size, mtime_ns, ctime_ns):
+        record = {"size": size, "mtime_ns": mtime_ns, "ctime_ns": ctime_ns, "facts": {}}
     if not isinstance(record.get("facts"), dict):
         record["facts"] = {}
     return record
@@ -97,7 +100,7 @@ def _record(memo: dict, resolved: str, stat: os.stat_result) -> dict:
 
 def _hash(path) -> str:
     stat = os.stat(path)
-    return _file_sha256(os.fspath(path), stat.st_size, stat.st_mtime_ns)
+    return _file_sha256(os.fspath(path), *file_version(stat))
 
 
 def _memo_path(cache_dir) -> Path:
