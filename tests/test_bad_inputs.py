@@ -78,6 +78,9 @@ CATALOGUE = [
     ("profile-buckets-nan", "profile D.jsonl --buckets 0.5,nan", "expected finite numbers", {}),
     ("profile-seed-negative", "profile D.jsonl --seed -1", "-1 is not in the range x>=0", {}),
     ("dupes-seed-negative", "dupes D.jsonl --group-components --keep random --seed -3", "not in the range", {}),
+    # refused before the encoder loads (a vectors file that does not exist would be the error otherwise)
+    ("gamma-image-rows-before-encoding", "gamma D.jsonl --encoder vectors:absent.npy --image-embeddings short.npy",
+     "5 image vectors, but the dataset has 6 groups", {}),
     ("dupes-json-and-rows-both-to-stdout", "dupes D.jsonl --encoder vectors:V.npy --json --output-format jsonl",
      "both write to stdout", {}),
     # option checks before encoding, worded alike in every command

@@ -187,6 +187,18 @@ def test_too_many_pairs_is_an_error_not_a_memory_blow_up():
 # --------------------------------------------------------------------------- examples
 
 
+def test_examples_of_a_dataset_smaller_than_the_neighbours_asked_for_show_those_it_has():
+    """Two images: each caption has one other-image caption, and the default 3 neighbours failed
+    with 'the pair scan has 1 companions per caption'."""
+    captions = caption_set([1, 1])
+    vectors = unit(np.array([[1.0, 0.2, 0.0], [0.9, 0.1, 0.3]]))
+    examples = examples_at_quantiles(captions, vectors, quantiles=(0.9,), n_per_quantile=1, neighbours=3)
+    assert len(examples) == 1
+    (neighbour, cosine), = examples[0].neighbours
+    assert neighbour == 1 - examples[0].index
+    assert cosine == pytest.approx(float(vectors[0].astype(np.float64) @ vectors[1].astype(np.float64)), abs=1e-6)
+
+
 def test_examples_sit_at_the_quantile_with_their_nearest_other_group_captions():
     captions = caption_set([5] * 40)
     vectors = grouped_vectors(seed=5)

@@ -56,7 +56,7 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
     B 128) makes it on geometry like the paper's DOCCI statistics.
     """
-    from capgeo.findings.gamma import DEFAULT_GRID, gamma_profile
+    from capgeo.findings.gamma import DEFAULT_GRID, check_image_embeddings_file, gamma_profile
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
 
     refuse_path_clashes()
@@ -65,6 +65,8 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
     for size in resolved.sizes:
         check_gamma_batch_size(size)
+    if image_embeddings is not None:
+        check_image_embeddings_file(image_embeddings, captions)
     embeddings = embed_from_options(captions, options)
     profile = gamma_profile(
         captions, embeddings, image_embeddings=image_embeddings,

@@ -297,9 +297,8 @@ def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT
     _, scan = _resolve(captions, source, max(top_k, neighbours), block_size, scan)
     index = np.asarray(scan.companion_index)
     cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
-    if index.shape[1] < neighbours:
-        raise CapgeoError(f"examples: the pair scan has {index.shape[1]} companions per caption, "
-                          f"fewer than the {neighbours} neighbours asked for")
+    # a small dataset has fewer other-image captions than neighbours asked for: show those it has
+    neighbours = min(neighbours, index.shape[1])
     hardest = cosine[:, 0]
     valid = np.flatnonzero((index[:, 0] >= 0) & np.isfinite(hardest))
     if len(valid) == 0:

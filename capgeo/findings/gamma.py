@@ -561,6 +561,13 @@ def load_image_embeddings(path, group_ids: list[str]) -> np.ndarray:
     return np.asarray(stored.vectors, dtype=np.float32)[[position[g] for g in group_ids]]
 
 
+def check_image_embeddings_file(path, captions) -> None:
+    """Before encoding: the image-embedding file reads and holds one vector per image of
+    ``captions`` (its width is checked against the text vectors once they exist)."""
+    vectors = load_image_embeddings(path, group_ids_in_code_order(captions.groups, captions.group_codes))
+    check_image_vectors(vectors, captions.n_groups, vectors.shape[-1] if vectors.ndim == 2 else 0, str(path))
+
+
 # ---------------------------------------------------------------- profile-shaped output
 
 def gamma_profile(captions, embeddings, *, image_embeddings=None, command: str | None = None, **options) -> dict:
