@@ -227,3 +227,18 @@ def test_a_list_of_captions_with_one_stray_item_names_that_item(tmp_path):
     assert "record 3: expected a caption (text) or null in this list of captions, found a number" in message
     message = _error(_file(tmp_path, "o.json", '[{"caption": "a cat"}, "a dog", {"caption": "x"}]'))
     assert "record 2: expected an object, found a string" in message
+
+
+def test_a_folder_of_txt_files_beside_another_caption_file_is_ambiguous(tmp_path):
+    """It was read as Urban-1K and the .jsonl silently ignored; hidden files and a README still do not count."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "1.txt").write_text("a cat on a mat")
+    (folder / "2.txt").write_text("a dog in the snow")
+    (folder / ".DS_Store").write_bytes(b"\0")
+    (folder / "README.md").write_text("captions")
+    assert load_captions(folder).format == "urban1k"
+    (folder / "more.jsonl").write_text('{"caption": "a bird"}\n')
+    message = _error(folder)
+    assert "cannot tell the folder's format" in message and "more.jsonl" in message
+    assert load_captions(folder, format="urban1k").texts == ["a cat on a mat", "a dog in the snow"]

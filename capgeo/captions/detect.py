@@ -39,16 +39,23 @@ def detect_format(content: DatasetContent, *, generic: bool = False) -> str:
     return found
 
 
+#: files a folder dataset could be read from; a folder of .txt files beside, say, a .jsonl is not
+#: an Urban-1K folder (its .jsonl would be silently ignored), so it must be told with --format
+CAPTION_FILE_SUFFIXES = frozenset({".txt", ".text", ".json", ".jsonl", ".jsonlines", ".ndjson", ".csv", ".tsv", ".parquet"})
+
+
 def _detect_folder(content: DatasetContent) -> str:
     folder = content.path
     if (folder / "caption").is_dir():
         return "urban1k"
     if (folder / "complete").is_dir():
         return "dci"
-    suffixes = {path.suffix.lower() for path in folder.iterdir() if path.is_file()}
-    if ".txt" in suffixes and ".json" not in suffixes:
+    # caption files only (hidden files and others, such as a README or images, do not decide)
+    suffixes = {path.suffix.lower() for path in folder.iterdir()
+                if path.is_file() and not path.name.startswith(".")} & CAPTION_FILE_SUFFIXES
+    if suffixes == {".txt"}:
         return "urban1k"
-    if ".json" in suffixes and ".txt" not in suffixes:
+    if suffixes == {".json"}:
         return "dci"
     found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
     raise DataError(
