@@ -84,6 +84,7 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
     ``load_captions`` for paths; ``leak_options`` to ``leak_section``
     (threshold, top, block_size). ``train_embeddings``: the training set's, when already computed."""
     from capgeo.encoders import embed
+    from capgeo.errors import EncoderError
     from capgeo.findings.leak import leak_section
 
     def loaded(source):
@@ -93,12 +94,17 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
             return load_captions(source, **(load_options or {}))
         return source
 
-    def embedded(captions):
+    def embedded(captions, role: str):
         # the spec, not a loaded model, goes to embed: a set found in the cache loads no model
-        return embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                     progress=progress)
+        try:
+            return embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                         progress=progress)
+        except EncoderError as error:
+            # one encoder embeds every set: say which set it failed on (vectors:FILE fits one set at most)
+            raise EncoderError(f"{role} {captions.source}: {error}") from error
 
     train = loaded(train)
     eval_sets = [loaded(source) for source in evals]
-    return leak_section(train, embedded(train) if train_embeddings is None else train_embeddings, [(captions, embedded(captions)) for captions in eval_sets],
+    train_vectors = embedded(train, "TRAIN") if train_embeddings is None else train_embeddings
+    return leak_section(train, train_vectors, [(captions, embedded(captions, "EVAL")) for captions in eval_sets],
                         device=device, progress=progress, **leak_options)

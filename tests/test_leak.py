@@ -197,6 +197,16 @@ def test_bad_options_are_one_line_errors_without_output(tiny_sets, tmp_path, arg
         len([line for line in result.output.splitlines() if line.startswith("Error:")]) == 1
 
 
+def test_a_vector_file_that_fits_one_set_names_the_set_it_does_not_fit(tiny_sets, tmp_path):
+    """A row-aligned .npy matches the training set only: the error named the file, not the EVAL set."""
+    train_file, eval_file, _, train, _ = tiny_sets
+    np.save(tmp_path / "train-only.npy", train)
+    result = run("leak", train_file, eval_file, "--encoder", f"vectors:{tmp_path / 'train-only.npy'}")
+    assert result.exit_code == 2
+    (line,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert line.startswith(f"Error: EVAL {eval_file}: ") and "20 vectors for 6 captions" in line
+
+
 def test_leak_section_refuses_a_threshold_outside_cosines():
     with pytest.raises(CapgeoError, match="between -1 and 1"):
         leak_section(caption_set(["a"]), embeddings(np.ones((1, 2))), [], threshold=1.01)
