@@ -183,11 +183,6 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
     neither. Only the text tower is built and only its weights are read.
     """
     spec = spec.strip()
-    longclip_file = _longclip_by_content(spec, cache_dir)
-    if longclip_file is not None:
-        from capgeo.encoders.longclip import load_longclip_encoder
-
-        return load_longclip_encoder(spec, device, cache_dir=cache_dir, lazy=lazy)
     config, weights, quick_gelu, name, tokenizer_name = _resolve(spec)
     facts = weight_facts(weights, "open_clip_text", lambda: _text_facts(weights), cache_dir, valid=TEXT_FACTS)
     if facts["longclip"]:
@@ -225,16 +220,15 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
     return encoder
 
 
-def _longclip_by_content(spec: str, cache_dir) -> Path | None:
-    """The weight file a bare path spec names, when it is a Long-CLIP state dict (two positional
-    tables), whatever the file is called: its name only decides where the registry sends it first."""
+def is_longclip_file(spec: str, cache_dir=None) -> bool:
+    """Does a bare path spec name a Long-CLIP state dict (two positional tables), whatever the
+    file is called? (The registry sends such a file to the Long-CLIP loader.)"""
     if model_at_checkpoint(spec) is not None or spec.lower().startswith(("hf-hub:", "local-dir:")):
-        return None
+        return False
     path = Path(spec).expanduser()
     if path.suffix.lower() not in WEIGHT_SUFFIXES or not path.is_file():
-        return None
-    facts = weight_facts(path, "open_clip_text", lambda: _text_facts(path), cache_dir, valid=TEXT_FACTS)
-    return path if facts["longclip"] else None
+        return False
+    return bool(weight_facts(path, "open_clip_text", lambda: _text_facts(path), cache_dir, valid=TEXT_FACTS)["longclip"])
 
 
 def _model_fingerprint(weights_sha256: str, config: dict, quick_gelu: bool, tokenizer_name: str) -> str:

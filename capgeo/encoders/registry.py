@@ -119,9 +119,19 @@ def get_encoder(spec: str | None, device: str | None = None, cache_dir: str | Pa
         from capgeo.encoders.precomputed import load_precomputed_encoder
 
         return load_precomputed_encoder(argument, spec=spec)
+    if kind == "open_clip" and _is_checkpoint_file(argument) and _optional_loader(
+            "capgeo.encoders.openclip", "is_longclip_file", kind)(argument, cache_dir):
+        kind = "longclip"  # a Long-CLIP state dict is known by its contents, whatever the file is called
     module, function = {"longclip": ("capgeo.encoders.longclip", "load_longclip_encoder"),
                         "open_clip": ("capgeo.encoders.openclip", "load_open_clip_encoder")}[kind]
     return _optional_loader(module, function, kind)(argument, device=device, cache_dir=cache_dir, lazy=True)
+
+
+def _is_checkpoint_file(spec: str) -> bool:
+    """A bare weight file (not MODEL@checkpoint, a hub id or a folder), which exists."""
+    path = Path(spec).expanduser()
+    return (model_at_checkpoint(spec) is None and not spec.lower().startswith(("hf-hub:", "local-dir:"))
+            and path.suffix.lower() in CHECKPOINT_SUFFIXES and path.is_file())
 
 
 def _optional_loader(module_name: str, function_name: str, kind: str):
