@@ -144,8 +144,15 @@ def run_capgeo(args, checkpoint: Path, cache: Path, output: Path, *extra: str) -
                *extra]
     if args.limit:
         command += ["--limit", str(args.limit)]
+    result, wall = _timed_process(args, command, "capgeo encode", CAPGEO_CACHE=str(cache))
+    summary = json.loads(summary_file.read_text())
+    return {"wall_s": round(wall, 3), "origin": summary["origin"], "embed_s": summary["seconds"]}
+
+
+def _timed_process(args, command: list[str], what: str, **environment: str):
+    """Run ``command`` as a fresh process with this checkout importable: (result, wall seconds)."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-               CAPGEO_CACHE=str(cache))
+               **environment)
     if getattr(args, "bytecode_folder", None) is not None:
         # compiled modules go (and are found) here even where site-packages is read-only, and are
         # written even where the environment says not to (this machine sets PYTHONDONTWRITEBYTECODE;
@@ -156,9 +163,8 @@ def run_capgeo(args, checkpoint: Path, cache: Path, output: Path, *extra: str) -
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if result.returncode != 0:
-        raise SystemExit(f"capgeo encode failed ({result.returncode}):\n{result.stderr.strip()}")
-    summary = json.loads(summary_file.read_text())
-    return {"wall_s": round(wall, 3), "origin": summary["origin"], "embed_s": summary["seconds"]}
+        raise SystemExit(f"{what} failed ({result.returncode}):\n{result.stderr.strip()}")
+    return result, wall
 
 
 def in_process_encoding(args, checkpoint: Path, texts: list[str], cache: Path) -> dict:
@@ -202,15 +208,7 @@ def cold_timeline(args, checkpoint: Path, cache: Path) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--timeline-of", str(checkpoint),
                "--timeline-cache", str(cache), "--device", args.device, "--captions", str(args.captions),
                "--limit", str(args.limit)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    if getattr(args, "bytecode_folder", None) is not None:
-        env["PYTHONPYCACHEPREFIX"] = str(args.bytecode_folder)
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-    started = time.perf_counter()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - started
-    if result.returncode != 0:
-        raise SystemExit(f"cold timeline failed ({result.returncode}):\n{result.stderr.strip()}")
+    result, wall = _timed_process(args, command, "cold timeline")
     steps = json.loads(result.stdout.strip().splitlines()[-1])
     return {"wall_s": round(wall, 3), "steps": steps}
 
