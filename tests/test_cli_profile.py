@@ -166,3 +166,19 @@ def test_no_gamma_section_for_batches_the_rule_cannot_answer(tmp_path):
     assert result.exit_code == 0, result.output
     assert "Suggested gamma: none. Gamma diagnostics: left out, --batch-size 3 is too small" in " ".join(
         result.stdout.split())
+
+
+def test_a_sampled_near_duplicate_count_states_its_sampling_error(dataset):
+    """It said '(to +/- one bin of 0.0005)', a precision a count scaled up from a sample does not have."""
+    data, vectors, n = dataset
+    result = run(data, "--encoder", f"vectors:{vectors}", "--no-gamma", "--mode", "sampled", "--sampled-pairs", 500,
+                 "--near-duplicate-threshold", 0.2, "--top-k", 1, "--json", "-")
+    profile = json.loads(result.stdout)
+    near, bounds = profile["near_duplicates"], profile["pairwise"]["bounds"]
+    assert near["count_method"] == "sampled"
+    result = run(data, "--encoder", f"vectors:{vectors}", "--no-gamma", "--mode", "sampled", "--sampled-pairs", 500,
+                 "--near-duplicate-threshold", 0.2, "--top-k", 1)
+    assert result.exit_code == 0, result.output
+    spread = bounds["cdf_epsilon"] * bounds["population"]
+    assert f"(estimated from the sampled pairs: +/- {spread:,.0f} pairs, 95%)" in result.stdout
+    assert "one bin" not in result.stdout

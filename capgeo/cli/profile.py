@@ -195,9 +195,8 @@ def print_profile(result: dict, console=None) -> None:
     console.print(f"[bold]Exact duplicates:[/bold] {exact.n_sets:,} texts repeated, {exact.n_captions:,} captions; "
                   f"{exact.n_pairs_cross_group:,} pairs across images, {exact.n_pairs_within_group:,} within one")
     console.print(f"[bold]Near-duplicates (cosine >= {near.threshold:g}):[/bold] "
-                  f"{near.n_pairs_cross_group:,} pairs across images"
-                  + ("" if near.count_method == "top_k" else f" (to +/- one bin of {near.bin_width:g})")
-                  + f"; {near.n_captions_hardest_above:,} captions have one")
+                  f"{near.n_pairs_cross_group:,} pairs across images{_near_duplicate_precision(result, near)}"
+                  f"; {near.n_captions_hardest_above:,} captions have one")
     gamma = profile_section(result, "gamma")
     if gamma:
         console.print(_gamma_line(gamma))
@@ -232,6 +231,17 @@ def print_verdict(result: dict, console) -> None:
         word, style = LEVEL_MARKS.get(alert.level, (alert.level.upper(), "bold"))
         console.print(Text.assemble((f"{word:<8}", style), (alert.title, "bold")))
         console.print(Padding(Text(alert.message), (0, 0, 0, 8)))
+
+
+def _near_duplicate_precision(result: dict, near) -> str:
+    """How exact the near-duplicate pair count is, as the words after it: nothing when exact."""
+    if near.count_method == "histogram":
+        return f" (to +/- one bin of {near.bin_width:g})"
+    if near.count_method == "sampled":
+        bounds = profile_section(result, "pairwise").extra.get("bounds") or {}
+        spread = bounds.get("cdf_epsilon", 0) * bounds.get("population", 0)
+        return f" (estimated from the sampled pairs: +/- {spread:,.0f} pairs, 95%)"
+    return ""
 
 
 def _gamma_line(gamma: dict) -> str:

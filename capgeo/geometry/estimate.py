@@ -75,8 +75,10 @@ def scan_or_estimate(vectors, group_codes, *, estimate_threshold: int = DEFAULT_
         for option in ("n_pairs", "seed", "companions", "recall_queries"):
             options.pop(option, None)
         return scan_pairs(vectors, group_codes, **options)
-    # sampled pairs are scored one by one in fp32: a faster product precision does not apply
+    # sampled pairs are scored one by one in fp32: a faster product precision does not apply, and
+    # the sample's own estimate counts the pairs above a threshold
     options.pop("precision", None)
+    options.pop("count_at_or_above", None)
     return estimate_pairs(vectors, group_codes, **options)
 
 

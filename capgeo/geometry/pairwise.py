@@ -233,6 +233,7 @@ def scan_pairs(
     threshold: float | None = None,
     precision: str = "fp32",
     bookkeeping_threads: int | None = 1,
+    count_at_or_above: float | None = None,
 ) -> PairScan:
     """Exact pairwise statistics of unit caption embeddings in one blockwise pass.
 
@@ -244,7 +245,9 @@ def scan_pairs(
     cosine >= threshold (``PairScan.extra["pairs"]``: rows, columns, cosines), from the same
     tiles. ``precision``: ``fp32`` (exact), or ``tf32`` / ``bf16`` tile products with the
     companions and threshold pairs re-scored in float32 and the histograms' error stated in
-    ``PairScan.extra["precision"]`` (:mod:`capgeo.geometry.precision`).
+    ``PairScan.extra["precision"]`` (:mod:`capgeo.geometry.precision`). ``count_at_or_above``:
+    also count the different-group pairs with cosine >= that value, exactly (re-scored under
+    tf32 / bf16), without keeping them (``PairScan.extra["count_at_or_above"]``).
     ``progress``: None shows a bar on a terminal only. ``bookkeeping_threads``: CPU
     threads for everything but the matmuls (histogram, top-k, merges); None keeps
     torch's setting. One is the default because these memory-bound steps gain little
@@ -260,13 +263,13 @@ def scan_pairs(
     if runner is not None:  # e.g. inside a --ray command (capgeo.scale): the same tiles and merge, elsewhere
         return runner(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
                       progress=progress, histograms=histograms, threshold=threshold, precision=precision,
-                      bookkeeping_threads=bookkeeping_threads)
+                      bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above)
     started = time.perf_counter()
     matrix, groups, device = prepare_inputs(vectors, group_codes, device)
     grid = make_grid(matrix.shape[0], block_size, device, top_k=top_k)
     partial = tile_partial(matrix, groups, grid, grid.tiles(), top_k=top_k, bins=bins, histograms=histograms,
                            threshold=threshold, precision=precision, progress=progress,
-                           bookkeeping_threads=bookkeeping_threads)
+                           bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above)
     return finish_scan(partial, group_codes, device=device, seconds=time.perf_counter() - started)
 
 
@@ -286,7 +289,7 @@ def make_grid(n: int, block_size: int | None, device, *, top_k: int = DEFAULT_TO
 def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_TOP_K, bins: int = DEFAULT_BINS,
                  histograms: bool = True, threshold: float | None = None, precision: str = "fp32",
                  max_pairs: int | None = None, progress: bool | None = None,
-                 bookkeeping_threads: int | None = 1) -> PairPartial:
+                 bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None) -> PairPartial:
     """What ``tiles`` ((row block, column block) pairs, row <= column) contribute to the pass.
 
     ``matrix``, ``groups``: from :func:`prepare_inputs` (unit float32 vectors and int64
@@ -309,7 +312,7 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
             precision_error = {"cosine_error_bound": reduced.bound, "product": reduced.product_kind,
                                **reduced.measure(bins)}
         state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles), reduced,
-                           max_pairs)
+                           max_pairs, count_at_or_above)
     threads = _CpuThreads(device, bookkeeping_threads)
     with torch.inference_mode(), matmul_precision(precision), _threads_for_tiles(device, grid.block_size), \
             progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
@@ -350,6 +353,9 @@ def finish_scan(partial: PairPartial, group_codes, *, device=None, seconds: floa
     if partial.threshold is not None:
         scan.extra["threshold"] = float(partial.threshold)
         scan.extra["pairs"] = sorted_pairs(partial)
+    if partial.count_threshold is not None:
+        scan.extra["count_at_or_above"] = {"threshold": float(partial.count_threshold),
+                                           "pairs": int(partial.n_at_or_above)}
     scan.extra["tiles"] = int(partial.tiles)
     if partial.precision != "fp32":
         scan.extra["precision"] = {"mode": partial.precision, **(partial.precision_error or {}),
@@ -412,7 +418,7 @@ class _ScanState:
     """
 
     def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, n_tiles, reduced=None,
-                 max_pairs=None):
+                 max_pairs=None, count_threshold=None):
         import torch
 
         self.torch = torch
@@ -456,6 +462,8 @@ class _ScanState:
         # work counters of tf32 / bf16 (they depend on how the tiles are split, the results do not)
         self._rows_too_close = 0
         self._pairs_rescored = 0
+        self.count_threshold = count_threshold
+        self._n_at_or_above = 0
 
     def add_tile(self, row_block, column_block, threads):
         torch = self.torch
@@ -497,6 +505,9 @@ class _ScanState:
             tile.fill_diagonal_(float("-inf"))
         if self.threshold is not None:
             self._collect_pairs(tile, row_start, column_start, lower)
+        if self.count_threshold is not None:
+            self._n_at_or_above += int(self._pairs_at_or_above(tile, row_start, column_start, lower,
+                                                               self.count_threshold)[0].numel())
         if self.top_k == 0:
             return
         self._update_companions(tile, row_start, column_start, by_column=False)
@@ -696,25 +707,28 @@ class _ScanState:
         self.negative_range = torch.stack([torch.minimum(self.negative_range[0], low),
                                            torch.maximum(self.negative_range[1], high)])
 
-    def _collect_pairs(self, tile, row_start, column_start, lower):
-        """Different-group pairs at or above the threshold (masked cells are -inf by now)."""
-        torch = self.torch
+    def _pairs_at_or_above(self, tile, row_start, column_start, lower, threshold):
+        """(rows, columns, cosines) of the tile's different-group pairs with cosine >= ``threshold``
+        (masked cells are -inf by now); tf32 / bf16 cells within the margin are re-scored first."""
         if self.reduced is None:
-            hits = tile >= self.threshold
+            hits = tile >= threshold
         else:  # approximate cosines: gather within the margin, then keep those whose re-scored cosine passes
-            hits = tile >= self.threshold - self.reduced.margin
+            hits = tile >= threshold - self.reduced.margin
         if lower is not None:
             hits &= ~lower
         rows, columns = _true_cells(hits)
+        if self.reduced is None:
+            return rows + row_start, columns + column_start, tile[rows, columns]
+        rows, columns = rows + row_start, columns + column_start
+        cosines = self._rescore(rows, columns) if rows.numel() else tile.new_empty(0)
+        kept = cosines >= threshold
+        return rows[kept], columns[kept], cosines[kept]
+
+    def _collect_pairs(self, tile, row_start, column_start, lower):
+        """Different-group pairs at or above the threshold, kept."""
+        rows, columns, cosines = self._pairs_at_or_above(tile, row_start, column_start, lower, self.threshold)
         if not rows.numel():
             return
-        rows, columns = rows + row_start, columns + column_start
-        if self.reduced is None:
-            cosines = tile[rows - row_start, columns - column_start]
-        else:
-            cosines = self._rescore(rows, columns)
-            kept = cosines >= self.threshold
-            rows, columns, cosines = rows[kept], columns[kept], cosines[kept]
         self._pairs.append((rows, columns, cosines))
         self._pair_count += int(rows.numel())
         if self.max_pairs is not None and self._pair_count > self.max_pairs:
@@ -767,6 +781,7 @@ class _ScanState:
             pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
             pair_cosines=pair_cosines.astype(np.float32), tiles=self._tile_number,
             rows_too_close=self._rows_too_close, pairs_rescored=self._pairs_rescored,
+            count_threshold=self.count_threshold, n_at_or_above=self._n_at_or_above,
         )
 
 

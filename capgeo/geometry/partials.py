@@ -102,11 +102,16 @@ class PairPartial:
     # pairs re-scored in all (they count work, so they depend on how the tiles were split)
     rows_too_close: int = 0
     pairs_rescored: int = 0
+    # different-group pairs with cosine >= count_threshold, counted without keeping them (tf32 /
+    # bf16: their histogram is within a bound, not a bin, so a count read from it would not be)
+    count_threshold: float | None = None
+    n_at_or_above: int = 0
 
     @property
     def layout(self) -> tuple:
         """What two partials must share to be merged."""
-        return (self.n, self.top_k, self.bins, self.block_size, self.histograms, self.threshold, self.precision)
+        return (self.n, self.top_k, self.bins, self.block_size, self.histograms, self.threshold, self.precision,
+                self.count_threshold)
 
     def dense_companions(self) -> tuple[np.ndarray, np.ndarray]:
         """(index (n, k) int64 with -1, cosine (n, k) float32 with NaN) for every caption."""
@@ -142,6 +147,8 @@ def merge_two(first: PairPartial, second: PairPartial) -> PairPartial:
         precision_error=first.precision_error or second.precision_error,
         rows_too_close=first.rows_too_close + second.rows_too_close,
         pairs_rescored=first.pairs_rescored + second.pairs_rescored,
+        count_threshold=first.count_threshold,
+        n_at_or_above=first.n_at_or_above + second.n_at_or_above,
     )
 
 

@@ -95,7 +95,11 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
         scan = scan_or_estimate(vectors, group_codes, estimate_threshold=options.sampled_above, mode=options.mode,
                                 n_pairs=options.sampled_pairs, seed=options.seed, top_k=options.top_k,
                                 companions=options.companions, block_size=options.block_size, bins=options.bins,
-                                precision=options.precision, device=device, progress=progress)
+                                precision=options.precision, device=device, progress=progress,
+                                # tf32 / bf16 histograms are within a bound, not a bin: count the
+                                # near-duplicate pairs exactly in the pass instead (re-scored)
+                                count_at_or_above=(options.near_duplicate_threshold
+                                                   if options.precision != "fp32" else None))
     if on_scan is not None:
         on_scan(scan)
     cosines = _cosine_summaries(scan, len(captions))
@@ -116,7 +120,8 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
         "near_duplicates": _near_duplicates(scan.negatives, cosines.pairwise, companion_index, companion_cosine,
                                             options.near_duplicate_threshold,
                                             companions_exact=cosines.companions_exact,
-                                            pairwise_exact=cosines.pairwise_exact),
+                                            pairwise_exact=cosines.pairwise_exact,
+                                            counted=scan.extra.get("count_at_or_above")),
         "batches": batches,
         "options": options.to_dict(mode_used, device, headline_batch_size=resolved.headline,
                                    block_size_used=int(scan.block_size)),
@@ -243,7 +248,7 @@ def _pairs_above_from_companions(companion_index: np.ndarray, companion_cosine: 
 
 
 def _near_duplicates(histogram, pairwise: dict, companion_index, companion_cosine, threshold: float, *,
-                     companions_exact: bool, pairwise_exact: bool) -> dict:
+                     companions_exact: bool, pairwise_exact: bool, counted: dict | None = None) -> dict:
     hardest = companion_cosine[:, 0] if companion_cosine.size else np.zeros(0)
     n_hardest_above = int(np.count_nonzero(np.nan_to_num(hardest, nan=-np.inf) >= threshold))
     binned, bin_width = _count_at_or_above(histogram, threshold)
@@ -255,8 +260,12 @@ def _near_duplicates(histogram, pairwise: dict, companion_index, companion_cosin
                        if companions_exact else None)
     if from_companions is not None:
         n_pairs, method = from_companions, "top_k"
+    elif counted is not None and counted["threshold"] == threshold:
+        n_pairs, method = counted["pairs"], "counted"  # in the pass, re-scored (tf32 / bf16)
+    elif pairwise_exact:
+        n_pairs, method = binned, "histogram"
     else:
-        n_pairs, method = binned, "histogram" if pairwise_exact else "sampled"
+        n_pairs, method = binned, "sampled"
     n_captions = int(companion_cosine.shape[0])
     return {
         "threshold": float(threshold),
@@ -267,7 +276,7 @@ def _near_duplicates(histogram, pairwise: dict, companion_index, companion_cosin
         "share_pairs": float(n_pairs / total_pairs) if total_pairs else None,
         "n_captions_hardest_above": n_hardest_above,
         "share_captions_hardest_above": float(n_hardest_above / n_captions) if n_captions else None,
-        "exact": method == "top_k",
+        "exact": method in ("top_k", "counted"),
     }
 
 

@@ -32,7 +32,7 @@ WAIT_SECONDS = 0.2
 def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
                       device=None, progress: bool | None = None, histograms: bool = True,
                       threshold: float | None = None, precision: str = "fp32",
-                      bookkeeping_threads: int | None = 1):
+                      bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None):
     """:func:`capgeo.geometry.pairwise.scan_pairs`, with the tiles run as Ray tasks of ``session``
     (a :class:`capgeo.scale.session.RaySession`, which installs this function as the engine's runner)."""
     from capgeo.geometry.pairwise import finish_scan, make_grid, prepare_inputs
@@ -53,7 +53,7 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
     # tf32 / bf16: every task prepares the reduced-precision vectors again (the tile API takes
     # the whole matrix), a cost per task that fp32 does not have
     options = dict(top_k=top_k, bins=bins, histograms=histograms, threshold=threshold, precision=precision,
-                   bookkeeping_threads=bookkeeping_threads)
+                   bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above)
     # SPREAD: tiles go round the nodes, not first to fill the driver's node (Ray's default)
     tile_task = ray.remote(_tile_task).options(num_returns=2, max_retries=RETRIES, scheduling_strategy="SPREAD",
                                                **resources)
