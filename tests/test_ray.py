@@ -291,3 +291,15 @@ def test_gpu_clusters_get_one_encoder_actor_and_one_tile_per_gpu_unless_told_cpu
     assert (actor_count(gpus, None, 100), actor_count(gpus, "cpu", 100), actor_count(gpus, None, 3)) == (4, 32, 3)
     cpus = RaySession(address="auto", nodes=2, cpus=2, gpus=0)
     assert not cpus.uses_gpus(None) and actor_count(cpus, None, 100) == 2
+
+
+def test_ray_without_an_address_starts_its_own_instance_unless_ray_address_names_one(monkeypatch):
+    """Ray's default (None) joins the last cluster anyone started on the machine, which ran two
+    QA commands as jobs of another user's session that then died with OwnerDiedError."""
+    from capgeo.scale.session import LOCAL, _init_address
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert _init_address(LOCAL) == "local"
+    assert _init_address("auto") == "auto" and _init_address("10.0.0.1:6379") == "10.0.0.1:6379"
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.2:6379")
+    assert _init_address(LOCAL) == "10.0.0.2:6379"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -63,6 +64,15 @@ def import_ray():
     return ray
 
 
+def _init_address(address: str) -> str:
+    """What ``ray.init`` is given for ``--ray [ADDRESS]``. Without an address: $RAY_ADDRESS when set,
+    else a new local instance ("local"). Ray's own default (None) would also join the last cluster
+    anyone started on this machine (/tmp/ray/ray_current_cluster), perhaps another user's."""
+    if address != LOCAL:
+        return address
+    return os.environ.get("RAY_ADDRESS") or "local"
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None) -> Iterator[RaySession | None]:
     """Run the body on Ray at ``address`` (None: no Ray, the body runs locally).
@@ -78,7 +88,7 @@ def ray_session(address: str | None) -> Iterator[RaySession | None]:
     if not ray.is_initialized():
         _check_reachable(address)
         try:
-            ray.init(address=None if address == LOCAL else address, logging_level="ERROR", log_to_driver=False)
+            ray.init(address=_init_address(address), logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as error:
             raise CapgeoError(f"--ray {address}: cannot start or join a Ray cluster: "
                               f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
