@@ -132,6 +132,24 @@ def test_faiss_companions_recall_on_easy_set():
     assert summary["n_captions"] == 2000
 
 
+def test_faiss_captions_of_a_group_larger_than_its_search_get_exact_companions():
+    """200 near-identical captions of one image: faiss's first 64 + k neighbours are all of that
+    image, so they got no companion at all (and left the hardest-companion statistics)."""
+    vectors, groups = clustered(1500, 16, 300, seed=4, spread=0.3)
+    rng = np.random.default_rng(5)
+    big = np.arange(200)
+    vectors[big] = vectors[0] + 1e-3 * rng.normal(size=(200, 16)).astype(np.float32)
+    vectors[big] /= np.linalg.norm(vectors[big], axis=1, keepdims=True)
+    groups = groups.copy()
+    groups[big] = -1  # one group of 200
+    approx = estimate_pairs(vectors, groups, n_pairs=5000, seed=0, top_k=3, companions="faiss",
+                            recall_queries=100, device="cpu")
+    exact_index, exact_cosine = query_companions(vectors, groups, big, top_k=3, device="cpu")
+    np.testing.assert_array_equal(approx.companion_index[big], exact_index)
+    np.testing.assert_array_equal(approx.companion_cosine[big], exact_cosine)
+    assert approx.hardest_companion_summary()["n_captions"] == 1500
+
+
 def test_sampled_summaries_are_strict_json():
     import json
 

@@ -140,6 +140,7 @@ def estimate_pairs(
         index, cosine = exact.companion_index, exact.companion_cosine
     else:
         index, cosine = faiss_companions(unit, codes, top_k, progress=progress)
+        fill_unfound_companions(unit, codes, index, cosine, block_size=block_size, device=device)
         recall = measure_recall(unit, codes, index, cosine, queries=recall_queries, seed=seed,
                                 block_size=block_size, device=device)
 
@@ -257,12 +258,29 @@ def pair_cosine_histogram(matrix, first, second, bins, progress, description) ->
     return Histogram(bins=bins).add(cosines)
 
 
+def fill_unfound_companions(unit_vectors: np.ndarray, codes: np.ndarray, index: np.ndarray, cosine: np.ndarray, *,
+                            block_size: int | None = DEFAULT_BLOCK_SIZE, device=None) -> int:
+    """Exact companions, in place, for the captions faiss left short of their top-k although the
+    dataset has enough captions of other images: those of groups larger than its search reached past
+    (MAX_EXTRA_NEIGHBOURS). Returns how many captions were filled."""
+    if not index.shape[1]:
+        return 0
+    sizes = np.bincount(codes - codes.min())
+    possible = np.minimum(index.shape[1], len(codes) - sizes[codes - codes.min()])
+    short = np.flatnonzero((index >= 0).sum(axis=1) < possible)
+    if short.size:
+        index[short], cosine[short] = query_companions(unit_vectors, codes, short, top_k=index.shape[1],
+                                                       block_size=block_size, device=device)
+    return int(short.size)
+
+
 def faiss_companions(unit_vectors: np.ndarray, codes: np.ndarray, top_k: int, *, m: int = 32,
                      ef_construction: int = 80, ef_search: int = 128, progress=None):
     """Approximate top-k other-group companions from a faiss HNSW inner-product index.
 
     Searches past the caption itself and its own group's captions (up to
-    ``MAX_EXTRA_NEIGHBOURS`` of them); captions left with fewer than k get -1 / NaN.
+    ``MAX_EXTRA_NEIGHBOURS`` of them); captions left with fewer than k get -1 / NaN here, and
+    exact companions from :func:`fill_unfound_companions` in the estimate.
     """
     try:
         import faiss
