@@ -182,3 +182,18 @@ def test_a_sampled_near_duplicate_count_states_its_sampling_error(dataset):
     spread = bounds["cdf_epsilon"] * bounds["population"]
     assert f"(estimated from the sampled pairs: +/- {spread:,.0f} pairs, 95%)" in result.stdout
     assert "one bin" not in result.stdout
+
+
+@pytest.mark.parametrize("args, recorded, note", [
+    (["--mode", "sampled", "--sampled-pairs", 500, "--precision", "bf16"], ("precision", "fp32"),
+     "Note: --precision bf16 applies to the exact pass"),
+    (["--mode", "exact", "--companions", "faiss"], ("companions", "exact"),
+     "Note: --companions faiss applies to --mode sampled"),
+])
+def test_an_option_the_mode_does_not_apply_is_noted_and_not_recorded_as_used(dataset, args, recorded, note):
+    data, vectors, n = dataset
+    result = run(data, "--encoder", f"vectors:{vectors}", "--no-gamma", *args, "--json", "-")
+    assert result.exit_code == 0, result.output
+    options = json.loads(result.stdout)["options"]
+    assert options[recorded[0]] == recorded[1]
+    assert note in result.stderr

@@ -78,6 +78,7 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
     from capgeo.geometry.batch_size import resolve_batch_sizes
+    from capgeo.geometry.profile_options import options_unused_by
     from capgeo.pipeline import profile_dataset
 
     refuse_path_clashes()
@@ -102,7 +103,8 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption, **profile_options,
     )
-    for note in resolved.notes:   # after the work, so that an error stays the only line
+    unused = options_unused_by(result["options"]["mode_used"], precision=precision, companions=companions)
+    for note in [*resolved.notes, *unused]:   # after the work, so that an error stays the only line
         click.echo(f"Note: {note}", err=True)
     if per_caption is not None:
         click.echo(f"Wrote {per_caption}", err=True)

@@ -80,7 +80,8 @@ class ProfileOptions:
             "top_k": int(self.top_k),
             "block_size": None if self.block_size is None else int(self.block_size),
             "block_size_used": int(block_size_used),
-            "precision": self.precision,
+            # what the mode used: products of the exact pass only, faiss in sampled mode only
+            "precision": self.precision if mode_used == "exact" else "fp32",
             "bins": int(self.bins),
             "seed": int(self.seed),
             "near_duplicate_threshold": float(self.near_duplicate_threshold),
@@ -88,7 +89,19 @@ class ProfileOptions:
             "mode_used": mode_used,
             "sampled_above": int(self.sampled_above),
             "sampled_pairs": int(self.sampled_pairs),
-            "companions": self.companions,
+            "companions": self.companions if mode_used == "sampled" else "exact",
             "include_companions": bool(self.include_companions),
             "device": device,
         }
+
+
+def options_unused_by(mode_used: str, *, precision: str = "fp32", companions: str = "exact") -> list[str]:
+    """Notes on options asked for that the mode in use does not apply (else they pass silently)."""
+    notes = []
+    if mode_used == "sampled" and precision != "fp32":
+        notes.append(f"--precision {precision} applies to the exact pass; the sampled estimate scores its pairs "
+                     "in fp32")
+    if mode_used == "exact" and companions != "exact":
+        notes.append(f"--companions {companions} applies to --mode sampled; the exact pass finds the exact "
+                     "companions")
+    return notes
