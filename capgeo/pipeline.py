@@ -105,6 +105,34 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
 
     train = loaded(train)
     eval_sets = [loaded(source) for source in evals]
+    _refuse_one_vector_file_for_different_sets(encoder, train, eval_sets)
     train_vectors = embedded(train, "TRAIN") if train_embeddings is None else train_embeddings
     return leak_section(train, train_vectors, [(captions, embedded(captions, "EVAL")) for captions in eval_sets],
                         device=device, progress=progress, **leak_options)
+
+
+def _refuse_one_vector_file_for_different_sets(encoder, train, eval_sets) -> None:
+    """A vectors file embeds TRAIN and EVAL only through caption ids that say which row is whose.
+
+    Aligned by row, it would give the i-th training and the i-th eval caption the same vector
+    whenever the sets have as many captions (a 100% leak at cosine 1.0 between unrelated texts);
+    by id, an id that both sets use for different texts would do the same for that pair.
+    """
+    from capgeo.encoders.registry import get_encoder, spec_kind
+    from capgeo.errors import EncoderError
+
+    if not isinstance(encoder, str) or spec_kind(encoder)[0] != "precomputed":
+        return
+    vectors = get_encoder(encoder)
+    if vectors.ids is None:
+        raise EncoderError(f"{vectors.path}: vectors aligned by row belong to one set of captions, and leak embeds "
+                           "TRAIN and EVAL with one encoder; give a .npz or .parquet whose caption ids cover both "
+                           "sets, or an encoder that computes the vectors")
+    train_texts = dict(zip(train.ids, train.texts))
+    for eval_set in eval_sets:
+        clash = next((caption_id for caption_id, text in zip(eval_set.ids, eval_set.texts)
+                      if caption_id in train_texts and train_texts[caption_id] != text), None)
+        if clash is not None:
+            raise EncoderError(f"{vectors.path}: caption id {clash!r} is in TRAIN {train.source} and in EVAL "
+                               f"{eval_set.source} with different texts, so one vector would stand for both; "
+                               "give the sets distinct ids")

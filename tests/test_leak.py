@@ -198,13 +198,34 @@ def test_bad_options_are_one_line_errors_without_output(tiny_sets, tmp_path, arg
 
 
 def test_a_vector_file_that_fits_one_set_names_the_set_it_does_not_fit(tiny_sets, tmp_path):
-    """A row-aligned .npy matches the training set only: the error named the file, not the EVAL set."""
+    """Vectors with the training ids only: the error named the file, not the EVAL set."""
     train_file, eval_file, _, train, _ = tiny_sets
-    np.save(tmp_path / "train-only.npy", train)
-    result = run("leak", train_file, eval_file, "--encoder", f"vectors:{tmp_path / 'train-only.npy'}")
+    np.savez(tmp_path / "train-only.npz", vectors=train, ids=np.array([f"t{i}" for i in range(20)]))
+    result = run("leak", train_file, eval_file, "--encoder", f"vectors:{tmp_path / 'train-only.npz'}")
     assert result.exit_code == 2
     (line,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert line.startswith(f"Error: EVAL {eval_file}: ") and "20 vectors for 6 captions" in line
+    assert line.startswith(f"Error: EVAL {eval_file}: ") and "6 of 6 caption ids have no vector" in line
+
+
+def test_vectors_aligned_by_row_are_refused_for_two_sets(tmp_path):
+    """Two sets of equal size and one .npy: row i of each got the same vector, so every eval
+    caption was reported as a twin of an unrelated training caption at cosine 1.0."""
+    train = write_jsonl(tmp_path / "a.jsonl", [f"a{i}" for i in range(6)], [f"g{i}" for i in range(6)],
+                        [f"a red bus number {i}" for i in range(6)])
+    evals = write_jsonl(tmp_path / "b.jsonl", [f"b{i}" for i in range(6)], [f"h{i}" for i in range(6)],
+                        [f"two dogs in the snow {i}" for i in range(6)])
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(6, 8)).astype(np.float32))
+    result = run("leak", train, evals, "--encoder", f"vectors:{tmp_path / 'v.npy'}", "-o", tmp_path / "drop.txt")
+    assert result.exit_code == 2 and not (tmp_path / "drop.txt").exists()
+    assert "vectors aligned by row belong to one set of captions" in result.output
+    # and ids both sets use for different texts
+    np.savez(tmp_path / "v.npz", vectors=np.random.default_rng(1).normal(size=(6, 8)).astype(np.float32),
+             ids=np.array([f"c{i}" for i in range(6)]))
+    same_ids = [f"c{i}" for i in range(6)]
+    train = write_jsonl(tmp_path / "a.jsonl", same_ids, [f"g{i}" for i in range(6)], [f"a red bus {i}" for i in range(6)])
+    evals = write_jsonl(tmp_path / "b.jsonl", same_ids, [f"h{i}" for i in range(6)], [f"a dog {i}" for i in range(6)])
+    result = run("leak", train, evals, "--encoder", f"vectors:{tmp_path / 'v.npz'}")
+    assert result.exit_code == 2 and "caption id 'c0' is in TRAIN" in result.output
 
 
 def test_leak_section_refuses_a_threshold_outside_cosines():
