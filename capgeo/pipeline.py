@@ -50,7 +50,7 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
             profile["options"]["include_companions"] = False
     if gamma:
         left_out = add_gamma_section(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
-        if left_out:  # asked for and not there: say why, in the JSON and on the terminal
+        if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile["gamma_left_out"] = left_out
     return profile
 
@@ -58,7 +58,7 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
 def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float | None = None,
                       progress: bool | None = None) -> str | None:
     """Add the ``gamma`` section (`capgeo gamma`) at the profile's own batch sizes, batch
-    count and seed. Returns why it was left out, or None."""
+    count and seed. Returns why it, or the gamma of some extra batch sizes, was left out, or None."""
     from capgeo.findings.gamma import gamma_section
     from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, MIN_GAMMA_BATCH_SIZE, gamma_batch_size_problem
 
@@ -71,6 +71,11 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
                                      batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
                                      n_batches=options.get("n_batches", DEFAULT_N_BATCHES), seed=options.get("seed", 0),
                                      progress=progress)
+    too_small = [size for size in sizes[1:] if size < MIN_GAMMA_BATCH_SIZE]
+    if too_small:  # extra batch sizes the rule cannot answer: their in-batch rows stay, their gamma is left out
+        profile["gamma"]["batch_sizes_left_out"] = too_small
+        return (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
+                f"{gamma_batch_size_problem(too_small[0])} (docs/gamma.md).")
     return None
 
 

@@ -33,3 +33,35 @@ def test_compare_without_output_names_the_file_it_wrote(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     assert f"Wrote {folder.resolve() / 'mine.html'} (" in result.stderr
     assert "default name" not in result.stderr
+
+
+def test_every_encoder_is_checked_before_the_first_one_encodes(tmp_path):
+    """A bad second --encoder was found only after the first had encoded the whole dataset."""
+    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a photo number {i}"} for i in range(24)]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    np.save(tmp_path / "short.npy", np.random.default_rng(0).normal(size=(10, 8)).astype(np.float32))
+    cache = tmp_path / "cache"
+    for bad, says in (("no-such-spec", "unknown encoder spec"), (f"vectors:{tmp_path / 'short.npy'}",
+                                                                 "10 vectors for 24 captions")):
+        result = CliRunner().invoke(main, ["compare", str(data), "--encoder", "default", "--encoder", bad,
+                                           "--cache-dir", str(cache), "-o", str(tmp_path / "c.html")])
+        assert result.exit_code == 2 and says in result.output
+        assert not list(cache.rglob("chunk-*"))  # the first encoder encoded nothing
+    assert not (tmp_path / "c.html").exists()
+
+
+def test_dataset_options_given_for_saved_profiles_only_are_named_as_ignored(tmp_path):
+    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a photo number {i}"} for i in range(24)]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(24, 8)).astype(np.float32))
+    for name in ("a", "b"):
+        made = CliRunner().invoke(main, ["profile", str(data), "--encoder", f"vectors:{tmp_path / 'v.npy'}",
+                                         "--batch-size", "4", "--n-batches", "3", "--no-gamma",
+                                         "--json", str(tmp_path / f"{name}.json")])
+        assert made.exit_code == 0, made.output
+    result = CliRunner().invoke(main, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                                       "--batch-size", "8", "--limit", "5", "-o", str(tmp_path / "c.html")])
+    assert result.exit_code == 0, result.output
+    assert "a.json is a saved profile, drawn as it is; ignored: --limit, --batch-size" in result.stderr

@@ -197,3 +197,39 @@ def test_fill_missing_from_another_folder_finds_relative_dataset_and_vectors(tmp
     result = CliRunner().invoke(main, ["report", str(made_in / "p.json"), "--fill-missing", "-o", "r.html"])
     assert result.exit_code == 0, result.output
     assert 'id="gamma"' in (elsewhere / "r.html").read_text(encoding="utf-8")
+
+
+def test_fill_missing_leaves_out_what_no_gamma_and_no_dupes_leave_out(tmp_path):
+    """It computed both sections whatever --no-gamma / --no-dupes said."""
+    import numpy as np
+
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32))
+    saved = tmp_path / "p.json"
+    made = CliRunner().invoke(main, ["profile", str(REPO_DATA / "coco_sample.json"), "--encoder",
+                                     f"vectors:{tmp_path / 'v.npy'}", "--batch-size", "16", "--n-batches", "5",
+                                     "--no-gamma", "--json", str(saved)])
+    assert made.exit_code == 0, made.output
+    filled = tmp_path / "filled.json"
+    result = CliRunner().invoke(main, ["report", str(saved), "--fill-missing", "--no-gamma", "--save-profile",
+                                       str(filled), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    profile = json.loads(filled.read_text())
+    assert "dupes" in profile and "gamma" not in profile
+
+
+def test_report_says_when_an_extra_batch_size_has_no_gamma(tmp_path):
+    """--batch-size 16 --batch-size 3: the profile has rows at 3 but the gamma rule cannot answer there,
+    which passed without a word (capgeo gamma refuses B = 3 outright)."""
+    import numpy as np
+
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32))
+    saved = tmp_path / "p.json"
+    result = CliRunner().invoke(main, ["report", str(REPO_DATA / "coco_sample.json"), "--encoder",
+                                       f"vectors:{tmp_path / 'v.npy'}", "--batch-size", "16", "--batch-size", "3",
+                                       "--n-batches", "5", "--no-dupes", "--save-profile", str(saved),
+                                       "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    profile = json.loads(saved.read_text())
+    assert [entry["batch_size"] for entry in profile["gamma"]["batches"]] == [16]
+    assert profile["gamma"]["batch_sizes_left_out"] == [3]
+    assert "no gamma at B = 3" in result.output

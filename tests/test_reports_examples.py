@@ -108,3 +108,8 @@ def test_dataset_options_given_for_a_saved_profile_are_named_as_ignored(tmp_path
     assert f"Note: {profile} is a saved profile, drawn as it is; ignored: --limit, --batch-size" in result.stderr
     assert outline((tmp_path / "r.html").read_text(encoding="utf-8")).summary_rows[1] == \
         ["Captions / groups (images)", "300 / 60"]  # drawn from the profile, not cut to 5 captions
+    # and the options its sections were made with, or that need the dataset (they passed silently)
+    result = CliRunner().invoke(main, ["report", str(profile), "--truncation", "--seed", "3", "--n-batches", "7",
+                                       "--format", "csv", "-o", str(tmp_path / "r2.html")])
+    assert result.exit_code == 0, result.output
+    assert "ignored: --format, --seed, --n-batches, --truncation" in result.stderr

@@ -200,12 +200,17 @@ def print_profile(result: dict, console=None) -> None:
                   f"{near.n_pairs_cross_group:,} pairs across images{_near_duplicate_precision(result, near)}"
                   f"; {near.n_captions_hardest_above:,} captions have one")
     gamma = profile_section(result, "gamma")
-    if gamma:
-        console.print(_gamma_line(gamma))
-    elif result.get("gamma_left_out"):
+    left_out = result.get("gamma_left_out")
+    if left_out:
         from rich.markup import escape
 
-        console.print(f"[bold]Suggested gamma:[/bold] none. {escape(result['gamma_left_out'])}")
+        left_out = escape(left_out)
+    if gamma:
+        console.print(_gamma_line(gamma))
+        if left_out:
+            console.print(left_out)
+    elif left_out:
+        console.print(f"[bold]Suggested gamma:[/bold] none. {left_out}")
     print_verdict(result, console)
 
 

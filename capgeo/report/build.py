@@ -145,14 +145,16 @@ def load_saved_profile(path: str | Path) -> ReportInput:
 
 
 def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_dir: str | None = None,
-                 use_cache: bool = True, progress: bool | None = None) -> ReportInput:
-    """Compute a saved profile's missing dupes/gamma sections from its own dataset and encoder.
+                 use_cache: bool = True, progress: bool | None = None, dupes: bool = True,
+                 gamma: bool = True) -> ReportInput:
+    """Compute a saved profile's missing dupes/gamma sections (those of them asked for) from its
+    own dataset and encoder.
 
     The dataset is re-read from ``dataset.source`` and must have the same caption texts
     (``texts_digest``) as when the profile was made; embeddings come from the cache when present.
     """
     profile = report_input.profile
-    if profile.get("dupes") and profile.get("gamma"):
+    if (profile.get("dupes") or not dupes) and (profile.get("gamma") or not gamma):
         return report_input
     from capgeo.captions import load_captions
     from capgeo.encoders import embed
@@ -175,8 +177,8 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
     embeddings = embed(captions, _encoder_as_made(known(encoder.spec), made_in), device=device, cache_dir=cache_dir,
                        use_cache=use_cache, max_tokens=max_tokens, progress=progress)
-    add_sections(profile, captions, embeddings, progress=progress)
-    return ReportInput(profile, [])
+    notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
+    return ReportInput(profile, notes)
 
 
 def _as_made(path: str | None, made_in: str | None) -> str | None:
@@ -240,6 +242,9 @@ def save_profile(profile: dict, path: str | Path) -> Path:
 #: Dataset options of `capgeo report` that a saved profile cannot use (it is drawn as it is).
 DATASET_ONLY_OPTIONS = ("encoder", "text_column", "captions_column", "id_column", "group_column", "split", "limit",
                         "max_tokens", "batch_size")
+#: All that a saved profile ignores: its sections keep the seed and batch count they were made with
+#: (--fill-missing uses them too), and the truncation section needs the dataset's encoding at each length
+SAVED_PROFILE_IGNORES = (*DATASET_ONLY_OPTIONS, "format", "seed", "n_batches", "truncation")
 
 
 @dataclass
@@ -249,7 +254,7 @@ class WrittenReport:
     path: Path
     notes: list[str]
     saved_profile: Path | None = None
-    #: options given for a dataset that a saved profile ignored (names as in DATASET_ONLY_OPTIONS, the CLI's)
+    #: options given for a dataset that a saved profile ignored (names as in SAVED_PROFILE_IGNORES, the CLI's)
     ignored_options: list[str] = field(default_factory=list)
 
 
@@ -273,13 +278,16 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
         if leak:
             raise CapgeoError(f"--leak needs DATA to be a dataset, not a saved profile ({source}); "
                               "run `capgeo report DATASET --leak EVAL`")
-        given = {**load_options, "encoder": encoder, "max_tokens": max_tokens, "batch_size": batch_sizes}
-        ignored = [name for name in DATASET_ONLY_OPTIONS if given.get(name)]
+        given = {**load_options, "encoder": encoder, "max_tokens": max_tokens, "batch_size": batch_sizes,
+                 "format": load_options.get("format") not in (None, "auto"), "truncation": truncation,
+                 "seed": seed != 0, "n_batches": n_batches != DEFAULT_N_BATCHES}
+        ignored = [name for name in SAVED_PROFILE_IGNORES if given.get(name)]
         report_input = load_saved_profile(source)
         if fill_missing_sections:
             if before_encoding:
                 before_encoding(None)
-            report_input = fill_missing(report_input, device=device, cache_dir=cache_dir, use_cache=use_cache)
+            report_input = fill_missing(report_input, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                                        dupes=dupes, gamma=gamma)
     else:
         captions = _load_dataset(source, load_options, on_skipped)
         if before_encoding:
@@ -301,16 +309,28 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                   before_encoding: Callable | None = None) -> tuple[Path, list[str]]:
     """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
     the embedded one) on one HTML page. Returns the page's path and notes for the user."""
-    profiles, notes = [], []
-    for source in sources:
+    loaded, notes = [], []
+    given = [option for option, value in (("--encoder", encoders), ("--limit", limit), ("--batch-size", batch_sizes),
+                                          ("--n-batches", n_batches != DEFAULT_N_BATCHES), ("--seed", seed != 0))
+             if value]
+    for source in sources:  # every source read and every option checked before anything is encoded
         if is_profile_file(source):
-            if encoders:
-                notes.append(f"{source} is a saved profile; --encoder does not apply to it")
-            profiles.append(load_saved_profile(source).profile)
+            if given:
+                notes.append(f"{source} is a saved profile, drawn as it is; ignored: {', '.join(given)}")
+            loaded.append(load_saved_profile(source).profile)
             continue
         captions = _load_dataset(source, {"limit": limit}, on_skipped)
         if before_encoding:
             before_encoding(captions)
+        loaded.append(captions)
+    datasets = [item for item in loaded if not isinstance(item, dict)]
+    if datasets:
+        _check_encoders(encoders or (None,), datasets, device=device, cache_dir=cache_dir)
+    profiles = []
+    for captions in loaded:
+        if isinstance(captions, dict):
+            profiles.append(captions)
+            continue
         for encoder in encoders or (None,):
             profiles.append(report_dataset(
                 captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
@@ -322,6 +342,20 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
     if labels and len(labels) != len(profiles):
         raise CapgeoError(f"--label given {len(labels)} times for {len(profiles)} profiles")
     return build_compare(profiles, output, labels=labels or None, command=command), notes
+
+
+def _check_encoders(specs, datasets, *, device: str | None, cache_dir: str | None) -> None:
+    """Every --encoder of compare, before the first is used: a spec no kind accepts, a weight file
+    that is missing, or vectors that do not fit a dataset fail now, not after the others encoded."""
+    from capgeo.encoders.registry import get_encoder, spec_kind
+
+    for spec in specs:
+        kind, _ = spec_kind(spec)
+        if kind in ("precomputed", "open_clip", "longclip"):  # their identity loads no model (lazy)
+            encoder = get_encoder(spec, device=device, cache_dir=cache_dir)
+            if kind == "precomputed":
+                for captions in datasets:
+                    encoder.align(captions.ids)
 
 
 def _load_dataset(source, load_options: dict, on_skipped: Callable | None):
