@@ -422,3 +422,19 @@ def test_precomputed_vectors_have_unknown_context_and_logit_scale_not_zero_token
     clip["encoder"] = {**clip["encoder"], "kind": "open_clip", "context_length": 77, "logit_scale": None}
     rows = dict(summary_rows(clip))
     assert rows["Context length"].startswith("77 tokens") and rows["Logit scale"] == "none in checkpoint"
+
+
+def test_a_profile_without_the_within_image_section_does_not_claim_one_caption_per_image():
+    """A gamma or truncation profile has no within_group section: the summary said 'none: one
+    caption per image' of a dataset with five captions per image."""
+    from capgeo.report.summary import summary_rows
+
+    profile, _ = make_profile()
+    for key in ("within_group", "near_duplicates"):
+        profile.pop(key)
+    rows = dict(summary_rows(profile))
+    assert rows["Mean cosine within an image (positives)"] == "not computed"
+    assert rows["Near-duplicate pairs"] == "not computed"
+    profile, _ = make_profile()
+    profile["within_group"] = None  # every image has one caption
+    assert dict(summary_rows(profile))["Mean cosine within an image (positives)"] == "none: one caption per image"

@@ -77,8 +77,9 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
         ("Mean pairwise cosine (different images)",
          f"{_num(known(pairwise.mean))} ± {_num(known(pairwise.std))}" if pairwise else MISSING),
     ]
+    # null: every image has one caption; absent: the profile (gamma's, truncation's) has no such section
     rows.append(("Mean cosine within an image (positives)",
-                 _num(known(within.mean)) if within else "none: one caption per image"))
+                 _num(known(within.mean)) if within else MISSING if within is ABSENT else "none: one caption per image"))
     rows.append(("Mean hardest-companion cosine",
                  f"{_num(known(hardest.mean))} (N = {_count(known(hardest.count))})" if hardest else MISSING))
     for entry in profile.batches or ():
@@ -94,7 +95,7 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
         if near_batch.get("share_batches") is not None:
             rows.append((f"Batches with a near-twin >={near_batch.get('threshold')}, B={entry.batch_size}",
                          _pct(near_batch["share_batches"])))
-    rows.append((f"Near-duplicate pairs (cosine >= {shown(near.threshold) if near else '?'})",
+    rows.append((f"Near-duplicate pairs (cosine >= {shown(near.threshold)})" if near else "Near-duplicate pairs",
                  f"{_count(known(near.n_pairs_cross_group))} pairs; {_count(known(near.n_captions_hardest_above))} "
                  f"captions have one" if near else MISSING))
     rows.append(("Exact duplicates",
