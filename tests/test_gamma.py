@@ -251,17 +251,22 @@ def test_identical_directions_are_clipped_and_said():
     rng = np.random.default_rng(0)
     vectors = np.ones((300, 8)) + 1e-5 * rng.normal(size=(300, 8))
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-    suggestion = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4)["batches"][0]["suggestion"]
+    batch = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4)["batches"][0]
+    suggestion = batch["suggestion"]
     assert suggestion["clipped"] and suggestion["gamma"] == gamma_module.GAMMA_CLIP[1]
     assert suggestion["range_clipped"] == [True, True]
     assert "clipped to 2.0" in suggestion["clip_note"]
+    # the why does not claim the clipped gamma reaches the reference's concentration (it said "does the same")
+    assert ") does the same" not in batch["why"] and "no gamma in the suggested interval does the same" in batch["why"]
 
 
 def test_very_wide_spread_is_clipped_low():
     # random directions in 3-D: cosines spread over [-1, 1], far wider than any caption encoder
     vectors = np.random.default_rng(0).normal(size=(300, 3))
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-    suggestion = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4)["batches"][0]["suggestion"]
+    batch = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4)["batches"][0]
+    suggestion = batch["suggestion"]
+    assert "no gamma in the suggested interval does the same" in batch["why"]
     assert suggestion["clipped"] and suggestion["gamma_exact"] == pytest.approx(gamma_module.GAMMA_CLIP[0])
     assert suggestion["range_clipped"][0]
     assert "clipped to 0.05" in suggestion["clip_note"]

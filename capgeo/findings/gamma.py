@@ -375,10 +375,17 @@ def _why(suggestion: dict, batch_size: int, logit_scale: float, spread: float, r
     share = suggestion["target_share"]
     sigma_ref = reference_within_row_spread(reference)
     direction = "wider" if spread > sigma_ref else "tighter"
+    opening = (f"At gamma={reference.gamma}, s={reference.logit_scale:g}, B={reference.batch_size} the paper's "
+               f"DOCCI-like geometry spreads each row's softmax over {share:.0%} of its negatives (effective "
+               f"{share * (reference.batch_size - 1):.0f} of {reference.batch_size - 1}); ")
+    if suggestion["clipped"]:
+        # the interval's end does not reach that concentration: say what it is, not that it matches
+        return (f"{opening}no gamma in the suggested interval does the same at B={batch_size}, so gamma="
+                f"{suggestion['gamma_exact']:.3f} (s*gamma={suggestion['scaled_gamma']:.1f}) is its nearest end: "
+                f"{suggestion['clip_note']}. Caption cosines spread {direction} within a batch row here "
+                f"({spread:.3f} vs {sigma_ref:.3f}).")
     return (
-        f"At gamma={reference.gamma}, s={reference.logit_scale:g}, B={reference.batch_size} the paper's DOCCI-like "
-        f"geometry spreads each row's softmax over {share:.0%} of its negatives (effective "
-        f"{share * (reference.batch_size - 1):.0f} of {reference.batch_size - 1}); here gamma="
+        f"{opening}here gamma="
         f"{suggestion['gamma_exact']:.3f} (s*gamma={suggestion['scaled_gamma']:.1f}) does the same at B={batch_size}. "
         f"Caption cosines spread {direction} within a batch row here ({spread:.3f} vs {sigma_ref:.3f}), "
         f"so the same concentration needs a {'smaller' if direction == 'wider' else 'larger'} s*gamma."
