@@ -257,3 +257,31 @@ def test_a_folder_with_other_entries_is_not_unwrapped(tmp_path):
     (tmp_path / "outer" / "notes.md").write_text("readme", encoding="utf-8")
     with pytest.raises(DataError, match="cannot tell the folder's format"):
         load_captions(tmp_path / "outer")
+
+
+def test_urban1k_folder_skips_hidden_files_and_names_other_text_files(tmp_path):
+    """README.txt and .notes.txt were read as captions, and a macOS ._1.txt stopped the load."""
+    from capgeo.captions import load_captions
+
+    folder = tmp_path / "u"
+    folder.mkdir()
+    for number, text in ((1, "a cat"), (2, "a dog"), (10, "a bird")):
+        (folder / f"{number}.txt").write_text(text)
+    (folder / "README.txt").write_text("captions of the benchmark")
+    (folder / ".notes.txt").write_text("notes")
+    (folder / "._1.txt").write_bytes(b"\x00\x05\x16\x07\xff\xfe")
+    (folder / "\u00b2.txt").write_text("superscript two")  # a digit int() refuses
+    captions = load_captions(folder)
+    assert captions.ids == ["1", "2", "10"] and captions.texts == ["a cat", "a dog", "a bird"]
+    (skipped,) = captions.skipped
+    assert skipped.reason == "a text file not named N.txt" and skipped.count == 2
+
+
+def test_dci_folder_skips_hidden_files(tmp_path):
+    from capgeo.captions import load_captions
+
+    folder = tmp_path / "dci"
+    folder.mkdir()
+    (folder / "sa_1.json").write_text(json.dumps({"extra_caption": "a street at night"}))
+    (folder / "._sa_1.json").write_bytes(b"\x00\x05\x16\x07\xff")
+    assert load_captions(folder, format="dci").texts == ["a street at night"]

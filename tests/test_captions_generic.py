@@ -179,3 +179,102 @@ def test_a_record_without_an_id_gets_one_no_other_record_has(tmp_path):
     assert captions.ids[0] == "2" and captions.ids[2] == "3"
     assert captions.ids[1] not in ("2", "3") and captions.ids[1].startswith("2")
     assert len(set(captions.ids)) == 3 and captions.n_groups == 3
+
+
+def test_a_json_object_of_columns_with_capitalised_keys_is_columns(tmp_path):
+    """{"Caption": [...], "Image": [...]} was read as an {image: [captions]} mapping: two images named
+    "Caption" and "Image", with the file names as captions."""
+    path = tmp_path / "cols.json"
+    path.write_text(json.dumps({"Caption": ["a cat", "a dog", "a bird"], "Image": ["1.jpg", "2.jpg", "3.jpg"]}))
+    captions = load_captions(path)
+    assert captions.texts == ["a cat", "a dog", "a bird"] and captions.groups == ["1.jpg", "2.jpg", "3.jpg"]
+    with pytest.warns(UserWarning, match="matched ignoring case"):
+        assert load_captions(path, text_column="CAPTION").texts == ["a cat", "a dog", "a bird"]
+
+
+def test_a_json_file_of_one_record_is_one_caption(tmp_path):
+    """It was an {image: caption} mapping: three captions "a cat on a mat", "1.jpg" and "test"."""
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({"caption": "a cat on a mat", "image": "1.jpg", "split": "test"}))
+    captions = load_captions(path)
+    assert captions.texts == ["a cat on a mat"] and captions.groups == ["1.jpg"]
+    assert len(load_captions(path, split="test")) == 1
+    # a mapping of images to captions stays one
+    mapping = tmp_path / "map.json"
+    mapping.write_text(json.dumps({"1.jpg": "a cat", "2.jpg": ["a dog", "a puppy"]}))
+    assert load_captions(mapping).texts == ["a cat", "a dog", "a puppy"]
+
+
+@pytest.mark.parametrize("format", ["jsonl", "parquet"])
+def test_nan_ids_and_groups_are_missing_and_whole_floats_are_integers(tmp_path, format):
+    """NaN groups became the group "nan" (every such caption a positive of the others) and float ids
+    "1.0"; pandas turns an integer column with a missing value into exactly this."""
+    rows = [{"id": 1.0, "image_id": 7.0, "caption": "a cat"},
+            {"id": 2.0, "image_id": float("nan"), "caption": "a dog"},
+            {"id": 3.0, "image_id": float("nan"), "caption": "a bird"},
+            {"id": 4.0, "image_id": 7.0, "caption": "a kitten"}]
+    if format == "jsonl":
+        path = tmp_path / "nan.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))  # the literal NaN json.dumps writes
+    else:
+        path = tmp_path / "nan.parquet"
+        pl.DataFrame(rows).write_parquet(path)
+    captions = load_captions(path)
+    assert captions.ids == ["1", "2", "3", "4"]
+    groups = dict(zip(captions.texts, captions.groups))
+    assert groups["a cat"] == groups["a kitten"] == "7"
+    assert len({groups["a dog"], groups["a bird"], "7"}) == 3 and captions.n_groups == 3
+
+
+def test_an_id_that_is_an_object_is_an_error(tmp_path):
+    path = tmp_path / "obj.jsonl"
+    path.write_text(json.dumps({"id": {"path": "1.jpg"}, "caption": "a cat"}) + "\n")
+    with pytest.raises(DataError, match=r"line 1: the id is an object with keys \[path\]; expected text or a number"):
+        load_captions(path)
+
+
+def test_rows_without_a_caption_list_are_skipped_and_counted(tmp_path):
+    """A null, missing or empty list (or an empty TSV cell) made its image vanish without a word,
+    or (TSV) stopped the load."""
+    records = [{"image": "a.jpg", "captions": ["a cat"]}, {"image": "b.jpg", "captions": None},
+               {"image": "c.jpg"}, {"image": "d.jpg", "captions": []}]
+    path = tmp_path / "lists.json"
+    path.write_text(json.dumps(records))
+    captions = load_captions(path)
+    assert captions.texts == ["a cat"]
+    assert sum(item.count for item in captions.skipped) == 3
+    tsv = tmp_path / "lists.tsv"
+    tsv.write_text('image\tcaptions\na.jpg\t["a cat", "a dog"]\nb.jpg\t\n')
+    captions = load_captions(tsv)
+    assert captions.texts == ["a cat", "a dog"] and sum(item.count for item in captions.skipped) == 1
+
+
+def test_csv_reads_captions_longer_than_the_csv_modules_default_field_limit(tmp_path):
+    caption = "a long caption " * 10_000  # 150,000 characters; the csv module refuses 131,073 and up
+    path = tmp_path / "long.csv"
+    path.write_text(f'caption,image\n"{caption}",1.jpg\nshort,2.jpg\n')
+    assert load_captions(path).texts[0] == caption.strip()
+
+
+def test_blank_lines_before_a_csv_header_are_skipped(tmp_path):
+    path = tmp_path / "lead.csv"
+    path.write_text("\n\ncaption,image\na cat,1.jpg\n\na dog,2.jpg\n")
+    captions = load_captions(path)
+    assert captions.texts == ["a cat", "a dog"]
+    assert captions.ids == ["1.jpg#0", "2.jpg#0"]
+
+
+def test_a_made_id_is_the_records_line_number(tmp_path):
+    path = tmp_path / "partid.csv"
+    path.write_text("id,caption\n3,a cat\n,a dog\n2,a bird\n")
+    assert load_captions(path).ids == ["3", "3 (line 3)", "2"]
+    path = tmp_path / "blank.jsonl"
+    path.write_text('{"id": "x", "caption": "a cat"}\n\n{"caption": "a dog"}\n')
+    assert load_captions(path).ids == ["x", "3"]
+
+
+def test_a_deeply_nested_json_line_is_an_error_not_a_traceback(tmp_path):
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"caption": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(DataError, match="deep.jsonl:1: invalid JSON line: nested too deeply"):
+        load_captions(path)

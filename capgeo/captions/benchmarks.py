@@ -83,18 +83,27 @@ def read_urban1k(content: DatasetContent) -> RawCaptions:
     folder = content.path
     if (folder / "caption").is_dir():
         folder = folder / "caption"
-    files = [path for path in folder.iterdir() if path.is_file() and path.suffix.lower() == ".txt"]
+    text_files = [path for path in _visible_files(folder) if path.suffix.lower() == ".txt"]
+    # captions are N.txt; another text file (a README, notes) is not one, and is said to be left out
+    files = [path for path in text_files if path.stem.isdecimal()]
+    others = sorted(path.name for path in text_files if not path.stem.isdecimal())
     if not files:
         found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
         raise DataError(f"{folder}: expected Urban-1K caption files N.txt; found: {found}")
     # numeric order (1, 2, ..., 10), not string order (1, 10, 100, 2)
-    files.sort(key=lambda path: (0, int(path.stem), "") if path.stem.isdigit() else (1, 0, path.stem))
+    files.sort(key=lambda path: int(path.stem))
     ids = [path.stem for path in files]
     texts = [read_text(path) for path in files]
     return RawCaptions(
         source=folder, format="urban1k", texts=texts, where=lambda row: f"file {files[row].name}",
         ids=ids, groups=ids, fields=["N.txt"],
+        skipped={"a text file not named N.txt": [f"file {name}" for name in others]} if others else {},
     )
+
+
+def _visible_files(folder: Path) -> list[Path]:
+    """The folder's files, without hidden ones (.DS_Store, macOS's ._N.txt resource forks)."""
+    return [path for path in folder.iterdir() if path.is_file() and not path.name.startswith(".")]
 
 
 def read_coco(content: DatasetContent) -> RawCaptions:
@@ -229,7 +238,7 @@ def read_dci(content: DatasetContent) -> RawCaptions:
     root = folder
     if (folder / "complete").is_dir():
         folder = folder / "complete"
-    files = sorted(path for path in folder.iterdir() if path.is_file() and path.suffix.lower() == ".json")
+    files = sorted(path for path in _visible_files(folder) if path.suffix.lower() == ".json")
     if not files:
         found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
         raise DataError(f"{folder}: expected DCI annotation files <image>.json; found: {found}")

@@ -23,6 +23,7 @@ Readers hand over ``RawCaptions``: parallel columns as they appear in the file.
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,6 +33,7 @@ from pathlib import Path
 import polars as pl
 
 from capgeo.captions.model import COLUMNS, CaptionSet, Skipped
+from capgeo.captions.sources import json_kind
 from capgeo.errors import DataError
 
 #: Unicode categories that show nothing: control, format (zero-width), surrogate,
@@ -59,6 +61,10 @@ class RawCaptions:
     groups: list | None = None
     splits: list | None = None
     fields: Sequence[str] = field(default_factory=list)
+    #: each record's line (or record) number as text, for ids made for records without one
+    numbers: Sequence[str] | None = None
+    #: what the reader itself left out: reason -> places (files of a folder that hold no caption)
+    skipped: dict[str, list[str]] = field(default_factory=dict)
 
 
 def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | None = None) -> CaptionSet:
@@ -87,7 +93,7 @@ def _checked_caption_set(raw: RawCaptions, *, split: str | None, limit: int | No
     n_rows = len(raw.texts)
     ids = _caption_ids(raw)
     _check_unique(ids, raw)
-    groups = _group_ids(raw.groups, ids)
+    groups = _group_ids(raw.groups, ids, raw)
     splits = [None if value is None else str(value) for value in raw.splits] if raw.splits is not None else None
 
     rows = range(n_rows)
@@ -96,7 +102,7 @@ def _checked_caption_set(raw: RawCaptions, *, split: str | None, limit: int | No
 
     kept_rows: list[int] = []
     kept_texts: list[str] = []
-    skipped: dict[str, list[str]] = {}
+    skipped: dict[str, list[str]] = {reason: list(places) for reason, places in raw.skipped.items()}
     texts = raw.texts
     for row in rows:
         value = texts[row]
@@ -153,25 +159,43 @@ def _caption_ids(raw: RawCaptions) -> list[str]:
                 .select(pl.col("group") + "#" + within).to_series().to_list())
     n_rows = len(raw.texts)
     counters: Counter = Counter()
+    given_ids = [_key(value, raw, row, "id") for row, value in enumerate(raw.ids)] if raw.ids is not None else None
     # a record without an id in a file whose other records have ids: the id made for it must not
     # be one of theirs (record 2's number "2" beside a given id "2" read as a duplicate id)
-    given_ids = {str(value) for value in raw.ids if value is not None and value != ""} if raw.ids is not None else set()
+    taken = {value for value in given_ids or () if value is not None}
     ids: list[str] = []
     for row in range(n_rows):
-        given = raw.ids[row] if raw.ids is not None else None
-        if given is not None and given != "":
-            ids.append(str(given))
+        given = given_ids[row] if given_ids is not None else None
+        if given is not None:
+            ids.append(given)
             continue
-        group = raw.groups[row] if raw.groups is not None else None
-        if group is not None and group != "":
-            group = str(group)
+        group = _key(raw.groups[row], raw, row, "group") if raw.groups is not None else None
+        if group is not None:
             made = f"{group}#{counters[group]}"
             counters[group] += 1
         else:
-            # readers of line-based files pass line numbers as ids; this is the last resort
-            made = str(row + 1)
-        ids.append(_distinct(made, given_ids, f" ({raw.where(row)})"))
+            # the record's line (or record) number, as readers of line-based files give it; the last resort
+            made = raw.numbers[row] if raw.numbers is not None else str(row + 1)
+        ids.append(_distinct(made, taken, f" ({raw.where(row)})"))
     return ids
+
+
+def _key(value, raw: RawCaptions, row: int, name: str) -> str | None:
+    """An id or group value as text; None where it is missing (null, empty, NaN).
+
+    A float that is a whole number is written as one ("7", not "7.0"): an integer column with a
+    missing value becomes floats once pandas has touched it. NaN is a missing value, not the
+    group "nan" (which made every caption without an image positives of one another)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, (dict, list, tuple)):
+        raise DataError(f"{raw.source}: {raw.where(row)}: the {name} is {json_kind(value)}; expected text or a "
+                        f"number (name another column with --{name}-column)")
+    return str(value)
 
 
 def _distinct(made: str, taken: set[str], marker: str) -> str:
@@ -194,17 +218,17 @@ def _check_unique(ids: list[str], raw: RawCaptions) -> None:
             )
 
 
-def _group_ids(groups: list | None, ids: list[str]) -> list[str]:
+def _group_ids(groups: list | None, ids: list[str], raw: RawCaptions) -> list[str]:
     if groups is None:
         return list(ids)
     if all(type(group) is str and group for group in groups):
         return list(groups)
+    keys = [_key(group, raw, row, "group") for row, group in enumerate(groups)]
     # a caption without a group is an image of its own: its group is its caption id, unless that
     # is also another image's group (ids and image ids are often both numbers), which would
     # silently make the two captions positives of one image
-    given = {str(group) for group in groups if group is not None and group != ""}
-    return [_distinct(caption_id, given, " (no group)") if group is None or group == "" else str(group)
-            for group, caption_id in zip(groups, ids)]
+    given = {key for key in keys if key is not None}
+    return [_distinct(caption_id, given, " (no group)") if key is None else key for key, caption_id in zip(keys, ids)]
 
 
 def _rows_of_split(splits: list | None, split: str, raw: RawCaptions) -> list[int]:

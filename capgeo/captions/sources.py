@@ -53,6 +53,8 @@ def iter_json_lines(text: str, path: Path) -> Iterator[tuple[int, dict]]:
             continue
         try:
             record = json.loads(line)
+        except RecursionError:
+            raise DataError(f"{path}:{line_number}: invalid JSON line: nested too deeply") from None
         except json.JSONDecodeError as error:
             hint = ""
             if line.strip() in ("[", "{") or line.lstrip().startswith("[{"):

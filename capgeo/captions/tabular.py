@@ -110,9 +110,15 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         return _records_table(data, record_where, [str(row + 1) for row in range(len(data))])
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON list of objects or an object of columns; found {json_kind(data)}")
-    wanted = {name for name in (columns.text, columns.captions) if name} or set(TEXT_NAMES + CAPTIONS_NAMES)
+    wanted = {name.casefold() for name in (columns.text, columns.captions) if name} or set(TEXT_NAMES + CAPTIONS_NAMES)
     lists = {key: value for key, value in data.items() if isinstance(value, list)}
-    if wanted & set(lists):
+    column_keys = wanted & {str(key).casefold() for key in lists}
+    text_keys = [key for key, value in data.items() if isinstance(value, str) and str(key).casefold() in wanted]
+    if text_keys and not column_keys:
+        # one record ({"caption": "...", "image": "..."}), not an {image: caption} mapping of images
+        # that happen to be called "caption" and "image"
+        return _records_table([data], record_where, ["1"])
+    if column_keys:
         # {column: [values]}: columns of equal length
         lengths = {key: len(value) for key, value in lists.items()}
         if len(set(lengths.values())) > 1:
@@ -145,6 +151,10 @@ def _is_list_of_text(value) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
+#: the largest CSV/TSV field read (the csv module's default is 128 KiB)
+CSV_FIELD_LIMIT = 2**31 - 1
+
+
 def _csv_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
     """CSV (RFC 4180 quoting) or TSV (no quoting) with a header row; every cell read as text.
 
@@ -165,11 +175,16 @@ def _csv_table(content: DatasetContent, columns: ColumnChoice, format: str) -> T
         return csv.reader(io.StringIO(text, newline=""), strict=True)
 
     name = format.upper()
+    # long-caption datasets hold captions of hundreds of kilobytes; the csv module refuses fields
+    # over 128 KiB unless told otherwise (JSON lines never had such a limit)
+    csv.field_size_limit(CSV_FIELD_LIMIT)
     rows_reader = reader()
     rows: list[list[str]] = []
     broken = None
     try:
         header = next(rows_reader)
+        while not header:  # blank lines before the header, as between rows, are skipped
+            header = next(rows_reader)
     except csv.Error as error:
         raise DataError(f"{path}:{rows_reader.line_num}: cannot read as {name}: {error}") from None
     duplicated = sorted({column for column in header if header.count(column) > 1})
@@ -209,7 +224,8 @@ class _LineNumbers:
     def _numbers(self) -> list[int]:
         if self._lines is None:
             reader = self._make_reader()
-            next(reader)
+            while not next(reader):  # up to and including the header (blank lines before it skipped)
+                pass
             self._lines = []
             try:
                 for row in reader:
@@ -331,7 +347,7 @@ def _captions_from_table(table: Table, content: DatasetContent, format: str, col
         if ids is None and groups is None:
             ids = table.numbers
         return RawCaptions(source=path, format=format, texts=table.get(text_column), where=table.where,
-                           ids=ids, groups=groups, splits=splits, fields=table.columns)
+                           ids=ids, groups=groups, splits=splits, fields=table.columns, numbers=table.numbers)
     return _expand_caption_lists(table, captions_column, ids, groups, splits, path, format)
 
 
@@ -346,7 +362,9 @@ def _expand_caption_lists(table: Table, column: str, ids, groups, splits, path, 
         groups = ids if ids is not None else table.numbers
     out_groups, out_splits, texts, rows, positions = [], [], [], [], []
     for row, value in enumerate(table.get(column)):
-        captions = _caption_list(value, path, table.where(row), column)
+        # a row without captions (null, missing, an empty list or cell) stays visible as one null
+        # caption, which loading skips and counts, instead of its image vanishing without a word
+        captions = _caption_list(value, path, table.where(row), column) or [None]
         for k, caption in enumerate(captions):
             out_groups.append(groups[row])
             out_splits.append(splits[row] if splits is not None else None)
@@ -361,7 +379,7 @@ def _expand_caption_lists(table: Table, column: str, ids, groups, splits, path, 
 
 
 def _caption_list(value, path, place: str, column: str) -> list:
-    if value is None:
+    if value is None or (isinstance(value, float) and value != value) or value == "":
         return []
     if isinstance(value, str):
         # CSV cells hold lists as JSON text: ["a cat", "a dog"]
