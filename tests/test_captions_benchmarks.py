@@ -285,3 +285,26 @@ def test_dci_folder_skips_hidden_files(tmp_path):
     (folder / "sa_1.json").write_text(json.dumps({"extra_caption": "a street at night"}))
     (folder / "._sa_1.json").write_bytes(b"\x00\x05\x16\x07\xff")
     assert load_captions(folder, format="dci").texts == ["a street at night"]
+
+
+def test_a_one_line_coco_file_without_a_json_suffix_is_coco(tmp_path):
+    """Official COCO files are one line; without .json it was taken for JSON lines and failed."""
+    from capgeo.captions import load_captions
+
+    data = {"info": {}, "licenses": [], "images": [{"id": 1, "file_name": "a.jpg"}],
+            "annotations": [{"image_id": 1, "id": 10, "caption": "a cat"}, {"image_id": 1, "id": 11, "caption": "a pet"}]}
+    path = tmp_path / "captions_val"
+    path.write_text(json.dumps(data))
+    captions = load_captions(path)
+    assert captions.format == "coco" and captions.texts == ["a cat", "a pet"] and captions.groups == ["a.jpg"] * 2
+
+
+def test_docci_json_detection_looks_at_every_image(tmp_path):
+    """Only the first 50 file names were checked: a list with one other image past them was docci-json."""
+    from capgeo.captions import load_captions
+
+    records = [{"filename": f"images/test_{i:05d}.jpg", "caption": f"caption {i}"} for i in range(60)]
+    records.append({"filename": "images/other.jpg", "caption": "another"})
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps(records))
+    assert load_captions(path).format != "docci-json"

@@ -103,7 +103,7 @@ def _detect_json(content: DatasetContent) -> str:
 def _filename_caption_kind(records: list) -> str:
     """DOCCI and DCI share the {"filename","caption"} layout; their image names tell them apart."""
     stems = [PurePosixPath(str(record.get("filename", "")).replace("\\", "/")).stem
-             for record in records[:50] if isinstance(record, dict)]
+             for record in records if isinstance(record, dict)]
     if stems and all(DOCCI_ID.match(stem) for stem in stems):
         return "docci-json"
     if stems and all(stem.startswith("sa_") for stem in stems):  # DCI images come from SA-1B: sa_<n>.jpg
@@ -114,11 +114,21 @@ def _filename_caption_kind(records: list) -> str:
 def _detect_unknown(content: DatasetContent) -> str:
     head = content.text.lstrip()[:1]
     if head == "{":
-        # one object per line (a one-line file is valid JSON too, so try lines first)
+        # one object per line (a one-line file is valid JSON too, so try lines first), unless that one
+        # line is a benchmark's JSON document (official COCO files are one line)
         try:
-            return _detect_json_lines(content)
+            found = _detect_json_lines(content)
         except DataError:
-            pass
+            found = None
+        if found is not None:
+            if found == "jsonl" and content.text.strip().count("\n") == 0:
+                try:
+                    document = _detect_json(content)
+                except DataError:
+                    document = "json"
+                if document in ("coco", "karpathy"):
+                    return document
+            return found
     if head in ("[", "{"):
         try:
             return _detect_json(content)
