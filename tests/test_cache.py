@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -334,3 +335,23 @@ def test_an_entry_lists_its_folder_once_however_many_chunks(tmp_path, monkeypatc
     third = CountingEncoder()
     np.testing.assert_array_equal(embed(texts, third, cache_dir=tmp_path, chunk_rows=4).vectors, first.vectors)
     assert third.encoded_texts == 4 and len(chunk_files(tmp_path)) == 30
+
+
+@pytest.mark.parametrize("captions, says", [
+    ("data/coco_sample.json", "not the path 'data/coco_sample.json'"),
+    (["a cat", None, "a dog"], "text 1: expected a caption (str), got NoneType"),
+    (42, "got int"),
+])
+def test_embed_refuses_what_is_not_captions(captions, says):
+    """A path string was a sequence of one-character captions; None and numbers were embedded as "None"."""
+    from capgeo.errors import DataError
+
+    with pytest.raises(DataError, match=re.escape(says)):
+        embed(captions, CountingEncoder())
+
+
+def test_an_encoder_that_is_not_a_spec_is_a_one_line_error():
+    from capgeo.errors import EncoderError
+
+    with pytest.raises(EncoderError, match="an encoder spec is text"):
+        embed(["a cat"], 5)

@@ -199,6 +199,22 @@ def test_examples_of_a_dataset_smaller_than_the_neighbours_asked_for_show_those_
     assert cosine == pytest.approx(float(vectors[0].astype(np.float64) @ vectors[1].astype(np.float64)), abs=1e-6)
 
 
+@pytest.mark.parametrize("quantile, n_per_quantile", [(1.2 / 199, 2), (0.5, 2), (0.5, 3), (0.9, 4), (1.0, 2)])
+def test_examples_are_the_ranks_nearest_to_the_quantile_position(quantile, n_per_quantile):
+    """The queries are the n ranks nearest to q (n - 1): with an even n the window leaned one rank
+    low whenever the position rounded down (1.2 -> ranks 0, 1 instead of 1, 2)."""
+    captions = caption_set([5] * 40)
+    vectors = grouped_vectors(seed=5)
+    codes = captions.group_codes
+    similarity = vectors.astype(np.float64) @ vectors.astype(np.float64).T
+    similarity[codes[:, None] == codes[None, :]] = -np.inf
+    ranks = np.argsort(np.argsort(similarity.max(axis=1), kind="stable"), kind="stable")
+    position = quantile * 199
+    by_distance = sorted(range(200), key=lambda rank: (abs(rank - position), rank))[:n_per_quantile]
+    examples = examples_at_quantiles(captions, vectors, quantiles=(quantile,), n_per_quantile=n_per_quantile)
+    assert sorted(int(ranks[example.index]) for example in examples) == sorted(by_distance)
+
+
 def test_examples_sit_at_the_quantile_with_their_nearest_other_group_captions():
     captions = caption_set([5] * 40)
     vectors = grouped_vectors(seed=5)

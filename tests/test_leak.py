@@ -72,6 +72,20 @@ def test_leak_section_finds_planted_twins_and_their_drop_list():
     assert closest["cosine"] == pytest.approx(similarity[e, t], abs=1e-6)
 
 
+def test_leak_section_refuses_vectors_that_are_not_one_per_caption():
+    """53 training vectors for 150 training captions gave every eval caption a 'twin' at cosine 1.0;
+    too few eval vectors an IndexError."""
+    train, evals = planted_vectors()
+    train_set = caption_set([f"t{i // 2}" for i in range(200)], ids=[f"train{i}" for i in range(200)])
+    eval_set = caption_set([f"e{i}" for i in range(60)], ids=[f"eval{i}" for i in range(60)])
+    with pytest.raises(CapgeoError, match="TRAIN synthetic: 60 vectors for 200 captions"):
+        leak_section(train_set, embeddings(evals), [(eval_set, embeddings(evals))])
+    with pytest.raises(CapgeoError, match="EVAL synthetic: 200 vectors for 60 captions"):
+        leak_section(train_set, embeddings(train), [(eval_set, embeddings(train))])
+    with pytest.raises(CapgeoError, match="--top"):
+        leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], top=-1)
+
+
 def test_exact_twins_use_the_normalised_text():
     eval_rows, train_rows = exact_twins(["A dog.", "a cat", "A  DOG."], ["a dog.", "a bird", "A cat"])
     assert sorted(zip(eval_rows.tolist(), train_rows.tolist())) == [(0, 0), (0, 2), (2, 1)]

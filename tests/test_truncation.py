@@ -100,6 +100,15 @@ def test_lengths_above_the_context_are_rejected_with_a_clear_message():
         resolve_lengths([1], info(77))
 
 
+def test_embed_at_lengths_refuses_a_length_above_the_context():
+    """It encoded at 300 tokens for a 256-token encoder, and the report then took 300 for the reference."""
+    from types import SimpleNamespace
+
+    encoder = SimpleNamespace(info=info(256, spec="minilm", kind="sentence-transformers"))
+    with pytest.raises(EncoderError, match="length 300 is above the context length"):
+        embed_at_lengths(caption_set(UNRELATED), encoder, [300])
+
+
 def test_precomputed_vectors_are_rejected(tmp_path):
     from capgeo.encoders.precomputed import write_vector_file
 

@@ -131,7 +131,18 @@ def _is_encoder(candidate) -> bool:
 def _texts_and_ids(captions) -> tuple[list[str], list[str]]:
     if hasattr(captions, "texts") and hasattr(captions, "ids"):
         return captions.texts, captions.ids
-    texts = [str(text) for text in captions]
+    if isinstance(captions, (str, Path)):
+        # a str is a sequence too: each character would have been embedded as a caption
+        raise DataError(f"embed takes a CaptionSet or a list of texts, not the path {str(captions)!r}; "
+                        "read it first: capgeo.captions.load_captions(path)")
+    try:
+        items = list(captions)
+    except TypeError:
+        raise DataError(f"embed takes a CaptionSet or a list of texts, got {type(captions).__name__}") from None
+    stray = next((row for row, text in enumerate(items) if not isinstance(text, str)), None)
+    if stray is not None:
+        raise DataError(f"text {stray}: expected a caption (str), got {type(items[stray]).__name__}")
+    texts = items
     return texts, [str(row) for row in range(len(texts))]
 
 

@@ -54,6 +54,8 @@ def spec_kind(spec: str | None) -> tuple[str, str]:
     The argument is what the kind's loader takes (the spec itself, or the path
     after a ``vectors:`` prefix). Raises EncoderError for a spec no kind accepts.
     """
+    if spec is not None and not isinstance(spec, str):
+        raise EncoderError(f"an encoder spec is text (see `capgeo encoders`), got {type(spec).__name__}")
     if spec is None or spec.strip().lower() in DEFAULT_ALIASES:
         return "sentence-transformers", "minilm"
     spec = spec.strip()

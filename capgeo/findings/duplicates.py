@@ -276,6 +276,15 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
 # --------------------------------------------------------------------------- examples
 
 
+def _nearest_ranks(position: float, count: int, n: int) -> np.ndarray:
+    """The ``count`` ranks of 0..n-1 nearest to ``position`` (ties to the lower rank), ascending.
+    (A window around the rounded position leaned one rank low whenever it rounded down.)"""
+    low, high = max(0, int(np.floor(position)) - count), min(n, int(np.ceil(position)) + count + 1)
+    candidates = np.arange(low, high)
+    nearest = candidates[np.argsort(np.abs(candidates - position), kind="stable")[:count]]
+    return np.sort(nearest)
+
+
 def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT_QUANTILES, *,
                           n_per_quantile: int = 1, neighbours: int = 3, top_k: int = 10,
                           block_size: int | None = None, scan=None) -> list[Example]:
@@ -309,9 +318,7 @@ def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT
     examples = []
     for q in quantiles:
         target = float(np.quantile(hardest[valid], q))
-        centre = int(round(q * (len(ranked) - 1)))
-        first = min(max(0, centre - n_queries // 2), len(ranked) - n_queries)
-        for query in ranked[first:first + n_queries]:
+        for query in ranked[_nearest_ranks(q * (len(ranked) - 1), n_queries, len(ranked))]:
             row = [(int(j), float(c)) for j, c in zip(index[query, :neighbours], cosine[query, :neighbours])
                    if j >= 0 and np.isfinite(c)]
             examples.append(Example(float(q), target, int(query), float(hardest[query]), tuple(row)))

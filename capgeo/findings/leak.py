@@ -99,9 +99,13 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
     ids to drop. ``evals`` is a list of (CaptionSet, Embeddings); all embeddings from one encoder."""
     if not -1.0 <= threshold <= 1.0:
         raise CapgeoError(f"--threshold: expected a cosine between -1 and 1, got {threshold}")
+    if top < 0:
+        raise CapgeoError(f"--top: expected 0 or more pairs to show, got {top}")
     train_info = getattr(train_embeddings, "info", None)
+    _check_rows(train, train_embeddings, "TRAIN")
     sets = []
     for eval_set, eval_embeddings in evals:
+        _check_rows(eval_set, eval_embeddings, "EVAL")
         info = getattr(eval_embeddings, "info", None)
         if train_info is not None and info is not None and info.fingerprint != train_info.fingerprint:
             raise CapgeoError(f"{eval_set.source}: encoded with {info.spec!r}, the training set with "
@@ -119,6 +123,17 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
         "evals": sets,
         "train_ids_to_drop": drop,
     }
+
+
+def _check_rows(captions, embeddings, role: str) -> None:
+    """One vector per caption: other vectors gave silent twins at cosine 1.0, or an IndexError."""
+    vectors = getattr(embeddings, "vectors", None)
+    if vectors is None:
+        raise CapgeoError(f"{role} {captions.source}: expected Embeddings (capgeo.encoders.embed), "
+                          f"got {type(embeddings).__name__}")
+    if len(vectors) != len(captions):
+        raise CapgeoError(f"{role} {captions.source}: {len(vectors)} vectors for {len(captions)} captions; "
+                          "expected one per caption")
 
 
 def _row_of(captions):

@@ -118,6 +118,7 @@ def embed_at_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=Non
 
     check_encoder(encoder)
     context = int(encoder.info.context_length)
+    resolve_lengths(lengths, encoder.info)  # a length above the context (or below 2) is an error here too
     full = embed(captions, encoder, max_tokens=context, cache_dir=cache_dir, use_cache=use_cache,
                  progress=progress)
     longest = int(np.max(full.token_counts)) if len(full.token_counts) else 0
