@@ -113,3 +113,20 @@ def test_dataset_options_given_for_a_saved_profile_are_named_as_ignored(tmp_path
                                        "--format", "csv", "-o", str(tmp_path / "r2.html")])
     assert result.exit_code == 0, result.output
     assert "ignored: --format, --seed, --n-batches, --truncation" in result.stderr
+
+
+@pytest.mark.parametrize("damage", [{"pairwise": [1]}, {"dataset": {"n_captions": "x"}}, {"batches": {"a": 1}},
+                                    {"batches": [1, 2]}])
+def test_a_saved_profile_of_the_wrong_shape_is_one_error_line(tmp_path, damage):
+    """A profile that passes the schema check but has sections of another shape gave tracebacks."""
+    profile = json.loads((REPORTS / "coco_sample.profile.json").read_text(encoding="utf-8"))
+    profile.update(damage)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(profile))
+    for command in (["report", str(path), "-o", str(tmp_path / "r.html")],
+                    ["compare", str(path), str(REPORTS / "coco_sample.profile.json"), "-o", str(tmp_path / "c.html")]):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+        assert len(errors) == 1 and "does not have the shape" in errors[0] and "Traceback" not in result.output
+    assert not (tmp_path / "r.html").exists() and not (tmp_path / "c.html").exists()

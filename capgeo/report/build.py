@@ -12,12 +12,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
 from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Provenance, known, profile_section
@@ -282,7 +284,8 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
                  "format": load_options.get("format") not in (None, "auto"), "truncation": truncation,
                  "seed": seed != 0, "n_batches": n_batches != DEFAULT_N_BATCHES}
         ignored = [name for name in SAVED_PROFILE_IGNORES if given.get(name)]
-        report_input = load_saved_profile(source)
+        with _drawing_saved_profiles([source]):
+            report_input = load_saved_profile(source)
         if fill_missing_sections:
             if before_encoding:
                 before_encoding(None)
@@ -296,9 +299,26 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens,
             batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=dupes, gamma=gamma,
             truncation=truncation, leak=leak, command=command)
-    saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
-    path = build_report(report_input, output, command=command)
+    with _drawing_saved_profiles([source] if is_profile_file(source) else []):
+        saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
+        path = build_report(report_input, output, command=command)
     return WrittenReport(path, report_input.notes, saved, ignored)
+
+
+@contextlib.contextmanager
+def _drawing_saved_profiles(sources: Sequence[str | Path]):
+    """A saved profile whose sections do not have the documented shape (edited by hand, or not
+    capgeo's) fails in the drawing code: one line naming the file, not a traceback."""
+    if not sources:
+        yield
+        return
+    try:
+        yield
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError) as error:
+        names = ", ".join(map(str, sources))
+        raise CapgeoError(f"{names}: a section of this saved profile does not have the shape "
+                          f"docs/profile-schema.md gives it, so it cannot be drawn ({type(error).__name__}: "
+                          f"{first_line(error)})") from error
 
 
 def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders: Sequence[str | None] = (),
@@ -341,7 +361,8 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                           "or one dataset with two or more --encoder")
     if labels and len(labels) != len(profiles):
         raise CapgeoError(f"--label given {len(labels)} times for {len(profiles)} profiles")
-    return build_compare(profiles, output, labels=labels or None, command=command), notes
+    with _drawing_saved_profiles([source for source in sources if is_profile_file(source)]):
+        return build_compare(profiles, output, labels=labels or None, command=command), notes
 
 
 def _check_encoders(specs, datasets, *, device: str | None, cache_dir: str | None) -> None:
