@@ -233,3 +233,38 @@ def test_report_says_when_an_extra_batch_size_has_no_gamma(tmp_path):
     assert [entry["batch_size"] for entry in profile["gamma"]["batches"]] == [16]
     assert profile["gamma"]["batch_sizes_left_out"] == [3]
     assert "no gamma at B = 3" in result.output
+
+
+def test_library_writers_refuse_to_overwrite_their_inputs(tmp_path):
+    """The commands refused it, the library functions behind them did not: write_report replaced
+    the dataset with HTML, write_compare a compared profile, export_negatives the mined dataset."""
+    import shutil
+
+    import numpy as np
+
+    from capgeo.captions import load_captions
+    from capgeo.encoders import embed
+    from capgeo.findings.negatives import export_negatives
+    from capgeo.report.build import write_compare, write_report
+
+    data = tmp_path / "coco.json"
+    shutil.copy(REPO_DATA / "coco_sample.json", data)
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32))
+    before = data.read_bytes()
+    with pytest.raises(CapgeoError, match="would overwrite the input DATA"):
+        write_report(data, data, encoder=f"vectors:{tmp_path / 'v.npy'}", batch_sizes=(8,))
+    with pytest.raises(CapgeoError, match="would overwrite the input --encoder"):
+        write_report(data, tmp_path / "v.npy", encoder=f"vectors:{tmp_path / 'v.npy'}", batch_sizes=(8,))
+    profile = tmp_path / "p.json"
+    shutil.copy(REPO_DATA.parent / "reports" / "coco_sample.profile.json", profile)
+    with pytest.raises(CapgeoError, match="would overwrite the input SOURCES"):
+        write_compare([profile, REPO_DATA.parent / "reports" / "coco_sample.profile.json"], profile)
+    assert data.read_bytes() == before
+    lines = tmp_path / "coco.jsonl"
+    lines.write_text("".join(json.dumps({"id": f"c{i}", "image": f"i{i // 5}", "caption": f"caption {i}"}) + "\n"
+                             for i in range(300)))
+    before = lines.read_bytes()
+    captions = load_captions(lines)
+    with pytest.raises(CapgeoError, match="would overwrite the input DATA"):
+        export_negatives(captions, embed(captions, f"vectors:{tmp_path / 'v.npy'}"), str(lines))
+    assert lines.read_bytes() == before

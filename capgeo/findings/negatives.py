@@ -144,6 +144,10 @@ def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, m
     from capgeo.findings.per_caption import table_format
 
     fmt = table_format(output, NEGATIVE_SUFFIXES)
+    # as the command does: never over the dataset being mined (the CLI checks this before encoding)
+    from capgeo.paths import check_output_paths
+
+    check_output_paths({"DATA": getattr(captions, "source", None)}, {"output": output})
     index, cosine = hard_negatives(embeddings.vectors, captions.group_codes, k=k, min_cosine=min_cosine,
                                    max_cosine=max_cosine, block_size=block_size, progress=progress)
     rows = negative_rows(captions, index, cosine)

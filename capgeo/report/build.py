@@ -275,6 +275,8 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
     ``before_encoding`` with the captions (None for a saved profile to complete) before anything is encoded,
     so option checks fail before the slow part."""
     load_options = dict(load_options or {})
+    _refuse_overwriting_inputs({"DATA": source, "--leak": list(leak), "--encoder": _encoder_files([encoder])},
+                               {"output": output, "--save-profile": save_profile_to})
     ignored = []
     if is_profile_file(source):
         if leak:
@@ -305,6 +307,19 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
     return WrittenReport(path, report_input.notes, saved, ignored)
 
 
+def _refuse_overwriting_inputs(inputs: dict, outputs: dict) -> None:
+    """What the commands check before any work, for library callers too: no output over an input."""
+    from capgeo.paths import check_output_paths
+
+    check_output_paths(inputs, outputs)
+
+
+def _encoder_files(specs) -> list[str]:
+    from capgeo.paths import encoder_input_file
+
+    return [path for path in (encoder_input_file(spec) for spec in specs if isinstance(spec, str)) if path]
+
+
 @contextlib.contextmanager
 def _drawing_saved_profiles(sources: Sequence[str | Path]):
     """A saved profile whose sections do not have the documented shape (edited by hand, or not
@@ -329,6 +344,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                   before_encoding: Callable | None = None) -> tuple[Path, list[str]]:
     """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
     the embedded one) on one HTML page. Returns the page's path and notes for the user."""
+    _refuse_overwriting_inputs({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
     loaded, notes = [], []
     given = [option for option, value in (("--encoder", encoders), ("--limit", limit), ("--batch-size", batch_sizes),
                                           ("--n-batches", n_batches != DEFAULT_N_BATCHES), ("--seed", seed != 0))
