@@ -124,3 +124,15 @@ def test_summarize_values_exact_quantiles_and_missing():
     assert summary["std"] == pytest.approx(values.std())
     assert summary["share_at_or_above"]["0.3"] == pytest.approx((values >= 0.3).mean())
     assert sum(summary["histogram"]["counts"]) == values.size
+
+
+@pytest.mark.parametrize("values", [[], [float("nan"), float("nan")]])
+def test_a_summary_of_no_values_is_strict_json(values):
+    """Its shares were NaN, which json.dumps(allow_nan=False) refuses: null, like its mean."""
+    import json
+
+    from capgeo.geometry.distribution import summarize_values
+
+    summary = summarize_values(np.array(values))
+    assert all(share is None for share in summary["share_at_or_above"].values())
+    json.dumps(summary, allow_nan=False)

@@ -25,6 +25,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import logsumexp
 
+from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
 from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
@@ -432,8 +433,9 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     norms = row_norms(vectors)   # in blocks: no temporary as large as the vectors
     if first_non_finite_row(vectors, norms) is not None:
         raise CapgeoError("caption vectors contain NaN or infinite values")
-    if np.abs(norms - 1).max(initial=0) > 1e-3:
-        # cosines need unit vectors; Embeddings are normalised already, raw arrays may not be
+    if np.abs(norms - 1).max(initial=0) > UNIT_NORM_TOLERANCE:
+        # cosines need unit vectors; Embeddings are normalised already, raw arrays may not be (the
+        # same rule as the pairwise pass: a 1e-3 tolerance used norms of 1.0009 as they were)
         if (norms == 0).any():
             raise CapgeoError(f"caption vector {int(np.flatnonzero(norms[:, 0] == 0)[0])} is all zeros")
         vectors = vectors / norms
@@ -443,6 +445,8 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
         raise CapgeoError(f"--grid needs one or more gamma values >= 0, got {grid}")
     if n_batches < 1:
         raise CapgeoError(f"--n-batches must be at least 1, got {n_batches}")
+    if not -1.0 <= hard_edge <= 1.0:  # (NaN fails this too)
+        raise CapgeoError(f"--hard-edge: expected a cosine between -1 and 1, got {hard_edge}")
     n_groups = int(group_codes.max()) + 1 if group_codes.size else 0
     batch_sizes = resolve_batch_sizes(batch_sizes, n_groups).sizes
     for batch_size in batch_sizes:

@@ -226,7 +226,9 @@ class Histogram:
             "quantiles": {f"p{level}": (None if empty else float(value))
                           for level, value in zip(QUANTILE_PERCENTS, quantiles)},
             "quantile_resolution": float(self.width),
-            "share_at_or_above": self.share_at_or_above(share_edges),
+            # (no values: no shares either, null like the rest; NaN is not JSON)
+            "share_at_or_above": {key: (None if empty else share)
+                                  for key, share in self.share_at_or_above(share_edges).items()},
             "histogram": self.compact(),
         }
 

@@ -259,6 +259,11 @@ def scan_pairs(
     partials, :func:`finish_scan` turns the whole into a :class:`PairScan`. Running the
     tiles in other processes and merging gives bit-identical results.
     """
+    if bins < 1:
+        raise CapgeoError(f"bins must be at least 1, got {bins}")
+    for name, value in (("threshold", threshold), ("count_at_or_above", count_at_or_above)):
+        if value is not None and not -1.0 <= value <= 1.0:  # (NaN fails this too)
+            raise CapgeoError(f"{name}: expected a cosine between -1 and 1, got {value}")
     runner = _pass_runner.get()
     if runner is not None:  # e.g. inside a --ray command (capgeo.scale): the same tiles and merge, elsewhere
         return runner(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,

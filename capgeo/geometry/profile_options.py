@@ -62,6 +62,8 @@ class ProfileOptions:
             value = getattr(self, name)
             if value is not None and int(value) < 1:
                 raise CapgeoError(f"{name.replace('_', ' ')} must be at least 1, got {value}")
+        if int(self.seed) < 0:  # numpy's generators take none (a ValueError from deep inside)
+            raise CapgeoError(f"seed must be 0 or more, got {self.seed}")
         check_precision(self.precision)
         if self.companions not in COMPANION_MODES:
             raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {self.companions!r}")

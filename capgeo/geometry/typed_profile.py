@@ -260,6 +260,7 @@ class Profile(Section):
     gamma: Mapping[str, Any] = _field()
     truncation: Mapping[str, Any] = _field()
     leak: Mapping[str, Any] = _field()
+    gamma_left_out: str = _field()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "profile") -> "Profile":

@@ -1,0 +1,65 @@
+"""Library calls with a user's mistake in them: a CapgeoError with one line, as the commands give,
+never numpy's, torch's or Python's own exception from deep inside (found by calling each
+documented function the way the docs describe, with the values users get wrong)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from capgeo.errors import CapgeoError
+from capgeo.findings.gamma import gamma_section
+from capgeo.geometry.batch_size import resolve_batch_sizes
+from capgeo.geometry.pairwise import scan_pairs
+from capgeo.geometry.profile_options import ProfileOptions
+from capgeo.geometry.typed_profile import ABSENT, Profile, profile_section
+
+
+def unit_vectors(n=40, width=8, seed=0):
+    vectors = np.random.default_rng(seed).normal(size=(n, width))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_a_negative_seed_is_refused_before_numpy_sees_it():
+    with pytest.raises(CapgeoError, match="seed must be 0 or more, got -1"):
+        ProfileOptions(seed=-1).checked((8,))
+
+
+def test_batch_sizes_given_as_one_number_or_not_whole_numbers():
+    assert resolve_batch_sizes(8, 20).sizes == [8]
+    for bad in ((8.5,), ("16",), (True,)):
+        with pytest.raises(CapgeoError, match="batch sizes are whole numbers"):
+            resolve_batch_sizes(bad, 20)
+
+
+@pytest.mark.parametrize("options, says", [({"bins": 0}, "bins must be at least 1"),
+                                           ({"threshold": 2.0}, "threshold: expected a cosine"),
+                                           ({"threshold": float("nan")}, "threshold: expected a cosine"),
+                                           ({"count_at_or_above": -1.5}, "count_at_or_above: expected a cosine")])
+def test_scan_pairs_refuses_values_outside_cosines_and_bins(options, says):
+    with pytest.raises(CapgeoError, match=says):
+        scan_pairs(unit_vectors(), np.arange(40) // 2, device="cpu", **options)
+
+
+@pytest.mark.parametrize("hard_edge", [2.0, float("nan")])
+def test_gamma_section_refuses_a_hard_edge_that_is_not_a_cosine(hard_edge):
+    with pytest.raises(CapgeoError, match="--hard-edge: expected a cosine"):
+        gamma_section(unit_vectors(), np.arange(40) // 2, batch_sizes=(8,), n_batches=2, hard_edge=hard_edge)
+
+
+def test_gamma_section_normalises_vectors_as_the_pairwise_pass_does():
+    """Norms 1.0009 were used as they were (a 1e-3 tolerance), cosines 0.18% high."""
+    vectors = unit_vectors(seed=3)
+    codes = np.arange(40) // 2
+    scaled = gamma_section(vectors * 1.0009, codes, batch_sizes=(8,), n_batches=3)
+    plain = gamma_section(vectors, codes, batch_sizes=(8,), n_batches=3)
+    assert scaled["batches"][0]["mean_cosine"] == pytest.approx(plain["batches"][0]["mean_cosine"], rel=1e-6)
+
+
+def test_profile_section_reads_every_documented_top_level_key():
+    """gamma_left_out is documented at the top level; a typed profile had no such field."""
+    data = {"schema": "capgeo.profile/1", "dataset": {}, "encoder": {}, "gamma_left_out": "B = 3 is too small"}
+    assert profile_section(data, "gamma_left_out") == "B = 3 is too small"
+    assert profile_section(Profile.from_dict(data), "gamma_left_out") == "B = 3 is too small"
+    assert profile_section(Profile.from_dict({"schema": "capgeo.profile/1", "dataset": {}, "encoder": {}}),
+                           "gamma_left_out") is ABSENT
