@@ -8,12 +8,14 @@ inside its function body, so ``capgeo --help`` answers at once.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
 
 from capgeo import __version__
 from capgeo.errors import CapgeoError
+from capgeo.termination import Terminated, terminate_like_interrupt
 
 # command name -> "module:attribute"; order is the order in --help
 COMMANDS = {
@@ -44,18 +46,25 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module_name), attribute)
 
     def invoke(self, ctx):
+        terminate_like_interrupt()
         try:
             return super().invoke(ctx)
         except CapgeoError as error:
             # a user mistake: one line, no traceback
             click.echo(f"Error: {error}", err=True)
             ctx.exit(error.exit_code)
+        except Terminated:
+            click.echo("Terminated.", err=True)
+            ctx.exit(143)
         except KeyboardInterrupt:
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
         except BrokenPipeError:
-            sys.stderr.close()
-            ctx.exit(0)
+            # the reader went away (`| head`): what Python's docs advise, and what rich does when its
+            # own write meets the closed pipe, so every command ends alike: stdout to devnull, status 1
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(1)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -89,6 +89,11 @@ def ray_session(address: str | None) -> Iterator[RaySession | None]:
         _check_reachable(address)
         try:
             ray.init(address=_init_address(address), logging_level="ERROR", log_to_driver=False)
+            # Ray's core worker installs a SIGTERM handler that dumps native stacks; the command's own
+            # (clean up, one line, 143) comes back
+            from capgeo.termination import terminate_like_interrupt
+
+            terminate_like_interrupt()
         except (ConnectionError, ValueError, RuntimeError) as error:
             raise CapgeoError(f"--ray {address}: cannot start or join a Ray cluster: "
                               f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") from None

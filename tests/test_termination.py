@@ -1,0 +1,45 @@
+"""SIGTERM (kill, timeout, a scheduler) ends a command as Ctrl-C does: one line, no traceback,
+no partial file, its own exit status. It used to kill the process outright, leaving temporary
+files beside the outputs and in the cache and the terminal's cursor hidden."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from capgeo._atomic import atomic_open
+from capgeo.termination import Terminated
+
+
+def test_sigterm_during_a_command_is_one_line_and_exit_status_143(tmp_path):
+    # (SIGINT is not tried: a job started in the background, as CI runs this, inherits it ignored)
+    fifo = tmp_path / "captions.jsonl"
+    os.mkfifo(fifo)  # reading it blocks until a writer comes: the command is surely running by then
+    process = subprocess.Popen([sys.executable, "-m", "capgeo", "info", str(fifo)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                               env={**os.environ, "CAPGEO_CACHE": str(tmp_path / "cache")})
+    try:
+        time.sleep(4)  # past start-up (imports), into the blocked read
+        assert process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == "Terminated." and "Traceback" not in stderr
+
+
+def test_termination_removes_the_partial_file_and_keeps_the_old_output(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("the earlier result")
+    with pytest.raises(Terminated):
+        with atomic_open(target) as handle:
+            handle.write("half of a new result")
+            raise Terminated()
+    assert target.read_text() == "the earlier result"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.json"]
