@@ -35,3 +35,27 @@ def test_gamma_why_line_wraps_at_the_terminal_width(tmp_path):
     assert CliRunner().invoke(main, args + ["--json", str(saved)]).exit_code == 0
     why = json.loads(saved.read_text())["gamma"]["batches"][0]["why"]
     assert len(why) > 80 and " ".join(f"why: {why}".split()) in " ".join(result.stdout.split())
+
+
+def test_the_encoders_notes_are_whole_at_80_columns():
+    """A note ended "(Hugging Face BeichenZhang/LongCLIP…": the hub id had no space to wrap at."""
+    result = CliRunner().invoke(main, ["encoders"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0 and "…" not in result.output
+    words = [word for line in result.output.splitlines() for cell in line.split("│")[3:4] for word in cell.split()]
+    for kind in list_encoder_kinds():  # every word of every note, in the notes column
+        assert set(kind.notes.split()) <= set(words) | {"BeichenZhang/LongCLIP-*)"}, kind.kind
+    assert "BeichenZhang/LongCLIP-" in words and "*)" in words
+
+
+def test_a_narrow_terminal_keeps_every_number(tmp_path):
+    """At 40 columns every table cell was cut to one character ("n…", "4…"): tables are laid out at
+    80 columns at least, and the terminal wraps the lines."""
+    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"caption {i}"} for i in range(64)]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    np.save(tmp_path / "emb.npy", np.random.default_rng(0).normal(size=(64, 16)).astype(np.float32))
+    for command in (["profile", str(data), "--encoder", f"vectors:{tmp_path / 'emb.npy'}", "--batch-size", "8",
+                     "--n-batches", "4", "--no-gamma"], ["info", str(data)], ["encoders"]):
+        result = CliRunner().invoke(main, command, env={"COLUMNS": "40"})
+        assert result.exit_code == 0, result.output
+        assert "…" not in result.stdout, command

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -149,7 +150,7 @@ def _write_text(section: dict, output: str | None) -> None:
     from rich.console import Console
 
     if output is None:
-        render(section, Console(highlight=False))
+        render(section, terminal.console(highlight=False))
         return
     from capgeo._atomic import atomic_open
 

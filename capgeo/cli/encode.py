@@ -6,6 +6,7 @@ import time
 
 import click
 
+from capgeo.cli import terminal
 from capgeo.cli.options import (
     check_options_before_encoding,
     dataset_options,
@@ -37,17 +38,16 @@ def encoders(json_out):
                     "encoders": [{"kind": k.kind, "examples": list(k.examples), "notes": k.notes} for k in kinds]},
                    json_out)
         return
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="Encoder specs (--encoder SPEC)", show_lines=True)
     table.add_column("kind", style="bold", no_wrap=True)
     # a spec is typed as one piece: never break it, let the notes wrap instead
     table.add_column("examples", no_wrap=True)
-    table.add_column("notes")
+    table.add_column("notes", overflow="fold")  # a long hub id has no space to wrap at
     for kind in kinds:
         table.add_row(kind.kind, "\n".join(kind.examples), kind.notes)
-    Console().print(table)
+    terminal.console().print(table)
 
 
 @click.command()
@@ -86,7 +86,6 @@ def encode(output, max_tokens, json_out, **options):
 
 
 def _print_summary(summary: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     info = summary["encoder"]
@@ -122,4 +121,4 @@ def _print_summary(summary: dict) -> None:
         aligned = ("rows in caption order (no ids)" if summary["output"]["aligned_by"] == "row"
                    else "with caption ids")
         table.add_row("wrote", f"{summary['output']['path']} ({aligned})")
-    Console().print(table)
+    terminal.console().print(table)

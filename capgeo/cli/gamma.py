@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -56,7 +57,11 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
     B 128) makes it on geometry like the paper's DOCCI statistics.
     """
-    from capgeo.findings.gamma import DEFAULT_GRID, check_image_embeddings_file, gamma_profile
+    from capgeo.findings.gamma import (
+        DEFAULT_GRID,
+        check_image_embeddings_file,
+        gamma_profile,
+    )
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
 
     refuse_path_clashes()
@@ -80,13 +85,12 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
 
 
 def _print(profile: dict) -> None:
-    from rich.console import Console
     from rich.padding import Padding
     from rich.text import Text
 
     from capgeo.findings.gamma import describe_margins
 
-    console = Console()
+    console = terminal.console()
     from capgeo.geometry.typed_profile import known, profile_section
 
     section = profile["gamma"]

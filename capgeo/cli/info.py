@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli import terminal
 from capgeo.cli.options import (
     dataset_options,
     emit,
@@ -31,7 +32,6 @@ def _show_info(json_out, **options):
 
 
 def _print_summary(summary: dict) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
@@ -56,7 +56,7 @@ def _print_summary(summary: dict) -> None:
     table.add_row("skipped", skipped)
     for number, example in enumerate(summary["examples"], start=1):
         table.add_row(f"example {number}", f"[dim]{escape(example['caption_id'])}[/] {escape(example['text'])}")
-    Console(highlight=False).print(table)
+    terminal.console(highlight=False).print(table)
 
 
 def _command(name: str) -> click.Command:

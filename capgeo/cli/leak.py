@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli import terminal
 from capgeo.cli.options import (
     FiniteFloatRange,
     check_options_before_encoding,
@@ -51,13 +52,12 @@ def leak(train, evals, threshold, top, block_size, output, json_out, **options):
 
 
 def print_leak(result: dict) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.text import Text
 
     from capgeo.cli.dupes import highlighted
 
-    console = Console(highlight=False)
+    console = terminal.console(highlight=False)
     train = result["train"]
     console.print(f"[dim]train {escape(train['source'])}: {train['n_captions']:,} captions; encoder "
                   f"{(result['encoder'] or {}).get('spec')}; twin = exact duplicate or cosine >= "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli import terminal
 from capgeo.cli.options import (
     FiniteFloatRange,
     check_options_before_encoding,
@@ -59,10 +60,9 @@ def negatives(output, k, min_cosine, max_cosine, block_size, json_out, **options
 
 
 def print_negatives(summary: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = terminal.console(highlight=False)
     levels = list(summary["cosines"][0]["quantiles"])
     table = Table(title=f"Anchor-negative cosine, {summary['min_cosine']:g} <= cosine < {summary['max_cosine']:g} "
                         f"(encoder {(summary['encoder'] or {}).get('spec')})", title_justify="left")

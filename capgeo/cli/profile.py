@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -141,14 +142,13 @@ def print_profile(result: dict, console=None) -> None:
 
     Reads typed sections (capgeo.geometry.typed_profile), each on its own: the whole dict holds
     the companions, N x k values this summary never shows."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console()
+    console = console or terminal.console()
     dataset, encoder, lengths = (profile_section(result, name) for name in ("dataset", "encoder", "lengths"))
     overview = Table(show_header=False, box=None, pad_edge=False)
     overview.add_column(style="bold")
-    overview.add_column()
+    overview.add_column(overflow="fold")  # a long path wraps, not "…"
     overview.add_row("dataset", f"{dataset.source} ({dataset.format}): {dataset.n_captions:,} captions, "
                                 f"{dataset.n_groups:,} groups")
     overview.add_row("encoder", f"{encoder.name} ({encoder.kind}, width {encoder.width})")

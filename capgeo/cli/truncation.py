@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -82,9 +83,8 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
 
 
 def _render_on_terminal(result: dict) -> None:
-    from rich.console import Console
 
-    render(result, Console(highlight=False))
+    render(result, terminal.console(highlight=False))
 
 
 # --------------------------------------------------------------------------- rendering
