@@ -27,22 +27,30 @@ def _current_umask() -> int:
 
 def check_writable(target: str | os.PathLike) -> None:
     """Fail before the work, not after it, when ``target`` cannot be written (creates nothing)."""
-    target = Path(target)
+    shown, target = target, _normalised(target)
     if target.is_dir():
-        raise CapgeoError(f"cannot write {target}: it is a folder")
+        raise CapgeoError(f"cannot write {shown}: it is a folder")
     folder = target.parent
     while not folder.exists():
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise CapgeoError(f"cannot write {target}: {folder} is not a writable folder")
+        raise CapgeoError(f"cannot write {shown}: {folder} is not a writable folder")
     # permissions do not tell it all (root passes os.access; a read-only mount, /sys, a full
     # quota): create and remove a file there, as the atomic write will
     try:
         handle, probe = tempfile.mkstemp(dir=folder, prefix=".capgeo-write-check-")
     except OSError as error:
-        raise write_error(target, error) from None
+        raise write_error(shown, error) from None
     os.close(handle)
     os.unlink(probe)
+
+
+def _normalised(target: str | os.PathLike) -> Path:
+    """The absolute path with ``..`` resolved by name, as a user reads it: the file system resolves
+    ``missing/../x`` only once ``missing`` exists, so creating the folders on the way made
+    ``missing`` (at the file system's root for ``/missing/../../proc/x.json``) and checks of the
+    nearest existing folder looked at another folder than the one written to."""
+    return Path(os.path.abspath(target))
 
 
 #: errno -> what the user can do about it
@@ -73,14 +81,14 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
     with ``remedy`` added to its advice. A missing folder is created, and said so
     on stderr.
     """
-    target = Path(target)
+    shown, target = target, _normalised(target)
     try:
         if not target.parent.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            print(f"Note: created the folder {target.parent}", file=sys.stderr)
+            print(f"Note: created the folder {os.path.normpath(os.path.dirname(shown) or '.')}", file=sys.stderr)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     except OSError as error:  # a file where a folder should be, no permission, read-only disk
-        raise write_error(target, error, remedy) from None
+        raise write_error(shown, error, remedy) from None
     os.close(fd)
     # mkstemp creates 0600; give the output the permissions a plain open() would
     os.chmod(tmp, 0o666 & ~_current_umask())
@@ -92,7 +100,7 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
         if error.errno in WRITE_ERROR_ADVICE:
-            raise write_error(target, error, remedy) from None
+            raise write_error(shown, error, remedy) from None
         raise
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -138,3 +138,15 @@ def test_every_command_warns_about_rows_it_skipped(tmp_path, command):
     assert result.stderr.count("Warning: skipped 1 row(s): empty or whitespace-only caption (at line 2)") == 1
     if command == "profile":
         assert json.loads((tmp_path / "p.json").read_text())["dataset"]["n_captions"] == 4
+
+
+def test_dot_dot_after_a_missing_folder_is_resolved_by_name(tmp_path, monkeypatch):
+    """`--json missing/../out.json` created the folder `missing` on the way (the file system resolves
+    `missing/..` only once it exists); a path up past the root reached a folder no check had seen."""
+    from capgeo._atomic import atomic_open, check_writable
+
+    monkeypatch.chdir(tmp_path)
+    check_writable("missing/../out.json")
+    with atomic_open("missing/../out.json") as handle:
+        handle.write("{}")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.json"]
