@@ -268,3 +268,24 @@ def test_library_writers_refuse_to_overwrite_their_inputs(tmp_path):
     with pytest.raises(CapgeoError, match="would overwrite the input DATA"):
         export_negatives(captions, embed(captions, f"vectors:{tmp_path / 'v.npy'}"), str(lines))
     assert lines.read_bytes() == before
+
+
+def test_the_saved_profile_is_announced_when_written_not_after_the_page(tmp_path, monkeypatch):
+    """Interrupted while drawing, report left --save-profile written without a word."""
+    import numpy as np
+
+    from capgeo.report import build
+
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32))
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build, "build_report", interrupted)
+    result = CliRunner().invoke(main, ["report", str(REPO_DATA / "coco_sample.json"), "--encoder",
+                                       f"vectors:{tmp_path / 'v.npy'}", "--batch-size", "8", "--n-batches", "3",
+                                       "--no-dupes", "--save-profile", str(tmp_path / "p.json"),
+                                       "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 130
+    assert (tmp_path / "p.json").is_file() and f"Wrote {tmp_path / 'p.json'}" in result.stderr
+    assert not (tmp_path / "r.html").exists()

@@ -94,6 +94,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
             encoder=options["encoder"], batch_sizes=batch_sizes, n_batches=n_batches, seed=seed, max_tokens=max_tokens,
             dupes=not no_dupes, gamma=not no_gamma, truncation=truncation, leak=leak,
             fill_missing_sections=fill_missing, save_profile_to=save_profile, device=options["device"],
+            on_saved=lambda path: click.echo(f"Wrote {path}", err=True),
             cache_dir=options["cache_dir"], use_cache=not options["no_cache"], command=reproduce_command(),
             on_skipped=warn_skipped,
             before_encoding=lambda captions: check_options_before_encoding(
@@ -101,8 +102,6 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     if written.ignored_options:
         click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
                    + ", ".join("--" + name.replace("_", "-") for name in written.ignored_options), err=True)
-    if written.saved_profile:
-        click.echo(f"Wrote {written.saved_profile}", err=True)
     _wrote(written.path, written.notes)
 
 

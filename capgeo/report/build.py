@@ -266,14 +266,14 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
                  leak: Sequence[str | Path] = (), fill_missing_sections: bool = False, save_profile_to: str | Path | None = None,
                  device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
                  command: str | None = None, on_skipped: Callable | None = None,
-                 before_encoding: Callable | None = None) -> WrittenReport:
+                 before_encoding: Callable | None = None, on_saved: Callable | None = None) -> WrittenReport:
     """`capgeo report`: a dataset (profiled, with dupes, gamma and optionally truncation) or a saved
     profile (drawn as it is, or with ``fill_missing_sections`` completed from its dataset) to one HTML file.
 
     ``load_options`` are :func:`capgeo.captions.load_captions`'s keyword arguments; ``on_skipped``
     is called with each :class:`~capgeo.captions.model.Skipped` as soon as the dataset is read;
     ``before_encoding`` with the captions (None for a saved profile to complete) before anything is encoded,
-    so option checks fail before the slow part."""
+    so option checks fail before the slow part; ``on_saved`` with the path of ``save_profile_to`` once written."""
     load_options = dict(load_options or {})
     _refuse_overwriting_inputs({"DATA": source, "--leak": list(leak), "--encoder": _encoder_files([encoder])},
                                {"output": output, "--save-profile": save_profile_to})
@@ -303,6 +303,8 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
             truncation=truncation, leak=leak, command=command)
     with _drawing_saved_profiles([source] if is_profile_file(source) else []):
         saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
+        if saved is not None and on_saved is not None:
+            on_saved(saved)  # at once: an interrupted drawing still leaves this file, and the user is told
         path = build_report(report_input, output, command=command)
     return WrittenReport(path, report_input.notes, saved, ignored)
 
