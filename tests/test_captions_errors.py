@@ -242,3 +242,14 @@ def test_a_folder_of_txt_files_beside_another_caption_file_is_ambiguous(tmp_path
     message = _error(folder)
     assert "cannot tell the folder's format" in message and "more.jsonl" in message
     assert load_captions(folder, format="urban1k").texts == ["a cat on a mat", "a dog in the snow"]
+
+
+def test_a_dci_caption_that_is_a_list_does_not_suggest_a_column_option(tmp_path):
+    """The hint '--captions-column' was given for DCI, whose layout the column options do not apply to."""
+    folder = tmp_path / "dci"
+    folder.mkdir()
+    (folder / "sa_1.json").write_text(json.dumps({"extra_caption": ["a street", "at night"]}))
+    message = _error(folder, format="dci")
+    assert "caption should be text, found list" in message and "--captions-column" not in message
+    generic = _error(_file(tmp_path, "l.jsonl", '{"caption": "a"}\n{"caption": ["b", "c"]}\n'))
+    assert "--captions-column" in generic

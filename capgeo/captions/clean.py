@@ -39,6 +39,8 @@ from capgeo.errors import DataError
 #: Unicode categories that show nothing: control, format (zero-width), surrogate,
 #: unassigned, and separators
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn", "Zs", "Zl", "Zp"})
+#: the formats whose columns the column options name (a benchmark layout has its own fields)
+GENERIC_FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "text")
 #: how many places to quote per kind of skipped row
 MAX_EXAMPLES = 5
 
@@ -252,7 +254,8 @@ def _clean_text(value, raw: RawCaptions, row: int) -> tuple[str, str | None]:
     if isinstance(value, bool) or isinstance(value, (dict, list, tuple)):
         raise DataError(
             f"{raw.source}: {raw.where(row)}: caption should be text, found {type(value).__name__}: "
-            f"{str(value)[:60]!r}" + ("; a list of captions is read with --captions-column" if isinstance(value, list) else "")
+            f"{str(value)[:60]!r}" + ("; a list of captions is read with --captions-column"
+                                      if isinstance(value, list) and raw.format in GENERIC_FORMATS else "")
         )
     if not isinstance(value, str):
         # JSON and Parquet say what type a field is: numbers in the text column mean it is the wrong column

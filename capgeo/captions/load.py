@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from capgeo.captions import benchmarks
-from capgeo.captions.clean import to_caption_set
+from capgeo.captions.clean import GENERIC_FORMATS, to_caption_set
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.detect import detect_format
 from capgeo.captions.model import CaptionSet
@@ -24,7 +24,6 @@ BENCHMARK_READERS = {
     "filename-caption": benchmarks.read_filename_caption,
     "sharegpt4v": benchmarks.read_sharegpt4v,
 }
-GENERIC_FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "text")
 FOLDER_FORMATS = ("urban1k", "dci")
 
 
