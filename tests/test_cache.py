@@ -355,3 +355,19 @@ def test_an_encoder_that_is_not_a_spec_is_a_one_line_error():
 
     with pytest.raises(EncoderError, match="an encoder spec is text"):
         embed(["a cat"], 5)
+
+
+def test_partial_files_a_killed_process_left_are_swept(tmp_path):
+    """SIGKILL mid-write leaves .<chunk>.npy.<random>.part in the entry; nothing removed them, so
+    they piled up. Old ones go when the entry is next read; a fresh one (a writer now) stays."""
+    texts = make_texts(12)
+    embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=5)
+    (folder,) = (tmp_path / "embeddings").iterdir()
+    old, fresh = folder / ".chunk-000000000-000000005.abc.npy.x1.part", folder / ".chunk-x.npy.x2.part"
+    old.write_bytes(b"half a chunk")
+    fresh.write_bytes(b"being written")
+    two_hours_ago = time.time() - 7200
+    os.utime(old, (two_hours_ago, two_hours_ago))
+    result = embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=5)
+    assert result.origin == "cache"
+    assert not old.exists() and fresh.exists()

@@ -22,6 +22,7 @@ Chunks are also validated (shape, dtype, finite, unit norm) on every read.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -75,6 +76,22 @@ def cache_key(texts: Sequence[str], info: EncoderInfo, max_tokens: int, normalis
 
 def chunk_ranges(n: int, chunk_rows: int) -> list[tuple[int, int]]:
     return [(start, min(start + chunk_rows, n)) for start in range(0, n, chunk_rows)]
+
+
+#: a temporary ``.<name>.part`` this much older than now belongs to no running writer (one writes a
+#: chunk in seconds): a process killed outright (SIGKILL, power loss) left it, and it is removed
+STALE_PART_SECONDS = 3600
+
+
+def _sweep_stale_parts(entries) -> None:
+    import time
+
+    now = time.time()
+    for entry in entries:
+        if entry.name.startswith(".") and entry.name.endswith(".part"):
+            with contextlib.suppress(OSError):
+                if entry.stat().st_mtime < now - STALE_PART_SECONDS:
+                    os.unlink(entry.path)
 
 
 class CacheEntry:
@@ -164,9 +181,11 @@ class CacheEntry:
         if self._names_by_stem is None:
             self._names_by_stem = {}
             try:
-                entries = [entry.name for entry in os.scandir(self.folder)]
+                scanned = list(os.scandir(self.folder))
             except OSError:   # no folder yet (or unreadable: then nothing is cached)
-                entries = []
+                scanned = []
+            entries = [entry.name for entry in scanned]
+            _sweep_stale_parts(scanned)
             for name in entries:
                 parts = name.split(".")
                 if len(parts) == 3 and parts[2] == "npy" and parts[0]:
