@@ -42,20 +42,26 @@ def encoder_input_file(spec: str | None) -> str | None:
     return None
 
 
-#: every JSON capgeo writes is an object whose "schema" names it (capgeo.profile/1, capgeo.dupes/1, ...)
-_RESULT_SCHEMA = re.compile(r'"schema"\s*:\s*"capgeo\.')
-_RESULT_HEAD_BYTES = 1 << 16
+#: every JSON capgeo writes is an object whose first key, "schema", names it (capgeo.profile/1,
+#: capgeo.dupes/1, ...); a saved profile is recognised the same way (capgeo.report.build)
+_RESULT_HEAD = re.compile(r'^\s*\{\s*"schema"\s*:\s*"(capgeo\.[^"]*)"')
+
+
+def result_schema(path: str | os.PathLike) -> str | None:
+    """The schema a JSON result capgeo wrote names first (``capgeo.profile/1``), read from the
+    file's first bytes; None for any other file."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    match = _RESULT_HEAD.match(head)
+    return match.group(1) if match else None
 
 
 def is_capgeo_result(path: str | os.PathLike) -> bool:
-    """Is ``path`` a JSON result capgeo wrote (so writing a new one over it loses nothing of the
-    user's)? Read from its first 64 KB: a JSON object with a capgeo "schema" there."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(_RESULT_HEAD_BYTES).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    return head.lstrip().startswith("{") and _RESULT_SCHEMA.search(head) is not None
+    """Is ``path`` a JSON result capgeo wrote, so writing a new one over it loses nothing of the user's?"""
+    return result_schema(path) is not None
 
 
 def _input_clash(output: Path, label: str, given: str) -> bool:

@@ -110,14 +110,16 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
 
     train = loaded(train)
     eval_sets = [loaded(source) for source in evals]
-    _refuse_one_vector_file_for_different_sets(encoder, train, eval_sets)
+    # a vectors file, once checked, embeds every set as it is: not read again for each
+    encoder = _one_vector_file_for_different_sets(encoder, train, eval_sets)
     train_vectors = embedded(train, "TRAIN") if train_embeddings is None else train_embeddings
     return leak_section(train, train_vectors, [(captions, embedded(captions, "EVAL")) for captions in eval_sets],
                         device=device, progress=progress, **leak_options)
 
 
-def _refuse_one_vector_file_for_different_sets(encoder, train, eval_sets) -> None:
-    """A vectors file embeds TRAIN and EVAL only through caption ids that say which row is whose.
+def _one_vector_file_for_different_sets(encoder, train, eval_sets):
+    """``encoder``, loaded when it is a vectors file, which embeds TRAIN and EVAL only through
+    caption ids that say which row is whose.
 
     Aligned by row, it would give the i-th training and the i-th eval caption the same vector
     whenever the sets have as many captions (a 100% leak at cosine 1.0 between unrelated texts);
@@ -127,7 +129,7 @@ def _refuse_one_vector_file_for_different_sets(encoder, train, eval_sets) -> Non
     from capgeo.errors import EncoderError
 
     if not isinstance(encoder, str) or spec_kind(encoder)[0] != "precomputed":
-        return
+        return encoder
     vectors = get_encoder(encoder)
     if vectors.ids is None:
         raise EncoderError(f"{vectors.path}: vectors aligned by row belong to one set of captions, and leak embeds "
@@ -141,3 +143,4 @@ def _refuse_one_vector_file_for_different_sets(encoder, train, eval_sets) -> Non
             raise EncoderError(f"{vectors.path}: caption id {clash!r} is in TRAIN {train.source} and in EVAL "
                                f"{eval_set.source} with different texts, so one vector would stand for both; "
                                "give the sets distinct ids")
+    return vectors

@@ -59,7 +59,7 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     """
     from capgeo.findings.gamma import (
         DEFAULT_GRID,
-        check_image_embeddings_file,
+        checked_image_embeddings,
         gamma_profile,
     )
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
@@ -70,11 +70,11 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
     for size in resolved.sizes:
         check_gamma_batch_size(size)
-    if image_embeddings is not None:
-        check_image_embeddings_file(image_embeddings, captions)
+    # read once, before the (slow) encoding; the profile names the file they came from
+    image_vectors = checked_image_embeddings(image_embeddings, captions) if image_embeddings is not None else None
     embeddings = embed_from_options(captions, options)
     profile = gamma_profile(
-        captions, embeddings, image_embeddings=image_embeddings,
+        captions, embeddings, image_embeddings=image_vectors, image_source=image_embeddings,
         command=reproduce_command(),
         logit_scale=logit_scale, batch_sizes=resolved.sizes, grid=grid or DEFAULT_GRID,
         n_batches=n_batches, seed=seed, hard_edge=hard_edge,

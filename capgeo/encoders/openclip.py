@@ -220,14 +220,11 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
     return encoder
 
 
-def is_longclip_file(spec: str, cache_dir=None) -> bool:
-    """Does a bare path spec name a Long-CLIP state dict (two positional tables), whatever the
-    file is called? (The registry sends such a file to the Long-CLIP loader.)"""
-    if model_at_checkpoint(spec) is not None or spec.lower().startswith(("hf-hub:", "local-dir:")):
-        return False
-    path = Path(spec).expanduser()
-    if path.suffix.lower() not in WEIGHT_SUFFIXES or not path.is_file():
-        return False
+def is_longclip_file(path: str | Path, cache_dir=None) -> bool:
+    """Does the weight file ``path`` hold a Long-CLIP state dict (two positional tables), whatever
+    it is called? (The registry, which has found it to be a bare checkpoint file, then sends it to
+    the Long-CLIP loader.) The fact is remembered with the file's others."""
+    path = Path(path).expanduser()
     return bool(weight_facts(path, "open_clip_text", lambda: _text_facts(path), cache_dir, valid=TEXT_FACTS)["longclip"])
 
 

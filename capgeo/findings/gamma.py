@@ -572,26 +572,29 @@ def load_image_embeddings(path, group_ids: list[str]) -> np.ndarray:
     return np.asarray(stored.vectors, dtype=np.float32)[[position[g] for g in group_ids]]
 
 
-def check_image_embeddings_file(path, captions) -> None:
-    """Before encoding: the image-embedding file reads and holds one vector per image of
-    ``captions`` (its width is checked against the text vectors once they exist)."""
+def checked_image_embeddings(path, captions) -> np.ndarray:
+    """Before encoding: the image vectors of ``path``, read once and checked to hold one vector per
+    image of ``captions`` (their width is checked against the text vectors once they exist)."""
     vectors = load_image_embeddings(path, group_ids_in_code_order(captions.groups, captions.group_codes))
     check_image_vectors(vectors, captions.n_groups, vectors.shape[-1] if vectors.ndim == 2 else 0, str(path))
+    return vectors  # as read: gamma_section normalises them, as it does a path's
 
 
 # ---------------------------------------------------------------- profile-shaped output
 
-def gamma_profile(captions, embeddings, *, image_embeddings=None, command: str | None = None, **options) -> dict:
+def gamma_profile(captions, embeddings, *, image_embeddings=None, image_source: str | None = None,
+                  command: str | None = None, **options) -> dict:
     """`capgeo gamma` in one call: a ``capgeo.profile/1``-shaped dict with ``dataset``,
     ``encoder``, ``gamma`` (see :func:`gamma_section`; ``options`` go there), ``options``
     and ``provenance``. ``image_embeddings`` is a path (see :func:`load_image_embeddings`)
-    or an (n_groups, d) array in group-code order."""
+    or an (n_groups, d) array in group-code order; ``image_source`` names where an array
+    came from (the file it was read from)."""
     import time
 
     from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
 
     started = time.perf_counter()
-    image_vectors, image_source = None, "image embeddings"
+    image_vectors, image_source = None, image_source or "image embeddings"
     if image_embeddings is not None:
         if isinstance(image_embeddings, np.ndarray):
             image_vectors = image_embeddings

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -23,6 +22,7 @@ from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
 from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Provenance, known, profile_section
+from capgeo.paths import check_output_paths, encoder_input_file, result_schema
 
 #: Extra row the report adds when the caller gives no batch size: the paper's micro-batch. The
 #: headline is the policy's (capgeo.geometry.batch_size: 128, the paper's effective batch).
@@ -31,8 +31,6 @@ EXTRA_BATCH_SIZES = (16,)
 #: hardest-companion distribution (a typical, a hard and a very hard caption), and the top pairs.
 DUPES_QUANTILES = (0.5, 0.9, 0.99)
 DUPES_PAIRS = 20
-#: A saved profile is recognised by its first bytes (``capgeo profile --json`` writes "schema" first).
-_PROFILE_HEAD = re.compile(r'^\s*\{\s*"schema"\s*:\s*"capgeo\.profile/')
 
 
 @dataclass
@@ -48,9 +46,7 @@ def is_profile_file(path: str | Path) -> bool:
     path = Path(path)
     if not path.is_file() or path.suffix.lower() != ".json":
         return False
-    with open(path, "rb") as handle:
-        head = handle.read(4096).decode("utf-8", errors="replace")
-    return bool(_PROFILE_HEAD.match(head))
+    return (result_schema(path) or "").startswith("capgeo.profile/")
 
 
 def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
@@ -194,8 +190,6 @@ def _as_made(path: str | None, made_in: str | None) -> str | None:
 
 def _encoder_as_made(spec: str | None, made_in: str | None) -> str | None:
     """The encoder spec with the file it reads (vectors, checkpoint) resolved as :func:`_as_made`."""
-    from capgeo.paths import encoder_input_file
-
     file = encoder_input_file(spec) if spec else None
     found = _as_made(file, made_in)
     if not file or found == file:
@@ -275,10 +269,12 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
     ``before_encoding`` with the captions (None for a saved profile to complete) before anything is encoded,
     so option checks fail before the slow part; ``on_saved`` with the path of ``save_profile_to`` once written."""
     load_options = dict(load_options or {})
-    _refuse_overwriting_inputs({"DATA": source, "--leak": list(leak), "--encoder": _encoder_files([encoder])},
-                               {"output": output, "--save-profile": save_profile_to})
+    # what the command checks before any work, for library callers too: no output over an input
+    check_output_paths({"DATA": source, "--leak": list(leak), "--encoder": _encoder_files([encoder])},
+                       {"output": output, "--save-profile": save_profile_to})
     ignored = []
-    if is_profile_file(source):
+    saved_profile = is_profile_file(source)
+    if saved_profile:
         if leak:
             raise CapgeoError(f"--leak needs DATA to be a dataset, not a saved profile ({source}); "
                               "run `capgeo report DATASET --leak EVAL`")
@@ -301,7 +297,7 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens,
             batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=dupes, gamma=gamma,
             truncation=truncation, leak=leak, command=command)
-    with _drawing_saved_profiles([source] if is_profile_file(source) else []):
+    with _drawing_saved_profiles([source] if saved_profile else []):
         saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
         if saved is not None and on_saved is not None:
             on_saved(saved)  # at once: an interrupted drawing still leaves this file, and the user is told
@@ -309,16 +305,7 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
     return WrittenReport(path, report_input.notes, saved, ignored)
 
 
-def _refuse_overwriting_inputs(inputs: dict, outputs: dict) -> None:
-    """What the commands check before any work, for library callers too: no output over an input."""
-    from capgeo.paths import check_output_paths
-
-    check_output_paths(inputs, outputs)
-
-
 def _encoder_files(specs) -> list[str]:
-    from capgeo.paths import encoder_input_file
-
     return [path for path in (encoder_input_file(spec) for spec in specs if isinstance(spec, str)) if path]
 
 
@@ -346,8 +333,8 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                   before_encoding: Callable | None = None) -> tuple[Path, list[str]]:
     """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
     the embedded one) on one HTML page. Returns the page's path and notes for the user."""
-    _refuse_overwriting_inputs({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
-    loaded, notes = [], []
+    check_output_paths({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
+    loaded, notes, saved_profiles = [], [], []
     given = [option for option, value in (("--encoder", encoders), ("--limit", limit), ("--batch-size", batch_sizes),
                                           ("--n-batches", n_batches != DEFAULT_N_BATCHES), ("--seed", seed != 0))
              if value]
@@ -356,20 +343,20 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
             if given:
                 notes.append(f"{source} is a saved profile, drawn as it is; ignored: {', '.join(given)}")
             loaded.append(load_saved_profile(source).profile)
+            saved_profiles.append(source)
             continue
         captions = _load_dataset(source, {"limit": limit}, on_skipped)
         if before_encoding:
             before_encoding(captions)
         loaded.append(captions)
     datasets = [item for item in loaded if not isinstance(item, dict)]
-    if datasets:
-        _check_encoders(encoders or (None,), datasets, device=device, cache_dir=cache_dir)
+    checked = _checked_encoders(encoders or (None,), datasets, device=device, cache_dir=cache_dir) if datasets else []
     profiles = []
     for captions in loaded:
         if isinstance(captions, dict):
             profiles.append(captions)
             continue
-        for encoder in encoders or (None,):
+        for encoder in checked:
             profiles.append(report_dataset(
                 captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                 batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=False, gamma=True,
@@ -379,15 +366,18 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                           "or one dataset with two or more --encoder")
     if labels and len(labels) != len(profiles):
         raise CapgeoError(f"--label given {len(labels)} times for {len(profiles)} profiles")
-    with _drawing_saved_profiles([source for source in sources if is_profile_file(source)]):
+    with _drawing_saved_profiles(saved_profiles):
         return build_compare(profiles, output, labels=labels or None, command=command), notes
 
 
-def _check_encoders(specs, datasets, *, device: str | None, cache_dir: str | None) -> None:
-    """Every --encoder of compare, before the first is used: a spec no kind accepts, a weight file
-    that is missing, or vectors that do not fit a dataset fail now, not after the others encoded."""
+def _checked_encoders(specs, datasets, *, device: str | None, cache_dir: str | None) -> list:
+    """Every --encoder of compare, checked before the first is used: a spec no kind accepts, a weight
+    file that is missing, or vectors that do not fit a dataset fail now, not after the others encoded.
+    Returns what to embed with: the loaded encoder where checking loaded it (so the vectors file is
+    not read again), else the spec."""
     from capgeo.encoders.registry import get_encoder, spec_kind
 
+    checked = []
     for spec in specs:
         kind, _ = spec_kind(spec)
         if kind in ("precomputed", "open_clip", "longclip"):  # their identity loads no model (lazy)
@@ -395,6 +385,10 @@ def _check_encoders(specs, datasets, *, device: str | None, cache_dir: str | Non
             if kind == "precomputed":
                 for captions in datasets:
                     encoder.align(captions.ids)
+            checked.append(encoder)
+        else:
+            checked.append(spec)
+    return checked
 
 
 def _load_dataset(source, load_options: dict, on_skipped: Callable | None):
