@@ -60,7 +60,7 @@ def brute_force(vectors: np.ndarray, groups) -> dict:
 # --- real captions, embedded with the default encoder -------------------------------------------
 
 @pytest.fixture(scope="module")
-def real(request):
+def real(request, tmp_path_factory):
     if not (DOCCI.is_file() and COCO.is_file()):
         pytest.skip(f"real captions not found under {DATA} (CI lays shared/ beside the repository)")
     from capgeo.captions import load_captions
@@ -70,7 +70,10 @@ def real(request):
     coco = load_captions(COCO, limit=175)   # 35 images x 5 captions: groups with several captions
     captions = CaptionSet(pl.concat([docci.table, coco.table]), DOCCI, "docci+coco")
     # pytest's own cache folder: the (deterministic) embeddings are computed once per checkout
-    cache_dir = request.config.cache.mkdir("capgeo-embeddings")
+    # (a temporary folder when the run has pytest's cache turned off, -p no:cacheprovider)
+    pytest_cache = getattr(request.config, "cache", None)
+    cache_dir = (pytest_cache.mkdir("capgeo-embeddings") if pytest_cache is not None
+                 else tmp_path_factory.mktemp("capgeo-embeddings"))
     # cut at 128 tokens: faster, and many DOCCI captions are then truncated
     embeddings = embed(captions, None, cache_dir=cache_dir, max_tokens=128, progress=False)
     profile = build_profile(captions, embeddings, batch_sizes=(16, 48), relative_buckets=True, n_batches=40,
