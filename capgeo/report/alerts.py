@@ -173,7 +173,7 @@ def near_duplicate_caption_alert(profile: Profile | dict) -> Alert | None:
         return None
     return Alert("near_duplicate_captions", WARNING, "Many captions have a near-duplicate of another image",
                  f"{known(near.n_captions_hardest_above, 0):,} captions ({_pct(share)}) have a caption of another "
-                 f"image at cosine >= {known(near.threshold)}; see the gallery below.")
+                 f"image at cosine >= {known(near.threshold)}; `capgeo dupes` lists the pairs.")
 
 
 def sampled_alert(profile: Profile | dict) -> Alert | None:

@@ -350,6 +350,12 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
             before_encoding(captions)
         loaded.append(captions)
     datasets = [item for item in loaded if not isinstance(item, dict)]
+    n_profiles = len(saved_profiles) + len(datasets) * len(encoders or (None,))
+    if n_profiles < 2:
+        raise CapgeoError("compare needs at least two profiles: give two or more SOURCES, "
+                          "or one dataset with two or more --encoder")
+    if labels and len(labels) != n_profiles:
+        raise CapgeoError(f"--label given {len(labels)} times for {n_profiles} profiles")
     checked = _checked_encoders(encoders or (None,), datasets, device=device, cache_dir=cache_dir) if datasets else []
     profiles = []
     for captions in loaded:
@@ -361,11 +367,6 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                 captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                 batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=False, gamma=True,
                 command=command).profile)
-    if len(profiles) < 2:
-        raise CapgeoError("compare needs at least two profiles: give two or more SOURCES, "
-                          "or one dataset with two or more --encoder")
-    if labels and len(labels) != len(profiles):
-        raise CapgeoError(f"--label given {len(labels)} times for {len(profiles)} profiles")
     with _drawing_saved_profiles(saved_profiles):
         return build_compare(profiles, output, labels=labels or None, command=command), notes
 

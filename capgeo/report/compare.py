@@ -54,7 +54,7 @@ def compare_table(profiles: Sequence[Profile | dict], labels: Sequence[str]) -> 
         f"<tr><th>{escape(row)}</th>" + "".join(f'<td class="num">{escape(rows.get(row, MISSING))}</td>'
                                                 for rows in per_profile) + "</tr>"
         for row in order)
-    return f'<table class="compare"><thead>{head}</thead><tbody>{body}</tbody></table>'
+    return f'<div class="scroll"><table class="compare"><thead>{head}</thead><tbody>{body}</tbody></table></div>'
 
 
 def compare_alerts(profiles: Sequence[Profile], labels: Sequence[str]) -> str:
@@ -97,7 +97,8 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
     created = created or now_utc()
     page = Page("capgeo compare: " + " vs ".join(labels), f"{len(profiles)} profiles · {created}")
     page.sections.append(Section("summary", "Side by side", compare_table(typed, labels)))
-    sizes = {p.hardest_companion.count if p.hardest_companion else None for p in typed}
+    # a profile without a companion section (a gamma result) has no N to differ by
+    sizes = {known(p.hardest_companion.count) for p in typed if p.hardest_companion} - {None}
     lead = ("Shares per 0.01 bin, so datasets of different sizes overlay. Dotted: all pairs of different images; "
             "solid: each caption's hardest companion; dashed verticals: means.")
     if len(sizes) > 1:
@@ -116,7 +117,9 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
         lead += (" The second chart cuts each profile at its own pairwise quantiles, so encoders whose cosines live "
                  "on different scales compare fairly (profiles without relative buckets are left out of it).")
     page.sections.append(Section("buckets", "In-batch negatives by hardness", body, lead))
-    lengths = [(label, p.lengths) for label, p in zip(labels, typed)]
+    # precomputed vectors have no tokenizer: their lengths section says so (known: false) and is not drawn
+    lengths = [(label, p.lengths if p.lengths and p.lengths.histogram and known(p.lengths.known, True) else None)
+               for label, p in zip(labels, typed)]
     if any(l for _, l in lengths):
         page.sections.append(Section("lengths", "Caption length",
                                      figure_div(figures.length_overlay_figure(lengths), "fig-compare-lengths"),

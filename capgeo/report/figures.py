@@ -29,6 +29,17 @@ _LAYOUT = dict(template="plotly_white", margin=dict(l=70, r=30, t=60, b=60), hei
                font=dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", size=13))
 
 
+def plotly_text(text: object) -> str:
+    """A user's string (a label, a dataset name, a caption id) as plotly text that shows it literally.
+
+    Plotly reads its own HTML subset (``<br>``, ``<i>``, ``<a>``, entities) in trace names,
+    annotations, tick labels and hover text, and ``%{...}`` in hover templates; ``&`` and
+    ``<``/``>`` become entities and ``%`` a numeric one, which plotly turns back into the
+    characters after both have been read.
+    """
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("%", "&#37;")
+
+
 def _pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
@@ -45,19 +56,25 @@ def rebin(histogram: dict, width: float = DISPLAY_BIN_WIDTH) -> tuple[np.ndarray
         return edges[:1], counts[:0]
     fine_width = float(np.min(np.diff(edges)))
     factor = max(1, int(round(width / fine_width)))
+    # profiles keep only the fine bins their values reach, so each histogram starts somewhere else:
+    # pad the front with empty fine bins back to a multiple of ``width``, so merged edges sit on one
+    # grid (0.29, 0.30, ...) for every histogram and every dataset
+    below = np.floor(edges[0] / width + 1e-9) * width
+    lead = (edges[0] - below) / fine_width
+    if abs(lead - round(lead)) < 1e-6 and round(lead) < factor:
+        lead = int(round(lead))
+        edges = np.concatenate([edges[0] - fine_width * np.arange(lead, 0, -1), edges])
+        counts = np.concatenate([np.zeros(lead), counts])
     nonzero = np.flatnonzero(counts)
-    # keep whole merged bins, aligned to the start of the fine grid, so shared edges line up across datasets
+    # keep whole merged bins that hold values; the tail is padded with empty fine bins to a whole bin
     first = (nonzero[0] // factor) * factor
-    last = min(counts.size, (nonzero[-1] // factor + 1) * factor)
-    trimmed = counts[first:last]
-    pad = (-trimmed.size) % factor
+    last = (nonzero[-1] // factor + 1) * factor
+    pad = max(0, last - counts.size)
     if pad:
-        trimmed = np.concatenate([trimmed, np.zeros(pad)])
-    merged = trimmed.reshape(-1, factor).sum(axis=1)
-    merged_edges = edges[first:last + 1:factor]
-    if merged_edges.size < merged.size + 1:  # the padded tail bin ends at the histogram's last edge
-        merged_edges = np.append(merged_edges, edges[last])
-    return merged_edges, merged
+        counts = np.concatenate([counts, np.zeros(pad)])
+        edges = np.concatenate([edges, edges[-1] + fine_width * np.arange(1, pad + 1)])
+    merged = counts[first:last].reshape(-1, factor).sum(axis=1)
+    return edges[first:last + 1:factor], merged
 
 
 def caption_length_figure(lengths: Lengths | dict, title: str = "Caption length in tokens") -> go.Figure:
@@ -107,7 +124,9 @@ def cosine_distribution_figure(series: Sequence[tuple[str, Distribution | dict, 
     figure = go.Figure()
     overlay = len(series) > 1
     tallest = 0.0
+    mean_labels: list[tuple[str, float, str]] = []  # (kind, mean, colour), labelled once the lines are drawn
     for index, (label, pairwise, hardest) in enumerate(series):
+        label = plotly_text(label)
         colour = PALETTE[index % len(PALETTE)]
         for kind, summary, dash in (("all pairs", pairwise, "dot"), ("hardest companion", hardest, "solid")):
             summary = as_section(summary, Distribution)
@@ -128,9 +147,16 @@ def cosine_distribution_figure(series: Sequence[tuple[str, Distribution | dict, 
             ))
             mean = known(summary.mean)
             if mean is not None:
-                figure.add_vline(x=mean, line=dict(color=line_colour, width=1.5, dash="dash"),
-                                 annotation=dict(text=f"mean {mean:.3f}", font=dict(color=line_colour, size=11)),
-                                 annotation_position="top left" if kind == "all pairs" else "top right")
+                figure.add_vline(x=mean, line=dict(color=line_colour, width=1.5, dash="dash"))
+                mean_labels.append((kind, mean, line_colour))
+    # all-pairs means are labelled left of their line, hardest-companion means right of it, each one a
+    # row lower than the last of its kind, so overlaid datasets with close means do not print over each other
+    rows = {"all pairs": 0, "hardest companion": 0}
+    for kind, mean, colour in mean_labels:
+        figure.add_annotation(x=mean, y=1 - 0.07 * rows[kind], xref="x", yref="paper", text=f"mean {mean:.3f}",
+                              showarrow=False, xanchor="right" if kind == "all pairs" else "left", yanchor="top",
+                              font=dict(color=colour, size=11))
+        rows[kind] += 1
     figure.update_layout(title=title, xaxis_title="caption-caption cosine similarity",
                          yaxis_title=f"share of values per {DISPLAY_BIN_WIDTH} bin (%)",
                          legend=dict(orientation="h", y=-0.2), **_LAYOUT)
@@ -170,7 +196,8 @@ def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatisti
             buckets = getattr(entry, kind)
             if not buckets or not buckets.get("shares"):
                 continue
-            x_label = f"{label} · B={entry.batch_size}" if overlay else f"B={entry.batch_size}"
+            # two lines, so long dataset names stay level instead of turning into the legend
+            x_label = f"{plotly_text(label)}<br>B={entry.batch_size}" if overlay else f"B={entry.batch_size}"
             entry_names = bucket_names(buckets)
             edges = [None, *buckets["edges"], None]
             ranges = {name: (edges[i], edges[i + 1]) for i, name in enumerate(entry_names)}
@@ -194,7 +221,8 @@ def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatisti
         ))
     figure.update_layout(title=title, barmode="stack", xaxis_title="batch size (captions per batch)",
                          yaxis_title="share of in-batch negatives (%)", yaxis_range=[0, 100],
-                         legend=dict(orientation="h", y=-0.2, traceorder="normal"), **_LAYOUT)
+                         legend=dict(traceorder="normal", title=dict(text="bucket")), **_LAYOUT)
+    figure.update_xaxes(tickangle=0, automargin=True)
     return figure
 
 
@@ -217,7 +245,7 @@ def batch_heatmap_figure(example: dict, batch_size: int | None = None,
     matrix = np.array([[np.nan if value is None else value for value in row] for row in example["cosine"]],
                       dtype=np.float64)
     size = matrix.shape[0]
-    ids = [str(i) for i in example.get("caption_ids", range(size))]
+    ids = [plotly_text(i) for i in example.get("caption_ids", range(size))]
     hover = [[f"{ids[i]} × {ids[j]}" for j in range(size)] for i in range(size)]
     figure = go.Figure(go.Heatmap(
         z=matrix, colorscale="Viridis", colorbar=dict(title=dict(text="cosine")), text=hover,
@@ -232,8 +260,9 @@ def batch_heatmap_figure(example: dict, batch_size: int | None = None,
     layout = dict(_LAYOUT, height=560)
     figure.update_layout(title=title + shown, xaxis_title="caption in batch (index)",
                          yaxis_title="caption in batch (index)", **layout)
-    figure.update_yaxes(autorange="reversed", scaleanchor="x", constrain="domain")
-    figure.update_xaxes(constrain="domain")
+    # fixed ranges: the wide "max" label would otherwise stretch the autorange past the matrix
+    figure.update_yaxes(range=[size - 0.5, -0.5], scaleanchor="x", constrain="domain")
+    figure.update_xaxes(range=[-0.5, size - 0.5], constrain="domain")
     return figure
 
 
@@ -249,6 +278,7 @@ def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost con
 
     figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "softmax concentration over in-batch negatives", "logit boost s·γ·G"))
+    targets: set[float] = set()
     for index, entry in enumerate(gamma.get("batches") or []):
         grid = entry.get("grid") or []
         if not grid:
@@ -274,7 +304,8 @@ def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost con
                                         hovertemplate="γ=%{x}<br>boost %{y:.1f} logits<extra></extra>"),
                              row=1, col=2)
         target = (entry.get("suggestion") or {}).get("target_share")
-        if target is not None:
+        if target is not None and target not in targets:  # batch sizes share it: one line, one label
+            targets.add(target)
             figure.add_hline(y=100 * target, line=dict(color="#888", dash="dot", width=1), row=1, col=1,
                              annotation=dict(text=f"target (paper default): {100 * target:.0f}%", font=dict(size=10)),
                              annotation_position="bottom left")
@@ -308,6 +339,7 @@ def length_overlay_figure(series: Sequence[tuple[str, Lengths | dict | None]],
         lengths = as_section(lengths, Lengths)
         if not lengths or not lengths.histogram:
             continue
+        label = plotly_text(label)
         colour = PALETTE[index % len(PALETTE)]
         edges = np.asarray(lengths.histogram["edges"], dtype=np.float64)
         counts = np.asarray(lengths.histogram["counts"], dtype=np.float64)

@@ -42,10 +42,13 @@ def _pair_html(row: dict, ids: CaptionIds, label_a: str, label_b: str) -> str:
             + "</div>")
 
 
-LEGEND = ('<p class="legend stats"><mark class="shared">shared word</mark>'
-          '<mark class="only">word in only one caption</mark> (content words; stop words and punctuation ignored, '
-          'plurals matched). A query\'s word is marked shared when it is shared with at least one neighbour '
-          '(hover for which).</p>')
+#: the legend of marked words in a pair of captions (the leak section's, and the start of the gallery's)
+PAIR_LEGEND = ('<p class="legend stats"><mark class="shared">shared word</mark>'
+               '<mark class="only">word in only one caption</mark> (content words; stop words and punctuation '
+               'ignored, plurals matched).</p>')
+#: the gallery's legend, which also explains how a query with several neighbours is marked
+LEGEND = PAIR_LEGEND[:-len("</p>")] + (" A query's word is marked shared when it is shared with at least one "
+                                       "neighbour (hover for which).</p>")
 
 
 def merged_query_spans(neighbours: list[dict]) -> list[dict]:

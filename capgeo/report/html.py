@@ -50,6 +50,9 @@ th, td { text-align:left; padding:6px 10px; border-bottom:1px solid var(--line);
          overflow-wrap:anywhere; }
 th { color:var(--muted); font-weight:600; width:34%; }
 table.compare th { width:auto; }
+/* narrow screens: the side-by-side table and the figures scroll sideways instead of breaking words or squashing axes */
+.scroll { overflow-x:auto; }
+table.compare th, table.compare td { overflow-wrap:normal; min-width:9ch; }
 table.compare td.num, table.summary td.num { font-variant-numeric: tabular-nums; }
 ul.alerts { list-style:none; padding:0; margin:0; }
 ul.alerts li { padding:10px 14px; border-radius:6px; margin:6px 0; }
@@ -57,7 +60,8 @@ ul.alerts li.warning { background:var(--warn-bg); border-left:4px solid var(--wa
 ul.alerts li.notice { background:var(--note-bg); border-left:4px solid var(--note); }
 ul.alerts li strong { display:block; }
 p.ok { color:#2b7a3d; }
-.figure { width:100%; min-height:420px; }
+.figure { width:100%; min-height:420px; overflow-x:auto; }
+.figure > div { min-width:640px; }
 .notes li { color:var(--muted); }
 .example { border-top:1px solid var(--line); padding:12px 0; }
 .example:first-of-type { border-top:none; }
@@ -214,9 +218,9 @@ def caption_html(text: str, spans: Sequence, ids: CaptionIds) -> str:
         # a runaway caption (megabytes) would otherwise be copied, marked up, into every gallery entry
         body += escape(f" … ({len(text) - MAX_SHOWN_CHARS:,} more characters not shown)")
     if words <= LONG_CAPTION_WORDS:
-        return f'<p class="caption">{body}</p>'
+        return f'<p class="caption" dir="auto">{body}</p>'
     element_id = ids.next()
     more = f"Show all {words} words" if len(text) <= MAX_SHOWN_CHARS else f"Show the first {MAX_SHOWN_CHARS:,} characters"
-    return (f'<p class="caption clamped" id="{element_id}">{body}</p>'
+    return (f'<p class="caption clamped" dir="auto" id="{element_id}">{body}</p>'
             f'<button type="button" class="expand" data-target="{element_id}" data-more="{escape(more)}" '
             f'aria-expanded="false">{escape(more)}</button>')

@@ -4,7 +4,7 @@ docs/leak.md)."""
 
 from __future__ import annotations
 
-from capgeo.report.gallery import LEGEND, MAX_PAIRS, _box, _pair_stats
+from capgeo.report.gallery import MAX_PAIRS, PAIR_LEGEND, _box, _pair_stats
 from capgeo.report.html import CaptionIds, escape
 
 
@@ -13,7 +13,7 @@ def leak_html(leak: dict, ids: CaptionIds | None = None) -> str:
     ids = ids or CaptionIds("leak")
     parts = [f'<p class="stats">A twin: an exact duplicate or a training caption at cosine &ge; '
              f'{leak["threshold"]:g}. Dropping the {len(leak["train_ids_to_drop"]):,} training captions listed by '
-             f'<code>capgeo leak -o FILE</code> removes every twin below.</p>', LEGEND]
+             f'<code>capgeo leak -o FILE</code> removes every twin below.</p>', PAIR_LEGEND]
     for entry in leak["evals"]:
         parts.append(f'<h3>{escape(entry["source"])}: {entry["n_leaked"]:,} of {entry["n_captions"]:,} captions '
                      f'({entry["share_leaked"]:.1%}) have a training twin, {entry["n_exact"]:,} exact</h3>')

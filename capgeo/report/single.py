@@ -1,7 +1,7 @@
 """One dataset's report page: summary, alerts, figures, gallery, provenance.
 
 Every section is optional: a profile without ``gamma`` simply has no gamma
-figure, and the page's "Not in this report" list says why (``notes``).
+figure, and the page's "Left out or changed" list says why (``notes``).
 
 The page reads the typed profile (capgeo.geometry.typed_profile); the gamma, truncation,
 dupes and leak sections and a batch's buckets and example matrix stay
@@ -205,8 +205,11 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
         missing.append("Near-duplicate gallery: the profile has no dupes section.")
     if not profile.gamma and not any("amma" in note for note in missing):
         missing.append("Gamma diagnostics: the profile has no gamma section.")
+    if profile.lengths and not known(profile.lengths.known, True):
+        missing.append("Caption length: the encoder has no tokenizer capgeo can run (precomputed vectors), "
+                       "so token counts are unknown.")
     if missing:
         items = "".join(f"<li>{escape(note)}</li>" for note in missing)
-        page.sections.append(Section("notes", "Not in this report", f'<ul class="notes">{items}</ul>'))
+        page.sections.append(Section("notes", "Left out or changed", f'<ul class="notes">{items}</ul>'))
     page.sections.append(Section("provenance", "Provenance", table(provenance_rows(profile, command, created))))
     return page.render(plotly_javascript())
