@@ -59,3 +59,42 @@ def test_a_narrow_terminal_keeps_every_number(tmp_path):
         result = CliRunner().invoke(main, command, env={"COLUMNS": "40"})
         assert result.exit_code == 0, result.output
         assert "…" not in result.stdout, command
+
+
+def test_gamma_grid_with_image_losses_keeps_every_number_whole_at_80_columns(tmp_path):
+    """At 80 columns the eleven-column grid cut a loss of 3.0e-05 to "3.01…", which reads as 3.01."""
+    rng = np.random.default_rng(0)
+    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"caption {i}"} for i in range(64)]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    vectors = rng.normal(size=(64, 16))
+    np.save(tmp_path / "emb.npy", vectors.astype(np.float32))
+    images = vectors.reshape(32, 2, 16).mean(axis=1)  # each image at its captions' mean: tiny losses
+    np.save(tmp_path / "img.npy", images.astype(np.float32))
+    args = ["gamma", str(data), "--encoder", f"vectors:{tmp_path / 'emb.npy'}", "--image-embeddings",
+            str(tmp_path / "img.npy"), "--batch-size", "16", "--n-batches", "4", "--grid", "0,0.5,1"]
+    result = CliRunner().invoke(main, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.stdout
+    saved = tmp_path / "gamma.json"
+    assert CliRunner().invoke(main, args + ["--json", str(saved)]).exit_code == 0
+    image = json.loads(saved.read_text())["gamma"]["batches"][0]["image"]
+    for loss in [image["plain"]["mean_loss"]] + [row["mean_loss"] for row in image["boosted"]]:
+        assert f"{loss:.3g}" in result.stdout
+
+
+def test_profile_says_when_its_gamma_is_clipped(tmp_path):
+    """Identical captions: no gamma up to the clip concentrates the softmax; the profile printed
+    "2.00 (range 2.00-2.00)" as if it were a match, while `capgeo gamma` said it was clipped."""
+    rows = [{"id": f"c{i}", "image": f"img{i}", "caption": f"caption {i}"} for i in range(64)]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    np.save(tmp_path / "emb.npy", np.tile(np.random.default_rng(0).normal(size=(1, 16)), (64, 1)).astype(np.float32))
+    args = ["profile", str(data), "--encoder", f"vectors:{tmp_path / 'emb.npy'}", "--batch-size", "16",
+            "--n-batches", "4"]
+    result = CliRunner().invoke(main, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    saved = tmp_path / "p.json"
+    assert CliRunner().invoke(main, args + ["--json", str(saved)]).exit_code == 0
+    note = json.loads(saved.read_text())["gamma"]["batches"][0]["suggestion"]["clip_note"]
+    assert note and f"clipped: {note}" in " ".join(result.stdout.split())

@@ -158,3 +158,21 @@ def test_sampled_summaries_are_strict_json():
     for summary in (sampled.pairwise_summary(), sampled.same_group_summary(), sampled.hardest_companion_summary()):
         json.dumps(summary, allow_nan=False)
     assert sampled.pairwise_summary()["bounds"]["sample_size"] == 3000
+
+
+def test_small_samples_quantile_intervals_cover_the_tails():
+    """With few sampled pairs the DKW band reaches past level 0 (or 1) for the tail quantiles: the
+    sample's smallest (largest) value bounds nothing there, so the interval must open to -1 (1)."""
+    vectors, groups = clustered(400, 16, 80, seed=2)
+    exact = scan_pairs(vectors, groups, top_k=1, block_size=512, device="cpu")
+    misses = 0
+    for seed in range(40):
+        sampled = estimate_pairs(vectors, groups, n_pairs=200, seed=seed, top_k=0, progress=False)
+        intervals = sampled.bounds["quantile_intervals"]
+        epsilon = sampled.bounds["cdf_epsilon"]
+        assert epsilon > 0.05  # the regime this test is about
+        assert intervals["p1"][0] == -1.0 and intervals["p99"][1] == 1.0
+        for key, (low, high) in intervals.items():
+            assert -1.0 <= low <= high <= 1.0
+            misses += not low <= exact.negatives.quantile(int(key[1:]) / 100) <= high
+    assert misses <= 0.05 * 40 * len(intervals)

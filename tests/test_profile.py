@@ -347,3 +347,21 @@ def test_sampled_mode_with_faiss_companions_reports_recall():
     expected = np.mean(found >= exact.max(axis=1) - 1e-5)  # the cosines are kept to 6 decimals
     assert hardest["recall"]["recall_at_1"] == pytest.approx(expected, abs=1 / 300 + 1e-12)
     assert profile["near_duplicates"]["count_method"] == "sampled"
+
+
+def test_sampled_profile_reports_the_exact_largest_negative_cosine():
+    """In sampled mode the largest negative cosine is known exactly (the largest hardest-companion cosine,
+    companions staying exact); the sample's own maximum would sit below the companion row's."""
+    rng = np.random.default_rng(8)
+    n = 300
+    vectors = rng.normal(size=(n, 16))
+    vectors[2] = vectors[0] + 0.005 * rng.normal(size=16)  # a near-twin of caption 0 in another image
+    groups = [i // 2 for i in range(n)]
+    profile = build_profile(caption_set([f"caption {i}" for i in range(n)], groups), fake_embeddings(vectors),
+                            mode="sampled", sampled_pairs=300, batch_sizes=(8,), n_batches=2, progress=False)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cosines = unit @ unit.T
+    codes = np.array(groups)
+    assert profile["pairwise"]["mode"] == "sampled"
+    assert profile["pairwise"]["max"] == pytest.approx(cosines[codes[:, None] != codes[None, :]].max(), abs=1e-6)
+    assert profile["pairwise"]["max"] == profile["hardest_companion"]["max"]

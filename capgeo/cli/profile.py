@@ -254,11 +254,15 @@ def _near_duplicate_precision(result: dict, near) -> str:
 def _gamma_line(gamma: dict) -> str:
     """The headline gamma (extra batch sizes after it), the margin-matched gamma, the encoder
     caution and the paper's sweep (details: `capgeo gamma`)."""
+    from rich.markup import escape
+
     entries = gamma["batches"]
     headline = entries[0]["suggestion"]
     low, high = headline["range"]
     line = (f"[bold]Suggested gamma:[/bold] {headline['gamma']:.2f} (range {low:.2f}-{high:.2f}) at "
             f"B={entries[0]['batch_size']}, s = {gamma['logit_scale']:g} ({gamma['logit_scale_source']})")
+    if headline.get("clip_note"):  # the same words `capgeo gamma` prints: a clipped gamma is a bound, not a match
+        line += f" [yellow](clipped: {escape(headline['clip_note'])})[/yellow]"
     extra = [f"{entry['suggestion']['gamma']:.2f} at B={entry['batch_size']}" for entry in entries[1:]]
     if extra:
         line += f"; other batch sizes: {', '.join(extra)}"

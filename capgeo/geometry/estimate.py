@@ -175,7 +175,10 @@ def sampling_bounds(histogram: Histogram, *, population: int, confidence: float 
     for level in QUANTILE_PERCENTS:
         p = level / 100
         low, high = histogram.quantile([max(p - dkw, 0.0), min(p + dkw, 1.0)])
-        intervals[f"p{level}"] = [float(low - histogram.width), float(high + histogram.width)]
+        # a level the DKW band pushes past 0 or 1 is bounded by nothing the sample saw (its smallest or
+        # largest value is no bound on the dataset's), only by the range of a cosine
+        intervals[f"p{level}"] = [-1.0 if p - dkw <= 0 else max(-1.0, float(low - histogram.width)),
+                                  1.0 if p + dkw >= 1 else min(1.0, float(high + histogram.width))]
     return {
         "sampled": True,
         "sample_size": int(n),

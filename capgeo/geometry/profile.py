@@ -168,6 +168,10 @@ def _cosine_summaries(scan, n_captions: int) -> _CosineSummaries:
             within_group["bounds"] = same_group_bounds
     hardest_companion = _with_exact_flag(scan.hardest_companion_summary(), companions_exact)
     hardest_companion["n_captions"] = n_captions
+    if getattr(scan, "mode", "exact") == "sampled" and companions_exact and hardest_companion.get("max") is not None:
+        # the sample's largest cosine would sit below the hardest companion's, which is itself a negative pair:
+        # the largest negative cosine is exactly the largest hardest-companion cosine
+        pairwise["max"] = max(float(hardest_companion["max"]), pairwise.get("max") or -1.0)
     return _CosineSummaries(pairwise, within_group, hardest_companion, pairwise_exact, companions_exact)
 
 
