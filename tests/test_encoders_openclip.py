@@ -222,3 +222,67 @@ def test_bare_checkpoint_with_an_at_sign_in_its_path_or_an_upper_case_suffix(tmp
     # and MODEL@ with that path still reads the model name before the first @ only
     by_config = get_encoder(f"{path.with_suffix('.json')}@{path}", device="cpu", cache_dir=tmp_path / "cache")
     assert np.abs(by_config.encode(captions) - expected_for(model, captions)).max() < 1e-5
+
+
+def test_local_dir_fingerprint_does_not_depend_on_how_the_path_is_spelled(tmp_path, model, monkeypatch):
+    """Four spellings of one folder gave four fingerprints: four cache entries, and saved profiles that
+    disagreed on the encoder."""
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "open_clip_config.json").write_text(json.dumps({"model_cfg": tiny_config(77), "preprocess_cfg": {}}))
+    torch.save(model.state_dict(), folder / "open_clip_pytorch_model.bin")
+    monkeypatch.chdir(tmp_path)
+    fingerprints = {load_open_clip_encoder(f"local-dir:{spelling}", device="cpu").info.fingerprint
+                    for spelling in ("my-model", "./my-model", str(folder), "my-model/")}
+    assert len(fingerprints) == 1
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "open_clip_config.json").write_text(json.dumps({"model_cfg": tiny_config(77, quick_gelu=False),
+                                                             "preprocess_cfg": {}}))
+    torch.save(model.state_dict(), other / "open_clip_pytorch_model.bin")
+    assert load_open_clip_encoder(f"local-dir:{other}", device="cpu").info.fingerprint not in fingerprints
+
+
+def test_torchscript_archive_loads_like_its_state_dict(tmp_path, tiny_model_name, model, captions):
+    """OpenAI's released CLIP .pt files are TorchScript archives; torch.load refuses them under
+    weights_only, and capgeo called them "truncated or damaged"."""
+    tokens = open_clip.SimpleTokenizer()(["a cat"])
+    traced = torch.jit.trace_module(model, {"encode_text": tokens, "encode_image": torch.zeros(1, 3, 32, 32)},
+                                    check_trace=False)
+    path = tmp_path / "ViT-tiny.pt"
+    torch.jit.save(traced, path)
+    encoder = load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu")
+    assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5
+
+
+def test_a_file_that_is_no_checkpoint_gets_no_advice_to_turn_off_weights_only(tmp_path, tiny_model_name):
+    path = tmp_path / "garbage.pt"
+    path.write_text("garbage\n")
+    with pytest.raises(EncoderError) as error:
+        load_open_clip_encoder(f"{tiny_model_name}@{path}", device="cpu").encode(["a"])
+    assert "not a PyTorch checkpoint" in str(error.value) and "weights_only" not in str(error.value)
+
+
+def test_hugging_face_text_tower_is_tokenised_at_its_configured_context(tmp_path, captions):
+    """open_clip tokenises a Hugging Face text tower at text_cfg's context_length (77 by default), as
+    get_tokenizer does; capgeo took the model's position-table size (512 for BERT) and gave other vectors."""
+    from open_clip.tokenizer import HFTokenizer
+
+    from capgeo.encoders.minilm import default_model_dir
+
+    bert = str(default_model_dir())  # a real BERT config and tokenizer that ship with a package: offline
+    config = {"embed_dim": 32, "custom_text": True,
+              "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16},
+              "text_cfg": {"hf_model_name": bert, "hf_tokenizer_name": bert, "hf_pooler_type": "mean_pooler",
+                           "hf_proj_type": "linear", "context_length": 77}}
+    (tmp_path / "hf.json").write_text(json.dumps(config))
+    built = {key: value for key, value in config.items() if key != "custom_text"}
+    torch.manual_seed(4)
+    hf_model = open_clip.CustomTextCLIP(**dict(built, text_cfg=dict(config["text_cfg"], hf_model_pretrained=False)))
+    hf_model.eval()
+    torch.save(hf_model.state_dict(), tmp_path / "hf.pt")
+    texts = captions + ["dog " * 120]  # longer than 77 tokens
+    encoder = load_open_clip_encoder(f"{tmp_path / 'hf.json'}@{tmp_path / 'hf.pt'}", device="cpu")
+    assert encoder.info.context_length == 77
+    expected = reference_embeddings(hf_model, HFTokenizer(bert, context_length=77)(texts))
+    assert np.abs(encoder.encode(texts) - expected).max() < 1e-5

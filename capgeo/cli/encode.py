@@ -105,8 +105,8 @@ def _print_summary(summary: dict) -> None:
     table.add_row("captions", f"{summary['captions']}{groups}")
     tokens = summary["tokens"]
     if tokens:
-        table.add_row("tokens", f"mean {tokens['mean']:.1f}, median {tokens['median']:.0f}, "
-                                f"p99 {tokens['p99']:.0f}, max {tokens['max']}")
+        table.add_row("tokens", f"mean {tokens['mean']:.1f}, median {tokens['median']:g}, "
+                                f"p99 {tokens['p99']:.1f}, max {tokens['max']}")
         table.add_row("truncated", f"{tokens['truncated']} ({tokens['truncated_fraction']:.1%}) "
                                    f"longer than {summary['max_tokens']} tokens")
     else:

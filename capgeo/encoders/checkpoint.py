@@ -52,6 +52,8 @@ def _torch_load(path: Path):
 
     import torch
 
+    if _is_torchscript(path):
+        return _torchscript_state_dict(path)
     try:
         with warnings.catch_warnings():
             # random bytes read as a pickle name a bogus protocol; the error below says what is wrong
@@ -72,9 +74,45 @@ def _torch_load(path: Path):
         if _is_zip(path) or isinstance(error, zipfile.BadZipFile) or "zip" in str(error).lower():
             raise EncoderError(f"{path}: truncated or damaged PyTorch zip archive "
                                f"({first_line(error)})") from None
-        # which exception the unpickler hits first depends on the bytes: the reason must not
+        # which exception the unpickler hits first depends on the bytes: the reason must not; and torch's
+        # advice to load with weights_only=False is not given on (a file that is no checkpoint at all)
+        reason = "" if "weights_only" in str(error) else first_line(error)
         raise EncoderError(f"{path}: not a PyTorch checkpoint (neither a zip archive nor a readable pickle: "
-                           f"{type(error).__name__}: {first_line(error)})") from None
+                           f"{type(error).__name__}{': ' + reason if reason else ''})") from None
+
+
+def _is_torchscript(path: Path) -> bool:
+    """A TorchScript archive (torch.jit.save; OpenAI's released CLIP .pt files are these): a zip whose
+    folder holds ``constants.pkl`` and compiled ``code/``, which torch.load refuses under weights_only."""
+    import zipfile
+
+    if not _is_zip(path):
+        return False
+    try:
+        with zipfile.ZipFile(path) as archive:
+            names = archive.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False  # damaged: torch.load's error below says so
+    return any(name.endswith("/constants.pkl") for name in names) and any("/code/" in name for name in names)
+
+
+def _torchscript_state_dict(path: Path) -> dict:
+    """The tensors of a TorchScript archive, read as open_clip reads OpenAI's checkpoints (torch.jit.load
+    runs TorchScript, not arbitrary Python; its parameters carry the names a CLIP state dict has)."""
+    import warnings
+
+    import torch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = torch.jit.load(str(path), map_location="cpu")
+    except Exception as error:
+        raise EncoderError(f"{path}: a TorchScript archive that torch.jit.load cannot read "
+                           f"({type(error).__name__}: {first_line(error)})") from None
+    return {key: value for key, value in module.state_dict().items()
+            # OpenAI's model facts, and the causal mask open_clip builds itself (a non-persistent buffer there)
+            if key not in ("input_resolution", "context_length", "vocab_size", "attn_mask")}
 
 
 def _read_safetensors(path: Path, keep: Callable[[str], bool]) -> dict:

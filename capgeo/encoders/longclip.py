@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from capgeo.encoders.base import EncoderInfo
-from capgeo.encoders.checkpoint import read_state_dict
+from capgeo.encoders.checkpoint import read_state_dict, state_dict_mismatch
 from capgeo.encoders.open_clip_import import import_open_clip
 from capgeo.encoders.weight_memo import record_of, weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
@@ -189,7 +189,7 @@ def build_longclip_tower(state_dict: dict, source: str = "checkpoint"):
         tower.load_state_dict(text_state, strict=True)
     except RuntimeError as error:
         raise EncoderError(f"{source}: Long-CLIP text weights do not fit a {arch.layers}-layer, "
-                           f"{arch.width}-wide tower: {str(error).splitlines()[0]}") from error
+                           f"{arch.width}-wide tower: {state_dict_mismatch(error)}") from error
     verify_positional_embedding(tower, folded, source)
     scale = state_dict.get("logit_scale")
     logit_scale = float(torch.as_tensor(scale).float().exp().reshape(-1)[0]) if scale is not None else None

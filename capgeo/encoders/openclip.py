@@ -166,7 +166,8 @@ def _other_tokenizer_counts(tokenizer, texts: Sequence[str]) -> np.ndarray:
     clean = getattr(tokenizer, "clean_fn", lambda text: text)
     if inner is None:
         raise EncoderError(f"cannot count tokens with {type(tokenizer).__name__}")
-    ids = inner([clean(text) for text in texts], truncation=False)["input_ids"]
+    # verbose=False: counting captions longer than the model's limit is the point, not a mistake to warn of
+    ids = inner([clean(text) for text in texts], truncation=False, verbose=False)["input_ids"]
     return np.fromiter((len(row) for row in ids), dtype=np.int64, count=len(texts))
 
 
@@ -214,7 +215,9 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
         model = encoder.model
         width = _output_width(model, encoder.tokenizer, encoder.device)
         logit_scale = _logit_scale(model)
-        context_length = int(model.context_length)
+        # not model.context_length: a Hugging Face tower reports its position table there (512, 514, or 0
+        # for T5), while it is trained and tokenised at text_cfg's context_length, as open_clip's
+        # get_tokenizer does; the tokenizer above was built with the value kept
     encoder.info = EncoderInfo(spec=spec, kind="open_clip", name=name, width=int(width),
                                context_length=context_length, logit_scale=logit_scale, fingerprint=fingerprint)
     return encoder
@@ -231,6 +234,9 @@ def is_longclip_file(path: str | Path, cache_dir=None) -> bool:
 def _model_fingerprint(weights_sha256: str, config: dict, quick_gelu: bool, tokenizer_name: str) -> str:
     """The weights' sha256 together with everything else that changes the output: the same
     file built with another activation or config, or tokenised differently, is another encoder."""
+    if tokenizer_name.startswith("local-dir:"):
+        # the folder's config (hashed here) says how it tokenises; how its path was spelled does not
+        tokenizer_name = "local-dir:"
     build = json.dumps({"weights": weights_sha256, "config": config, "quick_gelu": bool(quick_gelu),
                         "tokenizer": tokenizer_name}, sort_keys=True, default=str)
     return hashlib.sha256(build.encode()).hexdigest()
