@@ -28,11 +28,18 @@ def _current_umask() -> int:
 def check_writable(target: str | os.PathLike) -> None:
     """Fail before the work, not after it, when ``target`` cannot be written (creates nothing)."""
     shown, target = target, _normalised(target)
-    if target.is_dir():
-        raise CapgeoError(f"cannot write {shown}: it is a folder")
     folder = target.parent
     while not folder.exists():
         folder = folder.parent
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    if len(os.fsencode(target.name)) > name_max:  # else refused only by the rename, after the work
+        raise CapgeoError(f"cannot write {shown}: the file name is longer than this file system allows "
+                          f"({name_max} bytes)")
+    if target.is_dir():
+        raise CapgeoError(f"cannot write {shown}: it is a folder")
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise CapgeoError(f"cannot write {shown}: {folder} is not a writable folder")
     # permissions do not tell it all (root passes os.access; a read-only mount, /sys, a full
@@ -46,11 +53,36 @@ def check_writable(target: str | os.PathLike) -> None:
 
 
 def _normalised(target: str | os.PathLike) -> Path:
-    """The absolute path with ``..`` resolved by name, as a user reads it: the file system resolves
-    ``missing/../x`` only once ``missing`` exists, so creating the folders on the way made
-    ``missing`` (at the file system's root for ``/missing/../../proc/x.json``) and checks of the
-    nearest existing folder looked at another folder than the one written to."""
-    return Path(os.path.abspath(target))
+    """The path that will be written, resolved as the file system resolves it: links first, then
+    ``..`` (``link/../x`` is beside the link's target, not beside the link; by name it was the
+    dataset the clash checks, which follow links, had not compared), and an output that is a link
+    is written through to its target. Missing folders are taken by name: creating them on the way
+    would make ``missing`` for ``missing/../x``. A name ending in a slash is a folder, not a file."""
+    text = os.fspath(target)
+    if text.endswith(("/", os.sep)):
+        raise CapgeoError(f"cannot write {text}: that names a folder (it ends in '/'); give a file name")
+    return Path(os.path.realpath(os.path.expanduser(text)))
+
+
+#: characters of the output's name kept in its temporary file's name
+MAX_PART_NAME_HEAD = 200
+
+
+def _write_os_error(error: BaseException) -> OSError | None:
+    """The OSError with a known errno behind a failed write, if it is one: writers report a full disk
+    differently (numpy's short write is an OSError without errno; polars raises its own ComputeError
+    naming "os error 28")."""
+    import re
+
+    if isinstance(error, OSError) and error.errno in WRITE_ERROR_ADVICE:
+        return error
+    message = str(error)
+    if isinstance(error, OSError) and error.errno is None and re.search(r"\d+ requested and \d+ written", message):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # numpy's tofile on a full disk
+    found = re.search(r"os error (\d+)\)", message)
+    if found and int(found.group(1)) in WRITE_ERROR_ADVICE:
+        return OSError(int(found.group(1)), os.strerror(int(found.group(1))))
+    return None
 
 
 #: errno -> what the user can do about it
@@ -86,25 +118,23 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
         if not target.parent.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             print(f"Note: created the folder {os.path.normpath(os.path.dirname(shown) or '.')}", file=sys.stderr)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        # the name's head only: a name near the 255-byte limit plus the prefix and suffix would not fit
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:MAX_PART_NAME_HEAD]}.", suffix=".part", dir=target.parent)
     except OSError as error:  # a file where a folder should be, no permission, read-only disk
         raise write_error(shown, error, remedy) from None
-    os.close(fd)
-    # mkstemp creates 0600; give the output the permissions a plain open() would
-    os.chmod(tmp, 0o666 & ~_current_umask())
     tmp_path = Path(tmp)
-    try:
+    try:  # from the moment the file exists: a signal during close or chmod must not leave it behind
+        os.close(fd)
+        # mkstemp creates 0600; give the output the permissions a plain open() would
+        os.chmod(tmp, 0o666 & ~_current_umask())
         yield tmp_path
         os.replace(tmp_path, target)
-    except OSError as error:
+    except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
-        if error.errno in WRITE_ERROR_ADVICE:
-            raise write_error(shown, error, remedy) from None
-        raise
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp_path.unlink()
+        disk_error = _write_os_error(error)
+        if disk_error is not None:
+            raise write_error(shown, disk_error, remedy) from None
         raise
 
 

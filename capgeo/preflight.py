@@ -50,12 +50,14 @@ def check_quantile_levels(levels: Sequence[float] | None,
     return values
 
 
-def check_counts(n_batches: int | None = None, top_k: int | None = None, sampled_pairs: int | None = None) -> None:
+def check_counts(n_batches: int | None = None, top_k: int | None = None, sampled_pairs: int | None = None,
+                 negatives: int | None = None) -> None:
     """Bounds on the counts that can run away (time and memory grow with them)."""
     bounds = (
         ("--n-batches", n_batches, MAX_N_BATCHES,
          "batch shares are then already within about +-0.3% (1/sqrt(n)); memory grows with n x batch size"),
         ("--top-k", top_k, MAX_TOP_K, "memory grows as captions x k (12 bytes each)"),
+        ("-k/--negatives", negatives, MAX_TOP_K, "memory and the rows written grow as captions x k"),
         ("--sampled-pairs", sampled_pairs, MAX_SAMPLED_PAIRS,
          f"every share is then within +-{math.sqrt(math.log(40) / (2 * MAX_SAMPLED_PAIRS)):.5f} at 95%; "
          "memory grows by 16 bytes a pair"),
@@ -75,11 +77,16 @@ def check_cache_folder(cache_dir: str | os.PathLike | None, use_cache: bool = Tr
         return
     from capgeo.encoders.cache import CACHE_REMEDY, default_cache_dir
 
+    if cache_dir is not None and not str(cache_dir).strip():
+        raise CapgeoError("--cache-dir '': expected a folder (leave the option out for the default cache)")
     given = Path(cache_dir) if cache_dir else default_cache_dir()
     source = "--cache-dir" if cache_dir else ("CAPGEO_CACHE" if os.environ.get("CAPGEO_CACHE") else "default")
-    folder = given
+    folder, seen = given, set()
     while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+        # a link to a folder not made yet: the cache is made where it leads, so look there (once: links in a loop)
+        followed = Path(os.path.realpath(folder)) if folder.is_symlink() else folder.parent
+        folder = followed if followed not in seen else folder.parent
+        seen.add(folder)
     if not folder.is_dir():
         raise CapgeoError(f"cannot write the embedding cache {given} ({source}): {folder} is not a folder; "
                           f"{CACHE_REMEDY}")
@@ -90,9 +97,9 @@ def check_cache_folder(cache_dir: str | os.PathLike | None, use_cache: bool = Tr
 
 def check_before_encoding(captions=None, *, cache_dir=None, use_cache: bool = True, buckets=None,
                           relative_quantiles=None, n_batches=None, top_k=None, sampled_pairs=None,
-                          needs_negatives: bool = True) -> None:
+                          negatives=None, needs_negatives: bool = True) -> None:
     """Every check above that applies to a command, in one call before it encodes."""
-    check_counts(n_batches=n_batches, top_k=top_k, sampled_pairs=sampled_pairs)
+    check_counts(n_batches=n_batches, top_k=top_k, sampled_pairs=sampled_pairs, negatives=negatives)
     check_bucket_edges(buckets)
     check_quantile_levels(relative_quantiles)
     if captions is not None and needs_negatives:

@@ -81,8 +81,24 @@ class CaptionSet:
 
     def texts_digest(self) -> str:
         """sha256 over the caption texts in order: the identity of what gets encoded."""
-        # each text followed by a NUL, hashed in one update: a call per caption took most
-        # of a second at a million captions
-        texts = self.texts
-        joined = "\x00".join(texts) + "\x00" if texts else ""
+        return texts_sha256(self.texts)
+
+
+def texts_sha256(texts) -> str:
+    """sha256 over texts in order: each text followed by a NUL, hashed in one update (a call per
+    caption took most of a second at a million captions).
+
+    A NUL inside a text would let ["a\\0b", "c"] and ["a", "b\\0c"] hash alike, and so share cached
+    vectors: texts that hold one are hashed with their lengths instead, under another prefix.
+    Texts without one, nearly all, keep the digest they always had, and with it their cache entries.
+    """
+    texts = list(texts)
+    joined = "\x00".join(texts) + "\x00" if texts else ""
+    if joined.count("\x00") == len(texts):
         return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(b"capgeo texts, length-prefixed\n")
+    for text in texts:
+        encoded = text.encode("utf-8")
+        digest.update(len(encoded).to_bytes(8, "little"))
+        digest.update(encoded)
+    return digest.hexdigest()

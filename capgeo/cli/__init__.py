@@ -7,6 +7,7 @@ inside its function body, so ``capgeo --help`` answers at once.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -47,6 +48,7 @@ class LazyGroup(click.Group):
 
     def invoke(self, ctx):
         terminate_like_interrupt()
+        _replace_what_the_terminal_cannot_encode()
         try:
             return super().invoke(ctx)
         except CapgeoError as error:
@@ -65,6 +67,25 @@ class LazyGroup(click.Group):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(1)
+        except OSError as error:
+            # the files capgeo writes turn these into one line themselves (capgeo._atomic): what is left
+            # is standard output, on a full disk (> /dev/full) or a broken device
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+                raise
+            click.echo(f"Error: cannot write the output: {error.strerror}", err=True)
+            ctx.exit(2)
+
+
+def _replace_what_the_terminal_cannot_encode() -> None:
+    """Captions are any language: on a stream whose encoding is not UTF-8 (PYTHONIOENCODING=ascii, an old
+    console) a character it cannot encode is written as "?" instead of ending the command mid-table."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "")
+        if encoding != "utf8" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):  # a detached or closed stream: nothing will be written to it
+                pass
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

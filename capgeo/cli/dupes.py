@@ -114,6 +114,7 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
     refuse_path_clashes()
     captions = load_from_options(options)
     check_options_before_encoding(captions, top_k=top_k)
+    device = options["device"]  # the pass runs where the encoder does (embed_from_options takes the option)
     embeddings = embed_from_options(captions, options)
     components_threshold = None
     if group_components:
@@ -123,7 +124,7 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         pairs=not (examples or group_components), examples=examples,
         quantiles=quantiles or DEFAULT_QUANTILES, n_per_quantile=per_quantile, neighbours=neighbours,
         components_threshold=components_threshold, top_k=top_k, block_size=block_size, skip_exact=skip_exact,
-        keep=keep, seed=seed,
+        keep=keep, seed=seed, device=device,
     )
     if drop_list is not None:
         from capgeo.findings.leak import write_id_list

@@ -51,10 +51,11 @@ def negatives(output, k, min_cosine, max_cosine, block_size, json_out, **options
     check_range(min_cosine, max_cosine)
     refuse_path_clashes()
     captions = load_from_options(options)
-    check_options_before_encoding(captions)
+    check_options_before_encoding(captions, negatives=k)
+    device = options["device"]  # the pass runs where the encoder does (embed_from_options takes the option)
     embeddings = embed_from_options(captions, options)
     summary = export_negatives(captions, embeddings, output, k=k, min_cosine=min_cosine, max_cosine=max_cosine,
-                               block_size=block_size)
+                               block_size=block_size, device=device)
     click.echo(f"Wrote {output}", err=True)
     emit(summary, json_out, print_negatives)
 

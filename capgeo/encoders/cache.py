@@ -53,12 +53,10 @@ def default_cache_dir() -> Path:
 
 
 def texts_digest(texts: Sequence[str]) -> str:
-    """sha256 over the texts in order (same as CaptionSet.texts_digest)."""
-    digest = hashlib.sha256()
-    for text in texts:
-        digest.update(text.encode("utf-8"))
-        digest.update(b"\x00")
-    return digest.hexdigest()
+    """sha256 over the texts in order (CaptionSet.texts_digest's)."""
+    from capgeo.captions.model import texts_sha256
+
+    return texts_sha256(texts)
 
 
 def cache_key(texts: Sequence[str], info: EncoderInfo, max_tokens: int, normalised: bool = True) -> str:
@@ -98,7 +96,8 @@ class CacheEntry:
     """The cached embeddings of one key: ``n`` captions, vectors of ``width``."""
 
     def __init__(self, cache_dir: str | Path | None, key: str, n: int, width: int):
-        self.folder = Path(cache_dir or default_cache_dir()) / "embeddings" / key
+        # resolved: a link to a folder not made yet is followed (mkdir on the link itself meets "File exists")
+        self.folder = Path(os.path.realpath(cache_dir or default_cache_dir())) / "embeddings" / key
         self.key = key
         self.n = n
         self.width = width

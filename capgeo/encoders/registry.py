@@ -111,7 +111,7 @@ def get_encoder(spec: str | None, device: str | None = None, cache_dir: str | Pa
         # their models load on first use, which checks the hardware: a cache hit needs no
         # device, and importing torch only to check one costs seconds
         check_device_name(device)
-    elif kind != "precomputed":
+    else:  # precomputed vectors too: the pairwise pass runs on --device (with torch imported for it anyway)
         check_device(device)
     if kind == "sentence-transformers":
         from capgeo.encoders.minilm import load_minilm_encoder

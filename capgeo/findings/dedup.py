@@ -41,7 +41,7 @@ def choose_kept(texts: Sequence[str], components, keep: str, seed: int = 0) -> t
 
 
 def hardest_after_drop(vectors: np.ndarray, group_codes: np.ndarray, scan, dropped: np.ndarray,
-                       block_size: int = 2048) -> np.ndarray:
+                       block_size: int = 2048, device: str | None = None) -> np.ndarray:
     """Hardest-companion cosine of every remaining caption once ``dropped`` rows are gone
     (NaN for dropped rows and for captions left with no caption of another group)."""
     from capgeo.geometry.pairwise import query_companions
@@ -62,7 +62,7 @@ def hardest_after_drop(vectors: np.ndarray, group_codes: np.ndarray, scan, dropp
     if search.size and remaining.size > 1:  # (a caption left alone has no companion: NaN below)
         local = np.searchsorted(remaining, search)
         _, found = query_companions(vectors[remaining], np.asarray(group_codes)[remaining], local, top_k=1,
-                                    block_size=block_size)
+                                    block_size=block_size, device=device)
         hardest[search] = found[:, 0]
     hardest[is_dropped] = np.nan
     if remaining.size < 2:
@@ -71,7 +71,7 @@ def hardest_after_drop(vectors: np.ndarray, group_codes: np.ndarray, scan, dropp
 
 
 def dedup_section(captions, vectors: np.ndarray | None, scan, components, keep: str, seed: int = 0,
-                  block_size: int = 2048) -> dict:
+                  block_size: int = 2048, device: str | None = None) -> dict:
     """The ``dedup`` part of a dupes section (fields in docs/dupes.md)."""
     if vectors is None:
         raise CapgeoError("dedup decisions need the caption vectors, not only a pair scan")
@@ -80,7 +80,7 @@ def dedup_section(captions, vectors: np.ndarray | None, scan, components, keep: 
     n_groups = captions.n_groups
     remaining_groups = np.unique(np.delete(codes, dropped)).size
     before = np.asarray(scan.companion_cosine, dtype=np.float64)[:, 0]
-    after = hardest_after_drop(vectors, codes, scan, dropped, block_size)
+    after = hardest_after_drop(vectors, codes, scan, dropped, block_size, device)
     ids = captions.ids
     return {
         "keep": keep,

@@ -99,12 +99,12 @@ def _vectors_of(source) -> np.ndarray | None:
     return np.ascontiguousarray(vectors / norms)
 
 
-def _scan_pairs(vectors: np.ndarray, group_codes: np.ndarray, top_k: int, block_size: int):
+def _scan_pairs(vectors: np.ndarray, group_codes: np.ndarray, top_k: int, block_size: int, device=None):
     # imported here: the geometry engine is built alongside this module
     from capgeo.geometry.pairwise import scan_pairs
 
     # only the companion lists are needed here, not the distributions
-    return scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, histograms=False)
+    return scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, device=device, histograms=False)
 
 
 def _check_sizes(captions, vectors: np.ndarray | None, scan) -> None:
@@ -119,7 +119,7 @@ def _check_sizes(captions, vectors: np.ndarray | None, scan) -> None:
             raise CapgeoError("pair scan: no companions per caption (top_k 0); scan with top_k >= 1")
 
 
-def _resolve(captions, source, top_k: int, block_size: int, scan=None):
+def _resolve(captions, source, top_k: int, block_size: int, scan=None, device=None):
     """(vectors or None, a scan): ``scan`` when given, else one of ``top_k`` columns computed from the vectors."""
     vectors = _vectors_of(source)
     if vectors is None:
@@ -128,7 +128,7 @@ def _resolve(captions, source, top_k: int, block_size: int, scan=None):
         _check_sizes(captions, vectors, None)
         if scan is None:
             k = max(1, min(top_k, len(captions) - 1))
-            scan = _scan_pairs(vectors, np.asarray(captions.group_codes), k, block_size)
+            scan = _scan_pairs(vectors, np.asarray(captions.group_codes), k, block_size, device)
     _check_sizes(captions, None, scan)
     return vectors, scan
 
@@ -197,7 +197,7 @@ def _rows_that_may_hide_pairs(scan, cutoff: float) -> np.ndarray:
 
 
 def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray, cutoff: float,
-                 per_row: int | None, block_size: int | None, max_links: int):
+                 per_row: int | None, block_size: int | None, max_links: int, device=None):
     """All other-group links of ``rows`` with cosine >= cutoff (at most ``per_row`` best per row), exactly.
 
     One pass of the all-pairs engine over the tiles that hold these rows: with ``per_row``
@@ -206,7 +206,7 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
     from capgeo.geometry.pairwise import TooManyPairs, make_grid, prepare_inputs, tile_partial
     from capgeo.geometry.partials import sorted_pairs
 
-    matrix, groups, device = prepare_inputs(vectors, group_codes)
+    matrix, groups, device = prepare_inputs(vectors, group_codes, device)
     grid = make_grid(len(group_codes), block_size, device)
     blocks = np.unique(rows // grid.block_size).tolist()
     tiles = {(min(block, other), max(block, other)) for block in blocks for other in range(grid.blocks)}
@@ -229,7 +229,7 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
 
 def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None = None, limit: int | None = 50,
                          top_k: int = 10, block_size: int | None = None, max_pairs: int = 1_000_000,
-                         scan=None) -> list[Pair]:
+                         scan=None, device: str | None = None) -> list[Pair]:
     """Caption pairs of different groups, most similar first, each unordered pair once.
 
     ``vectors_or_scan`` is the captions' normalised vectors (an array or an Embeddings) or
@@ -242,7 +242,7 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
     that may hide pairs are re-searched exactly. With a scan only, an
     :class:`IncompleteMiningWarning` gives the number of rows that may hide pairs.
     ``scan``: a scan of these vectors to reuse instead of scanning again (any k:
-    crowded rows are re-searched either way).
+    crowded rows are re-searched either way). ``device``: where the pass runs (default: the best available).
     """
     if threshold is None and limit is None:
         raise CapgeoError("near-duplicate mining needs a threshold, a limit, or both")
@@ -252,7 +252,7 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
         raise CapgeoError(f"threshold: expected a cosine between -1 and 1, got {threshold}")
     if len(captions) < 2:
         return []
-    vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan)
+    vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan, device)
     links = _scan_candidates(scan, threshold, limit)
     pairs = _ordered(links, threshold, limit)
     cutoff = _cutoff(pairs, threshold, limit)
@@ -265,7 +265,8 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
             f"{len(crowded):,} captions have {k} or more other-group companions at cosine >= {cutoff:.4f}: "
             f"pairs among them may be missing; scan with a larger top_k (> {k}) or pass the vectors"), stacklevel=2)
         return pairs
-    extra = _exact_links(vectors, np.asarray(captions.group_codes), crowded, cutoff, limit, block_size, max_pairs)
+    extra = _exact_links(vectors, np.asarray(captions.group_codes), crowded, cutoff, limit, block_size, max_pairs,
+                         device)
     merged = _unique_links(*(np.concatenate([known, found]) for known, found in zip(links, extra)))
     if threshold is not None and limit is None and int((merged[2] >= threshold).sum()) > max_pairs:
         raise CapgeoError(f"more than {max_pairs:,} caption pairs reach cosine {threshold:.4f}; "
@@ -287,7 +288,7 @@ def _nearest_ranks(position: float, count: int, n: int) -> np.ndarray:
 
 def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT_QUANTILES, *,
                           n_per_quantile: int = 1, neighbours: int = 3, top_k: int = 10,
-                          block_size: int | None = None, scan=None) -> list[Example]:
+                          block_size: int | None = None, scan=None, device: str | None = None) -> list[Example]:
     """Query captions whose hardest-companion cosine sits at each quantile, with their nearest companions.
 
     The hardest-companion cosine of a caption is its highest cosine with a caption
@@ -303,7 +304,7 @@ def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT
         raise CapgeoError("examples: need at least one query per quantile and one neighbour")
     if len(captions) < 2:
         return []
-    _, scan = _resolve(captions, source, max(top_k, neighbours), block_size, scan)
+    _, scan = _resolve(captions, source, max(top_k, neighbours), block_size, scan, device)
     index = np.asarray(scan.companion_index)
     cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
     # a small dataset has fewer other-image captions than neighbours asked for: show those it has
@@ -330,7 +331,7 @@ def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT
 
 def near_duplicate_components(captions, source, threshold: float, *, top_k: int = 10, block_size: int | None = None,
                               max_pairs: int = 1_000_000, member_cosine_limit: int = 2000,
-                              scan=None) -> list[Component]:
+                              scan=None, device: str | None = None) -> list[Component]:
     """Connected components of the graph whose edges are the pairs with cosine >= threshold.
 
     Components chain: two members can be far below the threshold when each is
@@ -345,7 +346,7 @@ def near_duplicate_components(captions, source, threshold: float, *, top_k: int 
     from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
     pairs = near_duplicate_pairs(captions, source, threshold=threshold, limit=None, top_k=top_k,
-                                 block_size=block_size, max_pairs=max_pairs, scan=scan)
+                                 block_size=block_size, max_pairs=max_pairs, scan=scan, device=device)
     if not pairs:
         return []
     vectors = _vectors_of(source)
@@ -486,7 +487,7 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
                   n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
                   block_size: int | None = None, max_pairs: int = 1_000_000, skip_exact: bool = False,
                   near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, scan=None,
-                  keep: str | None = None, seed: int = 0) -> dict:
+                  keep: str | None = None, seed: int = 0, device: str | None = None) -> dict:
     """Everything `capgeo dupes` finds, as one JSON-ready dict (shape in docs/dupes.md).
 
     ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.
@@ -496,7 +497,8 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
     is given; with ``keep`` (a policy of :data:`capgeo.findings.dedup.KEEP_POLICIES`) also
     the dedup decision that keeps one caption per component. Warnings (incomplete mining,
     chaining) are listed under "warnings". ``scan``: a scan of these vectors with exact
-    companions to reuse (the profile's, in a report) instead of scanning again.
+    companions to reuse (the profile's, in a report) instead of scanning again. ``device``: where
+    the pairwise passes run (default: the best available).
     """
     vectors = _vectors_of(source)
     if scan is not None:
@@ -504,7 +506,7 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
     elif vectors is not None:
         # one scan serves the pairs, the examples and the components
         needed = max(top_k, (limit or 0) if pairs else 0, neighbours if examples else 0)
-        _, scan = _resolve(captions, vectors, needed, block_size)
+        _, scan = _resolve(captions, vectors, needed, block_size, device=device)
     notes: list[str] = []
 
     def collecting_warnings(function, *args, **kwargs):
@@ -514,7 +516,7 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
         notes.extend(str(w.message) for w in caught if issubclass(w.category, IncompleteMiningWarning))
         return result
 
-    shared = {"top_k": top_k, "block_size": block_size, "scan": scan}
+    shared = {"top_k": top_k, "block_size": block_size, "scan": scan, "device": device}
     section: dict = {
         "schema": SCHEMA,
         "n_captions": len(captions), "n_groups": captions.n_groups,
@@ -552,7 +554,7 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
         if keep is not None:
             from capgeo.findings.dedup import dedup_section
 
-            section["dedup"] = dedup_section(captions, vectors, scan, found, keep, seed, block_size)
+            section["dedup"] = dedup_section(captions, vectors, scan, found, keep, seed, block_size, device)
     return section
 
 

@@ -42,9 +42,11 @@ def _in_range(cosine: np.ndarray, min_cosine: float, max_cosine: float) -> np.nd
 
 def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEFAULT_K,
                    min_cosine: float = DEFAULT_MIN_COSINE, max_cosine: float = DEFAULT_MAX_COSINE,
-                   block_size: int = 2048, progress: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   block_size: int = 2048, progress: bool | None = None,
+                   device: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(index (N, k) int64, cosine (N, k) float32): each caption's k most similar captions of
-    other groups with min_cosine <= cosine < max_cosine; -1 / NaN where fewer exist."""
+    other groups with min_cosine <= cosine < max_cosine; -1 / NaN where fewer exist. ``k`` is
+    capped at N - 1, the most any caption can have. ``device``: where the pass runs."""
     from capgeo.geometry.pairwise import scan_pairs
     from capgeo.geometry.row_norms import row_norms
 
@@ -55,8 +57,9 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     vectors = vectors / row_norms(vectors)
     codes = np.asarray(group_codes)
     n = vectors.shape[0]
+    k = max(1, min(k, n - 1))
     scan = scan_pairs(vectors, codes, top_k=max(1, min(k + SCAN_SLACK, n - 1)), block_size=block_size,
-                      histograms=False, progress=progress)
+                      histograms=False, progress=progress, device=device)
     index = np.asarray(scan.companion_index)
     cosine = np.asarray(scan.companion_cosine, dtype=np.float32)
     keep = _in_range(cosine, min_cosine, max_cosine) & (index >= 0)
@@ -135,7 +138,7 @@ def cosine_quantiles(cosine: np.ndarray) -> list[dict]:
 
 def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, min_cosine: float = DEFAULT_MIN_COSINE,
                      max_cosine: float = DEFAULT_MAX_COSINE, block_size: int = 2048,
-                     progress: bool | None = None) -> dict:
+                     progress: bool | None = None, device: str | None = None) -> dict:
     """Mine hard negatives, write them to ``output`` (JSONL or Parquet by suffix, atomically),
     and return the summary (`capgeo negatives`, docs/negatives.md)."""
     import polars as pl
@@ -149,7 +152,8 @@ def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, m
 
     check_output_paths({"DATA": getattr(captions, "source", None)}, {"output": output})
     index, cosine = hard_negatives(embeddings.vectors, captions.group_codes, k=k, min_cosine=min_cosine,
-                                   max_cosine=max_cosine, block_size=block_size, progress=progress)
+                                   max_cosine=max_cosine, block_size=block_size, progress=progress, device=device)
+    k = index.shape[1]  # capped at N - 1
     rows = negative_rows(captions, index, cosine)
     schema = {"anchor_id": pl.String, "anchor_group": pl.String, "anchor_text": pl.String,
               "negative_ids": pl.List(pl.String), "negative_groups": pl.List(pl.String),

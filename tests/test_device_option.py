@@ -1,0 +1,78 @@
+"""--device means the same in every command: checked the same way (precomputed vectors included),
+and obeyed by the pairwise pass of dupes and negatives, not only by the encoder."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from capgeo.cli import main
+
+
+@pytest.fixture
+def vectors_dataset(tmp_path):
+    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"caption {i}"} for i in range(40)]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(40, 16)).astype(np.float32))
+    return tmp_path / "d.jsonl", f"vectors:{tmp_path / 'v.npy'}"
+
+
+@pytest.mark.parametrize("command", [["profile", "--no-gamma"], ["dupes", "--top", "2"], ["gamma"],
+                                     ["negatives", "-o", "NEG"]])
+def test_a_device_name_capgeo_does_not_run_on_is_one_line_with_precomputed_vectors(vectors_dataset, tmp_path,
+                                                                                   command):
+    data, encoder = vectors_dataset
+    args = [command[0], str(data), "--encoder", encoder, "--device", "gpu",
+            *[str(tmp_path / "n.jsonl") if a == "NEG" else a for a in command[1:]]]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert "Error: --device 'gpu': expected cpu, cuda, cuda:N or mps" in result.output
+
+
+def test_a_missing_cuda_is_one_line_with_precomputed_vectors(vectors_dataset):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    data, encoder = vectors_dataset
+    result = CliRunner().invoke(main, ["profile", str(data), "--encoder", encoder, "--device", "cuda", "--no-gamma"])
+    assert result.exit_code == 2 and "no cuda device on this machine" in result.output
+
+
+def test_dupes_and_negatives_run_their_pass_on_the_device_given(vectors_dataset, tmp_path, monkeypatch):
+    """On a GPU machine (here: the default device made to be one that cannot run) an explicit
+    --device cpu must be obeyed; dupes and negatives used to run on the default anyway."""
+    import capgeo.device
+
+    monkeypatch.setattr(capgeo.device, "default_device", lambda: "meta")  # any pass that falls back fails
+    data, encoder = vectors_dataset
+    dupes = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--device", "cpu", "--top", "3",
+                                      "--json", str(tmp_path / "d.json")])
+    assert dupes.exit_code == 0, dupes.output
+    assert len(json.loads((tmp_path / "d.json").read_text())["pairs"]) == 3
+    components = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--device", "cpu",
+                                           "--group-components", "--threshold", "0.3", "--keep", "first"])
+    assert components.exit_code == 0, components.output
+    negatives = CliRunner().invoke(main, ["negatives", str(data), "--encoder", encoder, "--device", "cpu",
+                                          "-o", str(tmp_path / "n.jsonl")])
+    assert negatives.exit_code == 0, negatives.output
+
+
+def test_negatives_k_is_bounded_and_capped_at_the_captions_there_are(vectors_dataset, tmp_path):
+    data, encoder = vectors_dataset
+    result = CliRunner().invoke(main, ["negatives", str(data), "--encoder", encoder, "-k", "3000",
+                                       "-o", str(tmp_path / "n.jsonl")])
+    assert result.exit_code == 2 and "-k/--negatives: expected at most 1,000" in result.output
+    assert not (tmp_path / "n.jsonl").exists()
+    result = CliRunner().invoke(main, ["negatives", str(data), "--encoder", encoder, "-k", "100",
+                                       "--min-cosine", "-1", "--max-cosine", "1", "-o", str(tmp_path / "n.jsonl"),
+                                       "--json", str(tmp_path / "n.json")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "n.json").read_text())
+    assert summary["k"] == 39  # N - 1: no caption can have more
+    assert summary["n_anchors_short"] == 40  # each has only 38 captions of other images
+    rows = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+    assert all(len(row["negative_ids"]) == 38 for row in rows)

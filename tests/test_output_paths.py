@@ -1,0 +1,159 @@
+"""Where outputs land: paths resolved as the file system resolves them, names the file system
+takes, standard output only where it is meant, and write failures as one line.
+
+Regression tests for a robustness pass: ``--json linkdir/../data.jsonl`` replaced the dataset
+(the write resolved ``..`` by name, the clash check through the link).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from capgeo._atomic import atomic_open, atomic_path
+from capgeo.cli import main
+from capgeo.errors import CapgeoError
+
+
+def _dataset(folder: Path, n: int = 12) -> Path:
+    data = folder / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": f"c{i}", "image": f"img{i}", "caption": f"caption number {i}"}) + "\n"
+                            for i in range(n)))
+    return data
+
+
+def test_dot_dot_after_a_link_is_where_the_link_leads_not_the_dataset(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    data = _dataset(tmp_path)
+    before = data.read_bytes()
+    (tmp_path / "elsewhere" / "sub").mkdir(parents=True)
+    (tmp_path / "linkdir").symlink_to(tmp_path / "elsewhere" / "sub")
+    result = CliRunner().invoke(main, ["info", "data.jsonl", "--json", "linkdir/../data.jsonl"])
+    assert result.exit_code == 0, result.output
+    assert data.read_bytes() == before  # the dataset is untouched
+    written = json.loads((tmp_path / "elsewhere" / "data.jsonl").read_text())
+    assert written["schema"] == "capgeo.info/1"
+
+
+def test_an_output_that_is_a_link_is_written_through_to_its_target(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _dataset(tmp_path)
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / "target.json"
+    target.write_text('{"schema": "capgeo.info/1"}\n')
+    (tmp_path / "link.json").symlink_to(target)
+    assert CliRunner().invoke(main, ["info", "data.jsonl", "--json", "link.json"]).exit_code == 0
+    assert (tmp_path / "link.json").is_symlink()
+    assert len(json.loads(target.read_text())) > 1  # the target holds the new result, not the stale one
+
+
+def test_a_name_ending_in_a_slash_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _dataset(tmp_path)
+    result = CliRunner().invoke(main, ["info", "data.jsonl", "--json", "newdir/"])
+    assert result.exit_code == 2 and "ends in '/'" in result.output
+    assert not (tmp_path / "newdir").exists()
+
+
+def test_long_names_the_file_system_takes_work_and_longer_ones_fail_before_the_work(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _dataset(tmp_path)
+    longest = "a" * 250 + ".json"  # 255 bytes: the temporary file's name must not grow past the limit
+    assert CliRunner().invoke(main, ["info", "data.jsonl", "--json", longest]).exit_code == 0
+    assert (tmp_path / longest).is_file()
+    result = CliRunner().invoke(main, ["info", "data.jsonl", "--json", "a" * 252 + ".json"])
+    assert result.exit_code == 2 and "longer than this file system allows" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["data.jsonl", longest])
+
+
+def test_dash_is_standard_output_only_for_json(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _dataset(tmp_path)
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(12, 8)).astype(np.float32))
+    for args in (["dupes", "data.jsonl", "--encoder", "vectors:v.npy", "-o", "-"],
+                 ["report", "data.jsonl", "--encoder", "vectors:v.npy", "-o", "-"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2 and "standard output" in result.output, args
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("raised", [
+    OSError("115200 requested and 4064 written"),  # numpy's tofile on a full disk: no errno
+    RuntimeError("parquet: failed to write: No space left on device (os error 28)"),  # polars' ComputeError
+])
+def test_a_full_disk_is_one_line_whichever_library_wrote(tmp_path, raised):
+    with pytest.raises(CapgeoError, match="No space left on device; free space"):
+        with atomic_path(tmp_path / "out.npy"):
+            raise raised
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_other_errors_are_not_mistaken_for_a_full_disk(tmp_path):
+    with pytest.raises(RuntimeError, match="os error 2\\)"):
+        with atomic_path(tmp_path / "out.npy"):
+            raise RuntimeError("cannot open (os error 2)")  # ENOENT is not a write error capgeo explains
+
+
+def test_an_interrupt_while_the_temporary_file_is_prepared_leaves_nothing(tmp_path, monkeypatch):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "chmod", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_open(tmp_path / "out.json") as handle:
+            handle.write("{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def _run(args, **env):
+    return subprocess.run([sys.executable, "-m", "capgeo", *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_standard_output_on_a_full_device_is_one_line(tmp_path):
+    data = _dataset(tmp_path)
+    for args in (["info", str(data)], ["info", str(data), "--json"]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([sys.executable, "-m", "capgeo", *args], stdout=full, stderr=subprocess.PIPE,
+                                    text=True, timeout=120)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip().splitlines() == ["Error: cannot write the output: No space left on device"]
+
+
+def test_a_terminal_that_cannot_encode_a_caption_gets_a_question_mark_not_a_traceback(tmp_path):
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": f"c{i}", "image": f"i{i}", "caption": f"café crème n°{i} 東京"},
+                                       ensure_ascii=False) + "\n" for i in range(6)), encoding="utf-8")
+    result = _run(["info", str(data)], PYTHONIOENCODING="ascii")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "caf? cr?me" in result.stdout
+
+
+def test_texts_with_a_nul_do_not_share_a_digest_with_other_texts():
+    from capgeo.captions.model import texts_sha256
+    from capgeo.encoders.cache import texts_digest
+
+    assert texts_sha256(["red car\x00blue boat", "green tree"]) != texts_sha256(["red car", "blue boat\x00green tree"])
+    assert texts_digest(["a\x00b", "c"]) == texts_sha256(["a\x00b", "c"])
+    assert texts_sha256(["a\x00", ""]) != texts_sha256(["a", "\x00"])
+
+
+def test_cache_folder_given_empty_is_refused_and_a_link_to_a_folder_not_made_yet_is_followed(tmp_path):
+    from capgeo.encoders.cache import CacheEntry
+    from capgeo.preflight import check_cache_folder
+
+    with pytest.raises(CapgeoError, match="--cache-dir '': expected a folder"):
+        check_cache_folder("")
+    link = tmp_path / "cache-link"
+    link.symlink_to(tmp_path / "later" / "cache")
+    check_cache_folder(str(link))
+    entry = CacheEntry(str(link), "k" * 8, 3, 4)
+    assert entry.folder == tmp_path / "later" / "cache" / "embeddings" / ("k" * 8)
