@@ -59,7 +59,10 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
 
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _rate_column(),
                TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
-    with RichProgress(*columns, console=Console(stderr=True), transient=True) as progress:
+    # speed over the whole run, not rich's last 30 s: an encoding batch can take longer than that on a CPU,
+    # and the window then held one sample (no rate, no ETA) or none (0.0/s)
+    with RichProgress(*columns, console=Console(stderr=True), transient=True,
+                      speed_estimate_period=24 * 3600) as progress:
         task_id = progress.add_task(description, total=total)
         yield _RichTask(progress, task_id)
 

@@ -344,3 +344,25 @@ def test_load_image_embeddings_aligns_by_group_id(tmp_path):
     (tmp_path / "images.txt").write_text("1 2")
     with pytest.raises(CapgeoError, match=r"images\.txt: image embeddings must be"):
         load_image_embeddings(tmp_path / "images.txt", order)
+
+
+def test_gamma_progress_moves_within_each_batch_size(monkeypatch):
+    """The bar had one step per batch size and sat at 0/1 for most of a profile's run."""
+    import contextlib
+
+    recorded = {}
+
+    @contextlib.contextmanager
+    def recording_bar(description, total, enabled=None):
+        recorded["total"], recorded["steps"] = total, []
+
+        class Bar:
+            def advance(self, amount=1):
+                recorded["steps"].append(amount)
+
+        yield Bar()
+
+    monkeypatch.setattr(gamma_module, "progress_bar", recording_bar)
+    vectors = np.random.default_rng(0).normal(size=(200, 8)).astype(np.float32)
+    gamma_section(vectors, np.arange(200), logit_scale=100.0, batch_sizes=(16, 8), n_batches=4)
+    assert recorded["total"] == 8 and len(recorded["steps"]) == 8 and sum(recorded["steps"]) == recorded["total"]

@@ -98,3 +98,22 @@ def test_embed_moves_the_bar_per_encoder_batch(monkeypatch, step, expected):
     embed_module.embed(texts, StepEncoder(step), use_cache=False, chunk_rows=10)
     # an encoder that reports its batches moves the bar by each; one that does not is made up per chunk
     assert [step for step in bars[0].steps if step] == expected
+
+
+def test_a_bar_whose_steps_take_longer_than_half_a_minute_still_has_a_rate(monkeypatch):
+    """rich estimates speed over the last 30 s: with 40 s batches (encoding on a CPU) the window held
+    one sample, so the bar showed no rate and no ETA until the end, or 0.0/s."""
+    import rich.console
+
+    from capgeo.progress import progress_bar
+
+    clock = [0.0]
+    monkeypatch.setattr(rich.console, "monotonic", lambda: clock[0])
+    with progress_bar("encoding", 4, enabled=True) as bar:
+        bar.advance(0)  # the encoder's start
+        for _ in range(3):
+            clock[0] += 40.0
+            bar.advance(1)
+        task = bar._progress.tasks[0]
+        assert task.speed is not None and task.speed == pytest.approx(3 / 120)
+        assert task.time_remaining == pytest.approx(40.0)

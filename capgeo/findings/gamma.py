@@ -457,13 +457,19 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     from capgeo.geometry.batches import sample_batches
 
     per_batch_size = []
-    with progress_bar("gamma diagnostics", len(batch_sizes), enabled=progress) as bar:
+    # four steps a batch size (its rows, the suggestion, the grid, the image losses): one step was
+    # a bar that sat at 0/1 for most of the run
+    with progress_bar("gamma diagnostics", 4 * len(batch_sizes), enabled=progress) as bar:
         for batch_size in batch_sizes:
             batches = sample_batches(group_codes, batch_size, n_batches, seed)
             rows = in_batch_negative_rows(vectors, batches)
+            bar.advance(1)
             spread = float(rows.std(axis=1, dtype=np.float64).mean())
             suggestion = suggest_for_rows(rows, scale, reference)
             mean_cosine = float(rows.mean(dtype=np.float64))
+            bar.advance(1)
+            grid_rows = grid_diagnostics(rows, scale, grid, hard_edge)
+            bar.advance(1)
             entry = {
                 "batch_size": batch_size,
                 "negatives_per_row": batch_size - 1,
@@ -477,7 +483,7 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
                 "gaussian_approximation": reference.gamma * reference.logit_scale / scale
                 * reference_within_row_spread(reference) / spread if spread > 0 else None,
                 "why": _why(suggestion, batch_size, scale, spread, reference),
-                "grid": grid_diagnostics(rows, scale, grid, hard_edge),
+                "grid": grid_rows,
                 "image": (image_loss_diagnostics(vectors, image_vectors, group_codes, batches, scale, grid)
                           if image_vectors is not None else None),
             }
