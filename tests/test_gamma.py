@@ -362,7 +362,9 @@ def test_gamma_progress_moves_within_each_batch_size(monkeypatch):
 
         yield Bar()
 
-    monkeypatch.setattr(gamma_module, "progress_bar", recording_bar)
+    import capgeo.progress
+
+    monkeypatch.setattr(capgeo.progress, "progress_bar", recording_bar)
     vectors = np.random.default_rng(0).normal(size=(200, 8)).astype(np.float32)
     gamma_section(vectors, np.arange(200), logit_scale=100.0, batch_sizes=(16, 8), n_batches=4)
     assert recorded["total"] == 8 and len(recorded["steps"]) == 8 and sum(recorded["steps"]) == recorded["total"]
