@@ -78,3 +78,23 @@ def test_no_import_runs_back_up_the_data_flow():
     upward = sorted(f"{source} -> {target}" for source, targets in import_graph().items() for target in targets
                     if layer(source) is not None and layer(target) is not None and layer(target) > layer(source))
     assert upward == []
+
+
+def test_help_imports_no_numerical_library():
+    """`capgeo --help` and each command's --help read every option's default: those defaults live in
+    capgeo.defaults, so listing them imports neither numpy nor polars (about a second here)."""
+    import subprocess
+    import sys
+
+    from capgeo.cli import COMMANDS
+
+    heavy = ("numpy", "polars", "torch", "plotly", "scipy", "open_clip")
+    script = ("import sys; from click.testing import CliRunner; from capgeo.cli import main; "
+              "names = sys.argv[1:]; result = CliRunner().invoke(main, names + ['--help']); "
+              "assert result.exit_code == 0, result.output; "
+              f"print(','.join(sorted(m for m in {heavy!r} if m in sys.modules)))")
+    for command in ["", *COMMANDS]:
+        loaded = subprocess.run([sys.executable, "-c", script, *([command] if command else [])],
+                                capture_output=True, text=True, timeout=120)
+        assert loaded.returncode == 0, loaded.stderr
+        assert loaded.stdout.strip() == "", f"capgeo {command} --help imported {loaded.stdout.strip()}"

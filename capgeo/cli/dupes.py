@@ -21,8 +21,8 @@ from capgeo.cli.options import (
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
-from capgeo.findings.dedup import KEEP_POLICIES
-from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
+from capgeo.defaults import KEEP_POLICIES
+from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
 #: rich styles; differing words are also underlined so the two kinds differ without colour

@@ -14,7 +14,8 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     writable_output,
 )
-from capgeo.findings.leak import DEFAULT_THRESHOLD, DEFAULT_TOP
+from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
+from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 
 
 @click.command("leak")

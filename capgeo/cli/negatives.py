@@ -17,12 +17,10 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     row_file_output,
 )
-from capgeo.findings.negatives import (
-    DEFAULT_K,
-    DEFAULT_MAX_COSINE,
-    DEFAULT_MIN_COSINE,
-    NEGATIVE_SUFFIXES,
-)
+from capgeo.defaults import NEGATIVE_SUFFIXES
+from capgeo.defaults import NEGATIVES_K as DEFAULT_K
+from capgeo.defaults import NEGATIVES_MAX_COSINE as DEFAULT_MAX_COSINE
+from capgeo.defaults import NEGATIVES_MIN_COSINE as DEFAULT_MIN_COSINE
 
 
 @click.command("negatives")

@@ -22,8 +22,8 @@ from capgeo.cli.options import (
     row_file_output,
 )
 from capgeo.cli.pass_options import block_size_option, precision_option
-from capgeo.findings.per_caption import TABLE_SUFFIXES
-from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
+from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
+from capgeo.defaults import PER_CAPTION_SUFFIXES as TABLE_SUFFIXES
 from capgeo.geometry.typed_profile import BatchStatistics, known, profile_section
 
 MODES = ("auto", "exact", "sampled")

@@ -13,11 +13,10 @@ from typing import Sequence
 
 import numpy as np
 
+# KEEP_POLICIES: first: lowest row in the dataset; longest / shortest: most / fewest characters
+# (ties: first); random: uniform, seeded
+from capgeo.defaults import KEEP_POLICIES
 from capgeo.errors import CapgeoError
-
-#: first: lowest row in the dataset; longest / shortest: most / fewest characters (ties: first);
-#: random: uniform, seeded
-KEEP_POLICIES = ("first", "longest", "shortest", "random")
 
 
 def choose_kept(texts: Sequence[str], components, keep: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -15,14 +15,15 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
+from capgeo.defaults import LEAK_THRESHOLD, LEAK_TOP
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair
 from capgeo.captions.exact_duplicates import normalized_texts
 
 SCHEMA = "capgeo.leak/1"
-DEFAULT_THRESHOLD = 0.95
+DEFAULT_THRESHOLD = LEAK_THRESHOLD
 #: closest pairs shown per evaluation set
-DEFAULT_TOP = 20
+DEFAULT_TOP = LEAK_TOP
 
 
 def exact_twins(train_texts: Sequence[str], eval_texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

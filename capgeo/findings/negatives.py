@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from capgeo.defaults import NEGATIVE_SUFFIXES, NEGATIVES_K, NEGATIVES_MAX_COSINE, NEGATIVES_MIN_COSINE
 from capgeo.errors import CapgeoError
 
-DEFAULT_K = 5
+DEFAULT_K = NEGATIVES_K
 #: cosine at or above which a companion is treated as a false negative (an exact or
 #: near-exact duplicate: the same scene), the near-duplicate threshold of `capgeo profile`
-DEFAULT_MAX_COSINE = 0.95
-DEFAULT_MIN_COSINE = -1.0
+DEFAULT_MAX_COSINE = NEGATIVES_MAX_COSINE
+DEFAULT_MIN_COSINE = NEGATIVES_MIN_COSINE
 #: extra companions scanned per caption so that a few near-duplicates above the range
 #: rarely force a re-search (results do not depend on it)
 SCAN_SLACK = 10
-NEGATIVE_SUFFIXES = {".jsonl": "jsonl", ".parquet": "parquet"}
 QUANTILE_LEVELS = (0.01, 0.1, 0.5, 0.9, 0.99)
 
 

@@ -14,11 +14,12 @@ from types import SimpleNamespace
 import numpy as np
 import polars as pl
 
+from capgeo.defaults import PER_CAPTION_SUFFIXES
 from capgeo.errors import CapgeoError
 from capgeo.captions.exact_duplicates import normalized_texts
 
 #: row file formats by suffix
-TABLE_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
+TABLE_SUFFIXES = PER_CAPTION_SUFFIXES
 #: the columns and their Parquet types
 SCHEMA = {
     "caption_id": pl.String, "group_id": pl.String, "token_count": pl.Int64, "truncated": pl.Boolean,

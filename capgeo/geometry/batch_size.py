@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
+from numbers import Integral
 
 from capgeo.errors import CapgeoError
 
@@ -56,9 +56,9 @@ def resolve_batch_sizes(requested: Sequence[int] | None, n_groups: int, *,
     extra rows (duplicates dropped); each must fit the dataset or a CapgeoError says so.
     """
     n_groups = int(n_groups)
-    if isinstance(requested, (int, np.integer)):  # one batch size given as a number, not a list
+    if isinstance(requested, Integral):  # one batch size given as a number, not a list
         requested = (int(requested),)
-    if requested and not all(isinstance(size, (int, np.integer)) and not isinstance(size, bool)
+    if requested and not all(isinstance(size, Integral) and not isinstance(size, bool)
                              for size in requested):
         raise CapgeoError(f"batch sizes are whole numbers, got {list(requested)!r}")
     if n_groups < 2:

@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batches import sample_batches
 from capgeo.geometry.distribution import QUANTILE_PERCENTS
@@ -26,7 +27,7 @@ DEFAULT_RELATIVE_LEVELS = (0.5, 0.9, 0.99)
 #: CLIP-family encoders (0.92-0.94 in HN-CLIP Table A1), so it flags pairs that are
 #: nearly interchangeable rather than merely similar. Encoder dependent; change it with
 #: --near-duplicate-threshold.
-DEFAULT_NEAR_DUPLICATE_THRESHOLD = 0.95
+DEFAULT_NEAR_DUPLICATE_THRESHOLD = NEAR_DUPLICATE_THRESHOLD
 #: Rows/columns of the example batch matrix returned for plotting.
 EXAMPLE_ROWS = 128
 #: Cosine entries held at once while processing a chunk of batches (~64 MB in float32).
