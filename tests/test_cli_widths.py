@@ -98,3 +98,12 @@ def test_profile_says_when_its_gamma_is_clipped(tmp_path):
     assert CliRunner().invoke(main, args + ["--json", str(saved)]).exit_code == 0
     note = json.loads(saved.read_text())["gamma"]["batches"][0]["suggestion"]["clip_note"]
     assert note and f"clipped: {note}" in " ".join(result.stdout.split())
+
+
+def test_the_command_list_cuts_no_summary():
+    """Nine of twelve command summaries ended in "..." even at 200 columns."""
+    for columns in ("80", "200"):
+        result = CliRunner().invoke(main, ["--help"], env={"COLUMNS": columns})
+        assert result.exit_code == 0
+        commands = result.output.split("Commands:")[1]
+        assert "..." not in commands and "…" not in commands, commands

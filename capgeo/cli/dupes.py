@@ -34,7 +34,7 @@ DIFFERING_MARKS = ("{", "}")
 DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 
 
-@click.command("dupes")
+@click.command("dupes", short_help="Near-duplicate caption pairs of different images, shared words marked.")
 @dataset_options
 @encoder_options
 @click.option("--threshold", type=FiniteFloatRange(-1.0, 1.0), default=None, metavar="T",

@@ -50,7 +50,7 @@ def encoders(json_out):
     terminal.console().print(table)
 
 
-@click.command()
+@click.command(short_help="Encode DATA's captions (cached); a summary, and the vectors exported with -o.")
 @dataset_options
 @encoder_options
 @click.option("--max-tokens", type=click.IntRange(min=2), default=None,

@@ -33,7 +33,7 @@ def _parse_grid(ctx, param, value):
     return grid
 
 
-@click.command()
+@click.command(short_help="A starting HN-CLIP gamma for DATA, with its reasons and numbers.")
 @dataset_options
 @encoder_options
 @click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True), default=None, metavar="S",

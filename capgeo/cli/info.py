@@ -65,8 +65,8 @@ def _command(name: str) -> click.Command:
         _show_info(json_out, **options)
 
     help_text = HELP if name == "info" else HELP + "\n\nSame as `capgeo info`."
-    return click.command(name, help=help_text, short_help=HELP.split(":")[0] + ".")(
-        dataset_options(json_option(callback)))
+    short_help = HELP.split(":")[0] + (": format, counts, lengths, examples." if name == "info" else " (same as info).")
+    return click.command(name, help=help_text, short_help=short_help)(dataset_options(json_option(callback)))
 
 
 info = _command("info")

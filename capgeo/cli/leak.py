@@ -18,7 +18,7 @@ from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
 from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 
 
-@click.command("leak")
+@click.command("leak", short_help="Evaluation captions with an exact or near twin among the training captions.")
 @click.argument("train", type=click.Path(exists=True, dir_okay=True, path_type=str))
 @click.argument("evals", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, path_type=str),
                 metavar="EVAL [EVAL ...]")

@@ -23,7 +23,7 @@ from capgeo.defaults import NEGATIVES_MAX_COSINE as DEFAULT_MAX_COSINE
 from capgeo.defaults import NEGATIVES_MIN_COSINE as DEFAULT_MIN_COSINE
 
 
-@click.command("negatives")
+@click.command("negatives", short_help="Each caption's K hardest negatives from other images, as training rows.")
 @dataset_options
 @encoder_options
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, path_type=str),

@@ -29,7 +29,7 @@ from capgeo.geometry.typed_profile import BatchStatistics, known, profile_sectio
 MODES = ("auto", "exact", "sampled")
 
 
-@click.command()
+@click.command(short_help="The caption geometry of DATA in one terminal summary (and JSON).")
 @dataset_options
 @encoder_options
 @click.option("--max-tokens", type=click.IntRange(min=2), default=None,

@@ -51,7 +51,7 @@ def _profile_options(command):
     return command
 
 
-@click.command()
+@click.command(short_help="One self-contained HTML report of DATA's caption geometry (opens offline).")
 @dataset_options
 @encoder_options
 @_profile_options
@@ -105,7 +105,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     _wrote(written.path, written.notes)
 
 
-@click.command()
+@click.command(short_help="Several profiles or datasets side by side on one HTML page.")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=str))
 @_profile_options
 @click.option("--encoder", "encoders", multiple=True, metavar="SPEC",

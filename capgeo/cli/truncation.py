@@ -39,7 +39,7 @@ def _parse_lengths(ctx, param, value):
         raise click.BadParameter(str(error).removeprefix("--lengths: ")) from None
 
 
-@click.command()
+@click.command(short_help="What the context length does to the caption geometry of DATA.")
 @dataset_options
 @encoder_options
 @click.option("--lengths", callback=_parse_lengths, default=None, metavar="L1,L2,...",
