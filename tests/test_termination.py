@@ -43,3 +43,22 @@ def test_termination_removes_the_partial_file_and_keeps_the_old_output(tmp_path)
             raise Terminated()
     assert target.read_text() == "the earlier result"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_ctrl_c_while_the_command_line_is_still_importing_ends_like_ctrl_c_anywhere(tmp_path):
+    """A Ctrl-C in the first half second landed inside `import click` and printed a traceback."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "class Interrupting:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'capgeo.cli':\n"
+        "            raise KeyboardInterrupt\n"
+        "sys.meta_path.insert(0, Interrupting())\n"
+        "from capgeo.__main__ import run\n"
+        "run()\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 130
+    assert result.stderr == "Interrupted.\n"
