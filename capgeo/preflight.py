@@ -21,12 +21,14 @@ MAX_TOP_K = 1_000
 MAX_SAMPLED_PAIRS = 50_000_000
 
 
-def check_has_negatives(captions) -> None:
-    """A dataset whose captions all describe one image has no negatives to measure."""
+def check_has_negatives(captions, group_option: bool = True) -> None:
+    """A dataset whose captions all describe one image has no negatives to measure. ``group_option``:
+    the command takes --group-column (compare, which reads datasets by detection only, does not)."""
     if int(captions.n_groups) < 2:
+        advice = ("give --group-column if another column names the image" if group_option else
+                  "profile it with `capgeo profile --group-column COLUMN` if another column names the image")
         raise CapgeoError(f"{captions.source}: all {len(captions)} captions belong to one group (image): "
-                          "there are no negatives (captions of different images); "
-                          "give --group-column if another column names the image")
+                          f"there are no negatives (captions of different images); {advice}")
 
 
 def check_bucket_edges(edges: Sequence[float] | None, option: str = "--buckets") -> tuple[float, ...] | None:
@@ -97,11 +99,11 @@ def check_cache_folder(cache_dir: str | os.PathLike | None, use_cache: bool = Tr
 
 def check_before_encoding(captions=None, *, cache_dir=None, use_cache: bool = True, buckets=None,
                           relative_quantiles=None, n_batches=None, top_k=None, sampled_pairs=None,
-                          negatives=None, needs_negatives: bool = True) -> None:
+                          negatives=None, needs_negatives: bool = True, group_option: bool = True) -> None:
     """Every check above that applies to a command, in one call before it encodes."""
     check_counts(n_batches=n_batches, top_k=top_k, sampled_pairs=sampled_pairs, negatives=negatives)
     check_bucket_edges(buckets)
     check_quantile_levels(relative_quantiles)
     if captions is not None and needs_negatives:
-        check_has_negatives(captions)
+        check_has_negatives(captions, group_option)
     check_cache_folder(cache_dir, use_cache)

@@ -76,3 +76,17 @@ def test_negatives_k_is_bounded_and_capped_at_the_captions_there_are(vectors_dat
     assert summary["n_anchors_short"] == 40  # each has only 38 captions of other images
     rows = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
     assert all(len(row["negative_ids"]) == 38 for row in rows)
+
+
+def test_a_one_image_dataset_in_compare_is_not_told_of_an_option_compare_lacks(vectors_dataset, tmp_path):
+    data, _ = vectors_dataset
+    one = tmp_path / "one.jsonl"
+    one.write_text("".join(json.dumps({"id": f"o{i}", "image": "same", "caption": f"one {i}"}) + "\n"
+                           for i in range(3)))
+    np.save(tmp_path / "one.npy", np.random.default_rng(1).normal(size=(3, 16)).astype(np.float32))
+    result = CliRunner().invoke(main, ["compare", str(one), str(data), "--encoder", f"vectors:{tmp_path / 'one.npy'}",
+                                       "-o", str(tmp_path / "c.html")])
+    assert result.exit_code == 2 and "belong to one group" in result.output
+    assert "give --group-column" not in result.output and "capgeo profile --group-column" in result.output
+    profile = CliRunner().invoke(main, ["profile", str(one), "--encoder", f"vectors:{tmp_path / 'one.npy'}"])
+    assert profile.exit_code == 2 and "give --group-column" in profile.output

@@ -192,7 +192,8 @@ def check_options_before_encoding(captions=None, **concerns) -> None:
     # precomputed vectors are never cached, so their commands need no cache folder
     precomputed = bool(specs) and all(spec and spec_kind(spec)[0] == "precomputed" for spec in specs)
     check_before_encoding(captions, cache_dir=params.get("cache_dir"),
-                          use_cache=not params.get("no_cache") and not precomputed, **concerns)
+                          use_cache=not params.get("no_cache") and not precomputed,
+                          group_option="group_column" in params, **concerns)
 
 
 def _encoder_specs(params: dict) -> list[str | None]:
