@@ -90,3 +90,16 @@ def test_a_one_image_dataset_in_compare_is_not_told_of_an_option_compare_lacks(v
     assert "give --group-column" not in result.output and "capgeo profile --group-column" in result.output
     profile = CliRunner().invoke(main, ["profile", str(one), "--encoder", f"vectors:{tmp_path / 'one.npy'}"])
     assert profile.exit_code == 2 and "give --group-column" in profile.output
+
+
+def test_dupes_refuses_example_options_without_examples_and_profile_takes_threshold(vectors_dataset):
+    data, encoder = vectors_dataset
+    for extra in (["--quantile", "0.5"], ["--neighbours", "2"], ["--per-quantile", "1"]):
+        result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--top", "1", *extra])
+        assert result.exit_code == 2 and "add --examples" in result.output and extra[0] in result.output
+    assert CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--examples",
+                                     "--quantile", "0.5"]).exit_code == 0
+    short = CliRunner().invoke(main, ["profile", str(data), "--encoder", encoder, "--threshold", "0.5", "--no-gamma",
+                                      "--json"])
+    assert short.exit_code == 0, short.output
+    assert json.loads(short.stdout)["near_duplicates"]["threshold"] == 0.5

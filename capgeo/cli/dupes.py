@@ -103,6 +103,11 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         raise CapgeoError("--top 0 lists every pair above --threshold: give --threshold too")
     if (keep or drop_list) and not group_components:
         raise CapgeoError("--keep and --drop-list decide per near-duplicate set: add --group-components")
+    given = [f"--{name.replace('_', '-')}" for name in ("quantiles", "per_quantile", "neighbours")
+             if click.get_current_context().get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if given and not examples:  # they used to be ignored without a word
+        raise CapgeoError(f"{', '.join(given).replace('--quantiles', '--quantile')} choose the example queries: "
+                          "add --examples")
     if drop_list is not None and keep is None:
         keep = "first"
     if output_format == "parquet" and output is None:

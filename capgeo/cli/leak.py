@@ -27,7 +27,8 @@ from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
               metavar="T", help="An eval caption leaks when a training caption has cosine >= T with it "
                                 "(exact duplicates always count).")
 @click.option("--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True, metavar="N",
-              help="Closest (eval, train) pairs shown per evaluation set.")
+              help="Closest (eval, train) pairs shown per evaluation set (0: none; every twin is still counted, and "
+                   "-o lists every training id to drop).")
 @click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Rows per block of the train x eval pass; memory grows with it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,

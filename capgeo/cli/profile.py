@@ -48,9 +48,10 @@ MODES = ("auto", "exact", "sampled")
 @block_size_option
 @precision_option
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
-@click.option("--near-duplicate-threshold", type=FiniteFloatRange(-1.0, 1.0), default=DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-              show_default=True,
-              metavar="T", help="Cosine at or above which two captions of different images count as near-duplicates.")
+@click.option("--near-duplicate-threshold", "--threshold", "near_duplicate_threshold", type=FiniteFloatRange(-1.0, 1.0),
+              default=DEFAULT_NEAR_DUPLICATE_THRESHOLD, show_default=True, metavar="T",
+              help="Cosine at or above which two captions of different images count as near-duplicates "
+                   "(--threshold, as in dupes, leak and truncation).")
 @click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
               help="exact: all pairs; sampled: estimate from sampled pairs (large datasets); "
                    "auto: sampled above 200,000 captions.")

@@ -56,7 +56,7 @@ def _parse_lengths(ctx, param, value):
               help="Near-duplicate cosine (pairs of different groups); default: the profile's, 0.95.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws.")
 @click.option("--top", "max_listed", type=click.IntRange(min=0), default=20, show_default=True, metavar="N",
-              help="Truncation-only near-duplicate pairs listed per length (all are counted).")
+              help="Truncation-only near-duplicate pairs listed per length (0: none; all are counted).")
 @click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
               help="Companions kept per caption in the pairwise pass.")
 @block_size_option
