@@ -454,3 +454,20 @@ def test_unit_vectors_are_searched_as_given_like_the_scan_does():
     broken[66_000] = 0
     with pytest.raises(CapgeoError, match="row 66000 is all zeros"):
         _vectors_of(broken)
+
+
+def test_the_chaining_warning_only_where_a_component_chains():
+    """Every run with components printed the warning, even when each component was one pair."""
+    rng = np.random.default_rng(3)
+    base = unit(rng.normal(size=(40, 16)))
+    vectors = base.copy()
+    vectors[1] = base[0] + 0.01 * rng.normal(size=16)  # one near-twin pair across two images
+    vectors = unit(vectors)
+    captions = caption_set([1] * 40)
+    pairs_only = dupes_section(captions, vectors, pairs=False, examples=False, components_threshold=0.95)
+    assert len(pairs_only["components"]) == 1 and not any("chain" in note for note in pairs_only["warnings"])
+    angles = np.radians([0, 20, 40])  # a chain: neighbours at cosine 0.94, the ends at 0.77
+    vectors[2:5] = 0
+    vectors[2:5, 0], vectors[2:5, 1] = np.cos(angles), np.sin(angles)
+    chained = dupes_section(captions, unit(vectors), pairs=False, examples=False, components_threshold=0.9)
+    assert any("chain" in note for note in chained["warnings"])

@@ -182,3 +182,22 @@ def test_compare_checks_the_label_count_before_encoding(tmp_path, monkeypatch, r
     with pytest.raises(CapgeoError, match="--label given 3 times for 4 profiles"):
         build.write_compare(sources, tmp_path / "c.html", labels=["a", "b", "c"], limit=10,
                             encoders=["default", "minilm"])
+
+
+def test_report_and_compare_refuse_another_capgeo_result_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from capgeo.cli import main
+
+    other = tmp_path / "dupes.json"
+    other.write_text('{"schema": "capgeo.dupes/1", "pairs": []}\n')
+    profile = tmp_path / "p.json"
+    a, _ = make_profile(source="data/a.jsonl")
+    import json
+
+    profile.write_text(json.dumps(a))
+    for args in (["report", str(other), "-o", str(tmp_path / "r.html")],
+                 ["compare", str(other), str(profile), "-o", str(tmp_path / "c.html")]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert "a capgeo.dupes/1 result, not a profile" in result.output and "caption" not in result.output.lower()

@@ -549,7 +549,10 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
         found = collecting_warnings(near_duplicate_components, captions, source, components_threshold,
                                     max_pairs=max_pairs, **shared)
         section["components"] = component_rows(captions, found, components_threshold)
-        if found:
+        # a pair, or a set whose every two members are at or above the threshold, does not chain
+        if any(component.size > 2 and (component.min_member_cosine is None
+                                        or component.min_member_cosine < components_threshold)
+               for component in found):
             notes.append(CHAINING_WARNING)
         if keep is not None:
             from capgeo.findings.dedup import dedup_section

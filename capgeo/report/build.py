@@ -42,11 +42,18 @@ class ReportInput:
 
 
 def is_profile_file(path: str | Path) -> bool:
-    """True when ``path`` is a saved capgeo profile (JSON object whose first key is "schema")."""
+    """True when ``path`` is a saved capgeo profile (JSON object whose first key is "schema"). Another
+    capgeo result (dupes, leak, ...) is refused in one line: read as a dataset, its columns were
+    reported as a missing caption column."""
     path = Path(path)
     if not path.is_file() or path.suffix.lower() != ".json":
         return False
-    return (result_schema(path) or "").startswith("capgeo.profile/")
+    schema = result_schema(path) or ""
+    if schema and not schema.startswith("capgeo.profile/"):
+        raise CapgeoError(f"{path}: a {schema} result, not a profile; report and compare draw profiles "
+                          "(capgeo.profile/1: `capgeo profile --json`, `capgeo gamma --json`, "
+                          "`capgeo report --save-profile`) and datasets")
+    return schema.startswith("capgeo.profile/")
 
 
 def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
