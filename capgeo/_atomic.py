@@ -54,10 +54,11 @@ def check_writable(target: str | os.PathLike) -> None:
 
 def _normalised(target: str | os.PathLike) -> Path:
     """The path that will be written, resolved as the file system resolves it: links first, then
-    ``..`` (``link/../x`` is beside the link's target, not beside the link; by name it was the
-    dataset the clash checks, which follow links, had not compared), and an output that is a link
-    is written through to its target. Missing folders are taken by name: creating them on the way
-    would make ``missing`` for ``missing/../x``. A name ending in a slash is a folder, not a file."""
+    ``..``, so ``link/../x`` is beside the link's target, as the clash checks (which follow links)
+    see it; resolved by name, it was a file beside the link, a dataset they never compared. An
+    output that is a link is written through to its target. Missing folders are taken by name:
+    creating them on the way would make ``missing`` for ``missing/../x``. A name ending in a slash
+    is a folder, not a file."""
     text = os.fspath(target)
     if text.endswith(("/", os.sep)):
         raise CapgeoError(f"cannot write {text}: that names a folder (it ends in '/'); give a file name")
