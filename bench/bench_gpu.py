@@ -23,7 +23,10 @@ to all N rows (their cost is the same for every row block); the table says so.
     python bench/bench_gpu.py --json gpu.json              # H200: about 3-4 minutes
     python bench/bench_gpu.py --quick --json quick.json    # checks the script: about a minute on 2 CPU cores
 
-Needs torch, numpy and capgeo's own dependencies only.
+Needs torch, numpy and capgeo's own dependencies (polars among them: carry its wheel to a machine
+without it); capgeo is imported from this checkout, installed or not. The numbers are written to
+--json after every stage, so a run stopped at a device's time limit keeps what it measured; a
+stage that fails (the end-to-end profile, the breakdown) is reported and the run goes on.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import time
 from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPOSITORY))  # capgeo from this checkout (a lent GPU machine has it uninstalled)
 RAW_BLOCK = 8192
 TARGET_LARGE = 10_000_000
 
@@ -66,6 +70,8 @@ def main() -> None:
         args.sizes, args.profile_n, args.breakdown_n = "2000,5000", 5_000, 2_000
 
     bench_started = time.perf_counter()
+    if args.json_path:  # a path that cannot be written fails now, not after minutes of device time
+        Path(args.json_path).write_text("{}\n")
     import torch
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -75,13 +81,20 @@ def main() -> None:
                "captions_per_image": 5, "passes": [], "profile": None}
     print(f"device {results['device']}, torch {torch.__version__}, width {args.width}, k {args.k}", flush=True)
 
-    _warm_up(device)
+    def save() -> None:
+        if args.json_path:
+            results["bench_seconds"] = time.perf_counter() - bench_started
+            Path(args.json_path).write_text(json.dumps(results, indent=2) + "\n")
+
+    _warm_up(device, precisions)
     for n in sizes:
         vectors = _unit_vectors(n, args.width, args.seed, device)
         rows = n if args.raw_rows <= 0 else min(n, args.raw_rows)
         entry = {"n": n, "raw_rows_timed": rows}
         entry["raw_fp32_s"] = _raw_product_topk(vectors, args.k, rows, torch.float32)
         entry["raw_bf16_s"] = _raw_product_topk(vectors, args.k, rows, torch.bfloat16)
+        if "tf32" in precisions and n <= args.tf32_up_to:  # tf32's own baseline, beside the issue's bf16 one
+            entry["raw_tf32_s"] = _raw_product_topk(vectors, args.k, rows, torch.float32, tf32=True)
         for precision in precisions:
             if precision == "tf32" and n > args.tf32_up_to:
                 continue
@@ -90,8 +103,11 @@ def main() -> None:
         for precision in ("tf32", "bf16"):
             if f"capgeo_{precision}" in entry:
                 entry[f"ratio_{precision}_to_raw_bf16"] = entry[f"capgeo_{precision}"]["seconds"] / entry["raw_bf16_s"]
+        if "raw_tf32_s" in entry and "capgeo_tf32" in entry:
+            entry["ratio_tf32_to_raw_tf32"] = entry["capgeo_tf32"]["seconds"] / entry["raw_tf32_s"]
         results["passes"].append(entry)
         _print_pass(entry)
+        save()
         del vectors
         _free(device)
 
@@ -99,9 +115,11 @@ def main() -> None:
         results["profile"] = _end_to_end_profile(args.profile_n, args.width, args.seed, device)
         print(f"end to end: capgeo profile, N = {args.profile_n:,}, exact: {results['profile']['seconds']:.1f} s",
               flush=True)
+        save()
 
     if args.breakdown_n:
         results["breakdown"] = _pass_breakdown(args.breakdown_n, args.width, args.k, args.seed, device, precisions)
+        save()
 
     largest = max(results["passes"], key=lambda entry: entry["n"]) if results["passes"] else None
     if largest and "capgeo_fp32" in largest:
@@ -111,7 +129,7 @@ def main() -> None:
     _print_summary(results)
     print(f"whole benchmark: {results['bench_seconds']:.0f} s")
     if args.json_path:
-        Path(args.json_path).write_text(json.dumps(results, indent=2) + "\n")
+        save()
         print(f"numbers written to {args.json_path}")
 
 
@@ -140,14 +158,17 @@ def _free(device) -> None:
         torch.cuda.empty_cache()
 
 
-def _warm_up(device) -> None:
-    """cuBLAS and kernel start-up costs out of the first measurement."""
+def _warm_up(device, precisions=()) -> None:
+    """cuBLAS and kernel start-up costs, and capgeo's own first-call costs (imports, the first tile of
+    each precision), out of the first measurement."""
     import torch
 
     x = torch.randn(4096, 256, device=device)
     for dtype in (torch.float32, torch.bfloat16):
         y = x.to(dtype)
         torch.topk(y @ y.T, 11, dim=1)
+    for precision in precisions:
+        _capgeo_pass(_unit_vectors(4096, 64, 0, device), 10, precision)
     _sync(device)
 
 
@@ -162,15 +183,16 @@ def _unit_vectors(n, width, seed, device):
     return vectors
 
 
-def _raw_product_topk(vectors, k, rows, dtype) -> float:
-    """Seconds for X[:rows] @ X.T + topk(k + 1) in 8192-row blocks, scaled to all N rows."""
+def _raw_product_topk(vectors, k, rows, dtype, tf32: bool = False) -> float:
+    """Seconds for X[:rows] @ X.T + topk(k + 1) in 8192-row blocks, scaled to all N rows (``tf32``:
+    float32 products with TF32 allowed)."""
     import torch
 
     device = vectors.device
     matrix = vectors if dtype == torch.float32 else vectors.to(dtype)
     n = matrix.shape[0]
     saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False  # plain fp32, as capgeo's default
+    torch.backends.cuda.matmul.allow_tf32 = tf32  # plain fp32 unless asked, as capgeo's default
     try:
         with torch.inference_mode():
             _sync(device)
@@ -267,7 +289,11 @@ def _end_to_end_profile(n, width, seed, device) -> dict:
         started = time.perf_counter()
         completed = subprocess.run(command, env=environment, capture_output=True, text=True)
         seconds = time.perf_counter() - started
-        phases = _phases_outside_the_pass(folder, device, environment)
+        try:  # a diagnostic: its failure must not cost the numbers already measured
+            phases = _phases_outside_the_pass(folder, device, environment)
+        except Exception as error:  # noqa: BLE001
+            phases = {"error": f"{type(error).__name__}: {error}"}
+            print(f"  timing the steps outside the pass failed: {phases['error']}", flush=True)
     result = {"n": n, "seconds": seconds, "command": "capgeo " + " ".join(command[3:]), "phases": phases}
     if completed.returncode != 0:
         print(completed.stderr[-4000:], file=sys.stderr)
@@ -309,7 +335,8 @@ def _phases_outside_the_pass(folder: Path, device, environment) -> dict:
 
 def _print_pass(entry: dict) -> None:
     scaled = "" if entry["raw_rows_timed"] == entry["n"] else f" (timed on {entry['raw_rows_timed']:,} rows, scaled)"
-    print(f"N = {entry['n']:,}: raw fp32 {entry['raw_fp32_s']:.2f} s, raw bf16 {entry['raw_bf16_s']:.2f} s{scaled}",
+    tf32 = f", raw tf32 {entry['raw_tf32_s']:.2f} s" if "raw_tf32_s" in entry else ""
+    print(f"N = {entry['n']:,}: raw fp32 {entry['raw_fp32_s']:.2f} s, raw bf16 {entry['raw_bf16_s']:.2f} s{tf32}{scaled}",
           flush=True)
     for key, value in entry.items():
         if key.startswith("capgeo_"):
@@ -330,6 +357,8 @@ def _print_summary(results: dict) -> None:
                     if key.startswith("capgeo_") and key != "capgeo_fp32"})
     for precision in extra:
         header += f" {'capgeo ' + precision:>12} {'x raw bf16':>10}"
+        if precision == "tf32":  # the issue's goal is against raw bf16; against its own product too
+            header += f" {'x raw tf32':>10}"
     print(header)
     for entry in results["passes"]:
         line = f"{entry['n']:>10,} {entry['raw_fp32_s']:>8.2f}s {entry['raw_bf16_s']:>8.2f}s"
@@ -339,6 +368,9 @@ def _print_summary(results: dict) -> None:
             value = entry.get(f"capgeo_{precision}")
             line += (f" {value['seconds']:>11.2f}s {value['seconds'] / entry['raw_bf16_s']:>9.2f}x" if value
                      else f" {'-':>12} {'-':>10}")
+            if precision == "tf32":
+                ratio = entry.get("ratio_tf32_to_raw_tf32")
+                line += f" {ratio:>9.2f}x" if ratio is not None else f" {'-':>10}"
         print(line)
     profile = results.get("profile")
     if profile:

@@ -1,5 +1,7 @@
 """`python -m capgeo` and the `capgeo` script: the command line, with Ctrl-C during start-up handled."""
 
+import errno
+import os
 import sys
 
 
@@ -11,7 +13,16 @@ def run() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         sys.exit(130)
-    main()
+    try:
+        main()
+    except OSError as error:
+        # the commands turn a failed write into one line themselves; --help and --version are printed
+        # by click before any command runs (> /dev/full, a full disk)
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            raise
+        sys.stderr.write(f"Error: cannot write the output: {error.strerror}\n")
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
+        sys.exit(2)
 
 
 if __name__ == "__main__":

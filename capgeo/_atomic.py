@@ -29,8 +29,11 @@ def check_writable(target: str | os.PathLike) -> None:
     """Fail before the work, not after it, when ``target`` cannot be written (creates nothing)."""
     shown, target = target, _normalised(target)
     folder = target.parent
-    while not folder.exists():
-        folder = folder.parent
+    try:
+        while not folder.exists():
+            folder = folder.parent
+    except OSError as error:  # a folder name longer than the file system allows
+        raise write_error(shown, error) from None
     try:
         name_max = os.pathconf(folder, "PC_NAME_MAX")
     except (OSError, ValueError):
@@ -60,26 +63,43 @@ def _normalised(target: str | os.PathLike) -> Path:
     creating them on the way would make ``missing`` for ``missing/../x``. A name ending in a slash
     is a folder, not a file."""
     text = os.fspath(target)
-    if text.endswith(("/", os.sep)):
-        raise CapgeoError(f"cannot write {text}: that names a folder (it ends in '/'); give a file name")
-    return Path(os.path.realpath(os.path.expanduser(text)))
+    if text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
+        raise CapgeoError(f"cannot write {text}: that names a folder; give a file name")
+    try:
+        return Path(os.path.realpath(os.path.expanduser(text), strict=False))
+    except OSError as error:  # links in a loop (Python 3.13+ raises here; older ones return the loop)
+        raise write_error(text, error) from None
 
 
-#: characters of the output's name kept in its temporary file's name
+def written_path(target: str | os.PathLike) -> Path:
+    """Where a write to ``target`` lands (``~`` expanded, links followed): for "Wrote ..." lines."""
+    return _normalised(target)
+
+
+#: bytes of the output's name kept in its temporary file's name
 MAX_PART_NAME_HEAD = 200
 
 
-def _write_os_error(error: BaseException) -> OSError | None:
-    """The OSError with a known errno behind a failed write, if it is one: writers report a full disk
-    differently (numpy's short write is an OSError without errno; polars raises its own ComputeError
-    naming "os error 28")."""
+def _write_os_error(error: BaseException, folder: Path) -> OSError | None:
+    """The OSError with a known errno behind a failed write into ``folder``, if it is one: writers
+    report it differently (numpy's short write is an OSError without errno; polars raises its own
+    ComputeError naming "os error 28")."""
     import re
+    import shutil
 
     if isinstance(error, OSError) and error.errno in WRITE_ERROR_ADVICE:
         return error
     message = str(error)
-    if isinstance(error, OSError) and error.errno is None and re.search(r"\d+ requested and \d+ written", message):
-        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # numpy's tofile on a full disk
+    short = re.search(r"(\d+) requested and (\d+) written", message)
+    if isinstance(error, OSError) and error.errno is None and short:
+        # numpy's tofile: a full disk, or a file-size limit (ulimit -f, FAT32's 4 GB) with room left
+        missing = int(short.group(1)) - int(short.group(2))
+        try:
+            full = shutil.disk_usage(folder).free < missing + (1 << 20)
+        except OSError:
+            full = True
+        code = errno.ENOSPC if full else errno.EFBIG
+        return OSError(code, os.strerror(code))
     found = re.search(r"os error (\d+)\)", message)
     if found and int(found.group(1)) in WRITE_ERROR_ADVICE:
         return OSError(int(found.group(1)), os.strerror(int(found.group(1))))
@@ -118,9 +138,13 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
     try:
         if not target.parent.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            print(f"Note: created the folder {os.path.normpath(os.path.dirname(shown) or '.')}", file=sys.stderr)
-        # the name's head only: a name near the 255-byte limit plus the prefix and suffix would not fit
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:MAX_PART_NAME_HEAD]}.", suffix=".part", dir=target.parent)
+            given = os.path.normpath(os.path.dirname(os.path.expanduser(os.fspath(shown))) or ".")
+            # the folder the user named, or where a link led when that is elsewhere
+            made = given if os.path.realpath(given) == str(target.parent) else str(target.parent)
+            print(f"Note: created the folder {made}", file=sys.stderr)
+        # the name's head only, cut by bytes: a name near the 255-byte limit plus the prefix and suffix would not fit
+        head = os.fsencode(target.name)[:MAX_PART_NAME_HEAD].decode("utf-8", errors="ignore")
+        fd, tmp = tempfile.mkstemp(prefix=f".{head}.", suffix=".part", dir=target.parent)
     except OSError as error:  # a file where a folder should be, no permission, read-only disk
         raise write_error(shown, error, remedy) from None
     tmp_path = Path(tmp)
@@ -133,7 +157,7 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
     except BaseException as error:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
-        disk_error = _write_os_error(error)
+        disk_error = _write_os_error(error, target.parent)
         if disk_error is not None:
             raise write_error(shown, disk_error, remedy) from None
         raise

@@ -19,7 +19,10 @@ from capgeo.errors import CapgeoError
 
 def _resolved(path: str | os.PathLike) -> Path:
     # resolve() follows symlinks, so a link to the dataset counts as the dataset
-    return Path(path).expanduser().resolve()
+    try:
+        return Path(path).expanduser().resolve()
+    except (RuntimeError, OSError) as error:  # links in a loop
+        raise CapgeoError(f"{path}: cannot be resolved ({error}); links in a loop?") from None
 
 
 def encoder_input_file(spec: str | None) -> str | None:

@@ -80,15 +80,19 @@ def check_cache_folder(cache_dir: str | os.PathLike | None, use_cache: bool = Tr
     from capgeo.encoders.cache import CACHE_REMEDY, default_cache_dir
 
     if cache_dir is not None and not str(cache_dir).strip():
-        raise CapgeoError("--cache-dir '': expected a folder (leave the option out for the default cache)")
-    given = Path(cache_dir) if cache_dir else default_cache_dir()
+        raise CapgeoError(f"--cache-dir {str(cache_dir)!r}: expected a folder (leave the option out for the default "
+                          "cache)")
+    given = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     source = "--cache-dir" if cache_dir else ("CAPGEO_CACHE" if os.environ.get("CAPGEO_CACHE") else "default")
     folder, seen = given, set()
     while not folder.exists() and folder != folder.parent:
         # a link to a folder not made yet: the cache is made where it leads, so look there (once: links in a loop)
         followed = Path(os.path.realpath(folder)) if folder.is_symlink() else folder.parent
-        folder = followed if followed not in seen else folder.parent
-        seen.add(folder)
+        if followed in seen:
+            raise CapgeoError(f"cannot write the embedding cache {given} ({source}): its links form a loop; "
+                              f"{CACHE_REMEDY}")
+        seen.add(followed)
+        folder = followed
     if not folder.is_dir():
         raise CapgeoError(f"cannot write the embedding cache {given} ({source}): {folder} is not a folder; "
                           f"{CACHE_REMEDY}")

@@ -72,8 +72,8 @@ def test_negatives_k_is_bounded_and_capped_at_the_captions_there_are(vectors_dat
                                        "--json", str(tmp_path / "n.json")])
     assert result.exit_code == 0, result.output
     summary = json.loads((tmp_path / "n.json").read_text())
-    assert summary["k"] == 39  # N - 1: no caption can have more
-    assert summary["n_anchors_short"] == 40  # each has only 38 captions of other images
+    assert summary["k"] == 38  # 40 captions, 2 an image: none has more than 38 of other images
+    assert summary["n_anchors_short"] == 0 and "capped at 38" in result.output
     rows = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
     assert all(len(row["negative_ids"]) == 38 for row in rows)
 

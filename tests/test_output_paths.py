@@ -58,8 +58,10 @@ def test_a_name_ending_in_a_slash_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _dataset(tmp_path)
     result = CliRunner().invoke(main, ["info", "data.jsonl", "--json", "newdir/"])
-    assert result.exit_code == 2 and "ends in '/'" in result.output
+    assert result.exit_code == 2 and "that names a folder" in result.output
     assert not (tmp_path / "newdir").exists()
+    dot = CliRunner().invoke(main, ["info", "data.jsonl", "--json", "newdir/."])
+    assert dot.exit_code == 2 and "that names a folder" in dot.output and not (tmp_path / "newdir").exists()
 
 
 def test_long_names_the_file_system_takes_work_and_longer_ones_fail_before_the_work(tmp_path, monkeypatch):
@@ -88,11 +90,24 @@ def test_dash_is_standard_output_only_for_json(tmp_path, monkeypatch):
     OSError("115200 requested and 4064 written"),  # numpy's tofile on a full disk: no errno
     RuntimeError("parquet: failed to write: No space left on device (os error 28)"),  # polars' ComputeError
 ])
-def test_a_full_disk_is_one_line_whichever_library_wrote(tmp_path, raised):
+def test_a_full_disk_is_one_line_whichever_library_wrote(tmp_path, monkeypatch, raised):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9, 0))
     with pytest.raises(CapgeoError, match="No space left on device; free space"):
         with atomic_path(tmp_path / "out.npy"):
             raise raised
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_short_write_with_room_left_is_a_file_size_limit_not_a_full_disk(tmp_path):
+    """numpy says only "N requested and M written"; with the disk far from full the limit was the
+    file's size (ulimit -f, FAT32's 4 GB), which the message must not call a full disk."""
+    with pytest.raises(CapgeoError, match="File too large"):
+        with atomic_path(tmp_path / "out.npy"):
+            raise OSError("115200 requested and 4064 written")
 
 
 def test_other_errors_are_not_mistaken_for_a_full_disk(tmp_path):
@@ -157,3 +172,78 @@ def test_cache_folder_given_empty_is_refused_and_a_link_to_a_folder_not_made_yet
     check_cache_folder(str(link))
     entry = CacheEntry(str(link), "k" * 8, 3, 4)
     assert entry.folder == tmp_path / "later" / "cache" / "embeddings" / ("k" * 8)
+
+
+def test_a_multibyte_name_near_the_limit_is_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _dataset(tmp_path)
+    name = "é" * 120 + ".json"  # 245 bytes, 125 characters
+    assert CliRunner().invoke(main, ["info", "data.jsonl", "--json", name]).exit_code == 0
+    assert (tmp_path / name).is_file()
+
+
+def test_tilde_is_the_home_folder_for_the_write_and_for_the_checks(tmp_path, monkeypatch):
+    """--json '~/train.jsonl' (no shell to expand it) was written to $HOME while the guard against
+    overwriting a dataset looked at ./~/train.jsonl, found nothing, and let the dataset be replaced."""
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    data = _dataset(tmp_path)
+    train = home / "train.jsonl"
+    train.write_bytes(data.read_bytes())
+    result = CliRunner().invoke(main, ["info", "data.jsonl", "--json", "~/train.jsonl"])
+    assert result.exit_code == 2 and "not a capgeo result" in result.output
+    assert train.read_bytes() == data.read_bytes()
+    assert CliRunner().invoke(main, ["info", "data.jsonl", "--json", "~/new.json"]).exit_code == 0
+    assert (home / "new.json").is_file() and not (tmp_path / "~").exists()
+
+
+def test_rows_to_a_terminal_that_is_not_utf8_stay_utf8(tmp_path):
+    data = tmp_path / "u.jsonl"
+    data.write_text("".join(json.dumps({"id": f"é{i}", "image": f"图{i // 2}", "caption": f"Straße Café {i}"},
+                                       ensure_ascii=False) + "\n" for i in range(12)), encoding="utf-8")
+    np.save(tmp_path / "v.npy", np.random.default_rng(1).normal(size=(12, 8)).astype(np.float32))
+    result = subprocess.run([sys.executable, "-m", "capgeo", "dupes", str(data), "--encoder",
+                             f"vectors:{tmp_path / 'v.npy'}", "--output-format", "jsonl", "--threshold", "-1",
+                             "--top", "2"], capture_output=True, timeout=120,
+                            env={**os.environ, "PYTHONIOENCODING": "ascii"})
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.decode("utf-8").splitlines()]
+    assert len(rows) == 2 and all(row["id_a"].startswith("é") for row in rows)
+
+
+def test_a_loop_of_links_as_an_output_or_a_cache_is_one_line(tmp_path, monkeypatch):
+    from capgeo.preflight import check_cache_folder
+
+    monkeypatch.chdir(tmp_path)
+    _dataset(tmp_path)
+    (tmp_path / "la").symlink_to(tmp_path / "lb")
+    (tmp_path / "lb").symlink_to(tmp_path / "la")
+    result = CliRunner().invoke(main, ["info", "data.jsonl", "--json", "la"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    with pytest.raises(CapgeoError, match="loop"):
+        check_cache_folder(str(tmp_path / "la"))
+
+
+def test_report_written_to_the_home_folder_says_where(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    _dataset(tmp_path)
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(12, 8)).astype(np.float32))
+    result = CliRunner().invoke(main, ["report", "data.jsonl", "--encoder", "vectors:v.npy", "--no-gamma",
+                                       "--no-dupes", "--batch-size", "4", "-o", "~/r.html"])
+    assert result.exit_code == 0, result.output
+    assert f"Wrote {home / 'r.html'}" in result.output
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_help_and_version_on_a_full_device_are_one_line():
+    for args in (["--help"], ["--version"]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([sys.executable, "-m", "capgeo", *args], stdout=full, stderr=subprocess.PIPE,
+                                    text=True, timeout=120)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == ["Error: cannot write the output: No space left on device"]

@@ -106,8 +106,8 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
     given = [f"--{name.replace('_', '-')}" for name in ("quantiles", "per_quantile", "neighbours")
              if click.get_current_context().get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
     if given and not examples:  # they used to be ignored without a word
-        raise CapgeoError(f"{', '.join(given).replace('--quantiles', '--quantile')} choose the example queries: "
-                          "add --examples")
+        raise CapgeoError(f"{', '.join(given).replace('--quantiles', '--quantile')} "
+                          f"{'choose' if len(given) > 1 else 'chooses'} the example queries: add --examples")
     if drop_list is not None and keep is None:
         keep = "first"
     if output_format == "parquet" and output is None:

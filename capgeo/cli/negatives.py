@@ -55,6 +55,9 @@ def negatives(output, k, min_cosine, max_cosine, block_size, json_out, **options
     summary = export_negatives(captions, embeddings, output, k=k, min_cosine=min_cosine, max_cosine=max_cosine,
                                block_size=block_size, device=device)
     click.echo(f"Wrote {output}", err=True)
+    if summary["k"] < k:
+        click.echo(f"Note: -k {k} capped at {summary['k']}, the most negatives any caption has (the captions of "
+                   f"other images)", err=True)
     emit(summary, json_out, print_negatives)
 
 

@@ -174,7 +174,8 @@ def _refuse_json_over_foreign_file(json_out: str | None) -> None:
     from capgeo.errors import CapgeoError
     from capgeo.paths import is_capgeo_result
 
-    if json_out not in (None, "-") and os.path.isfile(json_out) and not is_capgeo_result(json_out):
+    written = os.path.expanduser(json_out) if json_out not in (None, "-") else None
+    if written is not None and os.path.isfile(written) and not is_capgeo_result(written):
         raise CapgeoError(f"--json {json_out}: that file exists and is not a capgeo result (a dataset?), so it is "
                           "not overwritten; --json takes the name right after it as its FILE: put --json after "
                           "the file names, or give it a new file name")

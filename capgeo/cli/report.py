@@ -30,11 +30,11 @@ DEFAULT_COMPARE_OUTPUT = "compare.html"
 
 
 def _wrote(path, notes) -> None:
-    from pathlib import Path
+    from capgeo._atomic import written_path
 
     # the full path: a default name lands in whatever folder the user happens to be in
-    size = Path(path).stat().st_size
-    click.echo(f"Wrote {Path(path).resolve()} ({size / 1e6:.1f} MB)", err=True)
+    written = written_path(path)
+    click.echo(f"Wrote {written} ({written.stat().st_size / 1e6:.1f} MB)", err=True)
     for note in notes:
         click.echo(f"  note: {note}", err=True)
 

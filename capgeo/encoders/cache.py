@@ -97,7 +97,7 @@ class CacheEntry:
 
     def __init__(self, cache_dir: str | Path | None, key: str, n: int, width: int):
         # resolved: a link to a folder not made yet is followed (mkdir on the link itself meets "File exists")
-        self.folder = Path(os.path.realpath(cache_dir or default_cache_dir())) / "embeddings" / key
+        self.folder = Path(os.path.realpath(os.path.expanduser(cache_dir or default_cache_dir()))) / "embeddings" / key
         self.key = key
         self.n = n
         self.width = width

@@ -46,7 +46,8 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
                    device: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(index (N, k) int64, cosine (N, k) float32): each caption's k most similar captions of
     other groups with min_cosine <= cosine < max_cosine; -1 / NaN where fewer exist. ``k`` is
-    capped at N - 1, the most any caption can have. ``device``: where the pass runs."""
+    capped at the most any caption can have, N minus its image's captions (the smallest image's).
+    ``device``: where the pass runs."""
     from capgeo.geometry.pairwise import scan_pairs
     from capgeo.geometry.row_norms import row_norms
 
@@ -57,7 +58,8 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     vectors = vectors / row_norms(vectors)
     codes = np.asarray(group_codes)
     n = vectors.shape[0]
-    k = max(1, min(k, n - 1))
+    smallest_group = int(np.bincount(np.unique(codes, return_inverse=True)[1].ravel()).min())
+    k = max(1, min(k, n - smallest_group))
     scan = scan_pairs(vectors, codes, top_k=max(1, min(k + SCAN_SLACK, n - 1)), block_size=block_size,
                       histograms=False, progress=progress, device=device)
     index = np.asarray(scan.companion_index)
