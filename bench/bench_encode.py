@@ -148,7 +148,8 @@ def main(argv=None) -> int:
     captions = load_captions(args.data, args.docci, args.coco)
     width, heads, layers, _ = TOWERS[args.model]
     print(f"{args.model} text tower, random weights: width {width}, {args.layers or layers} layers, "
-          f"batch {args.batch_size}, {args.device}, {torch.get_num_threads()} threads, best of {args.repeats}")
+          f"batch {args.batch_size}, {args.device}, {torch.get_num_threads()} threads, best of {args.repeats}",
+          file=sys.stderr if args.json else sys.stdout)  # with --json, stdout holds the JSON only
     sets = [("DOCCI", 248), ("COCO", 77)]
     results = [bench_one(name, captions[name], context, args) for name, context in sets
                if args.only in (None, name)]

@@ -70,7 +70,10 @@ def run_capgeo(vectors, groups, args) -> dict:
     except ImportError:
         result["inbatch"] = False
     else:
-        inbatch_statistics(vectors, groups, 128, n_batches=200, seed=0)
+        # the default batch, or every image of a smaller set (as capgeo's own batch-size rule does)
+        import numpy as np
+
+        inbatch_statistics(vectors, groups, min(128, int(np.unique(groups).size)), n_batches=200, seed=0)
         result["inbatch"] = True
     return result
 
@@ -113,7 +116,7 @@ def worker(args) -> None:
     seconds = time.perf_counter() - started
     print(json.dumps({"method": args.worker, "seconds": seconds, "cpu_seconds": cpu_seconds() - cpu_started,
                       "peak_mb": peak_memory_mb(),
-                      "data_mb": baseline, **extra}))
+                      "data_mb": baseline, "shape": list(vectors.shape), **extra}))
 
 
 def over_data(run: dict) -> float:
@@ -143,12 +146,15 @@ def main() -> None:
     for method in args.methods.split(","):
         runs = []
         for _ in range(args.repeat):
-            output = subprocess.run([sys.executable, __file__, f"--worker={method}", *forwarded],
-                                    check=True, capture_output=True, text=True).stdout
-            runs.append(json.loads(output.strip().splitlines()[-1]))
+            completed = subprocess.run([sys.executable, __file__, f"--worker={method}", *forwarded],
+                                       capture_output=True, text=True)
+            if completed.returncode != 0:  # say why, not only that the worker failed
+                sys.exit(f"{method} worker failed:\n{completed.stderr[-3000:]}")
+            runs.append(json.loads(completed.stdout.strip().splitlines()[-1]))
         results[method] = min(runs, key=lambda run: run["seconds"])
 
-    print(f"N = {args.n}, width = {args.width}, k = {args.k}, block = {args.block_size}")
+    n, width = results[next(iter(results))].get("shape", (args.n, args.width))  # --embeddings: the file's
+    print(f"N = {n}, width = {width}, k = {args.k}, block = {args.block_size}")
     print(f"{'method':8s} {'seconds':>9s} {'CPU s':>9s} {'peak MB':>9s} {'data MB':>9s}")
     for method, run in results.items():
         print(f"{method:8s} {run['seconds']:9.2f} {run['cpu_seconds']:9.2f} {run['peak_mb']:9.0f} "
