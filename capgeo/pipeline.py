@@ -64,7 +64,12 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
 
     options = profile.get("options") or {}
     sizes = [entry["batch_size"] for entry in profile.get("batches") or []]
-    if not sizes or sizes[0] < MIN_GAMMA_BATCH_SIZE:
+    if not sizes and (profile.get("truncation") or {}).get("batch_size"):  # a `capgeo truncation` result
+        sizes = [int(profile["truncation"]["batch_size"])]
+    if not sizes:
+        return ("Gamma diagnostics: left out, the profile has no in-batch section to take a batch size from "
+                "(docs/gamma.md).")
+    if sizes[0] < MIN_GAMMA_BATCH_SIZE:
         # never headline an extra batch size: without the headline there is no gamma to show
         return f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0] if sizes else 0)} (docs/gamma.md)."
     profile["gamma"] = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
@@ -81,35 +86,47 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
 
 def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
                   use_cache: bool = True, progress: bool | None = None, load_options: dict | None = None,
-                  train_embeddings=None, **leak_options) -> dict:
+                  train_embeddings=None, max_tokens: int | None = None, on_skipped=None, **leak_options) -> dict:
     """Load (format detected) and embed a training set and evaluation sets with one encoder,
     and find the evaluation captions with a training twin (`capgeo leak`, docs/leak.md).
 
     ``train`` and each of ``evals`` are a CaptionSet or a path; ``load_options`` go to
     ``load_captions`` for paths; ``leak_options`` to ``leak_section``
-    (threshold, top, block_size). ``train_embeddings``: the training set's, when already computed."""
+    (threshold, top, block_size). ``train_embeddings``: the training set's, when already computed
+    (then cut at ``max_tokens`` as the evaluation sets will be). ``on_skipped``: called with each
+    Skipped (rows left out while reading a set)."""
     from capgeo.encoders import embed
     from capgeo.errors import EncoderError
     from capgeo.findings.leak import leak_section
 
-    def loaded(source):
-        if isinstance(source, (str, Path)):
-            from capgeo.captions import load_captions
+    def loaded(source, role: str):
+        if not isinstance(source, (str, Path)):
+            return source
+        from capgeo.captions import load_captions
+        from capgeo.errors import DataError
 
-            return load_captions(source, **(load_options or {}))
-        return source
+        try:
+            captions = load_captions(source, **(load_options or {}))
+        except DataError as error:
+            # say which set, and that the column options the message may name are not leak's
+            advice = ("; the sets are read by detection, without column options: name the caption column "
+                      "`caption` or `text`" if "--text-column" in str(error) else "")
+            raise DataError(f"{role} {error}{advice}") from error
+        for skipped in captions.skipped if on_skipped else ():
+            on_skipped(skipped)
+        return captions
 
     def embedded(captions, role: str):
         # the spec, not a loaded model, goes to embed: a set found in the cache loads no model
         try:
             return embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                         progress=progress)
+                         max_tokens=max_tokens, progress=progress)
         except EncoderError as error:
             # one encoder embeds every set: say which set it failed on (vectors:FILE fits one set at most)
             raise EncoderError(f"{role} {captions.source}: {error}") from error
 
-    train = loaded(train)
-    eval_sets = [loaded(source) for source in evals]
+    train = loaded(train, "TRAIN")
+    eval_sets = [loaded(source, "EVAL") for source in evals]
     # a vectors file, once checked, embeds every set as it is: not read again for each
     encoder = _one_vector_file_for_different_sets(encoder, train, eval_sets)
     train_vectors = embedded(train, "TRAIN") if train_embeddings is None else train_embeddings

@@ -138,7 +138,7 @@ def test_fill_missing_computes_only_the_missing_sections(coco, tmp_path):
     with pytest.raises(CapgeoError, match="does not hold the captions"):
         fill_missing(ReportInput(changed))
     changed["dataset"]["source"] = str(tmp_path / "gone.json")
-    with pytest.raises(CapgeoError, match="not on this machine"):
+    with pytest.raises(CapgeoError, match="is not found"):
         fill_missing(ReportInput(changed))
 
 

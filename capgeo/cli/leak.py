@@ -12,6 +12,7 @@ from capgeo.cli.options import (
     encoder_options,
     json_option,
     refuse_path_clashes,
+    warn_skipped,
     writable_output,
 )
 from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
@@ -46,7 +47,7 @@ def leak(train, evals, threshold, top, block_size, output, json_out, **options):
     check_options_before_encoding(needs_negatives=False)
     result = leak_datasets(train, evals, options["encoder"], device=options["device"],
                            cache_dir=options["cache_dir"], use_cache=not options["no_cache"],
-                           threshold=threshold, top=top, block_size=block_size)
+                           threshold=threshold, top=top, block_size=block_size, on_skipped=warn_skipped)
     if output is not None:
         write_id_list(result["train_ids_to_drop"], output)
         click.echo(f"Wrote {output} ({len(result['train_ids_to_drop']):,} training ids)", err=True)

@@ -157,7 +157,14 @@ def _render_pairs(section: dict, console) -> None:
 
     pairs = section["truncation_only_pairs"]
     if not pairs:
-        console.print(f"No pair is a near-duplicate (cosine >= {section['threshold']:g}) only because of truncation.")
+        counted = sum((entry.get("near_duplicates") or {}).get("n_truncation_only") or 0
+                      for entry in section["per_length"])
+        if counted:  # --top 0: counted in the table above, none listed
+            console.print(f"{counted:,} truncation-only near-duplicate pairs are counted above; none listed "
+                          f"(--top {section['max_listed']}).")
+        else:
+            console.print(f"No pair is a near-duplicate (cosine >= {section['threshold']:g}) only because of "
+                          "truncation.")
         return
     console.print(Text.assemble(
         ("Near-duplicates only because of truncation", "bold"),

@@ -74,6 +74,14 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
         for row in below:
             best_train[row] = first_exact[int(row)]
             best_cosine[row] = float(np.dot(_unit(eval_vectors[row]), _unit(train_vectors[best_train[row]])))
+    # the cosines shown, and their order, in float64 from the vectors: the float32 tile products
+    # differ in the last bits with the tile size (and exceed 1 for copies)
+    if leaked.size:
+        queries = np.asarray(eval_vectors[leaked], dtype=np.float64)
+        twins = np.asarray(train_vectors[best_train[leaked]], dtype=np.float64)
+        rescored = np.einsum("ij,ij->i", queries, twins) / (
+            np.linalg.norm(queries, axis=1) * np.linalg.norm(twins, axis=1))
+        best_cosine[leaked] = np.clip(rescored, -1.0, 1.0)
     order = leaked[np.lexsort((leaked, -best_cosine[leaked]))][:top]
     return {
         "source": str(eval_set.source),
@@ -111,6 +119,10 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
         if train_info is not None and info is not None and info.fingerprint != train_info.fingerprint:
             raise CapgeoError(f"{eval_set.source}: encoded with {info.spec!r}, the training set with "
                               f"{train_info.spec!r}; leakage needs one encoder for both")
+        cut = (getattr(train_embeddings, "max_tokens", None), getattr(eval_embeddings, "max_tokens", None))
+        if None not in cut and cut[0] != cut[1]:
+            raise CapgeoError(f"{eval_set.source}: embedded at {cut[1]} tokens, the training set at {cut[0]}; "
+                              "leakage compares captions cut to one length")
         sets.append(eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors,
                               threshold=threshold, top=top, block_size=block_size, device=device,
                               progress=progress))

@@ -129,8 +129,10 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
     if leak:
         from capgeo.pipeline import leak_datasets
 
+        # the evaluation sets cut to the training set's length: the same captions then compare alike
         profile["leak"] = leak_datasets(captions, leak, encoder, device=device, cache_dir=cache_dir,
-                                        use_cache=use_cache, progress=progress, train_embeddings=embeddings)
+                                        use_cache=use_cache, progress=progress, train_embeddings=embeddings,
+                                        max_tokens=max_tokens)
     return ReportInput(profile, notes)
 
 
@@ -168,10 +170,18 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     made_in = known((profile_section(profile, "provenance") or Provenance()).working_directory)
     source = _as_made(known(dataset.source), made_in)
     if not source or not Path(source).exists():
-        raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not on this machine; "
+        raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not found (moved or deleted?); "
                           "run `capgeo report DATA` instead")
     # the profile does not record --limit; it kept the first n_captions captions, so read as many
-    captions = load_captions(source, format=known(dataset.format) or "auto", limit=known(dataset.n_captions))
+    from capgeo.errors import DataError
+
+    try:
+        captions = load_captions(source, format=known(dataset.format) or "auto", limit=known(dataset.n_captions))
+    except DataError as error:
+        made_with = known((profile_section(profile, "provenance") or Provenance()).command)
+        raise CapgeoError(f"--fill-missing: {source} cannot be read as the profile read it ({error}); a profile does "
+                          f"not record column options such as --text-column: run `capgeo report DATA` with the "
+                          f"options it was made with" + (f" ({made_with})" if made_with else "")) from None
     if dataset.texts_digest and captions.texts_digest() != dataset.texts_digest:
         raise CapgeoError(f"--fill-missing: {source} does not hold the captions the profile was made from "
                           "(texts digest differs: the file changed, or the profile used --split); "
@@ -182,14 +192,19 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
     embeddings = embed(captions, _encoder_as_made(known(encoder.spec), made_in), device=device, cache_dir=cache_dir,
                        use_cache=use_cache, max_tokens=max_tokens, progress=progress)
+    made_by, now = known(encoder.fingerprint), embeddings.info.fingerprint
+    if made_by and now and made_by != now:  # the checkpoint or vectors file was replaced since
+        raise CapgeoError(f"--fill-missing: the encoder {known(encoder.spec)!r} is not the one the profile was made "
+                          f"with (fingerprint {now[:12]}, the profile's {made_by[:12]}: its file changed); run "
+                          "`capgeo report DATA` instead")
     notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
     return ReportInput(profile, notes)
 
 
 def _as_made(path: str | None, made_in: str | None) -> str | None:
-    """``path`` as the profile's command saw it: a relative path not found from here is taken
-    from the folder that command ran in."""
-    if not path or Path(path).exists() or Path(path).is_absolute() or not made_in:
+    """``path`` as the profile's command saw it: a relative path is taken from the folder that command
+    ran in (a file of the same name here is another file), else from here."""
+    if not path or Path(path).is_absolute() or not made_in:
         return path
     there = Path(made_in) / path
     return str(there) if there.exists() else path
@@ -298,12 +313,20 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
                                         dupes=dupes, gamma=gamma)
     else:
         captions = _load_dataset(source, load_options, on_skipped)
+        # what --truncation and --leak need is checked before the profile is computed, not after
+        if truncation and encoder is not None and _spec_kind(encoder) == "precomputed":
+            raise CapgeoError(f"--truncation: {encoder} is precomputed vectors, which have no tokenizer and cannot "
+                              "be re-encoded at other lengths")
+        eval_sets = [_load_dataset(path, {}, on_skipped, role="--leak EVAL") for path in leak]
         if before_encoding:
             before_encoding(captions)
         report_input = report_dataset(
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens,
             batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=dupes, gamma=gamma,
-            truncation=truncation, leak=leak, command=command)
+            truncation=truncation, leak=eval_sets, command=command)
+        if fill_missing_sections:
+            report_input.notes.append("--fill-missing completes saved profiles; DATA is a dataset, so every section "
+                                      "was computed anyway")
     with _drawing_saved_profiles([source] if saved_profile else []):
         saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
         if saved is not None and on_saved is not None:
@@ -399,10 +422,27 @@ def _checked_encoders(specs, datasets, *, device: str | None, cache_dir: str | N
     return checked
 
 
-def _load_dataset(source, load_options: dict, on_skipped: Callable | None):
-    from capgeo.captions import load_captions
+def _spec_kind(spec: str) -> str | None:
+    from capgeo.encoders.registry import spec_kind
 
-    captions = load_captions(source, **load_options)
+    try:
+        return spec_kind(spec)[0]
+    except CapgeoError:
+        return None  # the encoder's own error comes when it is loaded
+
+
+def _load_dataset(source, load_options: dict, on_skipped: Callable | None, role: str | None = None):
+    from capgeo.captions import load_captions
+    from capgeo.errors import DataError
+
+    try:
+        captions = load_captions(source, **load_options)
+    except DataError as error:
+        if role is None:
+            raise
+        advice = ("; it is read by detection, without column options: name the caption column `caption` or "
+                  "`text`" if "--text-column" in str(error) else "")
+        raise DataError(f"{role} {error}{advice}") from error
     for skipped in captions.skipped if on_skipped else ():
         on_skipped(skipped)
     return captions
