@@ -46,8 +46,11 @@ def main() -> None:
     ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
     cluster.wait_for_nodes()
     rows = []
-    # one-off costs (importing torch, the first tile) out of the first block's local time
-    scan_pairs(vectors[:256], groups[:256], block_size=128, device=args.device, progress=False)
+    # one-off costs out of the first block's times: importing torch and the first tile here, and
+    # Ray's worker start-up (each worker imports torch and capgeo once) on the cluster
+    scan_pairs(vectors[:2048], groups[:2048], block_size=128, device=args.device, progress=False)
+    with ray_session(cluster.address):
+        scan_pairs(vectors[:2048], groups[:2048], block_size=128, device=args.device, progress=False)
     try:
         for block in args.blocks:
             started = time.perf_counter()
