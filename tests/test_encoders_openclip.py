@@ -282,7 +282,11 @@ def test_hugging_face_text_tower_is_tokenised_at_its_configured_context(tmp_path
     hf_model.eval()
     torch.save(hf_model.state_dict(), tmp_path / "hf.pt")
     texts = captions + ["dog " * 120]  # longer than 77 tokens
+    try:
+        reference_tokens = HFTokenizer(bert, context_length=77)(texts)
+    except AttributeError as error:  # open_clip's own tokenizer against a transformers it predates
+        pytest.skip(f"open_clip {open_clip.__version__}'s HFTokenizer does not run with this transformers: {error}")
     encoder = load_open_clip_encoder(f"{tmp_path / 'hf.json'}@{tmp_path / 'hf.pt'}", device="cpu")
     assert encoder.info.context_length == 77
-    expected = reference_embeddings(hf_model, HFTokenizer(bert, context_length=77)(texts))
+    expected = reference_embeddings(hf_model, reference_tokens)
     assert np.abs(encoder.encode(texts) - expected).max() < 1e-5
