@@ -84,6 +84,26 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
     return None
 
 
+def load_set(source, load_options: dict, on_skipped=None, role: str | None = None):
+    """Load one caption set, each Skipped (rows left out) passed to ``on_skipped``. ``role``: the set's
+    name in a command that reads several by detection (TRAIN, EVAL, --leak EVAL), put before its errors,
+    which then do not send the user to column options such a set cannot take."""
+    from capgeo.captions import load_captions
+    from capgeo.errors import DataError
+
+    try:
+        captions = load_captions(source, **load_options)
+    except DataError as error:
+        if role is None:
+            raise
+        advice = ("; it is read by detection, without column options: name the caption column `caption` or "
+                  "`text`" if "--text-column" in str(error) else "")
+        raise DataError(f"{role} {error}{advice}") from error
+    for skipped in captions.skipped if on_skipped else ():
+        on_skipped(skipped)
+    return captions
+
+
 def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
                   use_cache: bool = True, progress: bool | None = None, load_options: dict | None = None,
                   train_embeddings=None, max_tokens: int | None = None, on_skipped=None, **leak_options) -> dict:
@@ -100,21 +120,7 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
     from capgeo.findings.leak import leak_section
 
     def loaded(source, role: str):
-        if not isinstance(source, (str, Path)):
-            return source
-        from capgeo.captions import load_captions
-        from capgeo.errors import DataError
-
-        try:
-            captions = load_captions(source, **(load_options or {}))
-        except DataError as error:
-            # say which set, and that the column options the message may name are not leak's
-            advice = ("; the sets are read by detection, without column options: name the caption column "
-                      "`caption` or `text`" if "--text-column" in str(error) else "")
-            raise DataError(f"{role} {error}{advice}") from error
-        for skipped in captions.skipped if on_skipped else ():
-            on_skipped(skipped)
-        return captions
+        return load_set(source, load_options or {}, on_skipped, role) if isinstance(source, (str, Path)) else source
 
     def embedded(captions, role: str):
         # the spec, not a loaded model, goes to embed: a set found in the cache loads no model

@@ -432,17 +432,6 @@ def _spec_kind(spec: str) -> str | None:
 
 
 def _load_dataset(source, load_options: dict, on_skipped: Callable | None, role: str | None = None):
-    from capgeo.captions import load_captions
-    from capgeo.errors import DataError
+    from capgeo.pipeline import load_set
 
-    try:
-        captions = load_captions(source, **load_options)
-    except DataError as error:
-        if role is None:
-            raise
-        advice = ("; it is read by detection, without column options: name the caption column `caption` or "
-                  "`text`" if "--text-column" in str(error) else "")
-        raise DataError(f"{role} {error}{advice}") from error
-    for skipped in captions.skipped if on_skipped else ():
-        on_skipped(skipped)
-    return captions
+    return load_set(source, load_options, on_skipped, role)
