@@ -172,3 +172,15 @@ def test_truncation_with_top_0_says_pairs_were_counted_not_that_there_are_none()
                "per_length": [{"near_duplicates": {"n_truncation_only": 14}}, {"near_duplicates": {}}]}
     _render_pairs(section, console)
     assert "14 truncation-only near-duplicate pairs are counted above; none listed" in console.export_text()
+
+
+def test_leak_terminal_names_the_drop_list_it_wrote_and_says_nothing_of_dropping_for_no_leak(sets_with_vectors,
+                                                                                            tmp_path):
+    train, evals, encoder = sets_with_vectors
+    out = tmp_path / "drop.txt"
+    with_file = run("leak", train, evals, "--encoder", encoder, "--threshold", "0.999", "-o", out)
+    assert with_file.exit_code == 0, with_file.output
+    assert f"their ids are in {out}" in " ".join(with_file.stdout.split()) and "-o FILE" not in with_file.stdout
+    assert "removes it" not in with_file.stdout  # nothing leaked at 0.999: nothing to remove
+    without = run("leak", train, evals, "--encoder", encoder)
+    assert "-o FILE writes their ids" in without.stdout

@@ -51,10 +51,10 @@ def leak(train, evals, threshold, top, block_size, output, json_out, **options):
     if output is not None:
         write_id_list(result["train_ids_to_drop"], output)
         click.echo(f"Wrote {output} ({len(result['train_ids_to_drop']):,} training ids)", err=True)
-    emit(result, json_out, print_leak)
+    emit(result, json_out, lambda shown: print_leak(shown, written_to=output))
 
 
-def print_leak(result: dict) -> None:
+def print_leak(result: dict, written_to: str | None = None) -> None:
     from rich.markup import escape
     from rich.text import Text
 
@@ -68,8 +68,9 @@ def print_leak(result: dict) -> None:
     for entry in result["evals"]:
         console.print()
         console.print(f"[bold]{escape(entry['source'])}[/bold]: {entry['n_leaked']:,} of {entry['n_captions']:,} eval "
-                      f"captions ({entry['share_leaked']:.1%}) have a training twin ({entry['n_exact']:,} exact); "
-                      f"dropping {entry['n_train_twins']:,} training captions removes it")
+                      f"captions ({entry['share_leaked']:.1%}) have a training twin ({entry['n_exact']:,} exact)"
+                      + (f"; dropping {entry['n_train_twins']:,} training captions removes it" if entry["n_leaked"]
+                         else ""))
         for rank, pair in enumerate(entry["pairs"], start=1):
             flag = "  [bold red]EXACT DUPLICATE[/]" if pair["exact_duplicate"] else ""
             console.print(f"  [bold]#{rank}[/bold]  cosine {pair['cosine']:.4f}  jaccard {pair['jaccard']:.2f}{flag}")
@@ -77,5 +78,6 @@ def print_leak(result: dict) -> None:
                 console.print(Text.assemble(f"    {side:<6}", (pair[f"{side}_id"], "cyan"), "  ",
                                             highlighted(pair[f"{side}_text"], pair[f"spans_{side}"])))
     console.print()
-    console.print(f"[bold]{len(result['train_ids_to_drop']):,} training captions to drop[/bold] "
-                  "(-o FILE writes their ids)")
+    where = (f"their ids are in {escape(str(written_to))}" if written_to is not None
+             else "-o FILE writes their ids")
+    console.print(f"[bold]{len(result['train_ids_to_drop']):,} training captions to drop[/bold] ({where})")
