@@ -1,6 +1,5 @@
 """`python -m capgeo` and the `capgeo` script: the command line, with Ctrl-C during start-up handled."""
 
-import errno
 import os
 import sys
 
@@ -9,7 +8,7 @@ def run() -> None:
     # the imports take a moment (click, the command's module): Ctrl-C there is the user's too,
     # and ends like Ctrl-C anywhere else, not with a traceback from inside an import
     try:
-        from capgeo.cli import main
+        from capgeo.cli import main, output_write_failure
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         sys.exit(130)
@@ -17,10 +16,11 @@ def run() -> None:
         main()
     except OSError as error:
         # the commands turn a failed write into one line themselves; --help and --version are printed
-        # by click before any command runs (> /dev/full, a full disk)
-        if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+        # by click before any command runs
+        line = output_write_failure(error)
+        if line is None:
             raise
-        sys.stderr.write(f"Error: cannot write the output: {error.strerror}\n")
+        sys.stderr.write(line + "\n")
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to flush at exit
         sys.exit(2)
 

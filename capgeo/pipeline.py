@@ -71,7 +71,7 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
                 "(docs/gamma.md).")
     if sizes[0] < MIN_GAMMA_BATCH_SIZE:
         # never headline an extra batch size: without the headline there is no gamma to show
-        return f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0] if sizes else 0)} (docs/gamma.md)."
+        return f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0])} (docs/gamma.md)."
     profile["gamma"] = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
                                      batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
                                      n_batches=options.get("n_batches", DEFAULT_N_BATCHES), seed=options.get("seed", 0),

@@ -68,12 +68,20 @@ class LazyGroup(click.Group):
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(1)
         except OSError as error:
-            # the files capgeo writes turn these into one line themselves (capgeo._atomic): what is left
-            # is standard output, on a full disk (> /dev/full) or a broken device
-            if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            line = output_write_failure(error)
+            if line is None:
                 raise
-            click.echo(f"Error: cannot write the output: {error.strerror}", err=True)
+            click.echo(line, err=True)
             ctx.exit(2)
+
+
+def output_write_failure(error: OSError) -> str | None:
+    """The one line for an OSError met writing standard output (a full disk, > /dev/full, a broken
+    device), or None for any other. The files capgeo writes turn these into one line themselves
+    (capgeo._atomic): what reaches here is standard output."""
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+        return None
+    return f"Error: cannot write the output: {error.strerror}"
 
 
 def _replace_what_the_terminal_cannot_encode() -> None:

@@ -652,14 +652,14 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, colu
         return
     if output is None:
         buffer = getattr(stream, "buffer", None)
-        if buffer is not None and (getattr(stream, "encoding", "") or "").lower().replace("-", "") != "utf8":
-            # rows are data, UTF-8 as in a file: a terminal encoding that cannot hold a caption would turn
-            # its characters into "?" (two ids into one) rather than fail
-            stream.flush()
-            buffer.write(text.encode("utf-8"))
-            buffer.flush()
+        if buffer is None:
+            stream.write(text)
             return
-        stream.write(text)
+        # rows are data, UTF-8 as in a file, whatever the terminal's encoding: one that cannot hold a
+        # caption would turn its characters into "?" (two ids into one) rather than fail
+        stream.flush()
+        buffer.write(text.encode("utf-8"))
+        buffer.flush()
         return
     with atomic_open(output) as handle:
         handle.write(text)

@@ -73,9 +73,8 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
         first_exact = {int(e): int(t) for e, t in zip(exact_eval[::-1], exact_train[::-1])}
         for row in below:
             best_train[row] = first_exact[int(row)]
-            best_cosine[row] = float(np.dot(_unit(eval_vectors[row]), _unit(train_vectors[best_train[row]])))
-    # the cosines shown, and their order, in float64 from the vectors: the float32 tile products
-    # differ in the last bits with the tile size (and exceed 1 for copies)
+    # the cosines shown (those of the exact twins above too), and their order, in float64 from the
+    # vectors: the float32 tile products differ in the last bits with the tile size (and exceed 1 for copies)
     if leaked.size:
         queries = np.asarray(eval_vectors[leaked], dtype=np.float64)
         twins = np.asarray(train_vectors[best_train[leaked]], dtype=np.float64)
@@ -95,11 +94,6 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
         "train_ids_to_drop": [train.ids[row] for row in drop],
         "pairs": [twin_row(train, eval_set, int(best_train[row]), int(row), best_cosine[row]) for row in order],
     }
-
-
-def _unit(vector) -> np.ndarray:
-    vector = np.asarray(vector, dtype=np.float64)
-    return vector / np.linalg.norm(vector)
 
 
 def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP,

@@ -58,7 +58,7 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     vectors = vectors / row_norms(vectors)
     codes = np.asarray(group_codes)
     n = vectors.shape[0]
-    smallest_group = int(np.bincount(np.unique(codes, return_inverse=True)[1].ravel()).min())
+    smallest_group = int(np.unique(codes, return_counts=True)[1].min())
     k = max(1, min(k, n - smallest_group))
     scan = scan_pairs(vectors, codes, top_k=max(1, min(k + SCAN_SLACK, n - 1)), block_size=block_size,
                       histograms=False, progress=progress, device=device)
@@ -155,7 +155,7 @@ def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, m
     check_output_paths({"DATA": getattr(captions, "source", None)}, {"output": output})
     index, cosine = hard_negatives(embeddings.vectors, captions.group_codes, k=k, min_cosine=min_cosine,
                                    max_cosine=max_cosine, block_size=block_size, progress=progress, device=device)
-    k = index.shape[1]  # capped at N - 1
+    k = index.shape[1]  # as hard_negatives capped it
     rows = negative_rows(captions, index, cosine)
     schema = {"anchor_id": pl.String, "anchor_group": pl.String, "anchor_text": pl.String,
               "negative_ids": pl.List(pl.String), "negative_groups": pl.List(pl.String),

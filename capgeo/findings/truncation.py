@@ -93,11 +93,25 @@ def resolve_lengths(lengths: Sequence[int] | None, info) -> list[int]:
 
 def check_encoder(encoder) -> None:
     """Precomputed vectors cannot be re-cut: they have no tokenizer and no model."""
-    info = encoder.info
-    if info.kind == "precomputed":
-        raise EncoderError(f"{info.spec}: precomputed vectors have no tokenizer and cannot be re-encoded at "
-                           "other lengths; pass an encoder to run (--encoder, e.g. ViT-L-14/openai or the "
-                           "default all-MiniLM-L6-v2)")
+    if encoder.info.kind == "precomputed":
+        raise _cannot_recut(encoder.info.spec)
+
+
+def check_encoder_spec(spec: str | None) -> None:
+    """:func:`check_encoder` from the spec alone, before anything is loaded or encoded."""
+    from capgeo.encoders.registry import spec_kind
+
+    try:
+        kind = spec_kind(spec)[0]
+    except EncoderError:
+        return  # the encoder's own error comes when it is loaded
+    if kind == "precomputed":
+        raise _cannot_recut(spec)
+
+
+def _cannot_recut(spec: str) -> EncoderError:
+    return EncoderError(f"{spec}: precomputed vectors have no tokenizer and cannot be re-encoded at other lengths; "
+                        "pass an encoder to run (--encoder, e.g. ViT-L-14/openai or the default all-MiniLM-L6-v2)")
 
 
 # --------------------------------------------------------------------------- embedding

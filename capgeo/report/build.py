@@ -23,6 +23,7 @@ from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
 from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Provenance, known, profile_section
 from capgeo.paths import check_output_paths, encoder_input_file, result_schema
+from capgeo.pipeline import load_set
 
 #: Extra row the report adds when the caller gives no batch size: the paper's micro-batch. The
 #: headline is the policy's (capgeo.geometry.batch_size: 128, the paper's effective batch).
@@ -165,20 +166,20 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
         return report_input
     from capgeo.captions import load_captions
     from capgeo.encoders import embed
+    from capgeo.errors import DataError
 
     dataset = profile_section(profile, "dataset") or Dataset()
-    made_in = known((profile_section(profile, "provenance") or Provenance()).working_directory)
+    provenance = profile_section(profile, "provenance") or Provenance()
+    made_in = known(provenance.working_directory)
     source = _as_made(known(dataset.source), made_in)
     if not source or not Path(source).exists():
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not found (moved or deleted?); "
                           "run `capgeo report DATA` instead")
     # the profile does not record --limit; it kept the first n_captions captions, so read as many
-    from capgeo.errors import DataError
-
     try:
         captions = load_captions(source, format=known(dataset.format) or "auto", limit=known(dataset.n_captions))
     except DataError as error:
-        made_with = known((profile_section(profile, "provenance") or Provenance()).command)
+        made_with = known(provenance.command)
         raise CapgeoError(f"--fill-missing: {source} cannot be read as the profile read it ({error}); a profile does "
                           f"not record column options such as --text-column: run `capgeo report DATA` with the "
                           f"options it was made with" + (f" ({made_with})" if made_with else "")) from None
@@ -312,12 +313,13 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
             report_input = fill_missing(report_input, device=device, cache_dir=cache_dir, use_cache=use_cache,
                                         dupes=dupes, gamma=gamma)
     else:
-        captions = _load_dataset(source, load_options, on_skipped)
+        captions = load_set(source, load_options, on_skipped)
         # what --truncation and --leak need is checked before the profile is computed, not after
-        if truncation and encoder is not None and _spec_kind(encoder) == "precomputed":
-            raise CapgeoError(f"--truncation: {encoder} is precomputed vectors, which have no tokenizer and cannot "
-                              "be re-encoded at other lengths")
-        eval_sets = [_load_dataset(path, {}, on_skipped, role="--leak EVAL") for path in leak]
+        if truncation:
+            from capgeo.findings.truncation import check_encoder_spec
+
+            check_encoder_spec(encoder)
+        eval_sets = [load_set(path, {}, on_skipped, role="--leak EVAL") for path in leak]
         if before_encoding:
             before_encoding(captions)
         report_input = report_dataset(
@@ -375,7 +377,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
             loaded.append(load_saved_profile(source).profile)
             saved_profiles.append(source)
             continue
-        captions = _load_dataset(source, {"limit": limit}, on_skipped)
+        captions = load_set(source, {"limit": limit}, on_skipped)
         if before_encoding:
             before_encoding(captions)
         loaded.append(captions)
@@ -421,17 +423,3 @@ def _checked_encoders(specs, datasets, *, device: str | None, cache_dir: str | N
             checked.append(spec)
     return checked
 
-
-def _spec_kind(spec: str) -> str | None:
-    from capgeo.encoders.registry import spec_kind
-
-    try:
-        return spec_kind(spec)[0]
-    except CapgeoError:
-        return None  # the encoder's own error comes when it is loaded
-
-
-def _load_dataset(source, load_options: dict, on_skipped: Callable | None, role: str | None = None):
-    from capgeo.pipeline import load_set
-
-    return load_set(source, load_options, on_skipped, role)
