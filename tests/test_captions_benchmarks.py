@@ -200,7 +200,24 @@ def test_dci_folder_with_summaries_and_splits(tmp_path):
     assert "A dog." not in captions.texts  # mask-region summaries are not captions of the image
     assert captions.table["split"].to_list() == ["train"] * 3 + ["test"] + ["train"] * 2
     assert load_captions(complete).ids == captions.ids  # the complete/ folder itself
-    assert load_captions(tmp_path, split="test").texts == ["A long description of a street."]
+    # the short caption opens the description, as DCI's own get_extended_caption joins them
+    assert load_captions(tmp_path, split="test").texts == ["A short one.\nA long description of a street."]
+
+
+@pytest.mark.parametrize(("short", "extra", "expected"), [
+    ("A red bicycle.", "The wall is brick.", "A red bicycle.\nThe wall is brick."),
+    ("A red bicycle.", "", "A red bicycle."),
+    ("", "The wall is brick.", "The wall is brick."),
+    (None, "The wall is brick.", "The wall is brick."),
+])
+def test_dci_description_joins_short_and_extra_caption(tmp_path, short, extra, expected):
+    entry = _dci_entry("sa_1", extra)
+    if short is None:
+        del entry["short_caption"]
+    else:
+        entry["short_caption"] = short
+    _write_json(tmp_path / "sa_1.json", entry)
+    assert load_captions(tmp_path).texts == [expected]
 
 
 def test_dci_json_list(tmp_path):

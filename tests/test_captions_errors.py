@@ -187,9 +187,9 @@ def test_csv_rows_are_named_by_their_line_after_multiline_captions_and_blank_lin
     captions = load_captions(_file(tmp_path, "caps.csv", body))
     assert captions.texts == ["one\ntwo\nthree", "fine", "ok"]
     assert [item.examples for item in captions.skipped] == [("line 7",)]
-    # without an id or group column the ids are the line numbers (a row's last line, as the csv module counts)
+    # without an id or group column the ids are the line numbers (the line a row starts on)
     captions = load_captions(_file(tmp_path, "plain.csv", 'caption\n"one\ntwo"\n\nfine\n'))
-    assert captions.ids == ["3", "5"]
+    assert captions.ids == ["2", "5"]
 
 
 def test_csv_first_problem_in_file_order_is_reported(tmp_path):

@@ -7,10 +7,11 @@ What each reader takes from its files is documented in docs/formats.md.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path, PurePosixPath
 
-from capgeo.captions.clean import RawCaptions
+from capgeo.captions.clean import RawCaptions, row_groups
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.sources import iter_json_lines, json_kind, parse_json, read_text
 from capgeo.errors import DataError
@@ -83,7 +84,7 @@ def read_urban1k(content: DatasetContent) -> RawCaptions:
     folder = content.path
     if (folder / "caption").is_dir():
         folder = folder / "caption"
-    text_files = [path for path in _visible_files(folder) if path.suffix.lower() == ".txt"]
+    text_files = [path for path in visible_files(folder) if path.suffix.lower() == ".txt"]
     # captions are N.txt; another text file (a README, notes) is not one, and is said to be left out
     files = [path for path in text_files if path.stem.isdecimal()]
     others = sorted(path.name for path in text_files if not path.stem.isdecimal())
@@ -101,9 +102,25 @@ def read_urban1k(content: DatasetContent) -> RawCaptions:
     )
 
 
-def _visible_files(folder: Path) -> list[Path]:
-    """The folder's files, without hidden ones (.DS_Store, macOS's ._N.txt resource forks)."""
-    return [path for path in folder.iterdir() if path.is_file() and not path.name.startswith(".")]
+#: files a folder dataset could be read from
+CAPTION_FILE_SUFFIXES = frozenset({".txt", ".text", ".json", ".jsonl", ".jsonlines", ".ndjson", ".csv", ".tsv", ".parquet"})
+
+
+def visible_files(folder: Path) -> list[Path]:
+    """The folder's files, without hidden ones (.DS_Store, macOS's ._N.txt resource forks).
+
+    A link to a missing file named like a caption file is an error: left out, its caption would
+    vanish without a word."""
+    files = []
+    for path in folder.iterdir():
+        if path.name.startswith("."):
+            continue
+        if path.is_file():
+            files.append(path)
+        elif path.is_symlink() and not path.exists() and path.suffix.lower() in CAPTION_FILE_SUFFIXES:
+            raise DataError(f"{path}: a symbolic link to a missing file ({os.readlink(path)}); "
+                            "restore its target or remove the link")
+    return files
 
 
 def read_coco(content: DatasetContent) -> RawCaptions:
@@ -115,15 +132,15 @@ def read_coco(content: DatasetContent) -> RawCaptions:
             f"{path}: COCO captions need an object with an 'annotations' list (and 'images'); found {json_kind(data)}"
         )
     file_names = {}
-    for image in data.get("images") or []:
+    for index, image in enumerate(data.get("images") or []):
         if isinstance(image, dict) and "id" in image:
-            file_names[image["id"]] = image.get("file_name")
+            file_names[_image_id(image["id"], path, f"images[{index}].id")] = image.get("file_name")
     annotations = data["annotations"]
     ids, groups, texts = [], [], []
     for index, annotation in enumerate(annotations):
         if not isinstance(annotation, dict):
             raise DataError(f"{path}: annotations[{index}]: expected an object, found {json_kind(annotation)}")
-        image_id = annotation.get("image_id")
+        image_id = _image_id(annotation.get("image_id"), path, f"annotations[{index}].image_id")
         ids.append(annotation.get("id"))
         groups.append(file_names.get(image_id) or image_id)
         texts.append(annotation.get("caption"))
@@ -133,6 +150,12 @@ def read_coco(content: DatasetContent) -> RawCaptions:
     )
 
 
+def _image_id(value, path: Path, place: str):
+    if isinstance(value, (dict, list)):
+        raise DataError(f"{path}: {place} is {json_kind(value)}; expected a number or text")
+    return value
+
+
 def read_karpathy(content: DatasetContent) -> RawCaptions:
     """Karpathy split files (dataset_coco.json, dataset_flickr30k.json): images[].sentences[].raw."""
     path = content.path
@@ -140,18 +163,20 @@ def read_karpathy(content: DatasetContent) -> RawCaptions:
     images = data.get("images") if isinstance(data, dict) else None
     if not isinstance(images, list):
         raise DataError(f"{path}: Karpathy layout needs an object with an 'images' list; found {json_kind(data)}")
+    image_groups = row_groups([_karpathy_group(image) for image in images],
+                              [f"images[{index}]" for index in range(len(images))])
     ids, groups, splits, texts, image_index, sentence_index = [], [], [], [], [], []
     for index, image in enumerate(images):
         if not isinstance(image, dict) or not isinstance(image.get("sentences"), list):
             raise DataError(f"{path}: images[{index}]: expected an object with a 'sentences' list")
         sentids = image.get("sentids") or []
-        group = image.get("filename") or image.get("cocoid") or image.get("imgid")
-        for k, sentence in enumerate(image["sentences"]):
+        # an image without sentences stays visible as one missing caption, skipped and counted
+        for k, sentence in enumerate(image["sentences"] or [{}]):
             if not isinstance(sentence, dict):
                 raise DataError(f"{path}: images[{index}].sentences[{k}]: expected an object, found {json_kind(sentence)}")
             sentid = sentence.get("sentid", sentids[k] if k < len(sentids) else None)
             ids.append(sentid)
-            groups.append(group)
+            groups.append(image_groups[index])
             splits.append(image.get("split"))
             texts.append(sentence.get("raw"))
             image_index.append(index)
@@ -164,20 +189,34 @@ def read_karpathy(content: DatasetContent) -> RawCaptions:
     )
 
 
+def _karpathy_group(image):
+    if not isinstance(image, dict):
+        return None
+    for key in ("filename", "cocoid", "imgid"):
+        if image.get(key) not in (None, ""):
+            return image[key]
+    return None
+
+
 def read_coco_list(content: DatasetContent) -> RawCaptions:
     """A JSON list of ``{"image_name", "captions": [...], "split"}``: one image, several captions."""
     path = content.path
     records = _list_of_objects(content, "a JSON list of {\"image_name\", \"captions\": [...]} objects")
+    # a record without an image name is still one image (named by its record number)
+    record_groups = row_groups([record.get("image_name") for record in records],
+                               [str(index + 1) for index in range(len(records))])
     groups, splits, texts, record_index, caption_index = [], [], [], [], []
     for index, record in enumerate(records):
         captions = record.get("captions")
-        if not isinstance(captions, list):
+        if captions is not None and not isinstance(captions, list):
             raise DataError(
                 f"{path}: record {index + 1}: expected 'captions' to be a list of strings; "
                 f"found {json_kind(captions)} (keys: {', '.join(record)})"
             )
-        for k, caption in enumerate(captions):
-            groups.append(record.get("image_name"))
+        # a null or empty list stays visible as one missing caption, skipped and counted, as the
+        # generic reader does, instead of the image vanishing without a word
+        for k, caption in enumerate(captions or [None]):
+            groups.append(record_groups[index])
             splits.append(record.get("split"))
             texts.append(caption)
             record_index.append(index)
@@ -238,7 +277,7 @@ def read_dci(content: DatasetContent) -> RawCaptions:
     root = folder
     if (folder / "complete").is_dir():
         folder = folder / "complete"
-    files = sorted(path for path in _visible_files(folder) if path.suffix.lower() == ".json")
+    files = sorted(path for path in visible_files(folder) if path.suffix.lower() == ".json")
     if not files:
         found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
         raise DataError(f"{folder}: expected DCI annotation files <image>.json; found: {found}")
@@ -254,7 +293,7 @@ def read_dci(content: DatasetContent) -> RawCaptions:
         fields = fields or list(data)
         split = split_of.get(file.name, split_of.get(file.stem))
         ids.append(file.stem)
-        texts.append(data["extra_caption"])
+        texts.append(_dci_description(data))
         places.append(f"file {file.name}")
         for k, summary in enumerate(_image_summaries(data.get("summaries"), file)):
             ids.append(f"{file.stem}#summary-{k}")
@@ -266,6 +305,16 @@ def read_dci(content: DatasetContent) -> RawCaptions:
         source=folder, format="dci", texts=texts, where=lambda row: places[row],
         ids=ids, groups=groups, splits=splits if split_of else None, fields=fields,
     )
+
+
+def _dci_description(data: dict):
+    """The whole image's human description as DCI's own loader builds it (``get_extended_caption``):
+    ``short_caption``, a newline, then ``extra_caption``, which continues it ("additional description
+    not captured elsewhere"); leaving the short caption out lost each description's first sentence."""
+    short, extra = data.get("short_caption"), data["extra_caption"]
+    if isinstance(short, str) and short.strip() and isinstance(extra, str):
+        return f"{short}\n{extra}" if extra.strip() else short
+    return extra
 
 
 def _image_summaries(summaries, file: Path) -> list:

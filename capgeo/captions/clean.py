@@ -96,7 +96,7 @@ def _checked_caption_set(raw: RawCaptions, *, split: str | None, limit: int | No
     ids = _caption_ids(raw)
     _check_unique(ids, raw)
     groups = _group_ids(raw.groups, ids, raw)
-    splits = [None if value is None else str(value) for value in raw.splits] if raw.splits is not None else None
+    splits = [_split_name(value) for value in raw.splits] if raw.splits is not None else None
 
     rows = range(n_rows)
     if split is not None:
@@ -195,8 +195,9 @@ def _key(value, raw: RawCaptions, row: int, name: str) -> str | None:
             return None
         return str(int(value)) if value.is_integer() else repr(value)
     if isinstance(value, (dict, list, tuple)):
+        advice = f" (name another column with --{name}-column)" if raw.format in GENERIC_FORMATS else ""
         raise DataError(f"{raw.source}: {raw.where(row)}: the {name} is {json_kind(value)}; expected text or a "
-                        f"number (name another column with --{name}-column)")
+                        f"number{advice}")
     return str(value)
 
 
@@ -216,7 +217,8 @@ def _check_unique(ids: list[str], raw: RawCaptions) -> None:
         if earlier != row:
             raise DataError(
                 f"{raw.source}: duplicate caption id {caption_id!r} at {raw.where(earlier)} and {raw.where(row)}; "
-                "caption ids must be unique (fix the file, or pass --id-column with a unique column)"
+                "caption ids must be unique (fix the file"
+                + (", or pass --id-column with a unique column)" if raw.format in GENERIC_FORMATS else ")")
             )
 
 
@@ -231,6 +233,42 @@ def _group_ids(groups: list | None, ids: list[str], raw: RawCaptions) -> list[st
     # silently make the two captions positives of one image
     given = {key for key in keys if key is not None}
     return [_distinct(caption_id, given, " (no group)") if key is None else key for key, caption_id in zip(keys, ids)]
+
+
+def row_groups(groups: Sequence | None, numbers: Sequence[str]) -> list:
+    """The group of each row of a list-of-captions file, whose captions all describe that row's image.
+
+    A row without a group (null, empty, NaN) is still one image: its number names it, made
+    distinct from the groups other rows give (" (no group)" added where it would clash), instead
+    of each of its captions becoming an image of its own, which counted them as negatives of
+    one another."""
+    if groups is None:
+        return list(numbers)
+    missing = [_is_missing(value) for value in groups]
+    if not any(missing):
+        return list(groups)
+    taken = {_as_text(value) for value, absent in zip(groups, missing) if not absent}
+    return [_distinct(number, taken, " (no group)") if absent else value
+            for value, absent, number in zip(groups, missing, numbers)]
+
+
+def _is_missing(value) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+def _as_text(value) -> str:
+    # how _key will write a given group, so a made name never equals one
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+
+
+def _split_name(value) -> str | None:
+    """A blank split cell (an empty CSV cell, "", NaN) is no split, not a split named ""."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value)
+    return text if text.strip() else None
 
 
 def _rows_of_split(splits: list | None, split: str, raw: RawCaptions) -> list[int]:
@@ -259,8 +297,9 @@ def _clean_text(value, raw: RawCaptions, row: int) -> tuple[str, str | None]:
         )
     if not isinstance(value, str):
         # JSON and Parquet say what type a field is: numbers in the text column mean it is the wrong column
+        advice = "; is the caption column the right one (--text-column)?" if raw.format in GENERIC_FORMATS else ""
         raise DataError(f"{raw.source}: {raw.where(row)}: caption should be text, found {type(value).__name__}: "
-                        f"{str(value)[:60]!r}; is the caption column the right one (--text-column)?")
+                        f"{str(value)[:60]!r}{advice}")
     text = value.strip()
     if not text:
         return "", "empty or whitespace-only caption"

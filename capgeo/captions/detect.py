@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from capgeo.captions.benchmarks import DOCCI_ID
+from capgeo.captions.benchmarks import CAPTION_FILE_SUFFIXES, DOCCI_ID, visible_files
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.sources import first_json_line, json_kind
 from capgeo.errors import DataError
@@ -39,9 +39,6 @@ def detect_format(content: DatasetContent, *, generic: bool = False) -> str:
     return found
 
 
-#: files a folder dataset could be read from; a folder of .txt files beside, say, a .jsonl is not
-#: an Urban-1K folder (its .jsonl would be silently ignored), so it must be told with --format
-CAPTION_FILE_SUFFIXES = frozenset({".txt", ".text", ".json", ".jsonl", ".jsonlines", ".ndjson", ".csv", ".tsv", ".parquet"})
 
 
 def _detect_folder(content: DatasetContent) -> str:
@@ -50,9 +47,10 @@ def _detect_folder(content: DatasetContent) -> str:
         return "urban1k"
     if (folder / "complete").is_dir():
         return "dci"
-    # caption files only (hidden files and others, such as a README or images, do not decide)
-    suffixes = {path.suffix.lower() for path in folder.iterdir()
-                if path.is_file() and not path.name.startswith(".")} & CAPTION_FILE_SUFFIXES
+    # caption files only (hidden files and others, such as a README or images, do not decide); a
+    # folder of .txt files beside, say, a .jsonl is not an Urban-1K folder (its .jsonl would be
+    # silently ignored), so it must be told with --format
+    suffixes = {path.suffix.lower() for path in visible_files(folder)} & CAPTION_FILE_SUFFIXES
     if suffixes == {".txt"}:
         return "urban1k"
     if suffixes == {".json"}:

@@ -22,10 +22,19 @@ def read_text(path: Path) -> str:
     return decode_utf8(data, path)
 
 
+#: leading bytes of compressed files, which fail as "not UTF-8" with advice that does not help
+COMPRESSED_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd",
+                    b"PK\x03\x04": "zip"}
+
+
 def decode_utf8(data: bytes, path: Path) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
+        for magic, kind in COMPRESSED_MAGIC.items():
+            if data.startswith(magic):
+                raise DataError(f"{path}: the file is {kind}-compressed; decompress it first "
+                                f"(capgeo reads uncompressed files)") from None
         line = data.count(b"\n", 0, error.start) + 1
         raise DataError(
             f"{path}: not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start} (line {line}); "
@@ -41,9 +50,19 @@ def parse_json(text: str, path: Path):
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise DataError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
+        hint = ""
+        if error.msg == "Extra data" and error.lineno > 1 and _is_json_object(text.lstrip().split("\n", 1)[0]):
+            hint = "; the file looks like JSON lines (one object per line): name it .jsonl or pass --format jsonl"
+        raise DataError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}{hint}") from None
     except RecursionError:
         raise DataError(f"{path}: invalid JSON: nested too deeply") from None
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except (json.JSONDecodeError, RecursionError):
+        return False
 
 
 def iter_json_lines(text: str, path: Path) -> Iterator[tuple[int, dict]]:
@@ -70,9 +89,11 @@ def iter_json_lines(text: str, path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def split_lines(text: str) -> list[str]:
-    """Lines split at \\n (and \\r\\n) only: str.splitlines would also split at U+2028 and
+    """Lines split at \\n, \\r\\n and \\r only: str.splitlines would also split at U+2028 and
     other separators that may sit inside a caption or a JSON string."""
-    lines = text.replace("\r\n", "\n").split("\n")
+    # a lone \r ends a line too (classic Mac files), as CSV/TSV reading and universal newlines have it;
+    # JSON cannot hold a raw \r inside a string, so no JSON line is split by it
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return lines

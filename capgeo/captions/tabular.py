@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from capgeo.captions.clean import RawCaptions
+from capgeo.captions.clean import RawCaptions, row_groups
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.sources import iter_json_lines, json_kind, split_lines
 from capgeo.errors import DataError
@@ -128,6 +128,11 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         return Table(list(lists), lambda name: lists[name] if name in lists else [None] * height, height,
                      record_where, [str(row + 1) for row in range(height)], "keys")
     record_lists = [key for key, value in lists.items() if value and all(isinstance(item, dict) for item in value)]
+    if len(record_lists) > 1:
+        # several lists of records (COCO's "images" and "annotations"): the one whose records hold a
+        # caption column
+        record_lists = [key for key in record_lists
+                        if wanted & {str(name).casefold() for name in data[key][0]}] or record_lists
     if len(record_lists) == 1:
         # {"annotations": [{...}, ...]} and the like
         key = record_lists[0]
@@ -193,8 +198,7 @@ def _csv_table(content: DatasetContent, columns: ColumnChoice, format: str) -> T
     try:
         rows.extend(filter(None, rows_reader))   # blank lines give empty rows: skipped
     except csv.Error as error:
-        # the rows before it were kept: one of them may be a problem that comes first
-        broken = DataError(f"{path}:{rows_reader.line_num}: cannot read as {name}: {error}")
+        broken = error
     lines = _LineNumbers(reader)
     # the first problem in file order: a row of the wrong width before the line that broke the reader
     widths = list(map(len, rows))
@@ -205,21 +209,35 @@ def _csv_table(content: DatasetContent, columns: ColumnChoice, format: str) -> T
             f"({', '.join(header)}); is the {name} quoted correctly?"
         )
     if broken is not None:
-        raise broken
+        # the rows before it were kept: one of them may be a problem that comes first (above). The
+        # reader stops where it gave up (for an unclosed quote, the end of the file): name the line
+        # the broken row starts on
+        raise DataError(f"{path}:{lines.broken_row_line()}: cannot read as {name}: {broken}"
+                        + ("; a quoted field opened on this line is never closed"
+                           if "unexpected end of data" in str(broken) else ""))
     positions = {column: index for index, column in enumerate(header)}
     return Table(list(header), lambda column: [row[positions[column]] for row in rows], len(rows),
                  lambda row: f"line {lines[row]}", lines.as_text(), "columns")
 
 
 class _LineNumbers:
-    """Line number of each non-blank data row of a CSV/TSV, read again on first use."""
+    """Line on which each non-blank data row of a CSV/TSV starts, read again on first use.
+
+    The reader's ``line_num`` is the line it has read up to, which for a quoted caption spanning
+    lines is the row's last line: a row starts on the line after where the previous one ended."""
 
     def __init__(self, make_reader: Callable):
         self._make_reader = make_reader
         self._lines: list[int] | None = None
+        self._broken_at: int | None = None
 
     def __getitem__(self, row: int) -> int:
         return self._numbers()[row]
+
+    def broken_row_line(self) -> int:
+        """The line on which the row that stopped the reader starts."""
+        self._numbers()
+        return self._broken_at
 
     def _numbers(self) -> list[int]:
         if self._lines is None:
@@ -227,12 +245,15 @@ class _LineNumbers:
             while not next(reader):  # up to and including the header (blank lines before it skipped)
                 pass
             self._lines = []
+            ended = reader.line_num
             try:
                 for row in reader:
                     if row:
-                        self._lines.append(reader.line_num)
+                        self._lines.append(ended + 1)
+                    ended = reader.line_num
             except csv.Error:
                 pass  # past the rows that were read (the first read stopped there with its own error)
+            self._broken_at = ended + 1
         return self._lines
 
     def as_text(self) -> "_LineNumbersAsText":
@@ -313,7 +334,9 @@ def _noun(table: Table) -> str:
 
 
 def _listing(table: Table) -> str:
-    return ", ".join(table.columns[:30]) or "none"
+    # a name with surrounding spaces (" caption" after "id, caption" in a CSV header) is quoted, else
+    # the listing reads as if the column asked for were there
+    return ", ".join(repr(name) if name != name.strip() or not name else name for name in table.columns[:30]) or "none"
 
 
 def _captions_from_table(table: Table, content: DatasetContent, format: str, columns: ColumnChoice) -> RawCaptions:
@@ -324,7 +347,7 @@ def _captions_from_table(table: Table, content: DatasetContent, format: str, col
         raise DataError("give --text-column or --captions-column, not both")
     if not text_column and not captions_column:
         text_column = _pick(table, None, "", TEXT_NAMES, path)
-        if text_column is not None and _holds_lists(table.get(text_column)):
+        if text_column is not None and _holds_lists(table.get(text_column), format):
             text_column, captions_column = None, text_column
         elif text_column is None:
             captions_column = _pick(table, None, "", CAPTIONS_NAMES, path)
@@ -351,15 +374,20 @@ def _captions_from_table(table: Table, content: DatasetContent, format: str, col
     return _expand_caption_lists(table, captions_column, ids, groups, splits, path, format)
 
 
-def _holds_lists(values: list) -> bool:
-    first = next((value for value in values if value is not None), None)
+def _holds_lists(values: list, format: str) -> bool:
+    first = next((value for value in values if value is not None and value != ""), None)
+    if format in ("csv", "tsv") and isinstance(first, str) and first.lstrip().startswith("["):
+        # CSV/TSV cells hold lists as JSON text; a caption that merely starts with "[" stays a caption
+        try:
+            first = json.loads(first)
+        except json.JSONDecodeError:
+            return False
     return isinstance(first, (list, tuple))
 
 
 def _expand_caption_lists(table: Table, column: str, ids, groups, splits, path, format: str) -> RawCaptions:
     """One row per caption; the row's id (or number) names the group when there is no group column."""
-    if groups is None:
-        groups = ids if ids is not None else table.numbers
+    groups = row_groups(groups if groups is not None else ids, table.numbers)
     out_groups, out_splits, texts, rows, positions = [], [], [], [], []
     for row, value in enumerate(table.get(column)):
         # a row without captions (null, missing, an empty list or cell) stays visible as one null
