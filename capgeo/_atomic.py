@@ -10,13 +10,54 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
 from capgeo.errors import CapgeoError
+
+
+def write_all(stream: IO, data: bytes) -> None:
+    """Write ``data`` to ``stream`` in full, or raise the OSError that stopped it.
+
+    A buffered write of a large block that the disk cuts short (``> file`` on a disk that fills)
+    returns the short count, which nothing checks: the output ended mid-row with status 0. Written
+    straight to the descriptor, the short write is seen and the next write raises ENOSPC."""
+    stream.flush()
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        # an in-memory stream (tests, notebooks): nothing to cut short
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:
+            buffer.write(data)
+            buffer.flush()
+        else:
+            stream.write(data.decode("utf-8"))
+        return
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view):]
+
+
+def stream_target(target: str | os.PathLike) -> str | None:
+    """``target`` as given (``~`` expanded) when it is a stream rather than a file: a device
+    (/dev/null), a FIFO or socket, or a standard stream's name (/dev/stdout, /dev/fd/N, which
+    ``>(jq .)`` gives). Such a target is written into directly: a temporary file renamed over it
+    would replace the device or FIFO with a regular file (as root, /dev/null itself), and the
+    name of a process's stream resolves to nothing another process can open."""
+    text = os.path.expanduser(os.fspath(target))
+    if text in ("/dev/stdout", "/dev/stderr") or text.startswith(("/dev/fd/", "/proc/self/fd/")):
+        return text
+    try:
+        mode = os.stat(text).st_mode
+    except (OSError, ValueError):
+        return None
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else text
 
 
 def _current_umask() -> int:
@@ -27,6 +68,11 @@ def _current_umask() -> int:
 
 def check_writable(target: str | os.PathLike) -> None:
     """Fail before the work, not after it, when ``target`` cannot be written (creates nothing)."""
+    stream = stream_target(target)
+    if stream is not None:
+        if not os.access(stream, os.W_OK):
+            raise CapgeoError(f"cannot write {target}: you have no permission to write to it")
+        return
     shown, target = target, _normalised(target)
     folder = target.parent
     try:
@@ -65,6 +111,9 @@ def _normalised(target: str | os.PathLike) -> Path:
     text = os.fspath(target)
     if text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
         raise CapgeoError(f"cannot write {text}: that names a folder; give a file name")
+    stream = stream_target(text)
+    if stream is not None:
+        return Path(stream)
     try:
         return Path(os.path.realpath(os.path.expanduser(text), strict=False))
     except OSError as error:  # links in a loop (Python 3.13+ raises here; older ones return the loop)
@@ -135,6 +184,16 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
     on stderr.
     """
     shown, target = target, _normalised(target)
+    if stream_target(target) is not None:
+        # nothing to rename over: written into directly (a reader of a stream sees it as it comes anyway)
+        try:
+            yield target
+        except BaseException as error:
+            disk_error = _write_os_error(error, target.parent)
+            if disk_error is not None:
+                raise write_error(shown, disk_error, remedy) from None
+            raise
+        return
     try:
         if not target.parent.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -173,4 +232,5 @@ def atomic_open(target: str | os.PathLike, mode: str = "w", encoding: str | None
         with open(tmp, mode, encoding=encoding) as handle:
             yield handle
             handle.flush()
-            os.fsync(handle.fileno())
+            if stream_target(tmp) is None:  # a pipe or device cannot be synced (EINVAL)
+                os.fsync(handle.fileno())

@@ -29,8 +29,11 @@ def check_device_name(device: str | None) -> None:
         raise EncoderError(f"--device {device!r}: expected cpu, cuda, cuda:N or mps")
 
 
-def check_device(device: str | None) -> None:
-    """A --device that torch does not know, or whose hardware is missing, is a one-line error."""
+def check_device(device) -> None:
+    """A --device that torch does not know, or whose hardware is missing, is a one-line error
+    (``device``: a name, or a torch.device a library caller passes)."""
+    if device is not None and not isinstance(device, str):
+        device = str(device)
     check_device_name(device)
     if device is None or device == "cpu":
         return  # always there; and a cached run then never imports torch

@@ -50,16 +50,42 @@ def encoder_input_file(spec: str | None) -> str | None:
 _RESULT_HEAD = re.compile(r'^\s*\{\s*"schema"\s*:\s*"(capgeo\.[^"]*)"')
 
 
+#: the largest file searched for a "schema" key that is not first (a result re-saved with its keys
+#: sorted by another tool); results are a few megabytes, datasets may be gigabytes
+MAX_RESULT_SEARCH_BYTES = 256 << 20
+
+
 def result_schema(path: str | os.PathLike) -> str | None:
-    """The schema a JSON result capgeo wrote names first (``capgeo.profile/1``), read from the
-    file's first bytes; None for any other file."""
+    """The schema a JSON result capgeo wrote names (``capgeo.profile/1``); None for any other file.
+
+    Known from the file's first bytes when "schema" is the first key, as capgeo writes it; a result
+    whose keys another tool reordered (``json.dump(..., sort_keys=True)``) is found by content: a
+    JSON object holding the key at its top level."""
+    import mmap
+
     try:
         with open(path, "rb") as handle:
             head = handle.read(4096).decode("utf-8", errors="replace")
-    except OSError:
+            match = _RESULT_HEAD.match(head)
+            if match:
+                return match.group(1)
+            size = os.fstat(handle.fileno()).st_size
+            if not head.lstrip().startswith("{") or size > MAX_RESULT_SEARCH_BYTES:
+                return None
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                if re.search(rb'"schema"\s*:\s*"capgeo\.', mapped) is None:
+                    return None  # the common case for a dataset: no parse
+                data = mapped[:]
+    except (OSError, ValueError):
         return None
-    match = _RESULT_HEAD.match(head)
-    return match.group(1) if match else None
+    import json
+
+    try:
+        value = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    schema = value.get("schema") if isinstance(value, dict) else None
+    return schema if isinstance(schema, str) and schema.startswith("capgeo.") else None
 
 
 def is_capgeo_result(path: str | os.PathLike) -> bool:

@@ -84,6 +84,26 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
     return None
 
 
+#: the loader's advice to use a column option -> what a set read by detection can do instead
+_COLUMN_ADVICE = (
+    (r"; name it with --text-column or --captions-column",
+     "; it is read by detection, without column options: name the caption column `caption` or `text`"),
+    (r" \(name another column with --\w+-column\)", ""),
+    (r", or pass --id-column with a unique column\)", ")"),
+    (r"; is the caption column the right one \(--text-column\)\?", ""),
+    (r"; a list of captions is read with --captions-column", "; name a column of caption lists `captions`"),
+    (r"; name the one to use with --\w+-column", "; rename one of them"),
+)
+
+
+def _without_column_advice(message: str) -> str:
+    import re
+
+    for advice, instead in _COLUMN_ADVICE:
+        message = re.sub(advice, instead, message)
+    return message
+
+
 def load_set(source, load_options: dict, on_skipped=None, role: str | None = None):
     """Load one caption set, each Skipped (rows left out) passed to ``on_skipped``. ``role``: the set's
     name in a command that reads several by detection (TRAIN, EVAL, --leak EVAL), put before its errors,
@@ -96,9 +116,7 @@ def load_set(source, load_options: dict, on_skipped=None, role: str | None = Non
     except DataError as error:
         if role is None:
             raise
-        advice = ("; it is read by detection, without column options: name the caption column `caption` or "
-                  "`text`" if "--text-column" in str(error) else "")
-        raise DataError(f"{role} {error}{advice}") from error
+        raise DataError(f"{role} {_without_column_advice(str(error))}") from error
     for skipped in captions.skipped if on_skipped else ():
         on_skipped(skipped)
     return captions

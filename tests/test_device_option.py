@@ -103,3 +103,40 @@ def test_dupes_refuses_example_options_without_examples_and_profile_takes_thresh
                                       "--json"])
     assert short.exit_code == 0, short.output
     assert json.loads(short.stdout)["near_duplicates"]["threshold"] == 0.5
+
+
+def _missing_device() -> str | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    return "mps" if mps is None or not mps.is_available() else None
+
+
+def test_the_passes_ask_for_the_hardware_themselves():
+    """A run whose vectors all come from the cache loads no model, which was the only thing that
+    asked whether --device exists: `--device cuda` then died in the pass with a torch traceback."""
+    from capgeo.errors import CapgeoError
+    from capgeo.geometry.cross import scan_cross
+    from capgeo.geometry.pairwise import scan_pairs
+
+    device = _missing_device()
+    if device is None:
+        pytest.skip("every device kind is present here")
+    rng = np.random.default_rng(1)
+    vectors = rng.normal(size=(20, 8)).astype(np.float32)
+    with pytest.raises(CapgeoError, match=f"--device '{device}': no {device} device on this machine"):
+        scan_pairs(vectors, np.arange(20) // 2, top_k=2, device=device)
+    with pytest.raises(CapgeoError, match=f"--device '{device}': no {device} device on this machine"):
+        scan_cross(vectors, vectors, threshold=0.9, device=device)
+
+
+def test_a_torch_device_from_a_library_caller_is_taken():
+    import torch
+
+    from capgeo.geometry.pairwise import scan_pairs
+
+    vectors = np.random.default_rng(2).normal(size=(20, 8)).astype(np.float32)
+    scan = scan_pairs(vectors, np.arange(20) // 2, top_k=2, device=torch.device("cpu"))
+    assert scan.negatives.n == 20 * 19 // 2 - 10

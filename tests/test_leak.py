@@ -72,6 +72,41 @@ def test_leak_section_finds_planted_twins_and_their_drop_list():
     assert closest["cosine"] == pytest.approx(similarity[e, t], abs=1e-6)
 
 
+@pytest.mark.parametrize("block_size", [3, 64, 4096])
+def test_leak_decisions_are_float64_at_a_threshold_between_float32_and_float64(block_size):
+    """A pair whose float32 tile product reached the threshold while its float64 cosine did not was
+    listed as leaked, at a cosine below the threshold; pairs just above it in float64 must stay."""
+    train, evals = planted_vectors(dim=96)
+    train64 = np.asarray(embeddings(train).vectors, dtype=np.float64)
+    evals64 = np.asarray(embeddings(evals).vectors, dtype=np.float64)
+    similarity = (evals64 @ train64.T) / np.sqrt(np.outer((evals64 ** 2).sum(1), (train64 ** 2).sum(1)))
+    train_set = caption_set([f"t{i}" for i in range(200)], ids=[f"train{i}" for i in range(200)])
+    eval_set = caption_set([f"e{i}" for i in range(60)], ids=[f"eval{i}" for i in range(60)])
+    e, t = 41, 5
+    exact = similarity[e, t]
+    tile = scan_cross(evals, train, threshold=0.5, block_size=block_size, device="cpu")
+    product32 = tile.pair_cosine[(tile.pair_query == e) & (tile.pair_reference == t)][0]
+    between = (exact + float(product32)) / 2  # float32 says leaked, float64 not (or the other way)
+    assert min(exact, product32) < between < max(exact, product32)
+    for threshold in (between, exact - 1e-12):
+        result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))],
+                              threshold=float(threshold), block_size=block_size)
+        entry = result["evals"][0]
+        expected = np.flatnonzero((similarity >= threshold).any(axis=1))
+        assert entry["leaked_ids"] == [f"eval{row}" for row in expected]
+        assert all(pair["cosine"] >= threshold for pair in entry["pairs"])
+        assert ("eval41" in entry["leaked_ids"]) == (exact >= threshold)
+
+
+def test_leak_of_a_set_with_itself_scores_copies_exactly_one_in_row_order():
+    rng = np.random.default_rng(3)
+    vectors = unit(rng.normal(size=(40, 32)))
+    captions = caption_set([f"g{i}" for i in range(40)], texts=[f"text {i}" for i in range(40)])
+    entry = leak_section(captions, embeddings(vectors), [(captions, embeddings(vectors))], top=40)["evals"][0]
+    assert [pair["cosine"] for pair in entry["pairs"]] == [1.0] * 40
+    assert [pair["eval_id"] for pair in entry["pairs"]] == captions.ids  # ties: lower row first
+
+
 def test_leak_section_refuses_vectors_that_are_not_one_per_caption():
     """53 training vectors for 150 training captions gave every eval caption a 'twin' at cosine 1.0;
     too few eval vectors an IndexError."""

@@ -88,6 +88,29 @@ def test_a_set_leak_cannot_read_is_named_and_not_told_to_use_a_column_option(set
     result = run("leak", train, columns, "--encoder", encoder)
     assert result.exit_code == 2
     assert result.output.count("Error:") == 1 and "EVAL" in result.output and "read by detection" in result.output
+    assert "--text-column" not in result.output  # the advice is replaced, not contradicted
+    # compare reads its SOURCES by detection too
+    result = run("compare", train, columns, "-o", tmp_path / "c.html")
+    assert result.exit_code == 2 and "SOURCE" in result.output and "read by detection" in result.output
+    assert "--text-column" not in result.output
+
+
+def test_a_saved_profile_is_known_by_its_content_not_its_name_or_key_order(sets_with_vectors, tmp_path):
+    train, _, encoder = sets_with_vectors
+    saved = _saved_profile(tmp_path, train, encoder)
+    profile = json.loads(saved.read_text())
+    renamed = tmp_path / "saved.profile"
+    renamed.write_text(saved.read_text())
+    resorted = tmp_path / "sorted.json"
+    resorted.write_text(json.dumps(profile, sort_keys=True))  # "schema" no longer first
+    for source in (renamed, resorted):
+        result = run("report", source, "-o", tmp_path / f"{source.stem}.html")
+        assert result.exit_code == 0, result.output  # read as a dataset, it failed for want of a caption column
+        assert (tmp_path / f"{source.stem}.html").is_file()
+    # a dataset command given a profile says what it is, not which caption column is missing
+    result = run("gamma", resorted)
+    assert result.exit_code == 2
+    assert "a capgeo.profile/1 result capgeo wrote, not a dataset" in result.output
 
 
 def test_report_checks_leak_sets_and_truncation_before_the_profile(sets_with_vectors, tmp_path, monkeypatch):

@@ -247,3 +247,59 @@ def test_help_and_version_on_a_full_device_are_one_line():
                                     text=True, timeout=120)
         assert result.returncode == 2
         assert result.stderr.strip().splitlines() == ["Error: cannot write the output: No space left on device"]
+
+
+def test_a_write_the_disk_cuts_short_is_completed_or_fails(tmp_path, monkeypatch):
+    """`> file` on a disk that filled mid-write: the buffered write returned a short count nobody
+    checked and the output ended mid-row with status 0. write_all loops on short writes and lets
+    the error of the next one through."""
+    from capgeo import _atomic
+
+    real_write = os.write
+    monkeypatch.setattr(_atomic.os, "write", lambda fd, data: real_write(fd, bytes(data[:7])))
+    with open(tmp_path / "out", "w") as stream:
+        _atomic.write_all(stream, b"x" * 100 + b"\n")
+    assert (tmp_path / "out").read_bytes() == b"x" * 100 + b"\n"
+
+    written = []
+
+    def full_after_some(fd, data):
+        if written:
+            raise OSError(28, "No space left on device")
+        written.append(real_write(fd, bytes(data[:10])))
+        return written[-1]
+
+    monkeypatch.setattr(_atomic.os, "write", full_after_some)
+    with open(tmp_path / "full", "w") as stream, pytest.raises(OSError) as caught:
+        _atomic.write_all(stream, b"y" * 100)
+    assert caught.value.errno == 28
+
+
+def test_a_fifo_as_output_is_written_into_not_replaced(tmp_path, monkeypatch):
+    """A device or FIFO given as an output was replaced by a regular file (the temporary file renamed
+    over it): as root, `--json /dev/null` would have replaced the system's /dev/null."""
+    import stat
+    import threading
+
+    monkeypatch.chdir(tmp_path)
+    _dataset(tmp_path)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    result = CliRunner().invoke(main, ["info", "data.jsonl", "--json", str(fifo)])
+    reader.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert json.loads(received[0])["schema"].startswith("capgeo.")
+
+
+def test_dev_stdout_as_an_output_reaches_the_reader(tmp_path):
+    """/dev/stdout resolved to /proc/<pid>/fd/pipe:[...], which cannot be opened ("No such file")."""
+    data = _dataset(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "capgeo", "info", str(data), "--json", "/dev/stdout"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    head, _, _ = result.stdout.partition("\n}\n")
+    assert json.loads(head + "\n}")["schema"].startswith("capgeo.")

@@ -329,6 +329,25 @@ def test_sampled_mode_estimates_within_its_bounds_and_keeps_exact_companions():
     assert auto["options"]["mode_used"] == "sampled"
 
 
+def test_sampled_tail_intervals_end_at_the_exact_largest_negative_cosine():
+    """With few sampled pairs the top quantiles' intervals open to 1; the largest negative cosine is
+    known exactly (the largest hardest-companion cosine), so no interval may end above it."""
+    rng = np.random.default_rng(6)
+    n = 300
+    captions = caption_set([f"t{i}" for i in range(n)], np.arange(n) // 3)
+    embeddings = fake_embeddings(rng.normal(size=(n, 16)))
+    profile = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="sampled",
+                            sampled_pairs=200, seed=0, progress=False)
+    reference = brute_force(embeddings.vectors, captions.groups)["negatives"]
+    top = profile["pairwise"]["max"]
+    assert top == pytest.approx(reference.max(), abs=2e-6)
+    intervals = profile["pairwise"]["bounds"]["quantile_intervals"]
+    assert intervals["p99"][1] == top  # opened to 1 by the DKW band, ended at the exact max
+    for key, (low, high) in intervals.items():
+        assert low <= high <= top
+        assert low - 1e-6 <= np.quantile(reference, int(key[1:]) / 100) <= high + 1e-6
+
+
 def test_sampled_mode_with_faiss_companions_reports_recall():
     rng = np.random.default_rng(6)
     captions = caption_set([f"t{i}" for i in range(300)], np.arange(300) // 3)

@@ -110,6 +110,11 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         return _records_table(data, record_where, [str(row + 1) for row in range(len(data))])
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON list of objects or an object of columns; found {json_kind(data)}")
+    schema = data.get("schema")
+    if isinstance(schema, str) and schema.startswith("capgeo."):
+        # read as a dataset, a saved profile's "batches" list was reported as a missing caption column
+        raise DataError(f"{path}: a {schema} result capgeo wrote, not a dataset; this command reads captions "
+                        "(`capgeo report` and `capgeo compare` draw saved profiles)")
     wanted = {name.casefold() for name in (columns.text, columns.captions) if name} or set(TEXT_NAMES + CAPTIONS_NAMES)
     lists = {key: value for key, value in data.items() if isinstance(value, list)}
     column_keys = wanted & {str(key).casefold() for key in lists}

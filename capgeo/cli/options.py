@@ -172,9 +172,12 @@ def _refuse_json_over_foreign_file(json_out: str | None) -> None:
     training set would be overwritten with the result.
     """
     from capgeo.errors import CapgeoError
+    from capgeo._atomic import stream_target
     from capgeo.paths import is_capgeo_result
 
     written = os.path.expanduser(json_out) if json_out not in (None, "-") else None
+    if written is not None and stream_target(written) is not None:
+        return  # /dev/stdout, a FIFO: written into, never replaced
     if written is not None and os.path.isfile(written) and not is_capgeo_result(written):
         raise CapgeoError(f"--json {json_out}: that file exists and is not a capgeo result (a dataset?), so it is "
                           "not overwritten; --json takes the name right after it as its FILE: put --json after "
@@ -242,7 +245,12 @@ def print_json(payload: dict, destination: str) -> None:
 
     text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False)
     if destination == "-":
-        click.echo(text)
+        import sys
+
+        from capgeo._atomic import write_all
+
+        # UTF-8 whatever the terminal's encoding (JSON is UTF-8), and written in full or failing
+        write_all(sys.stdout, (text + "\n").encode("utf-8"))
         return
     from capgeo._atomic import atomic_open
 

@@ -628,7 +628,7 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, colu
     """
     import polars as pl
 
-    from capgeo._atomic import atomic_open, atomic_path
+    from capgeo._atomic import atomic_open, atomic_path, write_all
 
     if fmt not in ROW_FORMATS:
         raise CapgeoError(f"format: expected one of {', '.join(ROW_FORMATS)}, got {fmt!r}")
@@ -651,15 +651,10 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, colu
             frame.write_parquet(tmp)
         return
     if output is None:
-        buffer = getattr(stream, "buffer", None)
-        if buffer is None:
-            stream.write(text)
-            return
         # rows are data, UTF-8 as in a file, whatever the terminal's encoding: one that cannot hold a
-        # caption would turn its characters into "?" (two ids into one) rather than fail
-        stream.flush()
-        buffer.write(text.encode("utf-8"))
-        buffer.flush()
+        # caption would turn its characters into "?" (two ids into one) rather than fail; written in
+        # full or failing (a disk that fills mid-write)
+        write_all(stream, text.encode("utf-8"))
         return
     with atomic_open(output) as handle:
         handle.write(text)

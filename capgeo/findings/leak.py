@@ -57,31 +57,27 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
     """The leak of one evaluation set into the training set (fields in docs/leak.md)."""
     from capgeo.geometry.cross import scan_cross
 
-    scan = scan_cross(eval_vectors, train_vectors, threshold=threshold, top_k=1, block_size=block_size,
-                      device=device, progress=progress)
+    # the float32 tile products pick candidates a little below the threshold; the float64 cosines
+    # decide (so which pairs leak, their cosines and their order do not move with the tile size,
+    # and a listed pair is never below the threshold), the margin covering float32's rounding
+    width = np.shape(eval_vectors)[1]
+    margin = width * 2.0 ** -22 + 1e-6
+    scan = scan_cross(eval_vectors, train_vectors, threshold=max(-1.0, threshold - margin), top_k=1,
+                      block_size=block_size, device=device, progress=progress)
+    scan_cosine = _cosines64(eval_vectors, train_vectors, scan.pair_query, scan.pair_reference)
+    near = scan_cosine >= threshold
     exact_eval, exact_train = exact_twins(train.texts, eval_set.texts)
-    twin_eval = np.concatenate([scan.pair_query, exact_eval])
-    twin_train = np.concatenate([scan.pair_reference, exact_train])
+    twin_eval = np.concatenate([scan.pair_query[near], exact_eval])
+    twin_train = np.concatenate([scan.pair_reference[near], exact_train])
     leaked = np.unique(twin_eval)
     drop = np.unique(twin_train)
-    # each leaked eval caption's closest training twin: its best train caption overall when
-    # that reaches the threshold; an exact twin below it (float rounding) otherwise
-    best_train = scan.top_index[:, 0].copy()
-    best_cosine = scan.top_cosine[:, 0].astype(np.float64)
-    below = leaked[best_cosine[leaked] < threshold]
-    if below.size:
-        first_exact = {int(e): int(t) for e, t in zip(exact_eval[::-1], exact_train[::-1])}
-        for row in below:
-            best_train[row] = first_exact[int(row)]
-    # the cosines shown (those of the exact twins above too), and their order, in float64 from the
-    # vectors: the float32 tile products differ in the last bits with the tile size (and exceed 1 for copies)
-    if leaked.size:
-        queries = np.asarray(eval_vectors[leaked], dtype=np.float64)
-        twins = np.asarray(train_vectors[best_train[leaked]], dtype=np.float64)
-        rescored = np.einsum("ij,ij->i", queries, twins) / (
-            np.linalg.norm(queries, axis=1) * np.linalg.norm(twins, axis=1))
-        best_cosine[leaked] = np.clip(rescored, -1.0, 1.0)
-    order = leaked[np.lexsort((leaked, -best_cosine[leaked]))][:top]
+    # each leaked eval caption's closest training twin (an exact twin below the threshold, by
+    # float rounding, counts too): the largest float64 cosine, ties to the lower training row
+    twin_cosine = np.concatenate([scan_cosine[near], _cosines64(eval_vectors, train_vectors, exact_eval, exact_train)])
+    by_eval = np.lexsort((twin_train, -twin_cosine, twin_eval))
+    first = by_eval[np.r_[True, np.diff(twin_eval[by_eval]) != 0]] if by_eval.size else by_eval
+    best_train, best_cosine = twin_train[first], twin_cosine[first]   # aligned with ``leaked``
+    order = np.lexsort((leaked, -best_cosine))[:top]
     return {
         "source": str(eval_set.source),
         "format": eval_set.format,
@@ -92,8 +88,26 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
         "n_train_twins": int(drop.size),
         "leaked_ids": [eval_set.ids[row] for row in leaked],
         "train_ids_to_drop": [train.ids[row] for row in drop],
-        "pairs": [twin_row(train, eval_set, int(best_train[row]), int(row), best_cosine[row]) for row in order],
+        "pairs": [twin_row(train, eval_set, int(best_train[index]), int(leaked[index]), best_cosine[index])
+                  for index in order],
     }
+
+
+#: pairs re-scored at a time (each holds two float64 rows)
+RESCORE_CHUNK = 1 << 14
+
+
+def _cosines64(eval_vectors, train_vectors, eval_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
+    """Cosines of the given (eval, train) pairs in float64, clipped to [-1, 1]. Written as
+    a.b / sqrt(a.a * b.b), which is exactly 1.0 for two equal vectors (sqrt(x*x) == x in IEEE
+    arithmetic; a.b / (|a| |b|) gave 0.9999999999999998)."""
+    out = np.empty(len(eval_rows), dtype=np.float64)
+    for start in range(0, len(eval_rows), RESCORE_CHUNK):
+        rows = slice(start, start + RESCORE_CHUNK)
+        a = np.asarray(eval_vectors[eval_rows[rows]], dtype=np.float64)
+        b = np.asarray(train_vectors[train_rows[rows]], dtype=np.float64)
+        out[rows] = np.einsum("ij,ij->i", a, b) / np.sqrt(np.einsum("ij,ij->i", a, a) * np.einsum("ij,ij->i", b, b))
+    return np.clip(out, -1.0, 1.0)
 
 
 def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP,

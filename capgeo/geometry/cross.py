@@ -66,6 +66,9 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
     if query_matrix.shape[1] != reference_matrix.shape[1]:
         raise CapgeoError(f"vectors of width {query_matrix.shape[1]} and {reference_matrix.shape[1]} cannot be "
                           "compared; encode both sets with the same encoder")
+    from capgeo.device import check_device
+
+    check_device(device)  # a cache hit loads no model, which would have asked for the hardware
     torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     query_rows = torch.from_numpy(query_matrix).to(torch_device)
     reference_rows = torch.from_numpy(reference_matrix).to(torch_device)

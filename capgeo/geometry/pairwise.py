@@ -135,8 +135,11 @@ def prepare_inputs(vectors, group_codes, device=None):
     """Check and move inputs: (unit float32 vectors on device, int64 group codes on device, device)."""
     import torch
 
-    from capgeo.device import default_device
+    from capgeo.device import check_device, default_device
 
+    # the hardware is asked for here, not only when a model loads: a run whose vectors all come
+    # from the cache loads none, and still runs this pass on --device
+    check_device(device)
     device = torch.device(device if device is not None else default_device())
     matrix = torch.as_tensor(vectors)
     if matrix.ndim != 2:

@@ -172,6 +172,15 @@ def _cosine_summaries(scan, n_captions: int) -> _CosineSummaries:
         # the sample's largest cosine would sit below the hardest companion's, which is itself a negative pair:
         # the largest negative cosine is exactly the largest hardest-companion cosine
         pairwise["max"] = max(float(hardest_companion["max"]), pairwise.get("max") or -1.0)
+        bounds = pairwise.get("bounds")
+        if bounds and bounds.get("quantile_intervals"):
+            # no quantile of the negatives exceeds their exact largest cosine: an interval the DKW
+            # band opened to 1 ends there
+            top = pairwise["max"]
+            bounds = dict(bounds)
+            bounds["quantile_intervals"] = {level: [min(low, top), min(high, top)]
+                                            for level, (low, high) in bounds["quantile_intervals"].items()}
+            pairwise["bounds"] = bounds
     return _CosineSummaries(pairwise, within_group, hardest_companion, pairwise_exact, companions_exact)
 
 

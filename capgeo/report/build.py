@@ -43,11 +43,11 @@ class ReportInput:
 
 
 def is_profile_file(path: str | Path) -> bool:
-    """True when ``path`` is a saved capgeo profile (JSON object whose first key is "schema"). Another
-    capgeo result (dupes, leak, ...) is refused in one line: read as a dataset, its columns were
-    reported as a missing caption column."""
+    """True when ``path`` is a saved capgeo profile (a JSON object whose "schema" names it, whatever the
+    file is called). Another capgeo result (dupes, leak, ...) is refused in one line: read as a
+    dataset, its columns were reported as a missing caption column."""
     path = Path(path)
-    if not path.is_file() or path.suffix.lower() != ".json":
+    if not path.is_file():
         return False
     schema = result_schema(path) or ""
     if schema and not schema.startswith("capgeo.profile/"):
@@ -377,7 +377,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
             loaded.append(load_saved_profile(source).profile)
             saved_profiles.append(source)
             continue
-        captions = load_set(source, {"limit": limit}, on_skipped)
+        captions = load_set(source, {"limit": limit}, on_skipped, role="SOURCE")
         if before_encoding:
             before_encoding(captions)
         loaded.append(captions)
