@@ -7,6 +7,9 @@ would import both (about a second) only to show these numbers.
 
 #: two captions of different images at or above this cosine are near-duplicates (profile, dupes)
 NEAR_DUPLICATE_THRESHOLD = 0.95
+#: the highest pair threshold the float32 pass can honour: identical vectors' float32 cosine falls
+#: up to about 1e-6 below 1, so a threshold of 1 found no pair
+MAX_PAIR_THRESHOLD = 0.9999
 
 #: leak: an evaluation caption with a training caption at or above this cosine has a twin
 LEAK_THRESHOLD = 0.95

@@ -384,3 +384,29 @@ def test_sampled_profile_reports_the_exact_largest_negative_cosine():
     assert profile["pairwise"]["mode"] == "sampled"
     assert profile["pairwise"]["max"] == pytest.approx(cosines[codes[:, None] != codes[None, :]].max(), abs=1e-6)
     assert profile["pairwise"]["max"] == profile["hardest_companion"]["max"]
+
+
+@pytest.mark.parametrize("threshold", [0.9998, 0.9999])
+def test_near_duplicates_at_a_threshold_in_the_last_bin_are_counted(threshold):
+    """Identical captions embed identically (cosine 1); a threshold rounding to the top edge started
+    the count past the last bin, which holds [0.9995, 1], and said 0 pairs beside '30 captions have one'.
+    Above 0.9999 float32 cosines of identical vectors (up to ~1e-6 below 1) cannot be told from
+    others: such a threshold is refused instead of finding nothing."""
+    n = 30
+    captions = caption_set([f"t{i}" for i in range(n)], np.arange(n) // 3)
+    embeddings = fake_embeddings(np.ones((n, 8)))
+    profile = build_profile(captions, embeddings, batch_sizes=(4,), n_batches=2,
+                            near_duplicate_threshold=threshold, progress=False)
+    assert profile["near_duplicates"]["n_pairs_cross_group"] == n * (n - 1) // 2 - 10 * 3
+    assert profile["pairwise"]["share_at_or_above"]["0.9"] == 1.0
+    with pytest.raises(CapgeoError, match="float32 products"):
+        build_profile(captions, embeddings, batch_sizes=(4,), n_batches=2, near_duplicate_threshold=1.0,
+                      progress=False)
+
+
+def test_share_at_or_above_the_top_edge_counts_the_last_bin():
+    from capgeo.geometry.distribution import Histogram
+
+    histogram = Histogram()
+    histogram.add(np.array([1.0, 1.0, 0.5]))
+    assert histogram.share_at_or_above([1.0])["1"] == pytest.approx(2 / 3)

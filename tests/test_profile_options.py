@@ -43,7 +43,7 @@ def test_options_object_and_keywords_give_the_same_profile():
     ({"mode": "fast"}, "got 'fast'"),
     ({"companions": "annoy"}, "companions must be one of exact, faiss"),
     ({"top_k": 0}, "--top-k: expected at least 1"),
-    ({"near_duplicate_threshold": 1.5}, "near-duplicate threshold must be a cosine"),
+    ({"near_duplicate_threshold": 1.5}, "near-duplicate threshold: expected a cosine between -1 and 1"),
     ({"relative_buckets": True, "relative_quantiles": (0.9, 0.5)}, "ascending levels"),
 ])
 def test_bad_options_are_refused_before_any_work(change, message):

@@ -248,8 +248,10 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
         raise CapgeoError("near-duplicate mining needs a threshold, a limit, or both")
     if limit is not None and limit < 1:
         raise CapgeoError(f"limit: expected a positive number of pairs, got {limit}")
-    if threshold is not None and not -1.0 <= threshold <= 1.0:
-        raise CapgeoError(f"threshold: expected a cosine between -1 and 1, got {threshold}")
+    if threshold is not None:
+        from capgeo.geometry.pairwise import check_pair_threshold
+
+        check_pair_threshold(threshold)
     if len(captions) < 2:
         return []
     vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan, device)

@@ -358,8 +358,9 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
     check_has_negatives(captions)
     n_groups = int(captions.n_groups)
     threshold = DEFAULT_NEAR_DUPLICATE_THRESHOLD if threshold is None else float(threshold)
-    if not -1.0 <= threshold <= 1.0:
-        raise CapgeoError(f"threshold must be a cosine between -1 and 1, got {threshold}")
+    from capgeo.geometry.pairwise import check_pair_threshold
+
+    check_pair_threshold(threshold)
     edges = check_edges(DEFAULT_BUCKET_EDGES if edges is None else edges)
     batch_size = resolve_batch_sizes(None if batch_size is None else [batch_size], n_groups).headline
     if max_listed < 0:

@@ -197,7 +197,8 @@ class Histogram:
         """Share of values >= each edge (edges rounded to the nearest bin edge)."""
         shares = {}
         for edge in edges:
-            bin_index = int(np.clip(round((float(edge) - self.low) / self.width), 0, self.bins))
+            # at most the last bin, which holds the values up to ``high`` itself
+            bin_index = int(np.clip(round((float(edge) - self.low) / self.width), 0, self.bins - 1))
             shares[_edge_key(edge)] = float(self.counts[bin_index:].sum() / self.n) if self.n else float("nan")
         return shares
 

@@ -131,6 +131,19 @@ class PairScan:
         return summary
 
 
+def check_pair_threshold(value: float, name: str = "threshold") -> None:
+    """A threshold on pair cosines that the float32 pass can honour: -1 to MAX_PAIR_THRESHOLD."""
+    from capgeo.defaults import MAX_PAIR_THRESHOLD
+
+    if not -1.0 <= value <= 1.0:  # (NaN fails this too)
+        raise CapgeoError(f"{name}: expected a cosine between -1 and 1, got {value}")
+    if value > MAX_PAIR_THRESHOLD:
+        raise CapgeoError(f"{name}: {value} is above {MAX_PAIR_THRESHOLD}: cosines are float32 products, and two "
+                          "identical vectors' falls up to about 1e-6 below 1, so no pair would reach it; use "
+                          f"{MAX_PAIR_THRESHOLD} for identical embeddings (identical texts are counted apart, as "
+                          "exact duplicates)")
+
+
 def prepare_inputs(vectors, group_codes, device=None):
     """Check and move inputs: (unit float32 vectors on device, int64 group codes on device, device)."""
     import torch
@@ -265,8 +278,8 @@ def scan_pairs(
     if bins < 1:
         raise CapgeoError(f"bins must be at least 1, got {bins}")
     for name, value in (("threshold", threshold), ("count_at_or_above", count_at_or_above)):
-        if value is not None and not -1.0 <= value <= 1.0:  # (NaN fails this too)
-            raise CapgeoError(f"{name}: expected a cosine between -1 and 1, got {value}")
+        if value is not None:
+            check_pair_threshold(value, name)
     runner = _pass_runner.get()
     if runner is not None:  # e.g. inside a --ray command (capgeo.scale): the same tiles and merge, elsewhere
         return runner(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,

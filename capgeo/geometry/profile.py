@@ -238,7 +238,9 @@ def _count_at_or_above(histogram, threshold: float) -> tuple[int, float]:
     bin width of the threshold."""
     counts = np.asarray(histogram.counts, dtype=np.int64)
     width = float(histogram.width)
-    start = int(np.clip(round((float(threshold) - histogram.low) / width), 0, counts.size))
+    # at most the last bin's left edge: it holds the cosines up to 1.0 itself (a threshold of 1,
+    # identical captions' cosine, counted nothing)
+    start = int(np.clip(round((float(threshold) - histogram.low) / width), 0, counts.size - 1))
     return int(counts[start:].sum()), width
 
 

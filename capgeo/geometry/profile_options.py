@@ -51,9 +51,9 @@ class ProfileOptions:
         in their checked form, and ``batch_sizes`` (already checked against the dataset) in place."""
         pairwise_mode(self.mode, 0)  # refuses an unknown mode before any work
         edges = check_edges(self.buckets)
-        if not -1.0 <= self.near_duplicate_threshold <= 1.0:
-            raise CapgeoError("near-duplicate threshold must be a cosine between -1 and 1, "
-                              f"got {self.near_duplicate_threshold}")
+        from capgeo.geometry.pairwise import check_pair_threshold
+
+        check_pair_threshold(self.near_duplicate_threshold, "near-duplicate threshold")
         levels = tuple(float(level) for level in self.relative_quantiles)
         if self.relative_buckets:
             levels = tuple(check_quantile_levels(levels))
