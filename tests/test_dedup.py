@@ -131,6 +131,19 @@ def test_dedup_that_leaves_one_caption_reports_no_companion_and_writes_the_drop_
     assert dedup["hardest_companion_mean_before"] == pytest.approx(1.0)
 
 
+def test_dedup_that_leaves_captions_of_one_image_reports_no_companion():
+    """Image 0 holds two distinct captions, images 1-3 copies of one of them: keeping the first of
+    each set leaves image 0 alone, whose companion query stopped the command ('one group')."""
+    captions = caption_set(["a", "a", "b", "c", "d"], texts=["x", "y", "x", "x", "x"])
+    vectors = unit([[1, 0, 0], [0, 1, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0]])
+    # top_k 2: the kept caption's whole companion list is dropped, so its companion is searched for again
+    section = dupes_section(captions, vectors, pairs=False, examples=False, components_threshold=0.99,
+                            keep="first", top_k=2)
+    dedup = section["dedup"]
+    assert dedup["dropped_ids"] == ["c0002", "c0003", "c0004"]
+    assert dedup["n_groups_after"] == 1 and dedup["hardest_companion_mean_after"] is None
+
+
 def _same_vectors(folder, n):
     path = folder / "same.npy"
     np.save(path, np.tile(unit([[1.0, 2.0, 3.0]]), (n, 1)).astype(np.float32))

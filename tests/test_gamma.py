@@ -272,6 +272,17 @@ def test_very_wide_spread_is_clipped_low():
     assert "clipped to 0.05" in suggestion["clip_note"]
 
 
+def test_a_range_clipped_at_both_ends_says_both():
+    """5 images x 2 random 6-d captions at B = 4: the suggestion is inside the clip interval while both
+    range ends reach it; the note named only the lower end."""
+    vectors = np.random.default_rng(9).normal(size=(10, 6))
+    vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    codes = np.arange(10) % 5
+    suggestion = gamma_section(vectors, codes, batch_sizes=(4,), n_batches=50)["batches"][0]["suggestion"]
+    assert suggestion["range_clipped"] == [True, True] and not suggestion["clipped"]
+    assert suggestion["clip_note"].endswith("both its ends are clipped")
+
+
 # ------------------------------------------------------------------ inputs and errors
 
 def _info(logit_scale):

@@ -102,3 +102,13 @@ def test_bad_options_are_one_line_errors_without_output(tmp_path, args, message)
     assert message in result.output and "Traceback" not in result.output
     assert len([line for line in result.output.splitlines() if line.startswith("Error:")]) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.jsonl"]
+
+
+def test_antipodal_negatives_are_in_range_of_the_default_floor():
+    """A float32 product of antipodal unit vectors reaches -1.0000001, below the default floor of -1:
+    those captions got no negative at all, and no floor below -1 can be asked for."""
+    half = unit(np.random.default_rng(0).normal(size=(20, 8))).astype(np.float32)
+    vectors = np.concatenate([half, -half])
+    index, cosine = hard_negatives(vectors, np.arange(40), k=1, max_cosine=-0.99, device="cpu")
+    assert (index[:, 0] == np.r_[np.arange(20, 40), np.arange(20)]).all()
+    assert np.all(cosine >= -1.0) and np.allclose(cosine, -1.0)

@@ -306,13 +306,13 @@ def test_sampled_mode_estimates_within_its_bounds_and_keeps_exact_companions():
     captions = caption_set([f"t{i}" for i in range(n)], np.arange(n) // 2)
     embeddings = fake_embeddings(rng.normal(size=(n, 12)) + 0.5)
     profile = build_profile(captions, embeddings, batch_sizes=(16,), n_batches=5, mode="sampled",
-                            sampled_pairs=100_000, near_duplicate_threshold=0.9, seed=1, progress=False)
+                            sampled_pairs=50_000, near_duplicate_threshold=0.9, seed=1, progress=False)
     json.dumps(profile, allow_nan=False)
     reference = brute_force(embeddings.vectors, captions.groups)
     pairwise = profile["pairwise"]
     bounds = pairwise["bounds"]
     assert profile["options"]["mode_used"] == "sampled" and pairwise["exact"] is False
-    assert pairwise["count"] == bounds["sample_size"] == 100_000
+    assert pairwise["count"] == bounds["sample_size"] == 50_000  # of 79,600 negative pairs
     assert bounds["population"] == pairwise["pairs_total"] == reference["negatives"].size
     assert abs(pairwise["mean"] - reference["negatives"].mean()) <= 4 * bounds["mean_standard_error"]
     for edge, share in pairwise["share_at_or_above"].items():
@@ -410,3 +410,20 @@ def test_share_at_or_above_the_top_edge_counts_the_last_bin():
     histogram = Histogram()
     histogram.add(np.array([1.0, 1.0, 0.5]))
     assert histogram.share_at_or_above([1.0])["1"] == pytest.approx(2 / 3)
+
+
+def test_a_sample_of_every_negative_pair_is_the_exact_pass():
+    """--mode sampled with --sampled-pairs above the number of negatives drew 2,000,000 pairs with
+    replacement out of 44,550 and showed that as the count of negatives."""
+    rng = np.random.default_rng(8)
+    n = 60
+    captions = caption_set([f"t{i}" for i in range(n)], np.arange(n) // 2)
+    embeddings = fake_embeddings(rng.normal(size=(n, 8)))
+    sampled = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="sampled",
+                            sampled_pairs=n * (n - 1) // 2 - 30, progress=False)
+    exact = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="exact", progress=False)
+    assert sampled["options"]["mode_used"] == "exact"
+    assert sampled["pairwise"] == exact["pairwise"] and sampled["pairwise"]["count"] == n * (n - 1) // 2 - 30
+    one_short = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="sampled",
+                              sampled_pairs=n * (n - 1) // 2 - 31, progress=False)
+    assert one_short["options"]["mode_used"] == "sampled"

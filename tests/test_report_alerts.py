@@ -47,26 +47,30 @@ def with_exact(base, cross_pairs, redundant):
 
 
 def test_exact_duplicate_thresholds(base):
-    n = base["dataset"]["n_captions"]
+    n_images = base["dataset"]["n_groups"]
     assert levels(with_exact(base, 0, 0), "exact_duplicates") == []
     assert levels(with_exact(base, 1, 0), "exact_duplicates") == ["notice"]
-    many = int(alerts.EXACT_DUPLICATE_WARNING * n) + 1
+    many = int(alerts.EXACT_DUPLICATE_WARNING * n_images) + 1
     assert levels(with_exact(base, 1, many), "exact_duplicates") == ["warning"]
+    # n_redundant_cross_group counts images, and the alert says so (it said captions, of the dataset)
+    alert = alerts.exact_duplicate_alert(with_exact(base, 1, many))
+    assert f"{many:,} images repeat a caption of another image" in alert.message
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS, 0), "exact_duplicates") == ["warning"]
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS - 1, 0), "exact_duplicates") == ["notice"]
 
 
 def test_repeats_inside_one_image_do_not_count_as_duplicates_across_images():
-    """50 images each with two identical captions and one text shared by two images: a notice, not a warning."""
+    """150 images each with two identical captions and one text shared by two images: a notice, not a warning."""
     from capgeo.captions.exact_duplicates import find_exact_duplicates
 
-    texts = [f"caption of image {i}" for i in range(50) for _ in range(2)] + ["a shared text", "A shared  text"]
-    groups = [f"img{i}" for i in range(50) for _ in range(2)] + ["img50", "img51"]
+    texts = [f"caption of image {i}" for i in range(150) for _ in range(2)] + ["a shared text", "A shared  text"]
+    groups = [f"img{i}" for i in range(150) for _ in range(2)] + ["img150", "img151"]
     section = find_exact_duplicates(texts, [f"c{i}" for i in range(len(texts))], groups)
-    assert section["n_pairs_within_group"] == 50 and section["n_pairs_cross_group"] == 1
+    assert section["n_pairs_within_group"] == 150 and section["n_pairs_cross_group"] == 1
     assert section["n_redundant_cross_group"] == 1
     profile, _ = make_profile()
     profile["dataset"]["n_captions"] = len(texts)
+    profile["dataset"]["n_groups"] = 152
     profile["exact_duplicates"] = section
     assert levels(profile, "exact_duplicates") == ["notice"]
 

@@ -105,7 +105,8 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption, **profile_options,
     )
-    unused = options_unused_by(result["options"]["mode_used"], precision=precision, companions=companions)
+    unused = options_unused_by(result["options"]["mode_used"], precision=precision, companions=companions,
+                               mode=mode)
     for note in [*resolved.notes, *unused]:   # after the work, so that an error stays the only line
         click.echo(f"Note: {note}", err=True)
     if per_caption is not None:

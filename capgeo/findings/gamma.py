@@ -342,7 +342,8 @@ def suggest_for_rows(rows: np.ndarray, logit_scale: float, reference: ReferenceG
                 f"(caption cosines barely differ within a batch); clipped to {clip[1]}")
     if any(ends_clipped) and note is None:
         note = (f"the range reaches the clip interval {clip[0]}-{clip[1]}: "
-                f"{'its lower end' if ends_clipped[0] else 'its upper end'} is clipped")
+                + ("both its ends are" if all(ends_clipped) else "its lower end is" if ends_clipped[0]
+                   else "its upper end is") + " clipped")
     return {
         "gamma": shown_gamma(gamma_exact),
         "gamma_exact": gamma_exact,

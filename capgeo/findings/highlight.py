@@ -21,7 +21,8 @@ How words are matched (the normaliser, :func:`normalize_word`)
    teeth, mice, geese, leaves, knives, wolves, shelves, ...).
 4. Regular plurals: "-ies" -> "-y" (berries -> berry); else a final "-s" is
    dropped unless the word ends in "-ss", "-us" or "-is" or has 3 letters or
-   fewer (dogs -> dog; glass, bus, tennis, gas stay).
+   fewer (dogs -> dog; glass, bus, tennis, gas stay), or is one of a few singulars
+   ending in "-s" whose plural adds "-es" (lens, canvas, atlas, bias: lenses -> lens).
 5. So that singulars and "-es" plurals meet, a final "-ie" becomes "-y"
    (cookie, cookies -> cooky) and a final "-e" after s, x, z, ch or sh is
    dropped (buses -> buse -> bus; horse, horses -> hors; boxes -> box).
@@ -71,6 +72,9 @@ IRREGULAR_PLURALS = {
 
 _APOSTROPHES = "'\u2019"
 _SIBILANT_ENDINGS = ("s", "x", "z", "ch", "sh")
+#: singulars ending in "-s" that rule 4 would cut (lens -> len) while their "-es" plural meets the
+#: word itself (lenses -> lens): kept whole
+SINGULARS_ENDING_IN_S = frozenset({"lens", "canvas", "atlas", "bias", "alias", "christmas", "pancreas"})
 
 
 @functools.cache
@@ -110,6 +114,8 @@ def normalize_word(word: str) -> str:
     key = _fold(word)
     if key in IRREGULAR_PLURALS:
         return IRREGULAR_PLURALS[key]
+    if key in SINGULARS_ENDING_IN_S:
+        return key
     if key.endswith("ies") and len(key) > 4:
         key = key[:-3] + "y"
     elif key.endswith("s") and len(key) > 3 and not key.endswith(("ss", "us", "is")):

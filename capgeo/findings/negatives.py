@@ -37,6 +37,9 @@ def check_range(min_cosine: float, max_cosine: float) -> None:
 
 
 def _in_range(cosine: np.ndarray, min_cosine: float, max_cosine: float) -> np.ndarray:
+    # float32 products of antipodal vectors reach -1.0000001: clipped, so the default floor of -1
+    # means no floor
+    cosine = np.clip(cosine, -1.0, 1.0)
     return np.isfinite(cosine) & (cosine >= min_cosine) & (cosine < max_cosine)
 
 
@@ -63,7 +66,7 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     scan = scan_pairs(vectors, codes, top_k=max(1, min(k + SCAN_SLACK, n - 1)), block_size=block_size,
                       histograms=False, progress=progress, device=device)
     index = np.asarray(scan.companion_index)
-    cosine = np.asarray(scan.companion_cosine, dtype=np.float32)
+    cosine = np.clip(np.asarray(scan.companion_cosine, dtype=np.float32), -1.0, 1.0)
     keep = _in_range(cosine, min_cosine, max_cosine) & (index >= 0)
     out_index = np.full((n, k), -1, dtype=np.int64)
     out_cosine = np.full((n, k), np.nan, dtype=np.float32)
@@ -88,7 +91,7 @@ def _search_in_range(vectors, codes, rows, k, min_cosine, max_cosine, block_size
     best_index = np.full((len(rows), 0), -1, dtype=np.int64)
     for start in range(0, vectors.shape[0], block_size):
         columns = np.arange(start, min(start + block_size, vectors.shape[0]))
-        similarity = vectors[rows] @ vectors[columns].T
+        similarity = np.clip(vectors[rows] @ vectors[columns].T, -1.0, 1.0)
         allowed = _in_range(similarity, min_cosine, max_cosine) & (codes[rows][:, None] != codes[columns][None, :])
         similarity = np.where(allowed, similarity, -np.inf).astype(np.float32)
         merged_cosine = np.concatenate([best_cosine, similarity], axis=1)

@@ -64,14 +64,29 @@ def pairwise_mode(mode: str, n_captions: int, estimate_threshold: int = DEFAULT_
     return mode
 
 
+def resolved_mode(mode: str, group_codes, estimate_threshold: int = DEFAULT_ESTIMATE_THRESHOLD,
+                  n_pairs: int = DEFAULT_SAMPLED_PAIRS) -> str:
+    """The mode that runs: :func:`pairwise_mode`'s choice, except that a sample as large as the
+    negative pairs themselves is no sample: every pair is taken, by the exact pass (cheaper than
+    drawing that many with replacement, and exact)."""
+    chosen = pairwise_mode(mode, len(group_codes), estimate_threshold)
+    if chosen == "sampled":
+        codes = np.asarray(group_codes).astype(np.int64)
+        n = len(codes)
+        if n_pairs >= n * (n - 1) // 2 - same_group_pair_count(codes):
+            return "exact"
+    return chosen
+
+
 def scan_or_estimate(vectors, group_codes, *, estimate_threshold: int = DEFAULT_ESTIMATE_THRESHOLD,
                      mode: str = "auto", **options) -> PairScan:
     """The exact pass up to ``estimate_threshold`` captions, the estimate above (``mode="auto"``).
 
-    ``mode="exact"`` or ``"sampled"`` forces one. ``options`` go to :func:`scan_pairs` or
+    ``mode="exact"`` or ``"sampled"`` forces one (a sample of at least every negative pair is the
+    exact pass: :func:`resolved_mode`). ``options`` go to :func:`scan_pairs` or
     :func:`estimate_pairs` (``n_pairs``, ``seed``, ``companions`` only to the latter).
     """
-    if pairwise_mode(mode, len(vectors), estimate_threshold) == "exact":
+    if resolved_mode(mode, group_codes, estimate_threshold, options.get("n_pairs", DEFAULT_SAMPLED_PAIRS)) == "exact":
         for option in ("n_pairs", "seed", "companions", "recall_queries"):
             options.pop(option, None)
         return scan_pairs(vectors, group_codes, **options)

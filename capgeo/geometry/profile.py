@@ -22,7 +22,7 @@ from capgeo import __version__
 from capgeo.captions.exact_duplicates import find_exact_duplicates
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_BATCH_SIZE, DEFAULT_N_BATCHES, resolve_batch_sizes  # noqa: F401
-from capgeo.geometry.estimate import pairwise_mode, scan_or_estimate
+from capgeo.geometry.estimate import resolved_mode, scan_or_estimate
 from capgeo.geometry.inbatch import inbatch_statistics
 from capgeo.geometry.profile_options import ProfileOptions
 from capgeo.preflight import check_has_negatives
@@ -85,7 +85,7 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
     group_codes = np.asarray(captions.group_codes)
     caption_ids = captions.ids
     group_ids = captions.groups
-    mode_used = pairwise_mode(options.mode, len(captions), options.sampled_above)
+    mode_used = resolved_mode(options.mode, captions.group_codes, options.sampled_above, options.sampled_pairs)
     with ThreadPoolExecutor(max_workers=1) as beside_the_pass:
         # the sections that do not need the pass are built while it runs: on a GPU the host
         # would otherwise wait on it (seconds at a million captions: docs/geometry.md)

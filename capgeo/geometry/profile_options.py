@@ -97,9 +97,13 @@ class ProfileOptions:
         }
 
 
-def options_unused_by(mode_used: str, *, precision: str = "fp32", companions: str = "exact") -> list[str]:
+def options_unused_by(mode_used: str, *, precision: str = "fp32", companions: str = "exact",
+                      mode: str = "auto") -> list[str]:
     """Notes on options asked for that the mode in use does not apply (else they pass silently)."""
     notes = []
+    if mode == "sampled" and mode_used == "exact":
+        notes.append("--mode sampled: --sampled-pairs covers every negative pair, so all of them were taken "
+                     "(the exact pass) instead of drawing a sample")
     if mode_used == "sampled" and precision != "fp32":
         notes.append(f"--precision {precision} applies to the exact pass; the sampled estimate scores its pairs "
                      "in fp32")
