@@ -163,6 +163,7 @@ WRITE_ERROR_ADVICE = {
     errno.EACCES: "you have no permission to write there; change the folder's permissions or write somewhere else",
     errno.EPERM: "the operation is not permitted there; write somewhere else",
     errno.EROFS: "that file system is read-only; write somewhere else",
+    errno.EISDIR: "a folder of that name is in the way; remove or rename it",
 }
 
 

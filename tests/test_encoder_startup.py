@@ -21,6 +21,7 @@ from capgeo.encoders import openclip as openclip_module  # noqa: E402
 from capgeo.encoders import weight_memo  # noqa: E402
 from capgeo.encoders.longclip import load_longclip_encoder  # noqa: E402
 from capgeo.encoders.openclip import load_open_clip_encoder  # noqa: E402
+from capgeo.errors import EncoderError  # noqa: E402
 
 from _clip_fixtures import tiny_clip, tiny_config  # noqa: E402
 
@@ -225,3 +226,34 @@ def test_unreadable_checkpoints_are_one_line_errors_with_exit_2(tmp_path, clip_c
     assert len(lines) == 1 and lines[0].startswith("Error:"), result.output
     assert str(path) in lines[0] and reason in lines[0]
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("which", ["clip", "longclip"])
+def test_weights_replaced_after_the_fingerprint_are_refused(tmp_path, request, which):
+    """A checkpoint overwritten between the fingerprint and the (lazy) load: its vectors were cached
+    and reported under the old weights' fingerprint, and later cache hits served them as those."""
+    import shutil
+
+    source = request.getfixturevalue(f"{which}_checkpoint")
+    checkpoint = tmp_path / source.name
+    shutil.copy(source, checkpoint)
+    if source.with_suffix(".json").exists():
+        shutil.copy(source.with_suffix(".json"), checkpoint.with_suffix(".json"))
+    loader = load_open_clip_encoder if which == "clip" else load_longclip_encoder
+    encoder = loader(str(checkpoint), device="cpu", cache_dir=tmp_path / "memo", lazy=True)
+    state = torch.load(checkpoint, weights_only=True)
+    state = {key: value + 0.5 if value.is_floating_point() else value for key, value in state.items()}
+    torch.save(state, checkpoint)  # a training run writing its latest weights
+    with pytest.raises(EncoderError, match="changed while capgeo was reading it"):
+        encoder.encode(CAPTIONS)
+
+
+def test_a_boolean_in_the_memo_is_not_taken_for_a_number(tmp_path, clip_checkpoint):
+    facts = load_open_clip_encoder(str(clip_checkpoint), device="cpu", cache_dir=tmp_path, lazy=True).info
+    memo_file = tmp_path / weight_memo.MEMO_FILE
+    memo = json.loads(memo_file.read_text())
+    for record in memo.values():
+        record["facts"]["open_clip_text"]["width"] = True
+    memo_file.write_text(json.dumps(memo))
+    again = load_open_clip_encoder(str(clip_checkpoint), device="cpu", cache_dir=tmp_path, lazy=True).info
+    assert again.width == facts.width != 1

@@ -303,3 +303,19 @@ def test_dev_stdout_as_an_output_reaches_the_reader(tmp_path):
     assert result.returncode == 0, result.stderr
     head, _, _ = result.stdout.partition("\n}\n")
     assert json.loads(head + "\n}")["schema"].startswith("capgeo.")
+
+
+def test_a_folder_in_the_way_of_a_write_is_one_line(tmp_path):
+    """A folder where a cache chunk's file goes: the rename failed with a raw IsADirectoryError."""
+    (tmp_path / "chunk.npy").mkdir()
+    with pytest.raises(CapgeoError, match="a folder of that name is in the way"):
+        with atomic_path(tmp_path / "chunk.npy") as part:
+            np.save(part, np.zeros(3))
+
+
+def test_a_text_that_is_not_unicode_is_named_not_a_traceback():
+    from capgeo.captions.model import texts_sha256
+    from capgeo.errors import DataError
+
+    with pytest.raises(DataError, match=r"text 1: holds '\\ud800', half of a UTF-16 surrogate pair"):
+        texts_sha256(["a dog", "a cat \ud800"])

@@ -84,6 +84,20 @@ class CaptionSet:
         return texts_sha256(self.texts)
 
 
+def _not_unicode(texts: list) -> Exception:
+    """Half a surrogate pair ("\\ud800", from a JSON escape or a library caller) is a str but not
+    Unicode text: named in one line, as the loaders name it."""
+    from capgeo.errors import DataError
+
+    for row, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            return DataError(f"text {row}: holds {text[error.start]!r}, half of a UTF-16 surrogate pair, which "
+                             "is not Unicode text; fix or drop that caption")
+    return DataError("the texts hold something that is not Unicode text")
+
+
 def texts_sha256(texts) -> str:
     """sha256 over texts in order: each text followed by a NUL, hashed in one update (a call per
     caption took most of a second at a million captions).
@@ -94,8 +108,12 @@ def texts_sha256(texts) -> str:
     """
     texts = list(texts)
     joined = "\x00".join(texts) + "\x00" if texts else ""
+    try:
+        encoded = joined.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _not_unicode(texts) from None
     if joined.count("\x00") == len(texts):
-        return hashlib.sha256(joined.encode("utf-8")).hexdigest()
+        return hashlib.sha256(encoded).hexdigest()
     digest = hashlib.sha256(b"capgeo texts, length-prefixed\n")
     for text in texts:
         encoded = text.encode("utf-8")

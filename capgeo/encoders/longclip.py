@@ -28,7 +28,7 @@ from pathlib import Path
 from capgeo.encoders.base import EncoderInfo
 from capgeo.encoders.checkpoint import read_state_dict, state_dict_mismatch
 from capgeo.encoders.open_clip_import import import_open_clip
-from capgeo.encoders.weight_memo import record_of, weight_facts, weight_fingerprint
+from capgeo.encoders.weight_memo import check_unchanged, record_of, version_of, weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
 LONGCLIP_CONTEXT = 248
@@ -64,6 +64,7 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None, *, cache
 
     spec = spec_or_path.strip()
     path, name = _resolve(spec)
+    version = version_of(path)
     # a file hashed for the first time is a first run, which will build the tower: import its code meanwhile
     fingerprint = weight_fingerprint(path, cache_dir, meanwhile=lambda: import_open_clip(()))
     facts = weight_facts(path, "longclip_text", lambda: _text_facts(path), cache_dir, valid=TEXT_FACTS)
@@ -74,6 +75,7 @@ def load_longclip_encoder(spec_or_path: str, device: str | None = None, *, cache
         import_open_clip(())  # a CLIP text tower: neither transformers nor timm
         state_dict = read_state_dict(path, keep=lambda key: not key.startswith("visual."))
         tower, _ = build_longclip_tower(state_dict, source=str(path))
+        check_unchanged(path, version)  # the weights are copied into the tower by now
         return tower.eval().to(device or default_device())
 
     def build_tokenizer():

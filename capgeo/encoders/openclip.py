@@ -30,7 +30,7 @@ from capgeo.encoders.base import EncoderInfo
 from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict, state_dict_mismatch
 from capgeo.encoders.open_clip_import import import_open_clip, libraries_needed
 from capgeo.encoders.registry import model_at_checkpoint
-from capgeo.encoders.weight_memo import record_of, weight_facts, weight_fingerprint
+from capgeo.encoders.weight_memo import check_unchanged, record_of, version_of, weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt")
@@ -185,6 +185,7 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
     """
     spec = spec.strip()
     config, weights, quick_gelu, name, tokenizer_name = _resolve(spec)
+    version = version_of(weights)
     facts = weight_facts(weights, "open_clip_text", lambda: _text_facts(weights), cache_dir, valid=TEXT_FACTS)
     if facts["longclip"]:
         raise EncoderError(f"{weights} is a Long-CLIP checkpoint (it has positional_embedding_res), which no "
@@ -203,7 +204,9 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
         from capgeo.device import default_device
 
         import_open_clip(libraries_needed(config))
-        return _load_text_model(config, quick_gelu, weights, name).eval().to(device or default_device())
+        model = _load_text_model(config, quick_gelu, weights, name)
+        check_unchanged(weights, version)  # the weights are copied into the model by now
+        return model.eval().to(device or default_device())
 
     def build_tokenizer():
         import_open_clip(libraries_needed(config))

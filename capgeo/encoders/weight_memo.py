@@ -67,6 +67,26 @@ def weight_facts(path: str | os.PathLike, name: str, compute: Callable[[], objec
     return value
 
 
+def version_of(path: str | os.PathLike) -> tuple[int, int, int]:
+    """The file's (size, mtime, ctime): taken before its fingerprint, checked after its weights are read."""
+    return file_version(os.stat(Path(path).resolve()))
+
+
+def check_unchanged(path: str | os.PathLike, version: tuple[int, int, int]) -> None:
+    """Refuse weights read from a file that changed after its fingerprint was taken (a checkpoint a
+    training run overwrote meanwhile): their vectors would be cached and reported under the old
+    weights' name, and every later cache hit would serve them as those."""
+    from capgeo.errors import EncoderError
+
+    try:
+        now = version_of(path)
+    except OSError:
+        now = None
+    if now != version:
+        raise EncoderError(f"{path} changed while capgeo was reading it (its size or times differ from when it "
+                           "was fingerprinted); run again once it is no longer being written")
+
+
 def record_of(**types) -> Callable[[object], bool]:
     """A ``valid`` for :func:`weight_facts`: a dict with exactly these keys, each value of its
     type(s) (``None`` for a key that may be null)."""
@@ -75,11 +95,16 @@ def record_of(**types) -> Callable[[object], bool]:
             return False
         for key, allowed in types.items():
             allowed = allowed if isinstance(allowed, tuple) else (allowed,)
-            if not any(value[key] is None if kind is None else isinstance(value[key], kind) for kind in allowed):
+            if not any(value[key] is None if kind is None else _is_of(value[key], kind) for kind in allowed):
                 return False
         return True
 
     return valid
+
+
+def _is_of(value, kind) -> bool:
+    # True and False are ints to isinstance: a memo saying width true became "width 1"
+    return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
 
 
 def _is_sha256(value) -> bool:
