@@ -11,7 +11,19 @@ class Terminated(KeyboardInterrupt):
     that the clean-up of Ctrl-C runs: partial output files removed, the terminal's cursor restored."""
 
 
+#: set when SIGTERM arrived: code that catches the raised Terminated and raises a plain
+#: KeyboardInterrupt instead (Ray's signal check, while the driver waits on its tasks) would
+#: otherwise make a termination look like Ctrl-C
+received = threading.Event()
+
+
+def was_terminated(interrupt: KeyboardInterrupt) -> bool:
+    """Is this interrupt the SIGTERM, even when something re-raised it as a plain KeyboardInterrupt?"""
+    return isinstance(interrupt, Terminated) or received.is_set()
+
+
 def _raise_terminated(signum, frame):
+    received.set()
     raise Terminated()
 
 

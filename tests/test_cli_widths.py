@@ -107,3 +107,24 @@ def test_the_command_list_cuts_no_summary():
         assert result.exit_code == 0
         commands = result.output.split("Commands:")[1]
         assert "..." not in commands and "…" not in commands, commands
+
+
+def test_a_ten_digit_pair_count_is_printed_whole_at_80_columns(tmp_path):
+    """Above about 45,000 captions the negatives' count has 10 digits; at 80 columns it read '3,199,920,0…'."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from capgeo.cli.profile import print_profile
+
+    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"caption {i}"} for i in range(64)]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    np.save(tmp_path / "emb.npy", np.random.default_rng(0).normal(size=(64, 16)).astype(np.float32))
+    result = CliRunner().invoke(main, ["profile", str(data), "--encoder", f"vectors:{tmp_path / 'emb.npy'}",
+                                       "--batch-size", "8", "--n-batches", "4", "--no-gamma", "--json", "-"])
+    profile = json.loads(result.stdout)
+    profile["pairwise"]["count"] = profile["pairwise"]["n"] = 3_199_920_000
+    out = StringIO()
+    print_profile(profile, console=Console(file=out, width=80, force_terminal=False))
+    assert "3,199,920,000" in out.getvalue()

@@ -379,3 +379,27 @@ def test_gamma_progress_moves_within_each_batch_size(monkeypatch):
     vectors = np.random.default_rng(0).normal(size=(200, 8)).astype(np.float32)
     gamma_section(vectors, np.arange(200), logit_scale=100.0, batch_sizes=(16, 8), n_batches=4)
     assert recorded["total"] == 8 and len(recorded["steps"]) == 8 and sum(recorded["steps"]) == recorded["total"]
+
+
+def test_gamma_section_does_not_depend_on_the_blas_thread_count(tmp_path):
+    """The in-batch cosines were float32 BLAS products, whose last bits change with the number of
+    threads: the gamma section's JSON differed between OMP_NUM_THREADS=1 and 2 (same seed)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((150, 128)).astype(np.float32)
+    vectors = centres[rng.integers(0, 150, 3000)] + 0.3 * rng.standard_normal((3000, 128)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.save(tmp_path / "v.npy", vectors.astype(np.float32))
+    code = ("import json, sys, numpy as np\nfrom capgeo.findings.gamma import gamma_section\n"
+            f"v = np.load({str(tmp_path / 'v.npy')!r})\n"
+            "print(json.dumps(gamma_section(v, np.arange(3000) // 3, batch_sizes=(32, 128)), sort_keys=True))")
+    outputs = []
+    for threads in ("1", "2"):
+        env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
+        outputs.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                      check=True, timeout=300).stdout)
+    assert json.loads(outputs[0]) == json.loads(outputs[1])

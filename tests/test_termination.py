@@ -62,3 +62,31 @@ def test_ctrl_c_while_the_command_line_is_still_importing_ends_like_ctrl_c_anywh
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 130
     assert result.stderr == "Interrupted.\n"
+
+
+def test_sigterm_re_raised_as_a_plain_interrupt_still_ends_as_a_termination(tmp_path, monkeypatch):
+    """Ray's signal check, while the driver waits on its tasks, catches the raised Terminated and
+    raises a plain KeyboardInterrupt: `--ray` runs said 'Interrupted.' and exited 130 on SIGTERM."""
+    import capgeo.captions
+    from click.testing import CliRunner
+
+    from capgeo import termination
+    from capgeo.cli import main
+
+    def waiting_in_a_library(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt from None  # what Ray does with any KeyboardInterrupt subclass
+
+    monkeypatch.setattr(capgeo.captions, "summarize_captions", waiting_in_a_library)
+    (tmp_path / "d.txt").write_text("a caption\nanother caption\n")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        result = CliRunner().invoke(main, ["info", str(tmp_path / "d.txt")])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        termination.received.clear()
+    assert result.exit_code == 143 and result.output.strip().endswith("Terminated.")
+    assert not termination.was_terminated(KeyboardInterrupt())  # Ctrl-C stays Ctrl-C

@@ -16,7 +16,7 @@ import click
 
 from capgeo import __version__
 from capgeo.errors import CapgeoError
-from capgeo.termination import Terminated, terminate_like_interrupt
+from capgeo.termination import terminate_like_interrupt, was_terminated
 
 # command name -> "module:attribute"; order is the order in --help
 COMMANDS = {
@@ -55,10 +55,10 @@ class LazyGroup(click.Group):
             # a user mistake: one line, no traceback
             click.echo(f"Error: {error}", err=True)
             ctx.exit(error.exit_code)
-        except Terminated:
-            click.echo("Terminated.", err=True)
-            ctx.exit(143)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
+            if was_terminated(interrupt):
+                click.echo("Terminated.", err=True)
+                ctx.exit(143)
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
         except BrokenPipeError:

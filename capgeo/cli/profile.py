@@ -166,7 +166,8 @@ def print_profile(result: dict, console=None) -> None:
 
     stats = Table(title="Caption cosines", title_justify="left")
     for column in ("", "count", "mean", "std", "p50", "p90", "p99", "max"):
-        stats.add_column(column, justify="right" if column else "left")
+        # numbers never wrap or shorten (a 10-digit pair count read "3,199,920,0…"); the label wraps
+        stats.add_column(column, justify="right" if column else "left", no_wrap=bool(column))
     for name, key in (("negatives (other images)", "pairwise"), ("same image", "within_group"),
                       ("hardest companion", "hardest_companion")):
         summary = profile_section(result, key)

@@ -477,6 +477,7 @@ class _ScanState:
         self.best_index = torch.full((n, top_k), -1, dtype=torch.int64, device=device)
         self._touched = torch.zeros(n, dtype=torch.bool, device=device)
         self._pairs = []
+        self._mask_buffer = None
         self._pair_count = 0
         self.max_pairs = max_pairs
         self.reduced = reduced  # tf32 / bf16 products (capgeo.geometry.precision), None for fp32
@@ -731,12 +732,15 @@ class _ScanState:
     def _pairs_at_or_above(self, tile, row_start, column_start, lower, threshold):
         """(rows, columns, cosines) of the tile's different-group pairs with cosine >= ``threshold``
         (masked cells are -inf by now); tf32 / bf16 cells within the margin are re-scored first."""
+        # one mask buffer for every tile: a new tile-sized mask each time, between the small tensors
+        # of kept pairs, fragmented the C heap (a 60k-caption report grew by gigabytes)
+        hits = self._mask(tile)
         if self.reduced is None:
-            hits = tile >= threshold
+            self.torch.ge(tile, threshold, out=hits)
         else:  # approximate cosines: gather within the margin, then keep those whose re-scored cosine passes
-            hits = tile >= threshold - self.reduced.margin
+            self.torch.ge(tile, threshold - self.reduced.margin, out=hits)
         if lower is not None:
-            hits &= ~lower
+            hits.masked_fill_(lower, False)
         rows, columns = _true_cells(hits)
         if self.reduced is None:
             return rows + row_start, columns + column_start, tile[rows, columns]
@@ -744,6 +748,13 @@ class _ScanState:
         cosines = self._rescore(rows, columns) if rows.numel() else tile.new_empty(0)
         kept = cosines >= threshold
         return rows[kept], columns[kept], cosines[kept]
+
+    def _mask(self, tile):
+        """A bool tensor of the tile's shape, on its device, reused from tile to tile."""
+        cells = tile.shape[0] * tile.shape[1]
+        if self._mask_buffer is None or self._mask_buffer.numel() < cells or self._mask_buffer.device != tile.device:
+            self._mask_buffer = self.torch.empty(cells, dtype=self.torch.bool, device=tile.device)
+        return self._mask_buffer[:cells].view(tile.shape[0], tile.shape[1])
 
     def _collect_pairs(self, tile, row_start, column_start, lower):
         """Different-group pairs at or above the threshold, kept."""
