@@ -134,8 +134,13 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
     (then cut at ``max_tokens`` as the evaluation sets will be). ``on_skipped``: called with each
     Skipped (rows left out while reading a set)."""
     from capgeo.encoders import embed
-    from capgeo.errors import EncoderError
+    from capgeo.errors import CapgeoError, EncoderError
     from capgeo.findings.leak import leak_section
+
+    if isinstance(evals, (str, Path)) or hasattr(evals, "texts"):
+        # one set where a list of sets belongs: a path was read character by character ("EVAL l: no such file")
+        raise CapgeoError(f"evals is a list of evaluation sets (paths or CaptionSets), got one: pass [{evals!r}]"
+                          if isinstance(evals, (str, Path)) else "evals is a list of evaluation sets; pass [eval_set]")
 
     def loaded(source, role: str):
         return load_set(source, load_options or {}, on_skipped, role) if isinstance(source, (str, Path)) else source

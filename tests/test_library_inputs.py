@@ -63,3 +63,24 @@ def test_profile_section_reads_every_documented_top_level_key():
     assert profile_section(Profile.from_dict(data), "gamma_left_out") == "B = 3 is too small"
     assert profile_section(Profile.from_dict({"schema": "capgeo.profile/1", "dataset": {}, "encoder": {}}),
                            "gamma_left_out") is ABSENT
+
+
+def test_gamma_section_takes_named_groups_and_refuses_a_negative_seed():
+    vectors = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
+    named = gamma_section(vectors, [f"img{i // 2:02d}" for i in range(40)], batch_sizes=(8,), n_batches=5)
+    numbered = gamma_section(vectors, np.arange(40) // 2, batch_sizes=(8,), n_batches=5)
+    assert named == numbered  # names sorting like the numbers code alike
+    with pytest.raises(CapgeoError, match="seed must be 0 or more"):
+        gamma_section(vectors, np.arange(40) // 2, batch_sizes=(8,), seed=-1)
+
+
+def test_batch_sizes_as_a_numpy_array_are_taken():
+    resolved = resolve_batch_sizes(np.array([32, 16]), 100)
+    assert resolved.headline == 32 and resolved.extra == (16,)
+
+
+def test_leak_datasets_refuses_one_eval_path_where_a_list_belongs():
+    from capgeo.pipeline import leak_datasets
+
+    with pytest.raises(CapgeoError, match=r"evals is a list of evaluation sets .* pass \['eval.jsonl'\]"):
+        leak_datasets("train.jsonl", "eval.jsonl")

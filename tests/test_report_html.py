@@ -438,3 +438,29 @@ def test_a_profile_without_the_within_image_section_does_not_claim_one_caption_p
     profile, _ = make_profile()
     profile["within_group"] = None  # every image has one caption
     assert dict(summary_rows(profile))["Mean cosine within an image (positives)"] == "none: one caption per image"
+
+
+def test_compare_lines_up_near_duplicates_and_an_undefined_margin_gamma():
+    """A gamma-only profile beside a full one: the near-duplicate row was split in two by the threshold
+    in its label (one "not computed" for each); an undefined margin-matched gamma read "not computed"."""
+    from capgeo.report.compare import compare_table
+    from capgeo.report.summary import summary_rows
+
+    full, _ = make_profile()
+    partial, _ = make_profile()
+    partial.pop("near_duplicates")
+    table = compare_table([full, partial], ["full", "gamma only"])
+    assert table.count("Near-duplicate pairs") == 1
+    row = table.split("Near-duplicate pairs", 1)[1].split("</tr>", 1)[0]
+    assert row.count("not computed") == 1 and "pairs at cosine &gt;= " in row
+    import numpy as np
+
+    from capgeo.findings.gamma import gamma_section
+
+    half = np.random.default_rng(0).normal(size=(50, 8))
+    vectors = np.concatenate([half, -half]).astype(np.float32)  # mean negative cosine below 0
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    undefined, _ = make_profile()
+    undefined["gamma"] = gamma_section(vectors, np.arange(100), batch_sizes=(8,), n_batches=20)
+    assert undefined["gamma"]["margin_matched_gamma"] is None
+    assert dict(summary_rows(undefined))["Margin-matched gamma"].startswith("none (mean negative cosine")

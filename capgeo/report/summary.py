@@ -95,9 +95,11 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
         if near_batch.get("share_batches") is not None:
             rows.append((f"Batches with a near-twin >={near_batch.get('threshold')}, B={entry.batch_size}",
                          _pct(near_batch["share_batches"])))
-    rows.append((f"Near-duplicate pairs (cosine >= {shown(near.threshold)})" if near else "Near-duplicate pairs",
-                 f"{_count(known(near.n_pairs_cross_group))} pairs; {_count(known(near.n_captions_hardest_above))} "
-                 f"captions have one" if near else MISSING))
+    # one label whatever the threshold, so compare lines profiles up in one row (the threshold in
+    # the label gave a "not computed" row beside the computed one)
+    rows.append(("Near-duplicate pairs",
+                 f"{_count(known(near.n_pairs_cross_group))} pairs at cosine >= {shown(near.threshold)}; "
+                 f"{_count(known(near.n_captions_hardest_above))} captions have one" if near else MISSING))
     rows.append(("Exact duplicates",
                  f"{_count(known(exact.n_sets))} sets, {_count(known(exact.n_pairs_cross_group))} pairs across images"
                  if exact else MISSING))
@@ -110,6 +112,8 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
     matched = gamma.get("margin_matched_gamma")
     if matched is not None:
         rows.append(("Margin-matched gamma", f"{matched:.2f}"))
+    elif value is not None:  # computed, and undefined: not "not computed"
+        rows.append(("Margin-matched gamma", "none (mean negative cosine is not positive)"))
     return rows
 
 
