@@ -29,6 +29,10 @@ def write_all(stream: IO, data: bytes) -> None:
     straight to the descriptor, the short write is seen and the next write raises ENOSPC."""
     stream.flush()
     try:
+        # only a real file object's descriptor: a notebook's output stream has one too, a copy of
+        # the kernel's own stdout, where a write would bypass the notebook
+        if not isinstance(stream, (io.TextIOWrapper, io.BufferedWriter, io.FileIO)):
+            raise io.UnsupportedOperation
         descriptor = stream.fileno()
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         # an in-memory stream (tests, notebooks): nothing to cut short

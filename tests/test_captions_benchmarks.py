@@ -207,6 +207,7 @@ def test_dci_folder_with_summaries_and_splits(tmp_path):
 @pytest.mark.parametrize(("short", "extra", "expected"), [
     ("A red bicycle.", "The wall is brick.", "A red bicycle.\nThe wall is brick."),
     ("A red bicycle.", "", "A red bicycle."),
+    ("A red bicycle.", None, "A red bicycle."),
     ("", "The wall is brick.", "The wall is brick."),
     (None, "The wall is brick.", "The wall is brick."),
 ])

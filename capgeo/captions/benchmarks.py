@@ -312,9 +312,11 @@ def _dci_description(data: dict):
     ``short_caption``, a newline, then ``extra_caption``, which continues it ("additional description
     not captured elsewhere"); leaving the short caption out lost each description's first sentence."""
     short, extra = data.get("short_caption"), data["extra_caption"]
-    if isinstance(short, str) and short.strip() and isinstance(extra, str):
-        return f"{short}\n{extra}" if extra.strip() else short
-    return extra
+    if not (isinstance(short, str) and short.strip()):
+        return extra
+    if extra is None or (isinstance(extra, str) and not extra.strip()):
+        return short
+    return f"{short}\n{extra}" if isinstance(extra, str) else extra  # (not text: an error, naming the file)
 
 
 def _image_summaries(summaries, file: Path) -> list:
