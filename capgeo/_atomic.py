@@ -27,6 +27,8 @@ def write_all(stream: IO, data: bytes) -> None:
     A buffered write of a large block that the disk cuts short (``> file`` on a disk that fills)
     returns the short count, which nothing checks: the output ended mid-row with status 0. Written
     straight to the descriptor, the short write is seen and the next write raises ENOSPC."""
+    if stream is None:  # stdout closed (`>&-`): nothing to write to, as print() does then
+        return
     stream.flush()
     try:
         # only a real file object's descriptor: a notebook's output stream has one too, a copy of
@@ -64,6 +66,37 @@ def stream_target(target: str | os.PathLike) -> str | None:
     return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else text
 
 
+def descriptor_of(target: str | os.PathLike) -> int | None:
+    """The open descriptor a standard stream's name stands for (/dev/stdout: 1, /dev/fd/7: 7)."""
+    text = os.path.expanduser(os.fspath(target))
+    named = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+    if text in named:
+        return named[text]
+    for prefix in ("/dev/fd/", "/proc/self/fd/"):
+        if text.startswith(prefix) and text[len(prefix):].isdigit():
+            return int(text[len(prefix):])
+    return None
+
+
+def is_standard_output(target: str | os.PathLike | None) -> bool:
+    """``-``, or a name of this process's standard output (/dev/stdout, /dev/fd/1)."""
+    return target == "-" or (target is not None and descriptor_of(target) == 1)
+
+
+def _open_descriptor(descriptor: int, mode: str, encoding: str | None) -> IO:
+    """A file object on a copy of ``descriptor``: it writes where the descriptor is (a file that
+    stdout was redirected to, appended to by ``>>``), where reopening its name truncated the file
+    and wrote from its start."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and stream.fileno() == descriptor:
+                stream.flush()
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            pass
+    # (fdopen does not truncate: only opening a name does)
+    return os.fdopen(os.dup(descriptor), mode, encoding=encoding)
+
+
 def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -74,7 +107,13 @@ def check_writable(target: str | os.PathLike) -> None:
     """Fail before the work, not after it, when ``target`` cannot be written (creates nothing)."""
     stream = stream_target(target)
     if stream is not None:
-        if not os.access(stream, os.W_OK):
+        descriptor = descriptor_of(stream)
+        if descriptor is not None:
+            try:
+                os.fstat(descriptor)
+            except OSError:
+                raise CapgeoError(f"cannot write {target}: descriptor {descriptor} is not open") from None
+        elif not os.access(stream, os.W_OK):
             raise CapgeoError(f"cannot write {target}: you have no permission to write to it")
         return
     shown, target = target, _normalised(target)
@@ -191,6 +230,10 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
     shown, target = target, _normalised(target)
     if stream_target(target) is not None:
         # nothing to rename over: written into directly (a reader of a stream sees it as it comes anyway)
+        descriptor = descriptor_of(target)
+        if descriptor is not None and stat.S_ISREG(os.fstat(descriptor).st_mode):
+            # a writer that opens the name would truncate the file and write from its start
+            raise CapgeoError(f"cannot write {shown}: it is redirected to a file here; give that file's name")
         try:
             yield target
         except BaseException as error:
@@ -233,6 +276,22 @@ def atomic_open(target: str | os.PathLike, mode: str = "w", encoding: str | None
     """Open a temporary file for writing; it replaces ``target`` only if the block succeeds."""
     if "b" in mode:
         encoding = None
+    descriptor = descriptor_of(target) if stream_target(target) is not None else None
+    if descriptor is not None:
+        # /dev/stdout and the like: written where the descriptor is, not reopened by name
+        handle = _open_descriptor(descriptor, mode, encoding)
+        try:
+            yield handle
+            handle.flush()
+        except OSError as error:
+            disk_error = _write_os_error(error, Path("."))
+            if disk_error is not None:
+                raise write_error(target, disk_error, remedy) from None
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                handle.close()
+        return
     with atomic_path(target, remedy=remedy) as tmp:
         with open(tmp, mode, encoding=encoding) as handle:
             yield handle

@@ -47,7 +47,7 @@ def encoder_input_file(spec: str | None) -> str | None:
 
 #: every JSON capgeo writes is an object whose first key, "schema", names it (capgeo.profile/1,
 #: capgeo.dupes/1, ...); a saved profile is recognised the same way (capgeo.report.build)
-_RESULT_HEAD = re.compile(r'^\s*\{\s*"schema"\s*:\s*"(capgeo\.[^"]*)"')
+_RESULT_HEAD = re.compile(r'^\ufeff?\s*\{\s*"schema"\s*:\s*"(capgeo\.[^"]*)"')
 
 
 #: the largest file searched for a "schema" key that is not first (a result re-saved with its keys
@@ -70,7 +70,7 @@ def result_schema(path: str | os.PathLike) -> str | None:
             if match:
                 return match.group(1)
             size = os.fstat(handle.fileno()).st_size
-            if not head.lstrip().startswith("{") or size > MAX_RESULT_SEARCH_BYTES:
+            if not head.lstrip("\ufeff \t\r\n").startswith("{") or size > MAX_RESULT_SEARCH_BYTES:
                 return None
             with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
                 if re.search(rb'"schema"\s*:\s*"capgeo\.', mapped) is None:

@@ -140,6 +140,13 @@ def test_cr_only_line_ends_split_text_files(tmp_path):
     path = tmp_path / "caps.txt"
     path.write_bytes(b"a cat\ra dog\ra bird\r")
     assert load_captions(path).texts == ["a cat", "a dog", "a bird"]
+    # a line end converted twice (\r\r\n) is one line end: ids stay the line numbers an editor shows
+    twice = tmp_path / "twice.txt"
+    twice.write_bytes(b"a cat\r\r\na dog\r\r\n")
+    captions = load_captions(twice)
+    assert captions.texts == ["a cat", "a dog"] and captions.ids == ["1", "2"] and not captions.skipped
+    cr_json = _write(tmp_path / "cr.json", '{"caption": "a"}\r{"caption": "b"}\r')
+    assert "--format jsonl" in _error(cr_json)
 
 
 def test_column_listing_quotes_names_with_spaces(tmp_path):

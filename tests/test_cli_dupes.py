@@ -242,3 +242,15 @@ def test_json_to_stdout_still_writes_the_rows_file(small_dataset, tmp_path):
     assert result.exit_code == 0, result.output
     section = json.loads(result.stdout)
     assert pl.read_parquet(out).height == len(section["pairs"]) > 0
+
+
+@pytest.mark.parametrize("command", [["dupes", "--threshold", "0.99999"], ["profile", "--threshold", "1"],
+                                     ["truncation", "--threshold", "0.99995"]])
+def test_a_pair_threshold_above_what_float32_can_reach_is_refused_before_encoding(tmp_path, command, monkeypatch):
+    import capgeo.encoders
+
+    monkeypatch.setattr(capgeo.encoders, "embed", lambda *a, **k: pytest.fail("encoded before refusing"))
+    data = tmp_path / "d.txt"
+    data.write_text("a dog runs\na cat sits\n")
+    result = CliRunner().invoke(main, [command[0], str(data), *command[1:]])
+    assert result.exit_code == 2 and "float32 products" in result.output

@@ -207,3 +207,16 @@ def test_leak_terminal_names_the_drop_list_it_wrote_and_says_nothing_of_dropping
     assert "removes it" not in with_file.stdout  # nothing leaked at 0.999: nothing to remove
     without = run("leak", train, evals, "--encoder", encoder)
     assert "-o FILE writes their ids" in without.stdout
+
+
+def test_a_saved_profile_with_a_byte_order_mark_or_on_one_line_without_a_suffix(sets_with_vectors, tmp_path):
+    train, _, encoder = sets_with_vectors
+    profile = json.loads(_saved_profile(tmp_path, train, encoder).read_text())
+    with_bom = tmp_path / "bom.json"
+    with_bom.write_text(json.dumps(profile), encoding="utf-8-sig")  # as some editors save
+    result = run("report", with_bom, "-o", tmp_path / "bom.html")
+    assert result.exit_code == 0, result.output
+    one_line = tmp_path / "profile_copy"
+    one_line.write_text(json.dumps(profile))
+    result = run("info", one_line)  # read as JSON lines: its one record is the profile
+    assert result.exit_code == 2 and "a capgeo.profile/1 result capgeo wrote, not a dataset" in result.output

@@ -84,3 +84,24 @@ def test_leak_datasets_refuses_one_eval_path_where_a_list_belongs():
 
     with pytest.raises(CapgeoError, match=r"evals is a list of evaluation sets .* pass \['eval.jsonl'\]"):
         leak_datasets("train.jsonl", "eval.jsonl")
+
+
+@pytest.mark.parametrize("requested", [16.0, np.float64(16), "16"])
+def test_a_batch_size_that_is_not_a_whole_number_or_a_list_is_one_line(requested):
+    with pytest.raises(CapgeoError, match="batch sizes are whole numbers"):
+        resolve_batch_sizes(requested, 100)
+
+
+def test_gamma_section_keeps_names_that_look_like_numbers_apart_and_takes_seed_none():
+    vectors = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
+    groups = ["1", "1", "01", "01"] + [f"x{i // 2}" for i in range(36)]
+    section = gamma_section(vectors, groups, batch_sizes=(20,), n_batches=3, seed=None)
+    assert section["batches"][0]["batch_size"] == 20  # 20 images: "1" and "01" are two
+
+
+def test_a_cpu_device_with_its_index_is_taken():
+    import torch
+
+    scan = scan_pairs(np.random.default_rng(1).normal(size=(10, 4)).astype(np.float32), np.arange(10), top_k=1,
+                      device=torch.device("cpu", 0))
+    assert scan.n == 10

@@ -319,3 +319,31 @@ def test_a_text_that_is_not_unicode_is_named_not_a_traceback():
 
     with pytest.raises(DataError, match=r"text 1: holds '\\ud800', half of a UTF-16 surrogate pair"):
         texts_sha256(["a dog", "a cat \ud800"])
+
+
+def test_json_to_dev_stdout_redirected_to_a_file_keeps_what_is_there(tmp_path):
+    """`--json /dev/stdout >> log` reopened the name, truncating the log and writing from its start;
+    with `>` the terminal summary then overwrote the JSON."""
+    data = _dataset(tmp_path)
+    log = tmp_path / "log.txt"
+    log.write_text("IMPORTANT LINE\n")
+    with open(log, "a") as appended:
+        result = subprocess.run([sys.executable, "-m", "capgeo", "info", str(data), "--json", "/dev/stdout"],
+                                stdout=appended, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    text = log.read_text()
+    assert text.startswith("IMPORTANT LINE\n")
+    assert json.loads(text[len("IMPORTANT LINE\n"):])["schema"] == "capgeo.info/1"  # the JSON alone, whole
+    with open(tmp_path / "out.json", "w") as fresh:
+        subprocess.run([sys.executable, "-m", "capgeo", "info", str(data), "--json", "/dev/stdout"], stdout=fresh,
+                       stderr=subprocess.PIPE, text=True, timeout=120, check=True)
+    assert json.loads((tmp_path / "out.json").read_text())["schema"] == "capgeo.info/1"
+
+
+def test_json_to_a_closed_stdout_and_to_a_descriptor_that_is_not_open(tmp_path):
+    data = _dataset(tmp_path)
+    closed = subprocess.run(f"{sys.executable} -m capgeo info {data} --json - >&-", shell=True,
+                            capture_output=True, text=True, timeout=120)
+    assert closed.returncode == 0 and "Traceback" not in closed.stderr
+    result = CliRunner().invoke(main, ["info", str(data), "--json", "/dev/fd/57"])
+    assert result.exit_code == 2 and "descriptor 57 is not open" in result.output

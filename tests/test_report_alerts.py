@@ -47,14 +47,14 @@ def with_exact(base, cross_pairs, redundant):
 
 
 def test_exact_duplicate_thresholds(base):
-    n_images = base["dataset"]["n_groups"]
+    n = base["dataset"]["n_captions"]
     assert levels(with_exact(base, 0, 0), "exact_duplicates") == []
     assert levels(with_exact(base, 1, 0), "exact_duplicates") == ["notice"]
-    many = int(alerts.EXACT_DUPLICATE_WARNING * n_images) + 1
+    many = int(alerts.EXACT_DUPLICATE_WARNING * n) + 1
     assert levels(with_exact(base, 1, many), "exact_duplicates") == ["warning"]
-    # n_redundant_cross_group counts images, and the alert says so (it said captions, of the dataset)
+    # n_redundant_cross_group counts recurrences of a text across images, neither captions nor images
     alert = alerts.exact_duplicate_alert(with_exact(base, 1, many))
-    assert f"{many:,} images repeat a caption of another image" in alert.message
+    assert f"recurs in another image {many:,} times" in alert.message
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS, 0), "exact_duplicates") == ["warning"]
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS - 1, 0), "exact_duplicates") == ["notice"]
 
@@ -70,7 +70,6 @@ def test_repeats_inside_one_image_do_not_count_as_duplicates_across_images():
     assert section["n_redundant_cross_group"] == 1
     profile, _ = make_profile()
     profile["dataset"]["n_captions"] = len(texts)
-    profile["dataset"]["n_groups"] = 152
     profile["exact_duplicates"] = section
     assert levels(profile, "exact_duplicates") == ["notice"]
 

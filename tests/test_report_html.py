@@ -449,8 +449,13 @@ def test_compare_lines_up_near_duplicates_and_an_undefined_margin_gamma():
     full, _ = make_profile()
     partial, _ = make_profile()
     partial.pop("near_duplicates")
+    for entry in partial["batches"]:
+        if entry.get("near_duplicate"):
+            entry["near_duplicate"]["threshold"] = 0.6  # another --threshold: still one row per batch size
     table = compare_table([full, partial], ["full", "gamma only"])
     assert table.count("Near-duplicate pairs") == 1
+    batch_sizes = [entry["batch_size"] for entry in full["batches"] if entry.get("near_duplicate")]
+    assert batch_sizes and all(table.count(f"Batches with a near-twin, B={size}<") == 1 for size in batch_sizes)
     row = table.split("Near-duplicate pairs", 1)[1].split("</tr>", 1)[0]
     assert row.count("not computed") == 1 and "pairs at cosine &gt;= " in row
     import numpy as np

@@ -90,3 +90,26 @@ def test_sigterm_re_raised_as_a_plain_interrupt_still_ends_as_a_termination(tmp_
         termination.received.clear()
     assert result.exit_code == 143 and result.output.strip().endswith("Terminated.")
     assert not termination.was_terminated(KeyboardInterrupt())  # Ctrl-C stays Ctrl-C
+
+
+def test_a_ctrl_c_after_an_earlier_termination_in_the_same_process_is_a_ctrl_c(tmp_path, monkeypatch):
+    import capgeo.captions
+    from click.testing import CliRunner
+
+    from capgeo import termination
+    from capgeo.cli import main
+
+    termination.received.set()  # an earlier command in this process was terminated
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(capgeo.captions, "summarize_captions", interrupted)
+    (tmp_path / "d.txt").write_text("a caption\n")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        result = CliRunner().invoke(main, ["info", str(tmp_path / "d.txt")])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        termination.received.clear()
+    assert result.exit_code == 130 and result.output.strip().endswith("Interrupted.")

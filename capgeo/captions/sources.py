@@ -51,7 +51,8 @@ def parse_json(text: str, path: Path):
         return json.loads(text)
     except json.JSONDecodeError as error:
         hint = ""
-        if error.msg == "Extra data" and error.lineno > 1 and _is_json_object(text.lstrip().split("\n", 1)[0]):
+        lines = split_lines(text.lstrip())
+        if error.msg == "Extra data" and len(lines) > 1 and _is_json_object(lines[0]):
             hint = "; the file looks like JSON lines (one object per line): name it .jsonl or pass --format jsonl"
         raise DataError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}{hint}") from None
     except RecursionError:
@@ -89,11 +90,15 @@ def iter_json_lines(text: str, path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def split_lines(text: str) -> list[str]:
-    """Lines split at \\n, \\r\\n and \\r only: str.splitlines would also split at U+2028 and
+    """Lines split at \\n and \\r\\n (at \\r in a file that has no \\n) only: str.splitlines would also split at U+2028 and
     other separators that may sit inside a caption or a JSON string."""
-    # a lone \r ends a line too (classic Mac files), as CSV/TSV reading and universal newlines have it;
-    # JSON cannot hold a raw \r inside a string, so no JSON line is split by it
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    # a file without any \n ends its lines with a lone \r (classic Mac files; CSV/TSV reading takes
+    # them too). Elsewhere a stray \r stays in its line, stripped later: "\r\r\n", a twice-converted
+    # line end, split there, gave every caption a blank line after it and every id a new number
+    if "\n" not in text:
+        lines = text.split("\r")
+    else:
+        lines = text.replace("\r\n", "\n").split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return lines

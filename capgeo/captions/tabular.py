@@ -87,6 +87,8 @@ def _records_table(records: list[dict], where: Callable[[int], str], numbers: li
 
 def _jsonl_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
     numbered = list(iter_json_lines(content.text, content.path))
+    if numbered:
+        _refuse_capgeo_result(numbered[0][1], content.path)  # a saved profile on one line
     lines = [number for number, _ in numbered]
     return _records_table([record for _, record in numbered], lambda row: f"line {lines[row]}", list(map(str, lines)))
 
@@ -110,11 +112,7 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         return _records_table(data, record_where, [str(row + 1) for row in range(len(data))])
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON list of objects or an object of columns; found {json_kind(data)}")
-    schema = data.get("schema")
-    if isinstance(schema, str) and schema.startswith("capgeo."):
-        # read as a dataset, a saved profile's "batches" list was reported as a missing caption column
-        raise DataError(f"{path}: a {schema} result capgeo wrote, not a dataset; this command reads captions "
-                        "(`capgeo report` and `capgeo compare` draw saved profiles)")
+    _refuse_capgeo_result(data, path)
     wanted = {name.casefold() for name in (columns.text, columns.captions) if name} or set(TEXT_NAMES + CAPTIONS_NAMES)
     lists = {key: value for key, value in data.items() if isinstance(value, list)}
     column_keys = wanted & {str(key).casefold() for key in lists}
@@ -155,6 +153,14 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         f"{path}: cannot find caption records in this JSON object (keys: {', '.join(list(map(str, data))[:20])}); "
         "expected a list of objects, an object of equal-length columns, or {image: caption}"
     )
+
+
+def _refuse_capgeo_result(data: dict, path) -> None:
+    """Read as a dataset, a saved profile's "batches" list was reported as a missing caption column."""
+    schema = data.get("schema")
+    if isinstance(schema, str) and schema.startswith("capgeo."):
+        raise DataError(f"{path}: a {schema} result capgeo wrote, not a dataset; this command reads captions "
+                        "(`capgeo report` and `capgeo compare` draw saved profiles)")
 
 
 def _is_list_of_text(value) -> bool:

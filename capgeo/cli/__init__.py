@@ -16,6 +16,7 @@ import click
 
 from capgeo import __version__
 from capgeo.errors import CapgeoError
+from capgeo.termination import received as termination_received
 from capgeo.termination import terminate_like_interrupt, was_terminated
 
 # command name -> "module:attribute"; order is the order in --help
@@ -47,6 +48,7 @@ class LazyGroup(click.Group):
         return getattr(importlib.import_module(module_name), attribute)
 
     def invoke(self, ctx):
+        termination_received.clear()  # a SIGTERM of an earlier command in this process is not this one's
         terminate_like_interrupt()
         _replace_what_the_terminal_cannot_encode()
         try:

@@ -10,6 +10,7 @@ from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
+    PairThreshold,
     check_options_before_encoding,
     dataset_options,
     embed_from_options,
@@ -37,7 +38,7 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 @click.command("dupes", short_help="Near-duplicate caption pairs of different images, shared words marked.")
 @dataset_options
 @encoder_options
-@click.option("--threshold", type=FiniteFloatRange(-1.0, 1.0), default=None, metavar="T",
+@click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
               help="Only pairs with cosine >= T (and, with --group-components, the link threshold; "
                    f"default there {DEFAULT_COMPONENT_THRESHOLD}).")
 @click.option("--top", "top", type=click.IntRange(min=0), default=50, show_default=True, metavar="N",

@@ -233,9 +233,11 @@ def json_option(command):
 def emit(result: dict, json_out: str | None, show) -> None:
     """A command's output: JSON to stdout (only that), or to a file and the terminal
     summary ``show(result)``, or the summary alone."""
+    from capgeo._atomic import is_standard_output
+
     if json_out:
         print_json(result, json_out)
-    if json_out != "-":
+    if not is_standard_output(json_out):  # JSON to stdout is all that goes there, by any name
         show(result)
 
 
@@ -243,8 +245,10 @@ def print_json(payload: dict, destination: str) -> None:
     """Write JSON to stdout ('-') or atomically to a file."""
     import json
 
+    from capgeo._atomic import is_standard_output
+
     text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False)
-    if destination == "-":
+    if is_standard_output(destination):  # "-", /dev/stdout, /dev/fd/1
         import sys
 
         from capgeo._atomic import write_all
@@ -280,6 +284,25 @@ class FiniteFloatRange(click.FloatRange):
         number = super().convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+class PairThreshold(FiniteFloatRange):
+    """A threshold on pair cosines (dupes, profile, truncation): -1 to MAX_PAIR_THRESHOLD, checked
+    when the command line is read, not after the encoding (the passes refuse it too)."""
+
+    def __init__(self):
+        from capgeo.defaults import MAX_PAIR_THRESHOLD
+
+        super().__init__(-1.0, 1.0)
+        self.highest = MAX_PAIR_THRESHOLD
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if number > self.highest:
+            self.fail(f"{number:g} is above {self.highest}: cosines are float32 products, and two identical "
+                      "vectors' falls up to about 1e-6 below 1, so no pair would reach it; use "
+                      f"{self.highest} for identical embeddings", param, ctx)
         return number
 
 

@@ -8,6 +8,7 @@ from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
+    PairThreshold,
     batch_size_options,
     check_options_before_encoding,
     comma_separated_floats,
@@ -48,7 +49,7 @@ MODES = ("auto", "exact", "sampled")
 @block_size_option
 @precision_option
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
-@click.option("--near-duplicate-threshold", "--threshold", "near_duplicate_threshold", type=FiniteFloatRange(-1.0, 1.0),
+@click.option("--near-duplicate-threshold", "--threshold", "near_duplicate_threshold", type=PairThreshold(),
               default=DEFAULT_NEAR_DUPLICATE_THRESHOLD, show_default=True, metavar="T",
               help="Cosine at or above which two captions of different images count as near-duplicates "
                    "(--threshold, as in dupes, leak and truncation).")
@@ -167,7 +168,8 @@ def print_profile(result: dict, console=None) -> None:
     stats = Table(title="Caption cosines", title_justify="left")
     for column in ("", "count", "mean", "std", "p50", "p90", "p99", "max"):
         # numbers never wrap or shorten (a 10-digit pair count read "3,199,920,0…"); the label wraps
-        stats.add_column(column, justify="right" if column else "left", no_wrap=bool(column))
+        stats.add_column(column, justify="right" if column else "left", no_wrap=bool(column),
+                         min_width=None if column else 10)
     for name, key in (("negatives (other images)", "pairwise"), ("same image", "within_group"),
                       ("hardest companion", "hardest_companion")):
         summary = profile_section(result, key)

@@ -30,11 +30,13 @@ DEFAULT_COMPARE_OUTPUT = "compare.html"
 
 
 def _wrote(path, notes) -> None:
-    from capgeo._atomic import written_path
+    from capgeo._atomic import stream_target, written_path
 
     # the full path: a default name lands in whatever folder the user happens to be in
     written = written_path(path)
-    click.echo(f"Wrote {written} ({written.stat().st_size / 1e6:.1f} MB)", err=True)
+    # a stream's size says nothing of what went into it (a pipe: 0)
+    size = "" if stream_target(written) is not None else f" ({written.stat().st_size / 1e6:.1f} MB)"
+    click.echo(f"Wrote {written}{size}", err=True)
     for note in notes:
         click.echo(f"  note: {note}", err=True)
 

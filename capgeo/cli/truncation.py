@@ -8,6 +8,7 @@ from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
+    PairThreshold,
     check_options_before_encoding,
     comma_separated_floats,
     dataset_options,
@@ -52,7 +53,7 @@ def _parse_lengths(ctx, param, value):
               help="Random batches drawn (the same ones at every length).")
 @click.option("--buckets", callback=comma_separated_floats, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
               help="Cosine edges of the in-batch hardness buckets.")
-@click.option("--threshold", type=FiniteFloatRange(-1.0, 1.0), default=None, metavar="T",
+@click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
               help="Near-duplicate cosine (pairs of different groups); default: the profile's, 0.95.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws.")
 @click.option("--top", "max_listed", type=click.IntRange(min=0), default=20, show_default=True, metavar="N",

@@ -432,12 +432,12 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
     # labels 0..G-1 in sorted order, whatever came in (row c of image_vectors is label c); group ids
     # that are not integers (image names) are coded the same way
-    try:
-        group_codes = np.asarray(group_codes, dtype=np.int64)
-    except (TypeError, ValueError):
-        group_codes = np.asarray(group_codes, dtype=object).astype(str)
+    group_codes = np.asarray(group_codes)
+    if group_codes.dtype.kind not in "iub":
+        # names stay names: "1" and "01" are two images, which int() would merge
+        group_codes = group_codes.astype(str)
     group_codes = np.unique(group_codes, return_inverse=True)[1].reshape(-1)
-    if int(seed) < 0:  # numpy's generators take none (a ValueError from deep inside)
+    if seed is not None and int(seed) < 0:  # numpy's generators take none (a ValueError from deep inside)
         raise CapgeoError(f"seed must be 0 or more, got {seed}")
     if vectors.ndim != 2 or len(vectors) != len(group_codes):
         raise CapgeoError(f"caption vectors {vectors.shape} do not match {len(group_codes)} group codes")

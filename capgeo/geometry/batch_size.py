@@ -58,7 +58,9 @@ def resolve_batch_sizes(requested: Sequence[int] | None, n_groups: int, *,
     n_groups = int(n_groups)
     if isinstance(requested, Integral):  # one batch size given as a number, not a list
         requested = (int(requested),)
-    if requested is not None and not isinstance(requested, (str, bytes)):
+    if requested is not None:
+        if isinstance(requested, (str, bytes)) or not hasattr(requested, "__iter__") or getattr(requested, "ndim", 1) == 0:
+            raise CapgeoError(f"batch sizes are whole numbers (one, or a list), got {requested!r}")
         # a numpy array (whose truth value is ambiguous) or any iterable: its items, as a tuple
         requested = tuple(size.item() if hasattr(size, "item") else size for size in requested)
     if requested and not all(isinstance(size, Integral) and not isinstance(size, bool)

@@ -430,7 +430,7 @@ def load_profile(path: str | Path) -> dict:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark an editor added is not JSON
     except FileNotFoundError:
         raise CapgeoError(f"{path}: profile file not found") from None
     except (OSError, UnicodeDecodeError) as error:

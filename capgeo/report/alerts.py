@@ -16,8 +16,8 @@ Rules and why
   >= TRUNCATED_NOTICE (0.05) -> notice. Cut text is invisible to the model, so
   captions that differ only after the cut look identical.
 - ``exact_duplicates``: exact duplicates across different images are false negatives
-  in a batch. Warning when redundant images (those whose caption text an image before
-  them already has) are >= EXACT_DUPLICATE_WARNING (1%) of the images, or when there are
+  in a batch. Warning when the recurrences of a text in another image (n_redundant_cross_group)
+  reach EXACT_DUPLICATE_WARNING (1%) of the caption count, or when there are
   >= EXACT_DUPLICATE_MIN_PAIRS (10) cross-group pairs; otherwise a notice for any
   cross-group pair.
 - ``near_twin_batches``: per batch size, the share of batches with at least one
@@ -110,13 +110,14 @@ def exact_duplicate_alert(profile: Profile | dict) -> Alert | None:
     cross = duplicates.n_pairs_cross_group or 0
     if not cross:
         return None
-    n_images = (profile_section(profile, "dataset") or Dataset()).n_groups or 0
+    n = (profile_section(profile, "dataset") or Dataset()).n_captions or 0
     # repeats inside one image are positives and harmless: count only texts shared across images.
-    # n_redundant_cross_group counts images (those whose caption another image already has)
+    # n_redundant_cross_group sums, over the repeated texts, the images beyond the first that hold
+    # one: neither a count of captions nor of images (one image sharing five texts counts five)
     redundant = duplicates.n_redundant_cross_group or 0
-    share = redundant / n_images if n_images else 0.0
-    detail = (f"{cross:,} pairs of identical captions describe different images "
-              f"({redundant:,} images repeat a caption of another image, {_pct(share)} of the images). "
+    share = redundant / n if n else 0.0
+    detail = (f"{cross:,} pairs of identical captions describe different images (a caption's text recurs "
+              f"in another image {redundant:,} times, {_pct(share)} of the caption count). "
               f"In a batch such a pair is a false negative: the loss pushes apart two identical texts.")
     if share >= EXACT_DUPLICATE_WARNING or cross >= EXACT_DUPLICATE_MIN_PAIRS:
         return Alert("exact_duplicates", WARNING, "Many exact duplicate captions across images",

@@ -93,8 +93,9 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
             rows.append((f"In-batch negatives {buckets['labels'][-1]}, B={entry.batch_size}", value))
         near_batch = known(entry.near_duplicate) or {}
         if near_batch.get("share_batches") is not None:
-            rows.append((f"Batches with a near-twin >={near_batch.get('threshold')}, B={entry.batch_size}",
-                         _pct(near_batch["share_batches"])))
+            # the threshold in the value, not the label: compare lines profiles up by label
+            rows.append((f"Batches with a near-twin, B={entry.batch_size}",
+                         f"{_pct(near_batch['share_batches'])} (a pair at cosine >= {near_batch.get('threshold')})"))
     # one label whatever the threshold, so compare lines profiles up in one row (the threshold in
     # the label gave a "not computed" row beside the computed one)
     rows.append(("Near-duplicate pairs",
