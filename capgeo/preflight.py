@@ -101,10 +101,21 @@ def check_cache_folder(cache_dir: str | os.PathLike | None, use_cache: bool = Tr
                           f"{CACHE_REMEDY}")
 
 
+def check_faiss() -> None:
+    """--companions faiss needs faiss installed: known before hours of encoding, not after."""
+    import importlib.util
+
+    if importlib.util.find_spec("faiss") is None:
+        raise CapgeoError("approximate companions need faiss: pip install faiss-cpu (or 'capgeo[faiss]')")
+
+
 def check_before_encoding(captions=None, *, cache_dir=None, use_cache: bool = True, buckets=None,
                           relative_quantiles=None, n_batches=None, top_k=None, sampled_pairs=None,
-                          negatives=None, needs_negatives: bool = True, group_option: bool = True) -> None:
+                          negatives=None, needs_negatives: bool = True, group_option: bool = True,
+                          needs_faiss: bool = False) -> None:
     """Every check above that applies to a command, in one call before it encodes."""
+    if needs_faiss:
+        check_faiss()
     check_counts(n_batches=n_batches, top_k=top_k, sampled_pairs=sampled_pairs, negatives=negatives)
     check_bucket_edges(buckets)
     check_quantile_levels(relative_quantiles)

@@ -180,3 +180,12 @@ def test_benchmark_layout_errors_do_not_advise_column_options(tmp_path):
     (folder / "sa_1.json").write_text(json.dumps({"extra_caption": 5}))
     message = _error(folder)
     assert "caption should be text" in message and "--text-column" not in message
+
+
+def test_a_folder_holding_one_non_dci_json_file_says_to_pass_the_file(tmp_path):
+    folder = tmp_path / "coco"
+    folder.mkdir()
+    (folder / "captions.json").write_text(json.dumps([{"image_name": "a.jpg", "captions": ["a cat", "a dog"]}]))
+    message = _error(folder)
+    assert "is read as DCI annotations, but captions.json is a JSON dataset" in message and "pass the file itself" in message
+    assert load_captions(folder / "captions.json").texts == ["a cat", "a dog"]

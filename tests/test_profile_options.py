@@ -49,3 +49,20 @@ def test_options_object_and_keywords_give_the_same_profile():
 def test_bad_options_are_refused_before_any_work(change, message):
     with pytest.raises(CapgeoError, match=message):
         ProfileOptions(**change).checked([16])
+
+
+def test_companions_faiss_without_faiss_is_refused_before_encoding(tmp_path, monkeypatch):
+    import importlib.util
+
+    from click.testing import CliRunner
+
+    import capgeo.encoders
+    from capgeo.cli import main
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faiss" else real_find_spec(name, *a))
+    monkeypatch.setattr(capgeo.encoders, "embed", lambda *a, **k: pytest.fail("encoded before refusing"))
+    data = tmp_path / "d.txt"
+    data.write_text("a dog runs\na cat sits\na red car\n")
+    result = CliRunner().invoke(main, ["profile", str(data), "--mode", "sampled", "--companions", "faiss"])
+    assert result.exit_code == 2 and "approximate companions need faiss" in result.output

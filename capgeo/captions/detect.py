@@ -50,16 +50,40 @@ def _detect_folder(content: DatasetContent) -> str:
     # caption files only (hidden files and others, such as a README or images, do not decide); a
     # folder of .txt files beside, say, a .jsonl is not an Urban-1K folder (its .jsonl would be
     # silently ignored), so it must be told with --format
-    suffixes = {path.suffix.lower() for path in visible_files(folder)} & CAPTION_FILE_SUFFIXES
+    files = visible_files(folder)
+    suffixes = {path.suffix.lower() for path in files} & CAPTION_FILE_SUFFIXES
     if suffixes == {".txt"}:
         return "urban1k"
     if suffixes == {".json"}:
+        _check_dci_like(folder, sorted(path for path in files if path.suffix.lower() == ".json"))
         return "dci"
     found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
     raise DataError(
         f"{folder}: cannot tell the folder's format (found: {found}); expected an Urban-1K folder of N.txt "
         "or a DCI folder of <image>.json; pass --format urban1k or --format dci"
     )
+
+
+def _check_dci_like(folder, json_files) -> None:
+    """A folder of .json files is read as DCI annotations; one that holds another JSON dataset (a
+    COCO or Karpathy file saved alone in a folder) is told apart here, where its error said that its
+    first file lacked DCI's 'extra_caption'."""
+    from capgeo.captions.sources import parse_json, read_text
+
+    first = json_files[0]
+    if first.stat().st_size > 64 << 20:  # DCI annotations are well under a megabyte each: not one
+        data = None
+    else:
+        try:
+            data = parse_json(read_text(first), first)
+        except DataError:
+            return  # the DCI reader names the broken file
+    # a list (COCO list, ShareGPT4V, ...) or a whole-dataset object (COCO, Karpathy) is a dataset file; an
+    # object without 'extra_caption' is left to the DCI reader, which names what the annotation lacks
+    if data is None or not isinstance(data, dict) or {"images", "annotations"} & set(data):
+        raise DataError(
+            f"{folder}: a folder of .json files is read as DCI annotations, but {first.name} is a JSON dataset "
+            f"of its own; to read it, pass the file itself ({first}), or pass --format dci")
 
 
 def _detect_json_lines(content: DatasetContent) -> str:

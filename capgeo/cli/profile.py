@@ -97,9 +97,13 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
     if relative_quantiles is not None:
         profile_options["relative_quantiles"] = relative_quantiles
     captions = load_from_options(options)
+    from capgeo.geometry.estimate import pairwise_mode
+
+    sampled = pairwise_mode(mode, len(captions), sampled_above) == "sampled"
     check_options_before_encoding(captions, buckets=buckets, relative_quantiles=relative_quantiles,
                                   n_batches=n_batches, top_k=top_k,
-                                  sampled_pairs=sampled_pairs if mode != "exact" else None)
+                                  sampled_pairs=sampled_pairs if mode != "exact" else None,
+                                  needs_faiss=companions == "faiss" and sampled)
     resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fails here, before encoding
     result = profile_dataset(
         captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
@@ -156,7 +160,7 @@ def print_profile(result: dict, console=None) -> None:
                                 f"{dataset.n_groups:,} groups")
     overview.add_row("encoder", f"{encoder.name} ({encoder.kind}, width {encoder.width})")
     if lengths.known:
-        overview.add_row("tokens", f"mean {lengths.mean:.1f}, median {lengths.median:.0f}, "
+        overview.add_row("tokens", f"mean {lengths.mean:.1f}, median {lengths.median:g}, "
                                    f"p95 {lengths.p95:.0f}, max {lengths.max}")
         overview.add_row("truncated", f"{lengths.n_truncated:,} ({lengths.share_truncated:.1%}) longer than "
                                       f"{lengths.max_tokens} tokens (context {lengths.context_length})")
