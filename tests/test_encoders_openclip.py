@@ -290,3 +290,34 @@ def test_hugging_face_text_tower_is_tokenised_at_its_configured_context(tmp_path
     assert encoder.info.context_length == 77
     expected = reference_embeddings(hf_model, reference_tokens)
     assert np.abs(encoder.encode(texts) - expected).max() < 1e-5
+
+
+def test_a_tower_that_appends_a_class_token_keeps_its_context(tmp_path):
+    """CoCa (embed_cls) has one positional row more than its context: the row count was taken as
+    the context, the model rebuilt one token longer, its table interpolated, and the vectors came out
+    at cosine 0.45-0.64 from open_clip's own (long captions: a traceback)."""
+    import copy
+
+    config = {"embed_dim": 64, "custom_text": True,
+              "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 16, "head_width": 32,
+                             "attentional_pool": True, "attn_pooler_heads": 2, "output_tokens": True},
+              "text_cfg": {"context_length": 76, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2,
+                           "embed_cls": True, "output_tokens": True},
+              "multimodal_cfg": {"context_length": 76, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 1,
+                                 "attn_pooler_heads": 2}}
+    torch.manual_seed(0)
+    arguments = copy.deepcopy(config)
+    arguments.pop("custom_text")
+    model = open_clip.CoCa(**arguments).eval()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.02)
+    torch.save(model.state_dict(), tmp_path / "coca.pt")
+    (tmp_path / "coca.json").write_text(json.dumps(config))
+    captions = ["a dog on a red couch", "two cats asleep on a bed", "a plane over the sea " * 30]
+    with torch.no_grad():
+        reference = model.encode_text(open_clip.SimpleTokenizer(context_length=76)(captions)).numpy()
+    reference /= np.linalg.norm(reference, axis=1, keepdims=True)
+    encoder = load_open_clip_encoder(str(tmp_path / "coca.pt"), device="cpu", cache_dir=tmp_path / "memo")
+    assert encoder.info.context_length == 76
+    np.testing.assert_allclose(encoder.encode(captions), reference, atol=1e-5)

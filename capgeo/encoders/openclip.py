@@ -192,9 +192,13 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
                            f"open_clip MODEL config fits; pass the file itself (--encoder {weights}) or "
                            f"longclip-B / longclip-L")
     text_cfg = config.setdefault("text_cfg", {})
-    if facts["context_length"] is not None and facts["context_length"] != text_cfg.get("context_length", 77):
+    # the positional table's rows: one per token, plus one for a class token appended after the
+    # text (CoCa's embed_cls), which is not part of the context the tokenizer fills
+    rows = facts["context_length"]
+    weights_context = None if rows is None else rows - 1 if text_cfg.get("embed_cls") else rows
+    if weights_context is not None and weights_context != text_cfg.get("context_length", 77):
         # never let open_clip interpolate the checkpoint's positional table to the config's length
-        text_cfg["context_length"] = facts["context_length"]
+        text_cfg["context_length"] = weights_context
     context_length = int(text_cfg.get("context_length", 77))
     # a file hashed for the first time is a first run, which will build the model: import its code meanwhile
     weights_sha256 = weight_fingerprint(weights, cache_dir, meanwhile=lambda: import_open_clip(libraries_needed(config)))
