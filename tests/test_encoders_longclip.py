@@ -227,3 +227,17 @@ def test_model_at_a_longclip_file_says_to_pass_the_file_and_that_works(tmp_path,
         get_encoder(f"ViT-L-14@{path}", device="cpu", cache_dir=tmp_path / "cache")
     assert f"--encoder {path}" in str(raised.value)
     assert get_encoder(str(path), device="cpu", cache_dir=tmp_path / "cache").info.kind == "longclip"
+
+
+def test_a_ddp_prefixed_longclip_safetensors_is_known_as_longclip(tmp_path, state, checkpoint):
+    from safetensors.torch import save_file
+
+    from capgeo.encoders.registry import get_encoder
+
+    path = tmp_path / "weights.safetensors"
+    save_file({f"module.{key}": value.contiguous() for key, value in state.items()}, str(path))
+    encoder = get_encoder(str(path), device="cpu", cache_dir=tmp_path / "cache")
+    assert encoder.info.kind == "longclip"
+    reference = load_longclip_encoder(str(checkpoint), device="cpu", cache_dir=tmp_path / "cache")
+    texts = ["a red bus parked beside a brick wall"]
+    np.testing.assert_allclose(encoder.encode(texts), reference.encode(texts), atol=1e-6)

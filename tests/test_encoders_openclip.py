@@ -321,3 +321,17 @@ def test_a_tower_that_appends_a_class_token_keeps_its_context(tmp_path):
     encoder = load_open_clip_encoder(str(tmp_path / "coca.pt"), device="cpu", cache_dir=tmp_path / "memo")
     assert encoder.info.context_length == 76
     np.testing.assert_allclose(encoder.encode(captions), reference, atol=1e-5)
+
+
+def test_a_ddp_prefixed_safetensors_checkpoint_is_read_like_the_pt_one(tmp_path, model, captions):
+    """module.-prefixed keys were stripped for .pt files only: the same weights as .safetensors did not
+    fit their model."""
+    from safetensors.torch import save_file
+
+    from capgeo.encoders.registry import get_encoder
+
+    path = tmp_path / "ddp.safetensors"
+    save_file({f"module.{key}": value.contiguous() for key, value in model.state_dict().items()}, str(path))
+    path.with_suffix(".json").write_text(json.dumps(tiny_config(77)))
+    encoder = get_encoder(str(path), device="cpu", cache_dir=tmp_path / "cache")
+    assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5

@@ -60,3 +60,26 @@ def test_missing_open_clip_weights_fail_at_once_naming_the_cause(hub_offline_by_
 
     with pytest.raises(EncoderError, match=r"ViT-B-32/laion2b_s34b_b79k.*cannot be reached.*ViT-B-32@/path/to"):
         load_open_clip_encoder("ViT-B-32/laion2b_s34b_b79k")
+
+
+def test_a_missing_hf_tokenizer_fails_at_once_and_is_named(tmp_path, monkeypatch):
+    """A config naming an HF tokenizer that is not cached: about a minute of hub retries, then a
+    message with an empty name."""
+    import json
+
+    import torch
+
+    from _clip_fixtures import tiny_clip, tiny_config
+    from capgeo.encoders import hub
+    from capgeo.encoders.openclip import load_open_clip_encoder
+    from capgeo.errors import EncoderError
+
+    monkeypatch.setattr(hub, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    config = tiny_config(77)
+    torch.save(tiny_clip(config).state_dict(), tmp_path / "sig.pt")
+    config["text_cfg"]["hf_tokenizer_name"] = "capgeo-test/no-such-tokenizer"
+    (tmp_path / "sig.json").write_text(json.dumps(config))
+    with pytest.raises(EncoderError, match="the tokenizer capgeo-test/no-such-tokenizer is not available offline"):
+        encoder = load_open_clip_encoder(str(tmp_path / "sig.pt"), device="cpu", cache_dir=tmp_path / "memo")
+        encoder.encode(["a caption"])

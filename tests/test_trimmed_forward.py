@@ -135,3 +135,26 @@ def test_trim_false_forces_the_full_length_path(captions):
     full, full_stats = encode_token_rows(text_tower(model), rows, batch_size=8, trim=False)
     assert (trimmed_stats.path, full_stats.path) == ("trimmed", "full")
     assert np.abs(trimmed - full).max() < 1e-5
+
+
+def test_subclassed_blocks_run_at_full_length():
+    """A ResidualAttentionBlock subclass whose forward looks at every position passed the isinstance
+    check and was trimmed, 0.16 away from its own encode_text."""
+    from open_clip.transformer import ResidualAttentionBlock
+
+    class MixingBlock(ResidualAttentionBlock):
+        def forward(self, q_x, *args, **kwargs):
+            out = super().forward(q_x, *args, **kwargs)
+            return out + out.mean(dim=1, keepdim=True)
+
+    model = tiny_clip(tiny_config(77))
+    for block in model.transformer.resblocks:
+        block.__class__ = MixingBlock
+    tower = text_tower(model)
+    assert not tower.trimmable and "unknown transformer blocks" in tower.reason
+    texts = ["a dog", "a cat on a mat", "two birds on a wire above a quiet street"]
+    encoder = encoder_for(model)
+    vectors = encoder.encode(texts)
+    assert encoder.last_stats.path == "full"
+    expected = reference_embeddings(model, open_clip.SimpleTokenizer(context_length=77)(texts))
+    assert np.abs(vectors - expected).max() < 1e-5

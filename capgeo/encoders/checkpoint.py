@@ -32,8 +32,13 @@ def read_state_dict(path: str | Path, keep: Callable[[str], bool] = lambda key: 
         checkpoint = checkpoint["model"]  # {"model": state_dict, "optimizer": ..., "epoch": ...}, as many trainers save
     if not isinstance(checkpoint, dict) or not checkpoint:
         raise EncoderError(f"{path}: expected a state dict of tensors, found {type(checkpoint).__name__}")
-    state = {(key[7:] if key.startswith("module.") else key): value for key, value in checkpoint.items()}
+    state = {_unprefixed(key): value for key, value in checkpoint.items()}
     return {key: value for key, value in state.items() if keep(key)}
+
+
+def _unprefixed(key: str) -> str:
+    """The key without the ``module.`` prefix DistributedDataParallel adds, whatever the file format."""
+    return key[7:] if key.startswith("module.") else key
 
 
 def key_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
@@ -41,7 +46,7 @@ def key_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
     path = Path(path)
     if path.suffix.lower() == SAFETENSORS_SUFFIX:
         with _safe_open(path) as handle:
-            return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+            return {_unprefixed(key): tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
     return {key: tuple(getattr(value, "shape", ())) for key, value in read_state_dict(path).items()}
 
 
@@ -118,7 +123,7 @@ def _torchscript_state_dict(path: Path) -> dict:
 def _read_safetensors(path: Path, keep: Callable[[str], bool]) -> dict:
     with _safe_open(path) as handle:
         try:
-            return {key: handle.get_tensor(key) for key in handle.keys() if keep(key)}
+            return {_unprefixed(key): handle.get_tensor(key) for key in handle.keys() if keep(_unprefixed(key))}
         except Exception as error:  # a header that promises more bytes than the file has
             raise EncoderError(f"{path}: damaged safetensors file ({first_line(error)})") from None
 

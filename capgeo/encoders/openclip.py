@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -207,8 +208,13 @@ def load_open_clip_encoder(spec: str, device: str | None = None, *, cache_dir=No
     def build_model():
         from capgeo.device import default_device
 
+        from capgeo.encoders.hub import cache_only_when_unreachable
+
         import_open_clip(libraries_needed(config))
-        model = _load_text_model(config, quick_gelu, weights, name)
+        # an HF text tower's config may be fetched from the hub; other towers ask nothing of it
+        hub = cache_only_when_unreachable() if config.get("text_cfg", {}).get("hf_model_name") else nullcontext()
+        with hub:
+            model = _load_text_model(config, quick_gelu, weights, name)
         check_unchanged(weights, version)  # the weights are copied into the model by now
         return model.eval().to(device or default_device())
 
@@ -538,19 +544,26 @@ def _tokenizer(name: str, config: dict, context_length: int):
     """open_clip's tokenizer for the model: by name where open_clip knows it, else from the config."""
     import open_clip
 
-    try:
-        if name:
-            return open_clip.get_tokenizer(name, context_length=context_length)
-        text_cfg = config.get("text_cfg", {})
-        kwargs = dict(text_cfg.get("tokenizer_kwargs") or {})
-        if text_cfg.get("hf_tokenizer_name"):
-            from open_clip.tokenizer import HFTokenizer
+    from capgeo.encoders.hub import cache_only_when_unreachable
 
-            return HFTokenizer(text_cfg["hf_tokenizer_name"], context_length=context_length,
-                               tokenizer_mode=text_cfg.get("tokenizer_mode"), **kwargs)
-        return open_clip.SimpleTokenizer(context_length=context_length, **kwargs)
-    except Exception as error:  # HF tokenizers may need a download too
-        raise EncoderError(f"the tokenizer of {name} is not available offline ({type(error).__name__}); "
+    text_cfg = config.get("text_cfg", {})
+    # HF tokenizers may need a download: from the local cache at once when the hub cannot be reached,
+    # instead of a minute of retries (CLIP's own BPE tokenizer needs nothing)
+    may_download = bool(text_cfg.get("hf_tokenizer_name"))
+    try:
+        with cache_only_when_unreachable() if may_download else nullcontext():
+            if name:
+                return open_clip.get_tokenizer(name, context_length=context_length)
+            kwargs = dict(text_cfg.get("tokenizer_kwargs") or {})
+            if text_cfg.get("hf_tokenizer_name"):
+                from open_clip.tokenizer import HFTokenizer
+
+                return HFTokenizer(text_cfg["hf_tokenizer_name"], context_length=context_length,
+                                   tokenizer_mode=text_cfg.get("tokenizer_mode"), **kwargs)
+            return open_clip.SimpleTokenizer(context_length=context_length, **kwargs)
+    except Exception as error:
+        which = text_cfg.get("hf_tokenizer_name") or name or "this model"
+        raise EncoderError(f"the tokenizer {which} is not available offline ({type(error).__name__}); "
                            f"download it where a network exists") from error
 
 

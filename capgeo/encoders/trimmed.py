@@ -133,8 +133,10 @@ def _why_not_exact(parts: TextTower, forward_is_stock: bool, cls_emb, pad_mask: 
     above = torch.ones(n, n, dtype=torch.bool, device=mask.device).triu(1)
     if not (torch.isneginf(mask[above]).all() and (mask[~above] == 0).all()):
         return "attention mask is not causal"
-    if not isinstance(parts.transformer, Transformer) or not all(
-            isinstance(block, (ResidualAttentionBlock, CustomResidualAttentionBlock))
+    # open_clip's own classes, not subclasses: a subclass's forward may look past a token's position
+    # (mixing in all positions), which a trimmed batch would change
+    if type(parts.transformer) is not Transformer or not all(
+            type(block) in (ResidualAttentionBlock, CustomResidualAttentionBlock)
             for block in parts.transformer.resblocks):
         return "unknown transformer blocks"
     return ""
