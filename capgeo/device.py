@@ -20,7 +20,7 @@ def default_device() -> str:
 
 
 #: the --device values capgeo runs on (torch knows more; none of them is useful here)
-DEVICE_NAME = re.compile(r"cpu(:0)?|mps(:0)?|cuda(:\d+)?")
+DEVICE_NAME = re.compile(r"cpu(:0)?|mps(:0)?|cuda(:(0|[1-9][0-9]*))?", re.ASCII)  # torch refuses cuda:01
 
 
 def check_device_name(device: str | None) -> None:

@@ -67,8 +67,9 @@ def check_counts(n_batches: int | None = None, top_k: int | None = None, sampled
     for option, value, bound, why in bounds:
         if value is None:
             continue
-        if int(value) < 1:
-            raise CapgeoError(f"{option}: expected at least 1, got {value}")
+        least = 2 if option == "--sampled-pairs" else 1  # a mean's error needs two draws
+        if int(value) < least:
+            raise CapgeoError(f"{option}: expected at least {least}, got {value}")
         if int(value) > bound:
             raise CapgeoError(f"{option}: expected at most {bound:,}, got {int(value):,} ({why})")
 

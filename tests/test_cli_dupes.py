@@ -254,3 +254,18 @@ def test_a_pair_threshold_above_what_float32_can_reach_is_refused_before_encodin
     data.write_text("a dog runs\na cat sits\n")
     result = CliRunner().invoke(main, [command[0], str(data), *command[1:]])
     assert result.exit_code == 2 and "float32 products" in result.output
+
+
+def test_dupes_output_suffix_picks_the_row_format_and_must_agree_with_output_format(tmp_path):
+    rows = [{"id": f"c{i}", "image": f"g{i // 2}", "caption": f"caption {i}"} for i in range(20)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(20, 8)).astype(np.float32))
+    encoder = f"vectors:{tmp_path / 'v.npy'}"
+    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "-o", str(tmp_path / "x.parquet")])
+    assert result.exit_code == 0, result.output
+    assert len(pl.read_parquet(tmp_path / "x.parquet")) == 50  # rows, not terminal text
+    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--output-format", "parquet",
+                                       "-o", str(tmp_path / "x.csv")])
+    assert result.exit_code == 2 and "is a csv file name but --output-format is parquet" in result.output
+    assert not (tmp_path / "x.csv").exists()

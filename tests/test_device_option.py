@@ -140,3 +140,13 @@ def test_a_torch_device_from_a_library_caller_is_taken():
     vectors = np.random.default_rng(2).normal(size=(20, 8)).astype(np.float32)
     scan = scan_pairs(vectors, np.arange(20) // 2, top_k=2, device=torch.device("cpu"))
     assert scan.negatives.n == 20 * 19 // 2 - 10
+
+
+@pytest.mark.parametrize("name", ["cuda:01", "cuda:00", "cuda:\u0663", "cpu:1"])
+def test_device_names_torch_refuses_are_one_line_here(name):
+    """'cuda:01' passed the name check and torch.device raised a traceback in every command."""
+    from capgeo.device import check_device_name
+    from capgeo.errors import CapgeoError
+
+    with pytest.raises(CapgeoError, match="expected cpu, cuda, cuda:N or mps"):
+        check_device_name(name)

@@ -38,7 +38,7 @@ def test_sampled_mean_and_cdf_within_stated_bounds(three_thousand):
     assert sampled.negatives.n == 200_000 == bounds["sample_size"]
     assert bounds["population"] == exact.negatives.n == sampled.negative_pairs_total
     # stated bound: standard error of the mean, 95% interval
-    assert bounds["mean_standard_error"] == pytest.approx(sampled.negatives.std / math.sqrt(200_000))
+    assert bounds["mean_standard_error"] == pytest.approx(sampled.negatives.std / math.sqrt(200_000 - 1))  # sample std
     low, high = bounds["mean_interval"]
     assert low <= exact.negatives.mean <= high
     assert high - low < 0.01
@@ -176,3 +176,14 @@ def test_small_samples_quantile_intervals_cover_the_tails():
             assert -1.0 <= low <= high <= 1.0
             misses += not low <= exact.negatives.quantile(int(key[1:]) / 100) <= high
     assert misses <= 0.05 * 40 * len(intervals)
+
+
+def test_the_mean_error_uses_the_sample_standard_deviation_and_needs_two_draws():
+    """One sampled pair gave a mean '+-0.0000 (95%)': the spread of the draws, not of the sample."""
+    vectors, groups = clustered(60, 8, 20, seed=4)
+    sampled = estimate_pairs(vectors, groups, n_pairs=2, seed=0, top_k=0, progress=False)
+    bounds = sampled.bounds
+    values = sampled.negatives
+    assert bounds["mean_standard_error"] == pytest.approx(values.std / math.sqrt(1))
+    with pytest.raises(CapgeoError, match="--sampled-pairs: expected at least 2"):
+        estimate_pairs(vectors, groups, n_pairs=1, seed=0, top_k=0, progress=False)

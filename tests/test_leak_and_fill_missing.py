@@ -220,3 +220,27 @@ def test_a_saved_profile_with_a_byte_order_mark_or_on_one_line_without_a_suffix(
     one_line.write_text(json.dumps(profile))
     result = run("info", one_line)  # read as JSON lines: its one record is the profile
     assert result.exit_code == 2 and "a capgeo.profile/1 result capgeo wrote, not a dataset" in result.output
+
+
+def test_report_of_a_saved_profile_leaves_out_the_sections_asked_to(sets_with_vectors, tmp_path):
+    """--no-gamma and --no-dupes were ignored for a saved profile, and a note advised adding the
+    section just excluded."""
+    train, _, encoder = sets_with_vectors
+    saved = tmp_path / "full.json"
+    result = run("gamma", train, "--encoder", encoder, "--batch-size", "4", "--json", saved)
+    assert result.exit_code == 0, result.output
+    result = run("report", saved, "-o", tmp_path / "r.html", "--no-gamma", "--no-dupes")
+    assert result.exit_code == 0, result.output
+    assert 'id="gamma"' not in (tmp_path / "r.html").read_text()
+    assert "Gamma diagnostics" not in result.output and "Near-duplicate gallery" not in result.output
+
+
+def test_report_checks_its_default_output_before_any_work(sets_with_vectors, tmp_path, monkeypatch):
+    train, _, encoder = sets_with_vectors
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.html").mkdir()  # where the default output would go
+    import capgeo.pipeline
+
+    monkeypatch.setattr(capgeo.pipeline, "profile_dataset", lambda *a, **k: pytest.fail("worked before refusing"))
+    result = run("report", train, "--encoder", encoder)
+    assert result.exit_code == 2 and "cannot write train.html: it is a folder (the default output" in result.output

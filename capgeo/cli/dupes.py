@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -33,6 +34,10 @@ DIFFERING_STYLE = "yellow underline"
 SHARED_MARKS = ("[", "]")
 DIFFERING_MARKS = ("{", "}")
 DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
+
+
+#: row formats an output file's suffix names
+ROW_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
 @click.command("dupes", short_help="Near-duplicate caption pairs of different images, shared words marked.")
@@ -73,7 +78,8 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
               show_default=True, help="text (coloured, for reading) or rows for other tools.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output,
-              help="Write to FILE (atomically) instead of stdout; parquet needs it.")
+              help="Write to FILE (atomically) instead of stdout; parquet needs it. A .jsonl, .csv or .parquet "
+                   "FILE gets those rows unless --output-format says otherwise (then they must agree).")
 @json_option
 @ray_option
 def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbours, group_components, keep, drop_list,
@@ -111,6 +117,14 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
                           f"{'choose' if len(given) > 1 else 'chooses'} the example queries: add --examples")
     if drop_list is not None and keep is None:
         keep = "first"
+    suffix_format = ROW_SUFFIXES.get(os.path.splitext(output)[1].lower()) if output else None
+    format_given = (click.get_current_context().get_parameter_source("output_format")
+                    == click.core.ParameterSource.COMMANDLINE)
+    if suffix_format is not None and not format_given:
+        output_format = suffix_format  # -o pairs.parquet wrote terminal text into a .parquet file
+    elif suffix_format is not None and output_format != suffix_format:
+        raise CapgeoError(f"-o {output} is a {suffix_format} file name but --output-format is {output_format}; "
+                          "make them agree (or leave --output-format out)")
     if output_format == "parquet" and output is None:
         raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
     if json_out == "-" and output is None and output_format in ("jsonl", "csv"):

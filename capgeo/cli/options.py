@@ -142,6 +142,18 @@ def writable_output(ctx, param, value):
     return value
 
 
+def writable_default_output(path: str) -> str:
+    """A command's default output name, checked before any work as a given -o is (one line naming it)."""
+    from capgeo._atomic import check_writable
+    from capgeo.errors import CapgeoError
+
+    try:
+        check_writable(path)
+    except CapgeoError as error:
+        raise CapgeoError(f"{error} (the default output; -o FILE writes elsewhere)") from None
+    return path
+
+
 #: command parameters that name files a command reads, and those it writes, with their labels
 INPUT_PARAMS = {"data": "DATA", "sources": "SOURCES", "image_embeddings": "--image-embeddings", "leak": "--leak",
                 "train": "TRAIN", "evals": "EVAL"}
@@ -294,16 +306,16 @@ class PairThreshold(FiniteFloatRange):
     def __init__(self):
         from capgeo.defaults import MAX_PAIR_THRESHOLD
 
-        super().__init__(-1.0, 1.0)
+        super().__init__(-1.0, MAX_PAIR_THRESHOLD)  # the range --help shows
         self.highest = MAX_PAIR_THRESHOLD
 
     def convert(self, value, param, ctx):
-        number = super().convert(value, param, ctx)
-        if number > self.highest:
+        number = click.FLOAT.convert(value, param, ctx)
+        if self.highest < number <= 1.0:  # a cosine, but one no pair reaches: say why
             self.fail(f"{number:g} is above {self.highest}: cosines are float32 products, and two identical "
                       "vectors' falls up to about 1e-6 below 1, so no pair would reach it; use "
                       f"{self.highest} for identical embeddings", param, ctx)
-        return number
+        return super().convert(number, param, ctx)
 
 
 #: --seed: numpy's generators take non-negative seeds (a negative one was a ValueError traceback)

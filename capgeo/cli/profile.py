@@ -58,7 +58,7 @@ MODES = ("auto", "exact", "sampled")
                    "auto: sampled above 200,000 captions.")
 @click.option("--sampled-above", type=click.IntRange(min=2), default=200_000, show_default=True, metavar="N",
               help="With --mode auto, estimate from sampled pairs above this many captions.")
-@click.option("--sampled-pairs", type=click.IntRange(min=1), default=2_000_000, show_default=True, metavar="N",
+@click.option("--sampled-pairs", type=click.IntRange(min=2), default=2_000_000, show_default=True, metavar="N",
               help="Pairs drawn in sampled mode (every share is then within +-sqrt(ln 40 / 2N) at 95%).")
 @click.option("--companions", type=click.Choice(["exact", "faiss"]), default="exact", show_default=True,
               help="Hardest companions in sampled mode: exact blockwise top-k, or approximate with faiss "

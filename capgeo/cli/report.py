@@ -16,6 +16,7 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     reproduce_command,
     warn_skipped,
+    writable_default_output,
     writable_output,
 )
 
@@ -88,7 +89,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     from capgeo.report.build import write_report
 
     source = options.pop("data")
-    output = output or _default_output(source)
+    output = output or writable_default_output(_default_output(source))
     refuse_path_clashes(**{"--output": output})
     with column_notes():
         written = write_report(
@@ -133,7 +134,7 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     from capgeo.report.build import write_compare
 
     defaulted = output is None
-    output = output or writable_output(None, None, DEFAULT_COMPARE_OUTPUT)
+    output = output or writable_default_output(DEFAULT_COMPARE_OUTPUT)
     refuse_path_clashes(**({"--output": output} if defaulted else {}))
     check_options_before_encoding(n_batches=n_batches, needs_negatives=False)
     with column_notes():

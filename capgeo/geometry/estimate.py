@@ -117,8 +117,8 @@ def estimate_pairs(
     docstring); ``companion_mode`` is ``"exact"`` or ``"faiss"`` (then
     ``companion_recall`` holds the measured recall). Deterministic for a seed.
     """
-    if n_pairs < 1:
-        raise CapgeoError(f"number of sampled pairs must be >= 1, got {n_pairs}")
+    if n_pairs < 2:  # a mean's error needs two draws
+        raise CapgeoError(f"--sampled-pairs: expected at least 2, got {n_pairs}")
     if companions not in COMPANION_MODES:
         raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {companions!r}")
     started = time.perf_counter()
@@ -184,7 +184,9 @@ def sampling_bounds(histogram: Histogram, *, population: int, confidence: float 
     n = histogram.n
     alpha = 1 - confidence
     dkw = math.sqrt(math.log(2 / alpha) / (2 * n))
-    standard_error = histogram.std / math.sqrt(n)
+    # the sample's standard deviation (n - 1): with the spread of the draws themselves (n), two draws
+    # understated the error, and one drew a mean "+-0.0000" (callers ask for at least two)
+    standard_error = histogram.std / math.sqrt(n - 1) if n > 1 else float("inf")
     z = 1.959963984540054 if confidence == CONFIDENCE else _normal_quantile(1 - alpha / 2)
     intervals = {}
     for level in QUANTILE_PERCENTS:

@@ -137,16 +137,21 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
     return ReportInput(profile, notes)
 
 
-def load_saved_profile(path: str | Path) -> ReportInput:
-    """A saved profile as it is; missing dupes/gamma sections become notes, not recomputation."""
+def load_saved_profile(path: str | Path, *, dupes: bool = True, gamma: bool = True) -> ReportInput:
+    """A saved profile as it is; missing dupes/gamma sections become notes, not recomputation.
+    ``dupes``/``gamma`` False (--no-dupes, --no-gamma) leave those sections out of the page, and
+    their absence unremarked."""
     from capgeo.geometry.profile import load_profile
 
     profile = load_profile(path)
+    for wanted, key in ((dupes, "dupes"), (gamma, "gamma")):
+        if not wanted:
+            profile.pop(key, None)
     notes = []
-    if not profile.get("dupes"):
+    if dupes and not profile.get("dupes"):
         notes.append(f"Near-duplicate gallery: {Path(path).name} has no dupes section and the report was built from the "
                      "saved profile alone. Run `capgeo report DATA` (or add --fill-missing) to include it.")
-    if not profile.get("gamma"):
+    if gamma and not profile.get("gamma"):
         notes.append(f"Gamma diagnostics: {Path(path).name} has no gamma section and the report was built from the "
                      "saved profile alone. Run `capgeo report DATA` (or add --fill-missing) to include it.")
     return ReportInput(profile, notes)
@@ -306,7 +311,7 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
                  "seed": seed != 0, "n_batches": n_batches != DEFAULT_N_BATCHES}
         ignored = [name for name in SAVED_PROFILE_IGNORES if given.get(name)]
         with _drawing_saved_profiles([source]):
-            report_input = load_saved_profile(source)
+            report_input = load_saved_profile(source, dupes=dupes, gamma=gamma)
         if fill_missing_sections:
             if before_encoding:
                 before_encoding(None)
