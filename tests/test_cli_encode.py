@@ -113,6 +113,7 @@ def test_precomputed_with_extra_ids_is_reported(exported):
     (["-o", "out.csv"], "--output out.csv: must end in .npy, .npz or .parquet"),
     (["--encoder", "bert-base-uncased"], "unknown encoder spec 'bert-base-uncased'"),
     (["--encoder", "vectors:absent.npy"], "vector file not found: absent.npy"),
+    (["--encoder", "vectors:"], "vectors: names no file; give vectors:FILE"),
     (["--encoder", "vectors:wrong.npy"], "wrong.npy: 3 vectors for 20 captions"),
     (["--encoder", "vectors:wrong.npy", "--max-tokens", "10"], "wrong.npy: precomputed vectors cannot be re-cut to 10"),
 ])

@@ -197,3 +197,20 @@ def test_an_option_the_mode_does_not_apply_is_noted_and_not_recorded_as_used(dat
     options = json.loads(result.stdout)["options"]
     assert options[recorded[0]] == recorded[1]
     assert note in result.stderr
+
+
+def test_options_the_rest_of_the_command_line_leaves_unused_get_a_note(tmp_path):
+    rows = [{"id": f"c{i}", "image": f"g{i // 2}", "caption": f"caption {i}"} for i in range(40)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32))
+    encoder = f"vectors:{tmp_path / 'v.npy'}"
+    result = CliRunner().invoke(main, ["profile", str(data), "--encoder", encoder, "--batch-size", "8", "--mode", "exact",
+                                      "--sampled-pairs", "5", "--no-gamma", "--logit-scale", "50"])
+    assert result.exit_code == 0, result.output
+    assert "Note: --sampled-pairs applies to the sampled estimate" in result.stderr
+    assert "Note: --logit-scale sets the scale of the suggested gamma, which --no-gamma left out" in result.stderr
+    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--seed", "5"])
+    assert result.exit_code == 0 and "Note: --seed chooses the caption --keep random keeps" in result.stderr
+    plain = CliRunner().invoke(main, ["profile", str(data), "--encoder", encoder, "--batch-size", "8", "--no-gamma"])
+    assert "Note: --" not in plain.stderr

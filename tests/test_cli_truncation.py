@@ -100,7 +100,7 @@ def test_length_above_the_context_exits_2(tmp_path):
     data.write_text("a dog on a sofa\na cat on a mat\n", encoding="utf-8")
     result = run("truncation", data, "--lengths", "32,300")
     assert result.exit_code == 2
-    assert "Error: length 300 is above the context length of encoder 'default' (all-MiniLM-L6-v2): 256 tokens" \
+    assert "Error: --lengths: 300 is above the context length of encoder 'default' (all-MiniLM-L6-v2): 256 tokens" \
         in result.output
     assert "Traceback" not in result.output
 

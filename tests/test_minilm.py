@@ -150,7 +150,7 @@ def test_second_embed_is_a_cache_hit(captions, full, cache_dir):
 
 @pytest.mark.parametrize("max_tokens", [1, 257])
 def test_max_tokens_out_of_range(encoder, max_tokens):
-    with pytest.raises(EncoderError, match="between 2 and the encoder's context length 256"):
+    with pytest.raises(EncoderError, match="--max-tokens: expected 2 to the encoder's context length 256"):
         encoder.encode(["a caption"], max_tokens=max_tokens)
 
 

@@ -96,7 +96,7 @@ def test_lengths_above_the_context_are_rejected_with_a_clear_message():
         resolve_lengths([32, 300], info(77, spec="ViT-B-32/openai"))
     message = str(error.value)
     assert "300" in message and "'ViT-B-32/openai'" in message and "77" in message and "\n" not in message
-    with pytest.raises(EncoderError, match="length 1 is too short"):
+    with pytest.raises(EncoderError, match="--lengths: 1 is too short"):
         resolve_lengths([1], info(77))
 
 
@@ -105,7 +105,7 @@ def test_embed_at_lengths_refuses_a_length_above_the_context():
     from types import SimpleNamespace
 
     encoder = SimpleNamespace(info=info(256, spec="minilm", kind="sentence-transformers"))
-    with pytest.raises(EncoderError, match="length 300 is above the context length"):
+    with pytest.raises(EncoderError, match="--lengths: 300 is above the context length"):
         embed_at_lengths(caption_set(UNRELATED), encoder, [300])
 
 

@@ -20,6 +20,7 @@ from capgeo.cli.options import (
     load_from_options,
     ray_option,
     refuse_path_clashes,
+    unused_option_notes,
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
@@ -153,6 +154,11 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         click.echo(f"Wrote {drop_list} ({len(section['dedup']['dropped_ids']):,} caption ids)", err=True)
     for note in section["warnings"]:
         click.echo(f"Warning: {note}", err=True)
+    for note in unused_option_notes(
+            ("skip_exact", examples or group_components, "leaves exact copies out of the pair list, which "
+                                                          "--examples / --group-components replace"),
+            ("seed", keep != "random", "chooses the caption --keep random keeps; --keep random was not given")):
+        click.echo(f"Note: {note}", err=True)
     if json_out is not None:
         from capgeo.cli.options import print_json
 

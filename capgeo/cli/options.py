@@ -142,6 +142,17 @@ def writable_output(ctx, param, value):
     return value
 
 
+def given(name: str) -> bool:
+    """Did the user give this parameter of the running command on the command line?"""
+    return click.get_current_context().get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+
+
+def unused_option_notes(*rules: tuple[str, bool, str]) -> list[str]:
+    """Notes for options given that the rest of the command line makes unused: each rule is
+    (parameter name, whether it is unused, why), noted only when the user gave it."""
+    return [f"--{name.replace('_', '-')} {why}" for name, unused, why in rules if unused and given(name)]
+
+
 def writable_default_output(path: str) -> str:
     """A command's default output name, checked before any work as a given -o is (one line naming it)."""
     from capgeo._atomic import check_writable

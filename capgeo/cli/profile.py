@@ -21,6 +21,7 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     reproduce_command,
     row_file_output,
+    unused_option_notes,
 )
 from capgeo.cli.pass_options import block_size_option, precision_option
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
@@ -110,8 +111,12 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption, **profile_options,
     )
-    unused = options_unused_by(result["options"]["mode_used"], precision=precision, companions=companions,
-                               mode=mode)
+    mode_used = result["options"]["mode_used"]
+    unused = options_unused_by(mode_used, precision=precision, companions=companions, mode=mode)
+    unused += unused_option_notes(
+        ("sampled_pairs", mode_used == "exact", "applies to the sampled estimate; the exact pass took every pair"),
+        ("sampled_above", mode != "auto", f"chooses the mode under --mode auto; --mode {mode} was given"),
+        ("logit_scale", no_gamma, "sets the scale of the suggested gamma, which --no-gamma left out"))
     for note in [*resolved.notes, *unused]:   # after the work, so that an error stays the only line
         click.echo(f"Note: {note}", err=True)
     if per_caption is not None:

@@ -98,6 +98,6 @@ def effective_max_tokens(max_tokens: int | None, context_length: int) -> int:
     if max_tokens is None:
         return int(context_length)
     if not 2 <= int(max_tokens) <= context_length:
-        raise EncoderError(f"max_tokens must be between 2 and the encoder's context length {context_length}, "
+        raise EncoderError(f"--max-tokens: expected 2 to the encoder's context length {context_length}, "
                            f"got {max_tokens}")
     return int(max_tokens)

@@ -256,6 +256,8 @@ class PrecomputedEncoder:
 
 
 def load_precomputed_encoder(path: str | Path, spec: str | None = None) -> PrecomputedEncoder:
+    if not str(path).strip():  # (Path("") is ".": "vector file not found: .")
+        raise EncoderError("vectors: names no file; give vectors:FILE (.npy, .npz or .parquet)")
     return PrecomputedEncoder(path, spec=spec)
 
 

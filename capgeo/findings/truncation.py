@@ -82,10 +82,10 @@ def resolve_lengths(lengths: Sequence[int] | None, info) -> list[int]:
         for length in lengths:
             length = int(length)
             if length > context:
-                raise EncoderError(f"length {length} is above the context length of encoder {info.spec!r} "
+                raise EncoderError(f"--lengths: {length} is above the context length of encoder {info.spec!r} "
                                    f"({info.name}): {context} tokens; choose lengths up to {context}")
             if length < 2:
-                raise EncoderError(f"length {length} is too short: a caption needs at least 2 tokens "
+                raise EncoderError(f"--lengths: {length} is too short: a caption needs at least 2 tokens "
                                    f"(start and end); choose lengths between 2 and {context}")
             chosen.append(length)
     return sorted(set(chosen) | {context})
