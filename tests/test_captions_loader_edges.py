@@ -189,3 +189,9 @@ def test_a_folder_holding_one_non_dci_json_file_says_to_pass_the_file(tmp_path):
     message = _error(folder)
     assert "is read as DCI annotations, but captions.json is a JSON dataset" in message and "pass the file itself" in message
     assert load_captions(folder / "captions.json").texts == ["a cat", "a dog"]
+
+
+@pytest.mark.parametrize("option", ["text_column", "captions_column", "id_column", "group_column"])
+def test_an_empty_column_name_is_one_error_for_every_column_option(tmp_path, option):
+    path = _write(tmp_path / "caps.jsonl", '{"caption": "a cat", "image": "x"}\n')
+    assert "an empty column name" in _error(path, **{option: ""})

@@ -347,3 +347,9 @@ def test_json_to_a_closed_stdout_and_to_a_descriptor_that_is_not_open(tmp_path):
     assert closed.returncode == 0 and "Traceback" not in closed.stderr
     result = CliRunner().invoke(main, ["info", str(data), "--json", "/dev/fd/57"])
     assert result.exit_code == 2 and "descriptor 57 is not open" in result.output
+
+
+def test_an_empty_output_name_is_said_to_be_empty(tmp_path):
+    data = _dataset(tmp_path)
+    result = CliRunner().invoke(main, ["info", str(data), "--json", ""])
+    assert result.exit_code == 2 and "an empty file name" in result.output

@@ -40,10 +40,18 @@ class ColumnChoice:
     id: str | None = None
     group: str | None = None
 
+    def __post_init__(self):
+        # an empty name was "not given" for two of the options and "no key ''" for the other two
+        for option, value in self._named().items():
+            if value is not None and not value.strip():
+                raise DataError(f"{option}: an empty column name; give the column's name, or leave the option out")
+
+    def _named(self) -> dict:
+        return {"--text-column": self.text, "--captions-column": self.captions,
+                "--id-column": self.id, "--group-column": self.group}
+
     def given(self) -> list[str]:
-        names = {"--text-column": self.text, "--captions-column": self.captions,
-                 "--id-column": self.id, "--group-column": self.group}
-        return [option for option, value in names.items() if value is not None]
+        return [option for option, value in self._named().items() if value is not None]
 
 
 @dataclass

@@ -128,6 +128,9 @@ def ray_option(command):
 
 def writable_output(ctx, param, value):
     """click callback: an output file that cannot be written fails before any work is done."""
+    if value is not None and not value.strip():
+        # '' was resolved to the current folder: "cannot write : it is a folder"
+        raise click.BadParameter("an empty file name; give the file to write")
     if value == "-" and getattr(param, "name", None) != "json_out":
         # only --json writes to standard output; the others would have written a file named "-"
         raise click.BadParameter("'-' (standard output) is not accepted here; give a file name")
