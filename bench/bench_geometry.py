@@ -159,6 +159,8 @@ def main() -> None:
             runs.append(json.loads(completed.stdout.strip().splitlines()[-1]))
         results[method] = min(runs, key=lambda run: run["seconds"])
 
+    if not results:
+        sys.exit("no method left to run")
     n, width = results[next(iter(results))].get("shape", (args.n, args.width))  # --embeddings: the file's
     print(f"N = {n}, width = {width}, k = {args.k}, block = {args.block_size}")
     print(f"{'method':8s} {'seconds':>9s} {'CPU s':>9s} {'peak MB':>9s} {'data MB':>9s}")

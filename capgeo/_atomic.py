@@ -27,8 +27,8 @@ def write_all(stream: IO, data: bytes) -> None:
     A buffered write of a large block that the disk cuts short (``> file`` on a disk that fills)
     returns the short count, which nothing checks: the output ended mid-row with status 0. Written
     straight to the descriptor, the short write is seen and the next write raises ENOSPC."""
-    if stream is None:  # stdout closed (`>&-`): nothing to write to, as print() does then
-        return
+    if stream is None:  # stdout closed (`>&-`): the data asked for would be lost without a word
+        raise CapgeoError("cannot write the output: standard output is closed")
     stream.flush()
     try:
         # only a real file object's descriptor: a notebook's output stream has one too, a copy of

@@ -118,9 +118,19 @@ def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
         for path in ([value] if isinstance(value, (str, os.PathLike)) else value):
             if path not in (None, "-"):
                 given_inputs.append((label, str(path)))
+    from capgeo._atomic import is_standard_output
+
     seen: dict[Path, str] = {}
+    stdout_given_to = None
     for option, path in outputs.items():
-        if path in (None, "-"):
+        if path is None:
+            continue
+        if is_standard_output(path):
+            # "-" and /dev/stdout are one stream: two outputs there mix into one
+            if stdout_given_to is not None:
+                raise CapgeoError(f"{option} {path} is also given to {stdout_given_to}: both would write to "
+                                  "standard output; give one of them a file")
+            stdout_given_to = option
             continue
         target = _resolved(path)
         for label, source in given_inputs:

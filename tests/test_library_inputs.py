@@ -105,3 +105,13 @@ def test_a_cpu_device_with_its_index_is_taken():
     scan = scan_pairs(np.random.default_rng(1).normal(size=(10, 4)).astype(np.float32), np.arange(10), top_k=1,
                       device=torch.device("cpu", 0))
     assert scan.n == 10
+
+
+@pytest.mark.parametrize("codes", [np.arange(12, dtype=float).repeat(2), np.arange(12).repeat(2).astype(str)])
+def test_numeric_group_codes_keep_their_order_whatever_their_type(codes):
+    """Float codes (an integer column with a missing value) and numerals were sorted as text
+    ("10.0" < "2.0"), pairing image vector rows with the wrong images."""
+    vectors = unit_vectors(24, 8)
+    images = unit_vectors(12, 8, seed=3)
+    as_ints = gamma_section(vectors, np.arange(12).repeat(2), batch_sizes=(4,), n_batches=10, image_vectors=images)
+    assert gamma_section(vectors, codes, batch_sizes=(4,), n_batches=10, image_vectors=images) == as_ints

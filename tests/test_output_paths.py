@@ -344,7 +344,8 @@ def test_json_to_a_closed_stdout_and_to_a_descriptor_that_is_not_open(tmp_path):
     data = _dataset(tmp_path)
     closed = subprocess.run(f"{sys.executable} -m capgeo info {data} --json - >&-", shell=True,
                             capture_output=True, text=True, timeout=120)
-    assert closed.returncode == 0 and "Traceback" not in closed.stderr
+    assert closed.returncode == 2 and "Traceback" not in closed.stderr
+    assert closed.stderr.strip() == "Error: cannot write the output: standard output is closed"
     result = CliRunner().invoke(main, ["info", str(data), "--json", "/dev/fd/57"])
     assert result.exit_code == 2 and "descriptor 57 is not open" in result.output
 
@@ -353,3 +354,20 @@ def test_an_empty_output_name_is_said_to_be_empty(tmp_path):
     data = _dataset(tmp_path)
     result = CliRunner().invoke(main, ["info", str(data), "--json", ""])
     assert result.exit_code == 2 and "an empty file name" in result.output
+
+
+def test_two_outputs_on_standard_output_by_different_names_are_refused():
+    from capgeo.paths import check_output_paths
+
+    with pytest.raises(CapgeoError, match="both would write to standard output"):
+        check_output_paths({}, {"--output": "/dev/stdout", "--json": "-"})
+    check_output_paths({}, {"--output": "rows.jsonl", "--json": "-"})  # one each: fine
+
+
+def test_a_saved_profile_named_txt_is_not_read_as_captions(tmp_path):
+    data = _dataset(tmp_path)
+    result = CliRunner().invoke(main, ["info", str(data), "--json", str(tmp_path / "p.json")])
+    assert result.exit_code == 0, result.output
+    (tmp_path / "p.txt").write_text((tmp_path / "p.json").read_text())
+    result = CliRunner().invoke(main, ["info", str(tmp_path / "p.txt")])
+    assert result.exit_code == 2 and "result capgeo wrote, not a dataset" in result.output

@@ -227,3 +227,26 @@ def test_parquet_vectors_must_be_numbers(tmp_path):
                  "expected lists of numbers")
     pl.DataFrame({"vector": [[[1.0, 2.0]]] * 5}).write_parquet(tmp_path / "nested.parquet")
     expect_error(caption_set(5), str(tmp_path / "nested.parquet"), "nested.parquet", "expected lists of numbers")
+
+
+def test_npy_output_is_what_np_save_writes_and_goes_through_a_pipe(tmp_path):
+    """np.save asks the file for its position, which a FIFO named x.npy cannot give (a traceback)."""
+    import os
+    import threading
+
+    from capgeo.encoders.precomputed import write_vector_file
+
+    vectors = np.random.default_rng(0).normal(size=(70_000, 3)).astype(np.float32)
+    ids = [str(i) for i in range(len(vectors))]
+    write_vector_file(tmp_path / "mine.npy", vectors, ids)
+    np.save(tmp_path / "numpy.npy", vectors)
+    assert (tmp_path / "mine.npy").read_bytes() == (tmp_path / "numpy.npy").read_bytes()
+    fifo = tmp_path / "pipe.npy"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_vector_file(fifo, vectors[:100], ids[:100])
+    reader.join(timeout=30)
+    np.save(tmp_path / "small.npy", vectors[:100])
+    assert received[0] == (tmp_path / "small.npy").read_bytes()

@@ -79,6 +79,12 @@ def read_generic(content: DatasetContent, format: str, columns: ColumnChoice) ->
 
 
 def _read_text_lines(content: DatasetContent) -> RawCaptions:
+    from capgeo.paths import result_schema
+
+    if content.text.lstrip("\ufeff \t\r\n").startswith("{") and result_schema(content.path):
+        # a saved profile named .txt: its JSON lines were read as thousands of captions
+        raise DataError(f"{content.path}: a {result_schema(content.path)} result capgeo wrote, not a dataset; this "
+                        "command reads captions (`capgeo report` and `capgeo compare` draw saved profiles)")
     lines = split_lines(content.text)
     numbers = [str(number) for number in range(1, len(lines) + 1)]
     return RawCaptions(source=content.path, format="text", texts=lines, where=lambda row: f"line {row + 1}",

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from capgeo._atomic import is_standard_output
 from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
@@ -128,7 +129,7 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
                           "make them agree (or leave --output-format out)")
     if output_format == "parquet" and output is None:
         raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
-    if json_out == "-" and output is None and output_format in ("jsonl", "csv"):
+    if is_standard_output(json_out) and output is None and output_format in ("jsonl", "csv"):
         # both would go to stdout, and the rows used to be dropped without a word
         raise CapgeoError(f"--json without a FILE and --output-format {output_format} both write to stdout: "
                           "give the rows a file (-o FILE) or the JSON one (--json FILE)")
@@ -163,7 +164,7 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         from capgeo.cli.options import print_json
 
         print_json(section, json_out)
-    if json_out == "-" and output is None:
+    if is_standard_output(json_out) and output is None:
         return  # stdout holds the JSON alone
     if output_format == "text":
         _write_text(section, output)

@@ -98,9 +98,10 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
     if relative_quantiles is not None:
         profile_options["relative_quantiles"] = relative_quantiles
     captions = load_from_options(options)
-    from capgeo.geometry.estimate import pairwise_mode
+    from capgeo.geometry.estimate import pairwise_mode, resolved_mode
 
-    sampled = pairwise_mode(mode, len(captions), sampled_above) == "sampled"
+    # (a sample covering every negative pair runs the exact pass, which needs no faiss)
+    sampled = resolved_mode(mode, captions.group_codes, sampled_above, sampled_pairs) == "sampled"
     check_options_before_encoding(captions, buckets=buckets, relative_quantiles=relative_quantiles,
                                   n_batches=n_batches, top_k=top_k,
                                   sampled_pairs=sampled_pairs if mode != "exact" else None,
@@ -114,7 +115,8 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
     mode_used = result["options"]["mode_used"]
     unused = options_unused_by(mode_used, precision=precision, companions=companions, mode=mode)
     unused += unused_option_notes(
-        ("sampled_pairs", mode_used == "exact", "applies to the sampled estimate; the exact pass took every pair"),
+        ("sampled_pairs", pairwise_mode(mode, len(captions), sampled_above) == "exact",
+         "applies to the sampled estimate; the exact pass took every pair"),
         ("sampled_above", mode != "auto", f"chooses the mode under --mode auto; --mode {mode} was given"),
         ("logit_scale", no_gamma, "sets the scale of the suggested gamma, which --no-gamma left out"))
     for note in [*resolved.notes, *unused]:   # after the work, so that an error stays the only line

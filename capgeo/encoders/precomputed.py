@@ -278,7 +278,11 @@ def write_vector_file(path: str | Path, vectors: np.ndarray, caption_ids: Sequen
     with atomic_path(path) as tmp:
         if suffix == ".npy":
             with open(tmp, "wb") as handle:
-                np.save(handle, vectors)
+                # the header, then the raw rows: np.save's own fast path asks the file for its position,
+                # which a pipe (a FIFO named x.npy, /dev/stdout) cannot give
+                np.lib.format.write_array_header_1_0(handle, np.lib.format.header_data_from_array_1_0(vectors))
+                for start in range(0, len(vectors), 1 << 16):
+                    handle.write(vectors[start:start + (1 << 16)].tobytes())
             return "row"
         if suffix == ".npz":
             arrays = {"vectors": vectors, "ids": np.asarray(list(caption_ids), dtype=str)}

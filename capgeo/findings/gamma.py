@@ -412,6 +412,18 @@ def _resolve_logit_scale(logit_scale, checkpoint_scale) -> tuple[float, str]:
     return value, source
 
 
+def _sortable_codes(codes: np.ndarray) -> np.ndarray:
+    """Group codes in the order row c of ``image_vectors`` follows: numbers (floats too, as a column
+    with a missing value becomes) and numerals ("10", "2") by value, other names as text ("1" and
+    "01" stay two images, which int() would merge)."""
+    if codes.dtype.kind in "iubf":
+        return codes
+    texts = codes.astype(str)
+    if all(text.lstrip("-").isdigit() and str(int(text)) == text for text in texts.tolist()):
+        return texts.astype(np.int64)
+    return texts
+
+
 def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, batch_sizes=None,
                   grid=DEFAULT_GRID, n_batches: int = DEFAULT_N_BATCHES, seed: int = 0,
                   image_vectors: np.ndarray | None = None, hard_edge: float = 0.9, reference: ReferenceGeometry = REFERENCE,
@@ -432,10 +444,7 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
     # labels 0..G-1 in sorted order, whatever came in (row c of image_vectors is label c); group ids
     # that are not integers (image names) are coded the same way
-    group_codes = np.asarray(group_codes)
-    if group_codes.dtype.kind not in "iub":
-        # names stay names: "1" and "01" are two images, which int() would merge
-        group_codes = group_codes.astype(str)
+    group_codes = _sortable_codes(np.asarray(group_codes))
     group_codes = np.unique(group_codes, return_inverse=True)[1].reshape(-1)
     if seed is not None and int(seed) < 0:  # numpy's generators take none (a ValueError from deep inside)
         raise CapgeoError(f"seed must be 0 or more, got {seed}")

@@ -139,15 +139,17 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
 
 def load_saved_profile(path: str | Path, *, dupes: bool = True, gamma: bool = True) -> ReportInput:
     """A saved profile as it is; missing dupes/gamma sections become notes, not recomputation.
-    ``dupes``/``gamma`` False (--no-dupes, --no-gamma) leave those sections out of the page, and
-    their absence unremarked."""
+    ``dupes``/``gamma`` False (--no-dupes, --no-gamma) leave those sections out of the page, said
+    so as for a dataset (not as a section the profile lacks)."""
     from capgeo.geometry.profile import load_profile
 
     profile = load_profile(path)
-    for wanted, key in ((dupes, "dupes"), (gamma, "gamma")):
+    notes = []
+    for wanted, key, note in ((dupes, "dupes", "Near-duplicate gallery: left out (--no-dupes)."),
+                              (gamma, "gamma", "Gamma diagnostics: left out (--no-gamma).")):
         if not wanted:
             profile.pop(key, None)
-    notes = []
+            notes.append(note)
     if dupes and not profile.get("dupes"):
         notes.append(f"Near-duplicate gallery: {Path(path).name} has no dupes section and the report was built from the "
                      "saved profile alone. Run `capgeo report DATA` (or add --fill-missing) to include it.")
