@@ -56,3 +56,11 @@ def brute_components(similarity, threshold):
     for i in np.unique(np.nonzero(similarity >= threshold)[0]):
         sets.setdefault(root(i), set()).add(int(i))
     return {frozenset(members) for members in sets.values()}
+
+
+def vectors_dataset(folder: Path, n: int, width: int = 8, per_image: int = 2) -> tuple[Path, str]:
+    """A jsonl of ``n`` captions (``per_image`` per image) and a ``vectors:`` spec of random vectors for them."""
+    data = write_jsonl(folder / "d.jsonl", [f"c{i}" for i in range(n)], [f"g{i // per_image}" for i in range(n)],
+                       [f"caption {i}" for i in range(n)])
+    np.save(folder / "v.npy", np.random.default_rng(0).normal(size=(n, width)).astype(np.float32))
+    return data, f"vectors:{folder / 'v.npy'}"

@@ -8,20 +8,12 @@ import json
 import pytest
 
 from capgeo.captions import load_captions
-from capgeo.errors import DataError
+from test_captions_errors import _error  # a one-line DataError, exit status 2
 
 
 def _write(path, text):
     path.write_text(text, encoding="utf-8")
     return path
-
-
-def _error(path, **options) -> str:
-    with pytest.raises(DataError) as caught:
-        load_captions(path, **options)
-    message = str(caught.value)
-    assert "\n" not in message
-    return message
 
 
 @pytest.mark.parametrize(("name", "text", "line"), [

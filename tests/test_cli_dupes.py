@@ -257,11 +257,9 @@ def test_a_pair_threshold_above_what_float32_can_reach_is_refused_before_encodin
 
 
 def test_dupes_output_suffix_picks_the_row_format_and_must_agree_with_output_format(tmp_path):
-    rows = [{"id": f"c{i}", "image": f"g{i // 2}", "caption": f"caption {i}"} for i in range(20)]
-    data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(20, 8)).astype(np.float32))
-    encoder = f"vectors:{tmp_path / 'v.npy'}"
+    from _action_fixtures import vectors_dataset
+
+    data, encoder = vectors_dataset(tmp_path, 20)
     result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "-o", str(tmp_path / "x.parquet")])
     assert result.exit_code == 0, result.output
     assert len(pl.read_parquet(tmp_path / "x.parquet")) == 50  # rows, not terminal text

@@ -200,11 +200,9 @@ def test_an_option_the_mode_does_not_apply_is_noted_and_not_recorded_as_used(dat
 
 
 def test_options_the_rest_of_the_command_line_leaves_unused_get_a_note(tmp_path):
-    rows = [{"id": f"c{i}", "image": f"g{i // 2}", "caption": f"caption {i}"} for i in range(40)]
-    data = tmp_path / "d.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32))
-    encoder = f"vectors:{tmp_path / 'v.npy'}"
+    from _action_fixtures import vectors_dataset
+
+    data, encoder = vectors_dataset(tmp_path, 40)
     result = CliRunner().invoke(main, ["profile", str(data), "--encoder", encoder, "--batch-size", "8", "--mode", "exact",
                                       "--sampled-pairs", "5", "--no-gamma", "--logit-scale", "50"])
     assert result.exit_code == 0, result.output

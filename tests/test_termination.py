@@ -64,14 +64,29 @@ def test_ctrl_c_while_the_command_line_is_still_importing_ends_like_ctrl_c_anywh
     assert result.stderr == "Interrupted.\n"
 
 
-def test_sigterm_re_raised_as_a_plain_interrupt_still_ends_as_a_termination(tmp_path, monkeypatch):
-    """Ray's signal check, while the driver waits on its tasks, catches the raised Terminated and
-    raises a plain KeyboardInterrupt: `--ray` runs said 'Interrupted.' and exited 130 on SIGTERM."""
+def _info_with_summary_replaced(tmp_path, monkeypatch, summary):
+    """`capgeo info` in this process with its summary step replaced by ``summary``; the SIGTERM handler
+    and the termination flag are restored afterwards."""
     import capgeo.captions
     from click.testing import CliRunner
 
     from capgeo import termination
     from capgeo.cli import main
+
+    monkeypatch.setattr(capgeo.captions, "summarize_captions", summary)
+    (tmp_path / "d.txt").write_text("a caption\nanother caption\n")
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        return CliRunner().invoke(main, ["info", str(tmp_path / "d.txt")])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        termination.received.clear()
+
+
+def test_sigterm_re_raised_as_a_plain_interrupt_still_ends_as_a_termination(tmp_path, monkeypatch):
+    """Ray's signal check, while the driver waits on its tasks, catches the raised Terminated and
+    raises a plain KeyboardInterrupt: `--ray` runs said 'Interrupted.' and exited 130 on SIGTERM."""
+    from capgeo import termination
 
     def waiting_in_a_library(*args, **kwargs):
         try:
@@ -80,36 +95,18 @@ def test_sigterm_re_raised_as_a_plain_interrupt_still_ends_as_a_termination(tmp_
         except KeyboardInterrupt:
             raise KeyboardInterrupt from None  # what Ray does with any KeyboardInterrupt subclass
 
-    monkeypatch.setattr(capgeo.captions, "summarize_captions", waiting_in_a_library)
-    (tmp_path / "d.txt").write_text("a caption\nanother caption\n")
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        result = CliRunner().invoke(main, ["info", str(tmp_path / "d.txt")])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        termination.received.clear()
+    result = _info_with_summary_replaced(tmp_path, monkeypatch, waiting_in_a_library)
     assert result.exit_code == 143 and result.output.strip().endswith("Terminated.")
     assert not termination.was_terminated(KeyboardInterrupt())  # Ctrl-C stays Ctrl-C
 
 
 def test_a_ctrl_c_after_an_earlier_termination_in_the_same_process_is_a_ctrl_c(tmp_path, monkeypatch):
-    import capgeo.captions
-    from click.testing import CliRunner
-
     from capgeo import termination
-    from capgeo.cli import main
 
     termination.received.set()  # an earlier command in this process was terminated
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(capgeo.captions, "summarize_captions", interrupted)
-    (tmp_path / "d.txt").write_text("a caption\n")
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        result = CliRunner().invoke(main, ["info", str(tmp_path / "d.txt")])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        termination.received.clear()
+    result = _info_with_summary_replaced(tmp_path, monkeypatch, interrupted)
     assert result.exit_code == 130 and result.output.strip().endswith("Interrupted.")

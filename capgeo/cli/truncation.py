@@ -7,7 +7,6 @@ import click
 from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
-    FiniteFloatRange,
     PairThreshold,
     check_options_before_encoding,
     comma_separated_floats,
