@@ -61,8 +61,13 @@ def test_companions_faiss_without_faiss_is_refused_before_encoding(tmp_path, mon
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faiss" else real_find_spec(name, *a))
-    monkeypatch.setattr(capgeo.encoders, "embed", lambda *a, **k: pytest.fail("encoded before refusing"))
     data = tmp_path / "d.txt"
     data.write_text("a dog runs\na cat sits\na red car\n")
-    result = CliRunner().invoke(main, ["profile", str(data), "--mode", "sampled", "--companions", "faiss"])
+    # a sample covering all 3 negative pairs runs the exact pass, which needs no faiss: on to the encoder
+    covered = CliRunner().invoke(main, ["profile", str(data), "--mode", "sampled", "--companions", "faiss",
+                                        "--encoder", "vectors:missing.npy"])
+    assert covered.exit_code == 2 and "vector file not found" in covered.output
+    monkeypatch.setattr(capgeo.encoders, "embed", lambda *a, **k: pytest.fail("encoded before refusing"))
+    result = CliRunner().invoke(main, ["profile", str(data), "--mode", "sampled", "--sampled-pairs", "2",
+                                       "--companions", "faiss"])
     assert result.exit_code == 2 and "approximate companions need faiss" in result.output
