@@ -78,6 +78,16 @@ def descriptor_of(target: str | os.PathLike) -> int | None:
     return None
 
 
+def redirected_to_a_file(target: str | os.PathLike | None) -> bool:
+    """Is ``target`` a descriptor's name (/dev/stdout) whose descriptor is a regular file? A writer
+    that opens such a name truncates the file and writes from its start."""
+    descriptor = descriptor_of(target) if target is not None else None
+    try:
+        return descriptor is not None and stat.S_ISREG(os.fstat(descriptor).st_mode)
+    except OSError:
+        return False
+
+
 def is_standard_output(target: str | os.PathLike | None) -> bool:
     """``-``, or a name of this process's standard output (/dev/stdout, /dev/fd/1)."""
     return target == "-" or (target is not None and descriptor_of(target) == 1)
@@ -230,8 +240,7 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
     shown, target = target, _normalised(target)
     if stream_target(target) is not None:
         # nothing to rename over: written into directly (a reader of a stream sees it as it comes anyway)
-        descriptor = descriptor_of(target)
-        if descriptor is not None and stat.S_ISREG(os.fstat(descriptor).st_mode):
+        if redirected_to_a_file(target):
             # a writer that opens the name would truncate the file and write from its start
             raise CapgeoError(f"cannot write {shown}: it is redirected to a file here; give that file's name")
         try:

@@ -371,3 +371,15 @@ def test_a_saved_profile_named_txt_is_not_read_as_captions(tmp_path):
     (tmp_path / "p.txt").write_text((tmp_path / "p.json").read_text())
     result = CliRunner().invoke(main, ["info", str(tmp_path / "p.txt")])
     assert result.exit_code == 2 and "result capgeo wrote, not a dataset" in result.output
+
+
+def test_parquet_rows_to_stdout_redirected_to_a_file_are_refused_before_the_work(tmp_path):
+    from _action_fixtures import vectors_dataset
+
+    data, encoder = vectors_dataset(tmp_path, 20)
+    with open(tmp_path / "rows.parquet", "w") as redirected:
+        result = subprocess.run([sys.executable, "-m", "capgeo", "dupes", str(data), "--encoder", encoder,
+                                 "--output-format", "parquet", "-o", "/dev/stdout"], stdout=redirected,
+                                stderr=subprocess.PIPE, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "it is redirected to a file here" in result.stderr and "scan" not in result.stderr.lower()

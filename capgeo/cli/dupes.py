@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from capgeo._atomic import is_standard_output
+from capgeo._atomic import is_standard_output, redirected_to_a_file
 from capgeo.cli import terminal
 from capgeo.cli.options import (
     SEED,
@@ -129,6 +129,9 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
                           "make them agree (or leave --output-format out)")
     if output_format == "parquet" and output is None:
         raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
+    if output_format == "parquet" and redirected_to_a_file(output):
+        # the parquet writer opens the name, which would truncate the file: refused before the work
+        raise CapgeoError(f"cannot write {output}: it is redirected to a file here; give that file's name")
     if is_standard_output(json_out) and output is None and output_format in ("jsonl", "csv"):
         # both would go to stdout, and the rows used to be dropped without a word
         raise CapgeoError(f"--json without a FILE and --output-format {output_format} both write to stdout: "
