@@ -57,7 +57,7 @@ def stream_target(target: str | os.PathLike) -> str | None:
     would replace the device or FIFO with a regular file (as root, /dev/null itself), and the
     name of a process's stream resolves to nothing another process can open."""
     text = os.path.expanduser(os.fspath(target))
-    if text in ("/dev/stdout", "/dev/stderr") or text.startswith(("/dev/fd/", "/proc/self/fd/")):
+    if descriptor_of(text) is not None:
         return text
     try:
         mode = os.stat(text).st_mode
@@ -67,9 +67,9 @@ def stream_target(target: str | os.PathLike) -> str | None:
 
 
 def descriptor_of(target: str | os.PathLike) -> int | None:
-    """The open descriptor a standard stream's name stands for (/dev/stdout: 1, /dev/fd/7: 7)."""
+    """The descriptor an output's name stands for (/dev/stdout: 1, /dev/fd/7: 7), or None."""
     text = os.path.expanduser(os.fspath(target))
-    named = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+    named = {"/dev/stdout": 1, "/dev/stderr": 2}
     if text in named:
         return named[text]
     for prefix in ("/dev/fd/", "/proc/self/fd/"):
@@ -243,13 +243,8 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
         if redirected_to_a_file(target):
             # a writer that opens the name would truncate the file and write from its start
             raise CapgeoError(f"cannot write {shown}: it is redirected to a file here; give that file's name")
-        try:
+        with _write_errors_in_one_line(shown, target.parent, remedy):
             yield target
-        except BaseException as error:
-            disk_error = _write_os_error(error, target.parent)
-            if disk_error is not None:
-                raise write_error(shown, disk_error, remedy) from None
-            raise
         return
     try:
         if not target.parent.exists():
@@ -264,16 +259,25 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
     except OSError as error:  # a file where a folder should be, no permission, read-only disk
         raise write_error(shown, error, remedy) from None
     tmp_path = Path(tmp)
-    try:  # from the moment the file exists: a signal during close or chmod must not leave it behind
+    # from the moment the file exists: a signal during close or chmod must not leave it behind
+    with _write_errors_in_one_line(shown, target.parent, remedy, on_failure=lambda: tmp_path.unlink(missing_ok=True)):
         os.close(fd)
         # mkstemp creates 0600; give the output the permissions a plain open() would
         os.chmod(tmp, 0o666 & ~_current_umask())
         yield tmp_path
         os.replace(tmp_path, target)
+
+
+@contextlib.contextmanager
+def _write_errors_in_one_line(shown, folder: Path, remedy: str | None, on_failure=None) -> Iterator[None]:
+    """Inside the block, a failed write (a full disk, no permission, ...) becomes ``write_error``'s
+    one line; ``on_failure()`` runs first on any exception (a temporary file removed)."""
+    try:
+        yield
     except BaseException as error:
-        with contextlib.suppress(FileNotFoundError):
-            tmp_path.unlink()
-        disk_error = _write_os_error(error, target.parent)
+        if on_failure is not None:
+            on_failure()
+        disk_error = _write_os_error(error, folder)
         if disk_error is not None:
             raise write_error(shown, disk_error, remedy) from None
         raise
@@ -285,18 +289,14 @@ def atomic_open(target: str | os.PathLike, mode: str = "w", encoding: str | None
     """Open a temporary file for writing; it replaces ``target`` only if the block succeeds."""
     if "b" in mode:
         encoding = None
-    descriptor = descriptor_of(target) if stream_target(target) is not None else None
+    descriptor = descriptor_of(target)
     if descriptor is not None:
         # /dev/stdout and the like: written where the descriptor is, not reopened by name
         handle = _open_descriptor(descriptor, mode, encoding)
         try:
-            yield handle
-            handle.flush()
-        except OSError as error:
-            disk_error = _write_os_error(error, Path("."))
-            if disk_error is not None:
-                raise write_error(target, disk_error, remedy) from None
-            raise
+            with _write_errors_in_one_line(target, Path("."), remedy):
+                yield handle
+                handle.flush()
         finally:
             with contextlib.suppress(OSError):
                 handle.close()

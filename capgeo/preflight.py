@@ -31,6 +31,26 @@ def check_has_negatives(captions, group_option: bool = True) -> None:
                           f"there are no negatives (captions of different images); {advice}")
 
 
+def pair_threshold_problem(value: float) -> str | None:
+    """What is wrong with a threshold on pair cosines (dupes, profile's near-duplicates, truncation),
+    or None: it must be a cosine the float32 pass can reach, -1 to MAX_PAIR_THRESHOLD."""
+    from capgeo.defaults import MAX_PAIR_THRESHOLD
+
+    if not -1.0 <= value <= 1.0:  # (NaN fails this too)
+        return f"expected a cosine between -1 and 1, got {value}"
+    if value > MAX_PAIR_THRESHOLD:
+        return (f"{value:g} is above {MAX_PAIR_THRESHOLD}: cosines are float32 products, and two identical vectors' "
+                f"falls up to about 1e-6 below 1, so no pair would reach it; use {MAX_PAIR_THRESHOLD} for identical "
+                "embeddings (identical texts are counted apart, as exact duplicates)")
+    return None
+
+
+def check_pair_threshold(value: float, name: str = "threshold") -> None:
+    problem = pair_threshold_problem(value)
+    if problem is not None:
+        raise CapgeoError(f"{name}: {problem}")
+
+
 def check_bucket_edges(edges: Sequence[float] | None, option: str = "--buckets") -> tuple[float, ...] | None:
     """Strictly ascending cosines in [-1, 1]; None means the command's default."""
     if edges is None:
@@ -55,19 +75,18 @@ def check_quantile_levels(levels: Sequence[float] | None,
 def check_counts(n_batches: int | None = None, top_k: int | None = None, sampled_pairs: int | None = None,
                  negatives: int | None = None) -> None:
     """Bounds on the counts that can run away (time and memory grow with them)."""
-    bounds = (
-        ("--n-batches", n_batches, MAX_N_BATCHES,
+    bounds = (  # option, value, least (a sampled mean's error needs two draws), most, why the most is enough
+        ("--n-batches", n_batches, 1, MAX_N_BATCHES,
          "batch shares are then already within about +-0.3% (1/sqrt(n)); memory grows with n x batch size"),
-        ("--top-k", top_k, MAX_TOP_K, "memory grows as captions x k (12 bytes each)"),
-        ("-k/--negatives", negatives, MAX_TOP_K, "memory and the rows written grow as captions x k"),
-        ("--sampled-pairs", sampled_pairs, MAX_SAMPLED_PAIRS,
+        ("--top-k", top_k, 1, MAX_TOP_K, "memory grows as captions x k (12 bytes each)"),
+        ("-k/--negatives", negatives, 1, MAX_TOP_K, "memory and the rows written grow as captions x k"),
+        ("--sampled-pairs", sampled_pairs, 2, MAX_SAMPLED_PAIRS,
          f"every share is then within +-{math.sqrt(math.log(40) / (2 * MAX_SAMPLED_PAIRS)):.5f} at 95%; "
          "memory grows by 16 bytes a pair"),
     )
-    for option, value, bound, why in bounds:
+    for option, value, least, bound, why in bounds:
         if value is None:
             continue
-        least = 2 if option == "--sampled-pairs" else 1  # a mean's error needs two draws
         if int(value) < least:
             raise CapgeoError(f"{option}: expected at least {least}, got {value}")
         if int(value) > bound:

@@ -188,16 +188,21 @@ def _key(value, raw: RawCaptions, row: int, name: str) -> str | None:
     A float that is a whole number is written as one ("7", not "7.0"): an integer column with a
     missing value becomes floats once pandas has touched it. NaN is a missing value, not the
     group "nan" (which made every caption without an image positives of one another)."""
+    if isinstance(value, (dict, list, tuple)):
+        advice = f" (name another column with --{name}-column)" if raw.format in GENERIC_FORMATS else ""
+        raise DataError(f"{raw.source}: {raw.where(row)}: the {name} is {json_kind(value)}; expected text or a "
+                        f"number{advice}")
+    return _key_text(value)
+
+
+def _key_text(value) -> str | None:
+    """:func:`_key`'s text for a value that is not an object or a list."""
     if value is None or value == "":
         return None
     if isinstance(value, float):
         if math.isnan(value):
             return None
         return str(int(value)) if value.is_integer() else repr(value)
-    if isinstance(value, (dict, list, tuple)):
-        advice = f" (name another column with --{name}-column)" if raw.format in GENERIC_FORMATS else ""
-        raise DataError(f"{raw.source}: {raw.where(row)}: the {name} is {json_kind(value)}; expected text or a "
-                        f"number{advice}")
     return str(value)
 
 
@@ -244,23 +249,13 @@ def row_groups(groups: Sequence | None, numbers: Sequence[str]) -> list:
     one another."""
     if groups is None:
         return list(numbers)
-    missing = [_is_missing(value) for value in groups]
-    if not any(missing):
+    # each given group as _key will write it, so that a made name never equals one
+    keys = [_key_text(value) for value in groups]
+    if None not in keys:
         return list(groups)
-    taken = {_as_text(value) for value, absent in zip(groups, missing) if not absent}
-    return [_distinct(number, taken, " (no group)") if absent else value
-            for value, absent, number in zip(groups, missing, numbers)]
-
-
-def _is_missing(value) -> bool:
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
-
-
-def _as_text(value) -> str:
-    # how _key will write a given group, so a made name never equals one
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+    taken = {key for key in keys if key is not None}
+    return [_distinct(number, taken, " (no group)") if key is None else value
+            for value, key, number in zip(groups, keys, numbers)]
 
 
 def _split_name(value) -> str | None:

@@ -81,10 +81,9 @@ def read_generic(content: DatasetContent, format: str, columns: ColumnChoice) ->
 def _read_text_lines(content: DatasetContent) -> RawCaptions:
     from capgeo.paths import result_schema
 
-    if content.text.lstrip("\ufeff \t\r\n").startswith("{") and result_schema(content.path):
+    if content.text.lstrip("\ufeff \t\r\n").startswith("{"):
         # a saved profile named .txt: its JSON lines were read as thousands of captions
-        raise DataError(f"{content.path}: a {result_schema(content.path)} result capgeo wrote, not a dataset; this "
-                        "command reads captions (`capgeo report` and `capgeo compare` draw saved profiles)")
+        _refuse_capgeo_result(result_schema(content.path), content.path)
     lines = split_lines(content.text)
     numbers = [str(number) for number in range(1, len(lines) + 1)]
     return RawCaptions(source=content.path, format="text", texts=lines, where=lambda row: f"line {row + 1}",
@@ -102,7 +101,7 @@ def _records_table(records: list[dict], where: Callable[[int], str], numbers: li
 def _jsonl_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
     numbered = list(iter_json_lines(content.text, content.path))
     if numbered:
-        _refuse_capgeo_result(numbered[0][1], content.path)  # a saved profile on one line
+        _refuse_capgeo_result(numbered[0][1].get("schema"), content.path)  # a saved profile on one line
     lines = [number for number, _ in numbered]
     return _records_table([record for _, record in numbered], lambda row: f"line {lines[row]}", list(map(str, lines)))
 
@@ -126,7 +125,7 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         return _records_table(data, record_where, [str(row + 1) for row in range(len(data))])
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON list of objects or an object of columns; found {json_kind(data)}")
-    _refuse_capgeo_result(data, path)
+    _refuse_capgeo_result(data.get("schema"), path)
     wanted = {name.casefold() for name in (columns.text, columns.captions) if name} or set(TEXT_NAMES + CAPTIONS_NAMES)
     lists = {key: value for key, value in data.items() if isinstance(value, list)}
     column_keys = wanted & {str(key).casefold() for key in lists}
@@ -169,9 +168,9 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
     )
 
 
-def _refuse_capgeo_result(data: dict, path) -> None:
-    """Read as a dataset, a saved profile's "batches" list was reported as a missing caption column."""
-    schema = data.get("schema")
+def _refuse_capgeo_result(schema, path) -> None:
+    """``schema``: what the file's "schema" key holds. Read as a dataset, a saved profile's "batches"
+    list was reported as a missing caption column."""
     if isinstance(schema, str) and schema.startswith("capgeo."):
         raise DataError(f"{path}: a {schema} result capgeo wrote, not a dataset; this command reads captions "
                         "(`capgeo report` and `capgeo compare` draw saved profiles)")

@@ -16,6 +16,7 @@ from capgeo.cli.options import (
     check_options_before_encoding,
     dataset_options,
     embed_from_options,
+    given,
     encoder_options,
     json_option,
     load_from_options,
@@ -112,17 +113,15 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         raise CapgeoError("--top 0 lists every pair above --threshold: give --threshold too")
     if (keep or drop_list) and not group_components:
         raise CapgeoError("--keep and --drop-list decide per near-duplicate set: add --group-components")
-    given = [f"--{name.replace('_', '-')}" for name in ("quantiles", "per_quantile", "neighbours")
-             if click.get_current_context().get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
-    if given and not examples:  # they used to be ignored without a word
-        raise CapgeoError(f"{', '.join(given).replace('--quantiles', '--quantile')} "
-                          f"{'choose' if len(given) > 1 else 'chooses'} the example queries: add --examples")
+    example_options = [f"--{name.replace('_', '-')}" for name in ("quantiles", "per_quantile", "neighbours")
+                       if given(name)]
+    if example_options and not examples:  # they used to be ignored without a word
+        raise CapgeoError(f"{', '.join(example_options).replace('--quantiles', '--quantile')} "
+                          f"{'choose' if len(example_options) > 1 else 'chooses'} the example queries: add --examples")
     if drop_list is not None and keep is None:
         keep = "first"
     suffix_format = ROW_SUFFIXES.get(os.path.splitext(output)[1].lower()) if output else None
-    format_given = (click.get_current_context().get_parameter_source("output_format")
-                    == click.core.ParameterSource.COMMANDLINE)
-    if suffix_format is not None and not format_given:
+    if suffix_format is not None and not given("output_format"):
         output_format = suffix_format  # -o pairs.parquet wrote terminal text into a .parquet file
     elif suffix_format is not None and output_format != suffix_format:
         raise CapgeoError(f"-o {output} is a {suffix_format} file name but --output-format is {output_format}; "

@@ -324,11 +324,11 @@ class PairThreshold(FiniteFloatRange):
         self.highest = MAX_PAIR_THRESHOLD
 
     def convert(self, value, param, ctx):
+        from capgeo.preflight import pair_threshold_problem
+
         number = click.FLOAT.convert(value, param, ctx)
         if self.highest < number <= 1.0:  # a cosine, but one no pair reaches: say why
-            self.fail(f"{number:g} is above {self.highest}: cosines are float32 products, and two identical "
-                      "vectors' falls up to about 1e-6 below 1, so no pair would reach it; use "
-                      f"{self.highest} for identical embeddings", param, ctx)
+            self.fail(pair_threshold_problem(number), param, ctx)
         return super().convert(number, param, ctx)
 
 

@@ -58,11 +58,12 @@ def hardest_after_drop(vectors: np.ndarray, group_codes: np.ndarray, scan, dropp
     # a full list with every entry dropped may hide a remaining companion further down
     search = np.flatnonzero(~has & valid[:, -1] & ~is_dropped)
     remaining = np.flatnonzero(~is_dropped)
+    remaining_codes = np.asarray(group_codes)[remaining]
     # the remaining captions of one image only (or one caption) have no companion: NaN below
-    alone = np.unique(np.asarray(group_codes)[remaining]).size < 2
+    alone = np.unique(remaining_codes).size < 2
     if search.size and not alone:
         local = np.searchsorted(remaining, search)
-        _, found = query_companions(vectors[remaining], np.asarray(group_codes)[remaining], local, top_k=1,
+        _, found = query_companions(vectors[remaining], remaining_codes, local, top_k=1,
                                     block_size=block_size, device=device)
         hardest[search] = found[:, 0]
     hardest[is_dropped] = np.nan

@@ -27,6 +27,7 @@ from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.geometry.row_norms import row_norms
+from capgeo.preflight import check_pair_threshold
 from capgeo.progress import progress_bar
 
 SCHEMA = "capgeo.dupes/1"
@@ -249,8 +250,6 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
     if limit is not None and limit < 1:
         raise CapgeoError(f"limit: expected a positive number of pairs, got {limit}")
     if threshold is not None:
-        from capgeo.geometry.pairwise import check_pair_threshold
-
         check_pair_threshold(threshold)
     if len(captions) < 2:
         return []

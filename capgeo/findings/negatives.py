@@ -37,9 +37,8 @@ def check_range(min_cosine: float, max_cosine: float) -> None:
 
 
 def _in_range(cosine: np.ndarray, min_cosine: float, max_cosine: float) -> np.ndarray:
-    # float32 products of antipodal vectors reach -1.0000001: clipped, so the default floor of -1
-    # means no floor
-    cosine = np.clip(cosine, -1.0, 1.0)
+    """``cosine`` clipped to [-1, 1] by the caller: float32 products of antipodal vectors reach
+    -1.0000001, which the default floor of -1 (no floor) left out."""
     return np.isfinite(cosine) & (cosine >= min_cosine) & (cosine < max_cosine)
 
 

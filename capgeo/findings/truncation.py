@@ -353,13 +353,11 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
     """Validate the options (before any encoding); return the threshold, edges and batch size to use."""
     from capgeo.geometry.inbatch import DEFAULT_BUCKET_EDGES, DEFAULT_NEAR_DUPLICATE_THRESHOLD, check_edges
     from capgeo.geometry.batch_size import resolve_batch_sizes
-    from capgeo.preflight import check_has_negatives
+    from capgeo.preflight import check_has_negatives, check_pair_threshold
 
     check_has_negatives(captions)
     n_groups = int(captions.n_groups)
     threshold = DEFAULT_NEAR_DUPLICATE_THRESHOLD if threshold is None else float(threshold)
-    from capgeo.geometry.pairwise import check_pair_threshold
-
     check_pair_threshold(threshold)
     edges = check_edges(DEFAULT_BUCKET_EDGES if edges is None else edges)
     batch_size = resolve_batch_sizes(None if batch_size is None else [batch_size], n_groups).headline

@@ -31,6 +31,7 @@ import numpy as np
 
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
+from capgeo.preflight import check_pair_threshold
 from capgeo.geometry.distribution import (
     DEFAULT_BINS,
     DEFAULT_SHARE_EDGES,
@@ -129,19 +130,6 @@ class PairScan:
         if self.companion_recall is not None:
             summary["recall"] = dict(self.companion_recall)
         return summary
-
-
-def check_pair_threshold(value: float, name: str = "threshold") -> None:
-    """A threshold on pair cosines that the float32 pass can honour: -1 to MAX_PAIR_THRESHOLD."""
-    from capgeo.defaults import MAX_PAIR_THRESHOLD
-
-    if not -1.0 <= value <= 1.0:  # (NaN fails this too)
-        raise CapgeoError(f"{name}: expected a cosine between -1 and 1, got {value}")
-    if value > MAX_PAIR_THRESHOLD:
-        raise CapgeoError(f"{name}: {value} is above {MAX_PAIR_THRESHOLD}: cosines are float32 products, and two "
-                          "identical vectors' falls up to about 1e-6 below 1, so no pair would reach it; use "
-                          f"{MAX_PAIR_THRESHOLD} for identical embeddings (identical texts are counted apart, as "
-                          "exact duplicates)")
 
 
 def prepare_inputs(vectors, group_codes, device=None):

@@ -22,7 +22,7 @@ from capgeo.geometry.inbatch import (
     check_edges,
 )
 from capgeo.geometry.precision import check_precision
-from capgeo.preflight import check_counts, check_quantile_levels
+from capgeo.preflight import check_counts, check_pair_threshold, check_quantile_levels
 
 
 @dataclass(frozen=True)
@@ -51,8 +51,6 @@ class ProfileOptions:
         in their checked form, and ``batch_sizes`` (already checked against the dataset) in place."""
         pairwise_mode(self.mode, 0)  # refuses an unknown mode before any work
         edges = check_edges(self.buckets)
-        from capgeo.geometry.pairwise import check_pair_threshold
-
         check_pair_threshold(self.near_duplicate_threshold, "near-duplicate threshold")
         levels = tuple(float(level) for level in self.relative_quantiles)
         if self.relative_buckets:
