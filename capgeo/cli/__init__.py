@@ -33,6 +33,7 @@ COMMANDS = {
     "truncation": "capgeo.cli.truncation:truncation",
     "report": "capgeo.cli.report:report",
     "compare": "capgeo.cli.report:compare",
+    "docs": "capgeo.cli.docs:docs",
 }
 
 

@@ -96,7 +96,7 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
 
     Captions of one group describe the same image and are never paired.
     Rows (--output-format jsonl/csv/parquet) hold ids, groups, texts, cosine, jaccard,
-    shared and differing words and character spans; see docs/dupes.md.
+    shared and differing words and character spans; see `capgeo docs dupes`.
     """
     from capgeo.errors import CapgeoError
     from capgeo.findings.duplicates import (

@@ -53,7 +53,7 @@ def _parse_grid(ctx, param, value):
 def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embeddings, json_out, **options):
     """Suggest an HN-CLIP gamma for this dataset, encoder, logit scale and batch size.
 
-    The rule (docs/gamma.md) picks the gamma that makes each row's boosted softmax as
+    The rule (`capgeo docs gamma`) picks the gamma that makes each row's boosted softmax as
     concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
     B 128) makes it on geometry like the paper's DOCCI statistics.
     """

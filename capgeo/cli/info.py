@@ -19,7 +19,7 @@ SCHEMA = "capgeo.info/1"
 HELP = """Show what DATA holds: format, captions and groups, captions per group, splits,
 caption length in words, examples, and rows skipped while reading (with why).
 
-DATA is a file or folder in any supported format (see docs/formats.md)."""
+DATA is a file or folder in any supported format (see `capgeo docs formats`)."""
 
 
 def _show_info(json_out, **options):

@@ -43,7 +43,7 @@ def negatives(output, k, min_cosine, max_cosine, block_size, json_out, **options
     """Each caption's K hardest companions from other images with --min-cosine <= cosine <
     --max-cosine, written as training rows, and the quantiles of anchor-negative cosine.
     HN-CLIP itself needs no mining (its Gbar term weighs the in-batch negatives); this
-    serves other hard-negative losses. See docs/negatives.md."""
+    serves other hard-negative losses. See `capgeo docs negatives`."""
     from capgeo.findings.negatives import check_range, export_negatives
 
     check_range(min_cosine, max_cosine)

@@ -122,7 +122,7 @@ def ray_option(command):
 
     return click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
                         help="Encode and run the exact pairwise pass on Ray: a local Ray instance without ADDRESS, "
-                             "'auto' to join a running cluster, or host:port (needs capgeo[ray]; docs/scale.md)."
+                             "'auto' to join a running cluster, or host:port (needs capgeo[ray]; `capgeo docs scale`)."
                         )(on_ray)
 
 

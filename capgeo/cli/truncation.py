@@ -67,7 +67,7 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
     token length, the share of captions cut, the negative and hardest-companion cosines,
     the in-batch buckets and the near-duplicate pairs; the pairs that are near-duplicates
     only because of truncation, with the cut point in their text; and how far each
-    caption's embedding moves when more of it is seen. See docs/truncation.md."""
+    caption's embedding moves when more of it is seen. See `capgeo docs truncation`."""
     from capgeo.findings.truncation import truncation_profile
 
     refuse_path_clashes()

@@ -511,7 +511,7 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
             bar.advance(1)
     headline = per_batch_size[0]["suggestion"]
     return {
-        "rule": "effective-negative share matched to the paper's default (docs/gamma.md)",
+        "rule": "effective-negative share matched to the paper's default (capgeo docs gamma)",
         "concentration": "exp(entropy) of each row's softmax of s*gamma*cosine over its B-1 in-batch negatives, "
                          "as a share of B-1, averaged over rows",
         "headline_batch_size": batch_sizes[0],

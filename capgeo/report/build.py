@@ -360,7 +360,7 @@ def _drawing_saved_profiles(sources: Sequence[str | Path]):
     except (TypeError, AttributeError, ValueError, KeyError, IndexError) as error:
         names = ", ".join(map(str, sources))
         raise CapgeoError(f"{names}: a section of this saved profile does not have the shape "
-                          f"docs/profile-schema.md gives it, so it cannot be drawn ({type(error).__name__}: "
+                          f"`capgeo docs profile-schema` gives it, so it cannot be drawn ({type(error).__name__}: "
                           f"{first_line(error)})") from error
 
 

@@ -141,7 +141,7 @@ def gamma_caption(gamma) -> str:
         parts.append(f"Evidence: {gamma['paper_sweep_note']}.")
     if gamma.get("encoder_caution"):
         parts.append(f"Caution: {gamma['encoder_caution']}")
-    parts.append(f"Rule: {gamma.get('rule', 'see docs/gamma.md')}. Logit scale from "
+    parts.append(f"Rule: {gamma.get('rule', 'see capgeo docs gamma')}. Logit scale from "
                  f"{gamma.get('logit_scale_source', '?')}.")
     return " ".join(part for part in parts if part)
 
