@@ -18,7 +18,7 @@ How words are matched (the normaliser, :func:`normalize_word`)
    them would merge distinct words in languages that use them.
 2. A trailing possessive "'s" / "’s" is dropped ("dog's" -> "dog").
 3. A few irregular plurals map to their singular (men, women, children, feet,
-   teeth, mice, geese, leaves, knives, wolves, shelves, ...).
+   teeth, mice, geese, leaves, knives, wolves, shelves, quizzes, ...).
 4. Regular plurals: "-ies" -> "-y" (berries -> berry); else a final "-s" is
    dropped unless the word ends in "-ss", "-us" or "-is" or has 3 letters or
    fewer (dogs -> dog; glass, bus, tennis, gas stay), or is one of a few singulars
@@ -68,6 +68,7 @@ IRREGULAR_PLURALS = {
     "teeth": "tooth", "mice": "mouse", "geese": "goose", "leaves": "leaf", "knives": "knife",
     "wolves": "wolf", "shelves": "shelf", "halves": "half", "loaves": "loaf", "calves": "calf",
     "wives": "wife", "lives": "life", "scarves": "scarf", "oxen": "ox", "dice": "die",
+    "quizzes": "quiz", "fezzes": "fez",  # the doubled z of these "-es" plurals
 }
 
 _APOSTROPHES = "'\u2019"
