@@ -148,6 +148,22 @@ def test_grid_diagnostics_match_brute_force():
     assert result[0]["effective_negatives"] == pytest.approx(19)
 
 
+@pytest.mark.parametrize("n_negatives", [9, 3, 19])
+def test_top_decile_mass_counts_exactly_a_tenth_of_the_negatives_when_cosines_tie(n_negatives):
+    """The mass on a row's most similar ceil(10%) negatives: with tied cosines (exact duplicates,
+    discrete geometry) a threshold at the k-th largest took in every tie, up to 100%."""
+    rng = np.random.default_rng(3)
+    rows = rng.choice(np.float32([0.2, 0.5, 0.9]), size=(40, n_negatives)).astype(np.float32)
+    rows[0] = 0.5  # a row of one cosine: uniform weights at any gamma
+    top_count = math.ceil(0.1 * n_negatives)
+    result = grid_diagnostics(rows, 100.0, [0.0, 0.125, 0.5], 0.9)
+    assert result[0]["top_decile_mass"] == pytest.approx(top_count / n_negatives, rel=1e-9)
+    for entry in result:
+        weights = softmax_reference(rows, 100.0 * entry["gamma"])
+        top = np.mean([np.sort(w)[::-1][:top_count].sum() for w in weights])
+        assert entry["top_decile_mass"] == pytest.approx(top, rel=1e-6)
+
+
 def test_in_batch_rows_match_brute_force_and_subsample():
     vectors = common_direction_vectors(60, 10, seed=4)
     batches = sample_batches(np.arange(60), 8, 5, 0)
