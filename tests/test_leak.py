@@ -307,3 +307,27 @@ def test_report_leak_option_adds_the_section(tiny_sets, tmp_path):
     result = run("report", tmp_path / "profile.json", "--leak", eval_file, "-o", tmp_path / "again.html")
     assert result.exit_code == 2 and "--leak needs DATA to be a dataset" in result.output
     assert not (tmp_path / "again.html").exists()
+
+
+@pytest.mark.parametrize("command", ["leak", "dupes"])
+def test_a_drop_list_refuses_an_id_holding_a_line_break(tmp_path, command):
+    """Written as it was, 'x\\ny' came back as two lines, 'x' and 'y', neither an id of the dataset."""
+    data = write_jsonl(tmp_path / "d.jsonl", ["z", "x\ny", "w"], ["b", "a", "c"], ["one cat", "one cat", "a dog"])
+    np.savez(tmp_path / "v.npz", vectors=np.float32([[1, 0], [1, 0], [0, 1]]), ids=np.array(["z", "x\ny", "w"]))
+    encoder = ["--encoder", f"vectors:{tmp_path / 'v.npz'}", "--no-cache"]
+    drop = tmp_path / "drop.txt"
+    if command == "leak":
+        result = run("leak", data, data, *encoder, "-o", drop)
+    else:
+        result = run("dupes", data, *encoder, "--group-components", "--keep", "first", "--drop-list", drop)
+    assert result.exit_code == 2, result.output
+    (line,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert "caption id 'x\\ny' holds a line break" in line
+    assert not drop.exists()
+    # ids without one are written one a line, as before
+    np.savez(tmp_path / "v.npz", vectors=np.float32([[1, 0], [1, 0], [0, 1]]), ids=np.array(["z", "x y", "w"]))
+    write_jsonl(tmp_path / "d.jsonl", ["z", "x y", "w"], ["b", "a", "c"], ["one cat", "one cat", "a dog"])
+    result = run("leak", data, data, *encoder, "-o", drop) if command == "leak" else \
+        run("dupes", data, *encoder, "--group-components", "--keep", "first", "--drop-list", drop)
+    assert result.exit_code == 0, result.output
+    assert set(drop.read_text().splitlines()) <= {"z", "x y", "w"} and drop.read_text().endswith("\n")

@@ -163,8 +163,14 @@ def _row_of(captions):
 
 
 def write_id_list(ids: Sequence[str], output: str) -> None:
-    """One id per line, atomically."""
+    """One id per line, atomically. An id holding a line break is refused: written as it is, it
+    came back as two ids that are not the dataset's, and the list could not be joined to it."""
     from capgeo._atomic import atomic_open
 
+    for caption_id in ids:
+        if len(f"{caption_id}x".splitlines()) != 1:  # "\n", "\r", and the other breaks splitlines knows
+            raise CapgeoError(f"{output}: caption id {caption_id!r} holds a line break, which a list of one id "
+                              "a line cannot hold; give the captions ids without one (or use the --json output, "
+                              "which names the same captions)")
     with atomic_open(output) as handle:
         handle.write("".join(f"{caption_id}\n" for caption_id in ids))
