@@ -71,7 +71,7 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
                 "(capgeo docs gamma).")
     if sizes[0] < MIN_GAMMA_BATCH_SIZE:
         # never headline an extra batch size: without the headline there is no gamma to show
-        return f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0])} (capgeo docs gamma)."
+        return f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0], captions.n_groups)} (capgeo docs gamma)."
     profile["gamma"] = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
                                      batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
                                      n_batches=options.get("n_batches", DEFAULT_N_BATCHES), seed=options.get("seed", 0),
@@ -80,7 +80,7 @@ def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float
     if too_small:  # extra batch sizes the rule cannot answer: their in-batch rows stay, their gamma is left out
         profile["gamma"]["batch_sizes_left_out"] = too_small
         return (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
-                f"{gamma_batch_size_problem(too_small[0])} (capgeo docs gamma).")
+                f"{gamma_batch_size_problem(too_small[0], captions.n_groups)} (capgeo docs gamma).")
     return None
 
 

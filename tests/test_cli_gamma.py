@@ -126,3 +126,16 @@ def test_precomputed_paper_like_vectors_get_the_paper_default(tmp_path):
     assert section_200["logit_scale_source"] == "--logit-scale"
     assert section_200["batches"][0]["suggestion"]["gamma_exact"] == pytest.approx(
         section["batches"][0]["suggestion"]["gamma_exact"] / 2, rel=1e-4)
+
+
+def test_a_dataset_of_three_images_is_named_as_the_reason(tmp_path):
+    """It blamed `--batch-size 3`, never given (the default 128 was cut to the 3 images), and advised
+    a batch size of 4, which 3 images cannot make."""
+    data = tmp_path / "three.jsonl"
+    data.write_text("".join(json.dumps({"id": f"c{i}", "image": f"img{i % 3}", "caption": f"caption {i}"}) + "\n"
+                            for i in range(9)))
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(9, 8)).astype(np.float32))
+    result = CliRunner().invoke(main, ["gamma", str(data), "--encoder", f"vectors:{tmp_path / 'v.npy'}", "--no-cache"])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: the dataset has only 3 images, too few for the gamma rule")
+    assert "--batch-size" not in result.output and result.output.count("\n") == 1

@@ -161,10 +161,12 @@ def test_no_gamma_section_for_batches_the_rule_cannot_answer(tmp_path):
     assert [entry["batch_size"] for entry in profile["batches"]] == [3]
     assert "gamma" not in profile
     # and it says so, in the JSON and on the terminal (it was silent: no gamma line, no caution)
-    assert "--batch-size 3 is too small for the gamma rule" in profile["gamma_left_out"]
+    # the dataset's limit, not a --batch-size nobody gave
+    assert "the dataset has only 3 images, too few for the gamma rule" in profile["gamma_left_out"]
+    assert "--batch-size" not in profile["gamma_left_out"]
     result = run(data, "--encoder", f"vectors:{tmp_path / 'v.npy'}", "--n-batches", 3)
     assert result.exit_code == 0, result.output
-    assert "Suggested gamma: none. Gamma diagnostics: left out, --batch-size 3 is too small" in " ".join(
+    assert "Suggested gamma: none. Gamma diagnostics: left out, the dataset has only 3 images" in " ".join(
         result.stdout.split())
 
 

@@ -333,6 +333,9 @@ def test_batches_too_small_for_the_rule_are_a_clear_error():
     with pytest.raises(CapgeoError, match=r"--batch-size 3 is too small .* at least 4"):
         gamma_section(vectors, codes, batch_sizes=(3,))
     assert gamma_section(vectors, codes, batch_sizes=(4,), n_batches=4)["batches"][0]["batch_size"] == 4
+    # three images: no batch size can do, and it is the dataset that is named
+    with pytest.raises(CapgeoError, match=r"^the dataset has only 3 images, too few .* at least 4 images$"):
+        gamma_section(vectors[:3], np.arange(3))
 
 
 def test_group_labels_need_not_be_contiguous():

@@ -69,7 +69,7 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     check_options_before_encoding(captions, n_batches=n_batches)
     resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
     for size in resolved.sizes:
-        check_gamma_batch_size(size)
+        check_gamma_batch_size(size, captions.n_groups)
     # read once, before the (slow) encoding; the profile names the file they came from
     image_vectors = checked_image_embeddings(image_embeddings, captions) if image_embeddings is not None else None
     embeddings = embed_from_options(captions, options)

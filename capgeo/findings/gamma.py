@@ -473,7 +473,7 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     n_groups = int(group_codes.max()) + 1 if group_codes.size else 0
     batch_sizes = resolve_batch_sizes(batch_sizes, n_groups).sizes
     for batch_size in batch_sizes:
-        check_gamma_batch_size(batch_size)
+        check_gamma_batch_size(batch_size, n_groups)
     if image_vectors is not None:
         image_vectors = check_image_vectors(image_vectors, n_groups, vectors.shape[1], image_source)
 

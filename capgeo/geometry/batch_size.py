@@ -90,12 +90,18 @@ def resolve_batch_sizes(requested: Sequence[int] | None, n_groups: int, *,
     return BatchSizes(headline, tuple(extra), tuple(notes))
 
 
-def check_gamma_batch_size(size: int) -> None:
+def check_gamma_batch_size(size: int, n_groups: int | None = None) -> None:
     """The gamma rule's own floor on B (see MIN_GAMMA_BATCH_SIZE), one wording everywhere."""
     if size < MIN_GAMMA_BATCH_SIZE:
-        raise CapgeoError(gamma_batch_size_problem(size))
+        raise CapgeoError(gamma_batch_size_problem(size, n_groups))
 
 
-def gamma_batch_size_problem(size: int) -> str:
-    return (f"--batch-size {size} is too small for the gamma rule: with {size - 1} negative(s) per row the effective "
-            f"share cannot fall to the reference's (about 0.5); use a batch size of at least {MIN_GAMMA_BATCH_SIZE}")
+def gamma_batch_size_problem(size: int, n_groups: int | None = None) -> str:
+    """Why B = ``size`` is below the rule's floor. A size equal to the dataset's group count is
+    the dataset's limit (the default was cut to it, or no larger size is possible): that is named
+    rather than a --batch-size the user may never have given."""
+    why = (f"with {size - 1} negative(s) per row the effective share cannot fall to the reference's (about 0.5)")
+    if n_groups is not None and size >= n_groups:
+        return (f"the dataset has only {n_groups} images, too few for the gamma rule: in-batch {why}; "
+                f"it needs batches of at least {MIN_GAMMA_BATCH_SIZE} images")
+    return f"--batch-size {size} is too small for the gamma rule: {why}; use a batch size of at least {MIN_GAMMA_BATCH_SIZE}"
