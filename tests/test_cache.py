@@ -371,3 +371,46 @@ def test_partial_files_a_killed_process_left_are_swept(tmp_path):
     result = embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=5)
     assert result.origin == "cache"
     assert not old.exists() and fresh.exists()
+
+
+def test_a_damaged_file_that_cannot_be_deleted_is_recomputed_not_a_traceback(tmp_path, capfd, monkeypatch):
+    """A shared cache whose entry another user owns: the damaged chunk could not be unlinked, and
+    the OSError of that unlink ended the command with a traceback."""
+    texts = make_texts(30)
+    embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
+    _flip_one_bit(chunk_files(tmp_path)[1], offset_from_end=2)
+    real_unlink = Path.unlink
+
+    def refused(path, *args, **kwargs):
+        if tmp_path in path.parents:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    encoder = CountingEncoder()
+    result = embed(texts, encoder, cache_dir=tmp_path, chunk_rows=10)
+    np.testing.assert_array_equal(result.vectors, expected(texts))
+    assert encoder.encoded_texts == 10
+    assert "fails its checksum" in capfd.readouterr().err
+
+
+def test_a_full_hit_whose_manifest_cannot_be_restored_still_answers(tmp_path, monkeypatch):
+    """Reading never uses the manifest; restoring a lost one in a read-only entry failed the command."""
+    from capgeo.encoders import cache as cache_module
+    from capgeo.errors import CapgeoError
+
+    texts = make_texts(30)
+    embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
+    next(tmp_path.glob("embeddings/*/manifest.json")).unlink()
+
+    def read_only(path, *args, **kwargs):
+        raise CapgeoError(f"cannot write {path}: Read-only file system")
+
+    monkeypatch.setattr(cache_module, "atomic_open", read_only)
+    encoder = CountingEncoder()
+    result = embed(texts, encoder, cache_dir=tmp_path, chunk_rows=10)
+    np.testing.assert_array_equal(result.vectors, expected(texts))
+    assert result.origin == "cache" and encoder.encode_calls == 0
+    # while a run that encoded something still says its cache could not be written
+    with pytest.raises(CapgeoError, match="Read-only"):
+        embed(make_texts(12, seed=1), CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)

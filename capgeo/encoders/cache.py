@@ -192,7 +192,10 @@ class CacheEntry:
         return sorted(self._names_by_stem.get(stem, ()))
 
     def _remove(self, path: Path) -> None:
-        path.unlink(missing_ok=True)
+        # a damaged file in a folder this user cannot change (a shared cache, a read-only mount) is
+        # left where it is: it is recomputed in memory either way, and a write that follows says why
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
         stem = path.name.split(".")[0]
         if self._names_by_stem is not None and path.name in self._names_by_stem.get(stem, ()):
             self._names_by_stem[stem].remove(path.name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Sequence
 
@@ -9,7 +10,7 @@ import numpy as np
 
 from capgeo.encoders.base import Embeddings, TextEncoder, effective_max_tokens
 from capgeo.encoders.cache import DEFAULT_CHUNK_ROWS, CacheEntry, cache_key, chunk_ranges
-from capgeo.errors import DataError, EncoderError
+from capgeo.errors import CapgeoError, DataError, EncoderError
 from capgeo.progress import Tally, progress_bar
 from capgeo.scale.session import active_ray
 
@@ -87,8 +88,13 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
             if entry:
                 entry.save_chunk(start, stop, chunk)
             vectors[rows] = chunk
-    if entry and (pending or not entry.has_manifest()):
+    if entry and pending:
         entry.write_manifest(info, limit, ranges)
+    elif entry and not entry.has_manifest():
+        # a full hit reads no manifest: restoring a lost one is a courtesy that a folder this user
+        # cannot write (a shared, read-only cache) must not turn into a failed command
+        with contextlib.suppress(CapgeoError):
+            entry.write_manifest(info, limit, ranges)
 
     if not pending:
         origin = "cache"
