@@ -36,3 +36,22 @@ def test_meanwhile_runs_while_hashing_and_facts_it_remembers_are_kept(tmp_path, 
     monkeypatch.setattr(weight_memo, "_hash", refuse)
     assert weight_memo.weight_fingerprint(weights, tmp_path, meanwhile=refuse) == digest
     assert weight_memo.weight_facts(weights, "width", refuse, tmp_path) == 768
+
+
+def test_a_cache_folder_written_with_a_tilde_finds_its_memo(tmp_path, monkeypatch):
+    """`--cache-dir=~/c` reaches capgeo unexpanded: the memo was looked for in ./~/c (never found:
+    every run hashed again) and written back to the real folder with only its own record."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    first, second = tmp_path / "a.pt", tmp_path / "b.pt"
+    first.write_bytes(b"a" * 1000)
+    second.write_bytes(b"b" * 1000)
+    expanded = tmp_path / "home" / "c"
+    expanded.mkdir(parents=True)
+    weight_memo.weight_fingerprint(first, expanded)
+    weight_memo.weight_fingerprint(second, expanded)
+    refuse = lambda *args: (_ for _ in ()).throw(AssertionError("hashed again"))  # noqa: E731
+    monkeypatch.setattr(weight_memo, "_hash", refuse)
+    assert weight_memo.weight_fingerprint(first, "~/c") == hashlib.sha256(first.read_bytes()).hexdigest()
+    assert weight_memo.weight_fingerprint(second, "~/c") == hashlib.sha256(second.read_bytes()).hexdigest()
+    assert not (tmp_path / "~").exists()

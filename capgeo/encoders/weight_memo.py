@@ -131,7 +131,9 @@ def _hash(path) -> str:
 def _memo_path(cache_dir) -> Path:
     from capgeo.encoders.cache import default_cache_dir
 
-    return Path(cache_dir or default_cache_dir()) / MEMO_FILE
+    # "~" expanded as the cache entries expand it: `--cache-dir=~/c` (no shell expansion after "=")
+    # read ./~/c/weight-files.json, missed every time, and wrote the real one back with one record
+    return Path(os.path.expanduser(cache_dir or default_cache_dir())) / MEMO_FILE
 
 
 def _read(path: Path) -> dict:
