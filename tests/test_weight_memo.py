@@ -55,3 +55,44 @@ def test_a_cache_folder_written_with_a_tilde_finds_its_memo(tmp_path, monkeypatc
     assert weight_memo.weight_fingerprint(first, "~/c") == hashlib.sha256(first.read_bytes()).hexdigest()
     assert weight_memo.weight_fingerprint(second, "~/c") == hashlib.sha256(second.read_bytes()).hexdigest()
     assert not (tmp_path / "~").exists()
+
+
+def _tiny_checkpoint(folder):
+    import json
+
+    import torch
+
+    from _clip_fixtures import tiny_clip, tiny_config
+
+    config = tiny_config(77)
+    torch.save(tiny_clip(config).state_dict(), folder / "tiny.pt")
+    (folder / "tiny.json").write_text(json.dumps(config))
+    return str(folder / "tiny.pt")
+
+
+def test_truncation_and_ray_workers_keep_the_memo_in_the_cache_folder_given(tmp_path, monkeypatch):
+    """`truncation` (and `report --truncation`) and the Ray workers' encoders wrote the memo to the
+    default folder, outside --cache-dir: those runs hashed the checkpoint again every time."""
+    from _action_fixtures import caption_set
+    from capgeo.findings.truncation import truncation_profile
+    from capgeo.scale.encode import ShardEncoder
+
+    default, chosen = tmp_path / "default", tmp_path / "chosen"
+    default.mkdir()
+    chosen.mkdir()
+    monkeypatch.setenv("CAPGEO_CACHE", str(default))
+    checkpoint = _tiny_checkpoint(tmp_path)
+    captions = caption_set([f"i{i // 2}" for i in range(12)], [f"a photo of thing {i}" for i in range(12)])
+    truncation_profile(captions, checkpoint, lengths=[4], cache_dir=chosen, progress=False, batch_size=4, n_batches=2)
+    assert (chosen / "weight-files.json").exists() and not (default / "weight-files.json").exists()
+
+    hashed = []
+    hash_file = weight_memo._hash
+    monkeypatch.setattr(weight_memo, "_hash", lambda path: hashed.append(path) or hash_file(path))
+    worker = ShardEncoder(checkpoint, "cpu", str(chosen))
+    assert worker.load_error is None
+    worker.encoder.info  # its identity, from the memo the driver's run left
+    assert hashed == [] and not (default / "weight-files.json").exists()
+    # a node without that folder keeps its memo in its own default folder
+    ShardEncoder(checkpoint, "cpu", str(tmp_path / "not-on-this-node")).encoder.info
+    assert (default / "weight-files.json").exists()

@@ -74,7 +74,7 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
             # each actor loads the encoder again from its spec; a shard moves the bar when it returns
             chunks = ((start, stop, chunk, 0)
                       for start, stop, chunk in encode_shards(ray_session, info.spec, device, texts, order, pending,
-                                                              limit))
+                                                              limit, cache_dir))
         else:
             chunks = _encode_pending(text_encoder, texts, order, pending, limit, bar)
         for start, stop, chunk, advanced in chunks:

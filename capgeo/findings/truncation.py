@@ -456,7 +456,7 @@ def truncation_profile(captions, encoder=None, *, lengths: Sequence[int] | None 
     # fail on bad options before loading a model and encoding
     check_options(captions, options.get("threshold"), options.get("edges"), options.get("batch_size"),
                   options.get("max_listed", DEFAULT_LISTED_PAIRS))
-    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device)
+    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device, cache_dir=cache_dir)
     check_encoder(text_encoder)
     chosen = resolve_lengths(lengths, text_encoder.info)
     embeddings = embed_at_lengths(captions, text_encoder, chosen, cache_dir=cache_dir, use_cache=use_cache,

@@ -8,6 +8,7 @@ file or the cache.
 
 from __future__ import annotations
 
+import os
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -22,13 +23,17 @@ RETRIES = 3
 class ShardEncoder:
     """One loaded encoder in one Ray worker; encodes shards of caption texts."""
 
-    def __init__(self, spec: str | None, device: str | None):
+    def __init__(self, spec: str | None, device: str | None, cache_dir: str | None = None):
         from capgeo.encoders.registry import get_encoder
         from capgeo.errors import CapgeoError
 
         self.encoder = self.load_error = None
         try:
-            self.encoder = get_encoder(spec, device=device)
+            # the user's cache folder holds the weight memo: a worker on the driver's node (or one
+            # sharing its file system) then hashes no checkpoint the driver hashed; a node without
+            # that folder keeps its own memo in its default folder, as before
+            memo_dir = cache_dir if cache_dir is not None and os.path.isdir(os.path.expanduser(cache_dir)) else None
+            self.encoder = get_encoder(spec, device=device, cache_dir=memo_dir)
         except CapgeoError as error:
             # raised by encode() instead: Ray hands a method's exception to the driver as it is,
             # while a failed constructor only kills the actor (and Ray would restart it in vain)
@@ -51,7 +56,7 @@ def actor_count(session: RaySession, device: str | None, shards: int) -> int:
 
 def encode_shards(session: RaySession, spec: str | None, device: str | None, texts: Sequence[str],
                   order: np.ndarray, pending: Sequence[tuple[int, int]],
-                  max_tokens: int) -> Iterator[tuple[int, int, np.ndarray]]:
+                  max_tokens: int, cache_dir=None) -> Iterator[tuple[int, int, np.ndarray]]:
     """Vectors of each pending chunk ``(start, stop)`` of ``order`` (rows sorted longest first),
     yielded as actors finish them, in no fixed order."""
     if not pending:
@@ -59,7 +64,8 @@ def encode_shards(session: RaySession, spec: str | None, device: str | None, tex
     ray = import_ray()
     from ray.util import ActorPool
 
-    pool = ActorPool(_encoder_actors(ray, session, spec, device, actor_count(session, device, len(pending))))
+    pool = ActorPool(_encoder_actors(ray, session, spec, device, actor_count(session, device, len(pending)),
+                                    cache_dir))
     shards = [(start, stop, [texts[i] for i in order[start:stop]]) for start, stop in pending]
     try:
         for start, stop, vectors, node in pool.map_unordered(
@@ -73,11 +79,12 @@ def encode_shards(session: RaySession, spec: str | None, device: str | None, tex
         raise
 
 
-def _encoder_actors(ray, session: RaySession, spec: str | None, device: str | None, count: int) -> list:
+def _encoder_actors(ray, session: RaySession, spec: str | None, device: str | None, count: int,
+                    cache_dir=None) -> list:
     """``count`` actors holding the encoder, started once per command and reused by later calls."""
     actors = session.actors.setdefault(("encoder", spec, device), [])
     if len(actors) < count:
         resources = {"num_gpus": 1} if session.uses_gpus(device) else {"num_cpus": 1}
         actor_class = ray.remote(ShardEncoder).options(max_restarts=RETRIES, max_task_retries=RETRIES, **resources)
-        actors += [actor_class.remote(spec, device) for _ in range(count - len(actors))]
+        actors += [actor_class.remote(spec, device, None if cache_dir is None else str(cache_dir)) for _ in range(count - len(actors))]
     return actors[:count]
