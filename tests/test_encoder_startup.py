@@ -74,11 +74,24 @@ def test_full_cache_hit_builds_no_model_and_hashes_nothing(monkeypatch, tmp_path
     np.testing.assert_array_equal(again.token_counts, first.token_counts)
 
 
-@pytest.mark.parametrize("device", ["cpu", "cuda"])  # cuda: the hardware is not asked for on a hit either
-def test_cached_run_in_a_fresh_process_never_imports_torch(tmp_path, longclip_checkpoint, device):
-    embed(CAPTIONS, str(longclip_checkpoint), device="cpu", cache_dir=tmp_path)
+@pytest.fixture(scope="module")
+def local_dir_spec(tmp_path_factory, clip_checkpoint) -> str:
+    """The tiny checkpoint in open_clip's hub layout, as `local-dir:` reads it."""
+    folder = tmp_path_factory.mktemp("local-dir")
+    (folder / "open_clip_config.json").write_text(json.dumps({"model_cfg": tiny_config(77)}))
+    (folder / "open_clip_pytorch_model.bin").write_bytes(clip_checkpoint.read_bytes())
+    return f"local-dir:{folder}"
+
+
+@pytest.mark.parametrize("device, which", [("cpu", "longclip"), ("cuda", "longclip"), ("cpu", "local-dir")])
+def test_cached_run_in_a_fresh_process_never_imports_torch(tmp_path, request, device, which):
+    """cuda: the hardware is not asked for on a hit either. local-dir: it imported open_clip to ask
+    which weights file the folder's loader would pick (7.8 s instead of 0.03 s a hit)."""
+    spec = str(request.getfixturevalue("longclip_checkpoint")) if which == "longclip" \
+        else request.getfixturevalue("local_dir_spec")
+    embed(CAPTIONS, spec, device="cpu", cache_dir=tmp_path)
     code = ("import sys\nfrom capgeo.encoders import embed\n"
-            f"result = embed({CAPTIONS!r}, {str(longclip_checkpoint)!r}, device={device!r}, cache_dir={str(tmp_path)!r})\n"
+            f"result = embed({CAPTIONS!r}, {spec!r}, device={device!r}, cache_dir={str(tmp_path)!r})\n"
             "print(result.origin, 'torch' in sys.modules, 'open_clip' in sys.modules)")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
@@ -257,3 +270,26 @@ def test_a_boolean_in_the_memo_is_not_taken_for_a_number(tmp_path, clip_checkpoi
     memo_file.write_text(json.dumps(memo))
     again = load_open_clip_encoder(str(clip_checkpoint), device="cpu", cache_dir=tmp_path, lazy=True).info
     assert again.width == facts.width != 1
+
+
+@pytest.mark.parametrize("names", [
+    ["open_clip_pytorch_model.bin"],
+    ["model.safetensors", "open_clip_pytorch_model.bin", "pytorch_model.bin"],
+    ["b.bin", "a.pth", "z.safetensors"],
+    ["b.bin", "a.pth"],
+    ["pytorch_model.pth", "model.pth", "x.safetensors"],
+    ["open_clip_model.safetensors", "open_clip_pytorch_model.safetensors"],
+])
+def test_the_weights_a_folder_offers_are_the_ones_open_clip_picks(tmp_path, names):
+    """capgeo follows open_clip's local-dir rule without importing open_clip: the two must agree."""
+    from open_clip.factory import _find_checkpoint_in_dir
+
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "open_clip_config.json").write_text("{}")
+    assert openclip_module._weights_in_folder(tmp_path) == Path(_find_checkpoint_in_dir(tmp_path))
+
+
+def test_a_folder_with_only_a_pt_file_offers_it(tmp_path):
+    (tmp_path / "weights.pt").write_bytes(b"x")
+    assert openclip_module._weights_in_folder(tmp_path) == tmp_path / "weights.pt"

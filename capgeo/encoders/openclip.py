@@ -380,7 +380,6 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         if not config_file.is_file():
             raise EncoderError(f"{spec}: expected a folder with open_clip_config.json and a weights file")
         config = _config_from_json(config_file)
-        import_open_clip(libraries_needed(config))  # before _weights_in_folder asks open_clip
         weights = _weights_in_folder(folder)
         if weights is None:
             raise EncoderError(f"{spec}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
@@ -492,16 +491,23 @@ def _download(fetch, what: str, spec: str, model_name: str | None = None) -> str
     return target
 
 
-def _weights_in_folder(folder: Path) -> Path | None:
-    """The weights file open_clip's local-dir loader would pick."""
-    try:
-        from open_clip.factory import _find_checkpoint_in_dir  # open_clip's own choice, when available
+#: open_clip's local-dir loader (factory._find_checkpoint_in_dir, open_clip 3.3): these names first,
+#: in this order; else .safetensors before the others, then by name. Followed here rather than asked,
+#: because asking imports open_clip (5-6 s), which a run served from the cache must not pay.
+_OPEN_CLIP_PREFERRED = ("open_clip_model.safetensors", "open_clip_pytorch_model.safetensors",
+                        "open_clip_pytorch_model.bin", "open_clip_pytorch_model.pth", "model.safetensors",
+                        "pytorch_model.bin", "pytorch_model.pth", "model.pth")
 
-        found = _find_checkpoint_in_dir(folder)
-        if found:
-            return Path(found)
-    except ImportError:
-        pass
+
+def _weights_in_folder(folder: Path) -> Path | None:
+    """The weights file open_clip's local-dir loader would pick (or, where it would find none, the
+    first file with a weights suffix it does not look for, such as .pt)."""
+    found = [path for path in folder.iterdir() if path.suffix in (".safetensors", ".bin", ".pth")]
+    preferred = [path for path in found if path.name in _OPEN_CLIP_PREFERRED]
+    if preferred:
+        return min(preferred, key=lambda path: _OPEN_CLIP_PREFERRED.index(path.name))
+    if found:
+        return min(found, key=lambda path: (path.suffix != ".safetensors", path.name))
     candidates = sorted(p for p in folder.iterdir() if p.suffix.lower() in WEIGHT_SUFFIXES)
     return candidates[0] if candidates else None
 
