@@ -65,3 +65,27 @@ def test_dataset_options_given_for_saved_profiles_only_are_named_as_ignored(tmp_
                                        "--batch-size", "8", "--limit", "5", "-o", str(tmp_path / "c.html")])
     assert result.exit_code == 0, result.output
     assert "a.json is a saved profile, drawn as it is; ignored: --limit, --batch-size" in result.stderr
+
+
+def test_saved_profiles_need_no_cache_folder_while_a_dataset_to_encode_does(tmp_path):
+    """compare of saved profiles encodes nothing, yet a cache folder it could not write refused it
+    (`report SAVED` never did); a dataset still has its cache folder checked before encoding."""
+    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a photo number {i}"} for i in range(24)]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(24, 8)).astype(np.float32))
+    for name in ("a", "b"):
+        made = CliRunner().invoke(main, ["profile", str(data), "--encoder", f"vectors:{tmp_path / 'v.npy'}",
+                                         "--batch-size", "4", "--n-batches", "3", "--no-gamma",
+                                         "--json", str(tmp_path / f"{name}.json")])
+        assert made.exit_code == 0, made.output
+    (tmp_path / "a-file").write_text("a file where the cache folder's parent would be")
+    unusable = tmp_path / "a-file" / "cache"
+    result = CliRunner().invoke(main, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
+                                       "--cache-dir", str(unusable), "-o", str(tmp_path / "c.html")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "c.html").is_file()
+    result = CliRunner().invoke(main, ["compare", str(tmp_path / "a.json"), str(data), "--cache-dir", str(unusable),
+                                       "-o", str(tmp_path / "d.html")])
+    assert result.exit_code == 2 and "cannot write the embedding cache" in result.output
+    assert not (tmp_path / "d.html").exists()

@@ -210,10 +210,11 @@ def _refuse_json_over_foreign_file(json_out: str | None) -> None:
                           "the file names, or give it a new file name")
 
 
-def check_options_before_encoding(captions=None, **concerns) -> None:
+def check_options_before_encoding(captions=None, *, cache: bool = True, **concerns) -> None:
     """The checks of capgeo.preflight that apply to the running command (``concerns``:
     buckets, relative_quantiles, n_batches, top_k, sampled_pairs, needs_negatives),
-    plus its cache folder, before it encodes anything."""
+    plus its cache folder (unless ``cache`` is False: a command that may encode nothing, such as
+    compare of saved profiles, checks it once it has a dataset to encode), before it encodes anything."""
     from capgeo.encoders.registry import spec_kind
     from capgeo.preflight import check_before_encoding
 
@@ -222,7 +223,7 @@ def check_options_before_encoding(captions=None, **concerns) -> None:
     # precomputed vectors are never cached, so their commands need no cache folder
     precomputed = bool(specs) and all(spec and spec_kind(spec)[0] == "precomputed" for spec in specs)
     check_before_encoding(captions, cache_dir=params.get("cache_dir"),
-                          use_cache=not params.get("no_cache") and not precomputed,
+                          use_cache=cache and not params.get("no_cache") and not precomputed,
                           group_option="group_column" in params, **concerns)
 
 

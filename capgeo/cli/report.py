@@ -136,7 +136,8 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     defaulted = output is None
     output = output or writable_default_output(DEFAULT_COMPARE_OUTPUT)
     refuse_path_clashes(**({"--output": output} if defaulted else {}))
-    check_options_before_encoding(n_batches=n_batches, needs_negatives=False)
+    # the cache folder is checked per dataset, before its encoding: saved profiles need none
+    check_options_before_encoding(n_batches=n_batches, needs_negatives=False, cache=False)
     with column_notes():
         path, notes = write_compare(
             sources, output, encoders=encoders, limit=limit, labels=labels, batch_sizes=batch_sizes,
