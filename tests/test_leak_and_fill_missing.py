@@ -143,6 +143,12 @@ def test_fill_missing_refuses_an_encoder_whose_file_changed(tmp_path, monkeypatc
     np.save(tmp_path / "v.npy", unit(np.random.default_rng(0).normal(size=(12, 8))))
     profile = _saved_profile(tmp_path, Path("d.jsonl"), "vectors:v.npy")
     np.save(tmp_path / "v.npy", unit(np.random.default_rng(1).normal(size=(12, 8))))  # other vectors, same name
+    import capgeo.encoders
+
+    def must_not_encode(*args, **kwargs):  # a checkpoint's whole dataset was encoded before the refusal
+        raise AssertionError("encoded before the encoder's identity was checked")
+
+    monkeypatch.setattr(capgeo.encoders, "embed", must_not_encode)
     result = run("report", profile, "--fill-missing", "-o", tmp_path / "r.html")
     assert result.exit_code == 2 and "is not the one the profile was made with" in result.output
     assert not (tmp_path / "r.html").exists()

@@ -172,7 +172,7 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     if (profile.get("dupes") or not dupes) and (profile.get("gamma") or not gamma):
         return report_input
     from capgeo.captions import load_captions
-    from capgeo.encoders import embed
+    from capgeo.encoders import embed, get_encoder
     from capgeo.errors import DataError
 
     dataset = profile_section(profile, "dataset") or Dataset()
@@ -198,13 +198,16 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     lengths = profile_section(profile, "lengths") or Lengths()
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
     max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
-    embeddings = embed(captions, _encoder_as_made(known(encoder.spec), made_in), device=device, cache_dir=cache_dir,
-                       use_cache=use_cache, max_tokens=max_tokens, progress=progress)
-    made_by, now = known(encoder.fingerprint), embeddings.info.fingerprint
+    # the encoder's identity comes from its files, without a model: a replaced checkpoint or vectors
+    # file is refused before the whole dataset is encoded (it was refused after)
+    text_encoder = get_encoder(_encoder_as_made(known(encoder.spec), made_in), device=device, cache_dir=cache_dir)
+    made_by, now = known(encoder.fingerprint), text_encoder.info.fingerprint
     if made_by and now and made_by != now:  # the checkpoint or vectors file was replaced since
         raise CapgeoError(f"--fill-missing: the encoder {known(encoder.spec)!r} is not the one the profile was made "
                           f"with (fingerprint {now[:12]}, the profile's {made_by[:12]}: its file changed); run "
                           "`capgeo report DATA` instead")
+    embeddings = embed(captions, text_encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                       max_tokens=max_tokens, progress=progress)
     notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
     return ReportInput(profile, notes)
 
