@@ -289,3 +289,23 @@ def test_the_saved_profile_is_announced_when_written_not_after_the_page(tmp_path
     assert result.exit_code == 130
     assert (tmp_path / "p.json").is_file() and f"Wrote {tmp_path / 'p.json'}" in result.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_fill_missing_counts_the_gallery_at_the_profiles_own_threshold(tmp_path):
+    """The filled gallery counted near-duplicates at the default 0.95 while the summary of the same
+    page counted them at the profile's --near-duplicate-threshold (0 pairs against 29)."""
+    import numpy as np
+
+    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32))
+    saved, filled = tmp_path / "p.json", tmp_path / "filled.json"
+    made = CliRunner().invoke(main, ["profile", str(REPO_DATA / "coco_sample.json"), "--encoder",
+                                     f"vectors:{tmp_path / 'v.npy'}", "--batch-size", "16", "--n-batches", "5",
+                                     "--near-duplicate-threshold", "0.6", "--no-gamma", "--json", str(saved)])
+    assert made.exit_code == 0, made.output
+    result = CliRunner().invoke(main, ["report", str(saved), "--fill-missing", "--no-gamma", "--save-profile",
+                                       str(filled), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    profile = json.loads(filled.read_text())
+    summary, gallery = profile["near_duplicates"], profile["dupes"]["near_duplicates"]
+    assert gallery["threshold"] == summary["threshold"] == 0.6
+    assert gallery["n_pairs"] == summary["n_pairs_cross_group"] > 0
