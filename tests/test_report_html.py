@@ -302,6 +302,26 @@ def test_bucket_bars_stack_to_the_profile_shares(full_profile):
         np.testing.assert_allclose([trace.y[index] for trace in figure.data], np.array(entry["buckets"]["shares"]) * 100)
 
 
+def test_buckets_of_profiles_with_other_edges_stack_from_easiest_to_hardest(full_profile):
+    """A profile made with --buckets 0.8,0.9 beside the default edges: its "cosine <0.8" was first
+    seen last, so it was stacked on top in the hardest colour."""
+    import copy
+
+    other = copy.deepcopy(full_profile["batches"])
+    for entry in other:
+        entry["buckets"] = {"kind": "absolute", "edges": [0.8, 0.9], "labels": ["<0.8", "0.8-0.9", ">=0.9"],
+                            "shares": [0.73, 0.25, 0.02]}
+    figure = figures.bucket_composition_figure([("default", full_profile["batches"]), ("other", other)])
+    # each trace's range in the "other" profile's bar (the last), among those it has
+    ranges = [[float(v) if v else bound for v, bound in zip(trace.customdata[-1].split(" to "), (-np.inf, np.inf))]
+              for trace in figure.data if trace.y[-1] > 0]
+    assert [r[0] for r in ranges] == sorted(r[0] for r in ranges)
+    drawn = [trace for trace in figure.data if trace.y[-1] > 0]
+    assert [trace.y[-1] for trace in drawn] == pytest.approx([73, 25, 2])  # "<0.8", the easiest, at the bottom
+    colour_rank = [figures.BUCKET_COLOURS.index(trace.marker.color) for trace in drawn]
+    assert colour_rank == sorted(colour_rank)  # and lighter than the harder buckets above it
+
+
 def test_gamma_figure_marks_the_suggestion(full_profile):
     figure = figures.gamma_figure(full_profile["gamma"])
     assert any(shape.x0 == 0.375 and shape.x1 == 0.375 for shape in figure.layout.shapes)

@@ -11,6 +11,7 @@ counts, so datasets of different sizes sit on one axis.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -189,6 +190,7 @@ def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatisti
     """
     overlay = len(series) > 1
     names: list[str] = []
+    first_range: dict[str, tuple[float, float]] = {}
     bars: list[tuple[str, dict, dict]] = []
     for label, batches in series:
         for entry in batches or ():
@@ -205,6 +207,11 @@ def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatisti
             for name in entry_names:
                 if name not in names:
                     names.append(name)
+                    low, high = ranges[name]
+                    first_range[name] = (-math.inf if low is None else low, math.inf if high is None else high)
+    # stacked and coloured easiest (lowest cosines, lightest) to hardest whatever order the profiles
+    # named them in: profiles with other --buckets put their "<0.8" on top in the hardest colour
+    names.sort(key=first_range.__getitem__)
     figure = go.Figure()
     for index, name in enumerate(names):
         colour = BUCKET_COLOURS[min(index, len(BUCKET_COLOURS) - 1)] if len(names) <= len(BUCKET_COLOURS) \
