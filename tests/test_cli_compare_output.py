@@ -89,3 +89,23 @@ def test_saved_profiles_need_no_cache_folder_while_a_dataset_to_encode_does(tmp_
                                        "-o", str(tmp_path / "d.html")])
     assert result.exit_code == 2 and "cannot write the embedding cache" in result.output
     assert not (tmp_path / "d.html").exists()
+
+
+def test_a_batch_size_cut_to_a_small_dataset_is_said_on_the_terminal_and_the_page(tmp_path):
+    """compare dropped `report`'s notes: a dataset of 12 images got B=12 beside another profile's
+    B=128 (a smaller batch asks for a larger gamma) without a word."""
+    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a photo number {i}"} for i in range(24)]
+    data = tmp_path / "captions.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    rng = np.random.default_rng(0)
+    for name in ("a", "b"):
+        np.save(tmp_path / f"{name}.npy", rng.normal(size=(24, 8)).astype(np.float32))
+    output = tmp_path / "c.html"
+    result = CliRunner().invoke(main, ["compare", str(data), "--encoder", f"vectors:{tmp_path / 'a.npy'}",
+                                       "--encoder", f"vectors:{tmp_path / 'b.npy'}", "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    said = "captions.jsonl: Batch size 12: the dataset has only 12 images (default 128)."
+    assert result.stderr.count(said) == 1  # once a dataset, whatever the encoders
+    assert "--no-dupes" not in result.stderr  # compare draws no gallery: nothing was left out by the user
+    page = output.read_text(encoding="utf-8")
+    assert '<section id="notes"' in page and said in page

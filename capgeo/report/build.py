@@ -57,6 +57,9 @@ def is_profile_file(path: str | Path) -> bool:
     return schema.startswith("capgeo.profile/")
 
 
+NO_DUPES_NOTE = "Near-duplicate gallery: left out (--no-dupes)."
+
+
 def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
                  progress: bool | None = None, scan=None) -> list[str]:
     """Add the ``dupes`` and ``gamma`` sections a profile lacks, from its captions and embeddings.
@@ -78,7 +81,7 @@ def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gam
                                          n_per_quantile=1, neighbours=3, scan=scan,
                                          **({} if threshold is None else {"near_duplicate_threshold": threshold}))
     elif not dupes and not profile.get("dupes"):
-        notes.append("Near-duplicate gallery: left out (--no-dupes).")
+        notes.append(NO_DUPES_NOTE)
     if gamma and not profile.get("gamma"):
         from capgeo.pipeline import add_gamma_section
 
@@ -251,13 +254,13 @@ def build_report(profile: dict | ReportInput, output: str | Path, *, command: st
 
 
 def build_compare(profiles: Sequence[dict | ReportInput], output: str | Path, *, labels: Sequence[str] | None = None,
-                  command: str | None = None) -> Path:
+                  command: str | None = None, notes: Sequence[str] = ()) -> Path:
     """Render the side-by-side view of several profiles and write it atomically to ``output``."""
     from capgeo._atomic import atomic_open
     from capgeo.report.compare import render_compare
 
     plain = [p.profile if isinstance(p, ReportInput) else p for p in profiles]
-    page = render_compare(plain, labels=labels, command=command)
+    page = render_compare(plain, labels=labels, command=command, notes=list(notes))
     with atomic_open(output) as handle:
         handle.write(page)
     return Path(output)
@@ -403,18 +406,27 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
     if labels and len(labels) != n_profiles:
         raise CapgeoError(f"--label given {len(labels)} times for {n_profiles} profiles")
     checked = _checked_encoders(encoders or (None,), datasets, device=device, cache_dir=cache_dir) if datasets else []
-    profiles = []
+    profiles, changed = [], []
     for captions in loaded:
         if isinstance(captions, dict):
             profiles.append(captions)
             continue
         for encoder in checked:
-            profiles.append(report_dataset(
+            made = report_dataset(
                 captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                 batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=False, gamma=True,
-                command=command).profile)
+                command=command)
+            profiles.append(made.profile)
+            # what was adapted (a batch size cut to the dataset's images, a gamma left out) changes what the
+            # columns mean side by side: said on the terminal and on the page, as `report` says it, once a
+            # dataset (compare draws no gallery, so its absence is no news)
+            for note in made.notes:
+                named = f"{Path(str(captions.source)).name}: {note}"
+                if note != NO_DUPES_NOTE and named not in changed:
+                    changed.append(named)
     with _drawing_saved_profiles(saved_profiles):
-        return build_compare(profiles, output, labels=labels or None, command=command), notes
+        return build_compare(profiles, output, labels=labels or None, command=command, notes=changed), \
+            [*notes, *changed]
 
 
 def _checked_encoders(specs, datasets, *, device: str | None, cache_dir: str | None) -> list:

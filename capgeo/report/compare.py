@@ -84,8 +84,9 @@ def provenance_table(profiles: Sequence[Profile], labels: Sequence[str], command
 
 
 def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] | None = None, command: str | None = None,
-                   created: str | None = None) -> str:
-    """The compare page for two or more profiles as an HTML string."""
+                   created: str | None = None, notes: Sequence[str] = ()) -> str:
+    """The compare page for two or more profiles as an HTML string; ``notes`` (what was adapted or
+    left out while profiling a dataset) are listed before the provenance."""
     from capgeo.errors import CapgeoError
 
     if len(profiles) < 2:
@@ -125,5 +126,8 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
                                      figure_div(figures.length_overlay_figure(lengths), "fig-compare-lengths"),
                                      "Token counts with each encoder's own tokenizer; dashed: each context limit."))
     page.sections.append(Section("alerts", "Alerts per profile", compare_alerts(typed, labels)))
+    if notes:
+        items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+        page.sections.append(Section("notes", "Left out or changed", f'<ul class="notes">{items}</ul>'))
     page.sections.append(Section("provenance", "Provenance", provenance_table(typed, labels, command, created)))
     return page.render(plotly_javascript())
