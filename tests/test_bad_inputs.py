@@ -138,6 +138,11 @@ CATALOGUE = [
     ("vectors-wrong-row-count", "profile D.jsonl --encoder vectors:short.npy", "short.npy", {}),
     ("vectors-nan", "encode D.jsonl --encoder vectors:nan.npy", "nan.npy", {}),
     ("vectors-missing", "encode D.jsonl --encoder vectors:missing.npy", "vector file not found", {}),
+    ("vectors-a-folder", "encode D.jsonl --encoder vectors:sub", "vector file sub is a folder, not a file", {}),
+    ("vectors-parquet-no-rows", "encode D.jsonl --encoder vectors:empty.parquet", "has no rows", {}),
+    ("vectors-npz-scalar-ids", "encode D.jsonl --encoder vectors:scalar-ids.npz", "must be one-dimensional", {}),
+    ("checkpoint-a-folder", "encode D.jsonl --encoder ViT-B-32@sub", "checkpoint file sub is a folder, not a file", {}),
+    ("checkpoint-empty-after-at", "encode D.jsonl --encoder ViT-B-32@", "names no checkpoint file after '@'", {}),
     ("unknown-encoder-spec", "encode D.jsonl --encoder nonsense", "unknown encoder spec", {}),
     ("unknown-device", "encode D.jsonl --device tpu9", "--device 'tpu9': expected cpu", {}),
     # weight files that cannot be read (capgeo/encoders/checkpoint.py)
@@ -160,6 +165,9 @@ CATALOGUE = [
     ("duplicate-caption-ids", "profile dupids.jsonl", "dupids.jsonl", {}),
     ("saved-profile-wrong-schema", "report notprofile.json -o r.html", "notprofile.json", {}),
     ("compare-one-source", "compare P.json", "at least two profiles", {}),
+    ("karpathy-sentids-not-a-list", "info karpathy.json", "images[0].sentids is a number", {}),
+    ("coco-images-not-a-list", "info cocoimages.json --format coco", "'images' is a number", {}),
+    ("filename-caption-filename-a-list", "info filenames.json", "record 1: 'filename' is a list", {}),
     ("compare-label-count", "compare P.json P2.json --label a", "--label given 1 times for 2 profiles", {}),
 ]
 
@@ -201,6 +209,15 @@ def inputs(tmp_path_factory) -> Path:
     (folder / "nocol.csv").write_text("a,b\n1,2\n")
     (folder / "notprofile.json").write_text(json.dumps({"schema": "something/else", "dataset": {}}))
     (folder / "blocker").write_text("a file where a folder is expected")
+    pl.DataFrame({"vector": pl.Series([], dtype=pl.List(pl.Float64))}).write_parquet(folder / "empty.parquet")
+    np.savez(folder / "scalar-ids.npz", vectors=rng.normal(size=(2, WIDTH)).astype(np.float32), ids=np.array("c1"))
+    (folder / "karpathy.json").write_text(json.dumps({"images": [
+        {"filename": "a.jpg", "sentids": 5, "sentences": [{"raw": "a cat", "sentid": 1}]},
+        {"filename": "b.jpg", "sentences": [{"raw": "a dog", "sentid": 2}]}]}))
+    (folder / "cocoimages.json").write_text(json.dumps({"images": 5, "annotations": [
+        {"image_id": 1, "id": 1, "caption": "a cat"}, {"image_id": 2, "id": 2, "caption": "a dog"}]}))
+    (folder / "filenames.json").write_text(json.dumps([{"filename": ["a.jpg"], "caption": "a cat"},
+                                                       {"filename": "b.jpg", "caption": "a dog"}]))
     (folder / "ds").mkdir()
     shutil.copy(folder / "D.jsonl", folder / "ds" / "D.jsonl")
     (folder / "sub").mkdir()

@@ -110,6 +110,21 @@ def test_coco_official_captions(tmp_path):
     assert captions.n_groups == 3
 
 
+def test_coco_image_ids_written_as_a_number_and_as_text_are_one_image(tmp_path):
+    """file_names were keyed by the raw JSON value: image_id "2" missed image 2's file name, and one
+    image's captions became two groups, negatives of each other."""
+    path = _write_json(tmp_path / "captions.json", {
+        "images": [{"id": 2, "file_name": "b.jpg"}, {"id": "7", "file_name": "g.jpg"}],
+        "annotations": [{"image_id": 2, "id": 1, "caption": "a dog on a sofa"},
+                        {"image_id": "2", "id": 2, "caption": "a dog lying on a sofa"},
+                        {"image_id": 7, "id": 3, "caption": "a red car"},
+                        {"image_id": 3, "id": 4, "caption": "a tree"},
+                        {"image_id": "3", "id": 5, "caption": "a tall tree"}]})
+    captions = load_captions(path, format="coco")
+    assert captions.groups == ["b.jpg", "b.jpg", "g.jpg", "3", "3"]
+    assert captions.n_groups == 3
+
+
 def test_karpathy_layout(tmp_path):
     def image(imgid, filename, split, raws):
         sentids = [imgid * 10 + k for k in range(len(raws))]

@@ -103,6 +103,11 @@ def test_json_object_of_columns_and_mapping(tmp_path):
     captions = load_captions(mapping)
     assert captions.texts == ["a", "b", "c"]
     assert captions.groups == ["i1.jpg", "i1.jpg", "i2.jpg"]
+    # a null caption in a mapping is skipped and counted (it made the whole file "not caption records")
+    mapping.write_text(json.dumps({"a.jpg": "a cat", "b.jpg": None, "c.jpg": ["a dog", "a puppy"]}), encoding="utf-8")
+    captions = load_captions(mapping)
+    assert captions.texts == ["a cat", "a dog", "a puppy"] and captions.groups == ["a.jpg", "c.jpg", "c.jpg"]
+    assert [skip.count for skip in captions.skipped] == [1]
     wrapped = tmp_path / "wrapped.json"
     wrapped.write_text(json.dumps({"version": 1, "data": [{"caption": "x"}, {"caption": "y"}]}), encoding="utf-8")
     assert load_captions(wrapped).texts == ["x", "y"]

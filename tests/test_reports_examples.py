@@ -130,3 +130,15 @@ def test_a_saved_profile_of_the_wrong_shape_is_one_error_line(tmp_path, damage):
         errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
         assert len(errors) == 1 and "does not have the shape" in errors[0] and "Traceback" not in result.output
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "c.html").exists()
+
+
+def test_a_saved_profile_with_a_huge_edge_is_one_error_line(tmp_path):
+    """1e308 is valid JSON and a valid float; drawing it overflowed (OverflowError) into a traceback."""
+    profile = json.loads((REPORTS / "coco_sample.profile.json").read_text(encoding="utf-8"))
+    profile["pairwise"]["histogram"]["edges"][0] = 1e308
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps(profile))
+    result = CliRunner().invoke(main, ["report", str(path), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("Error: ") and "does not have the shape" in result.output
+    assert not (tmp_path / "r.html").exists()

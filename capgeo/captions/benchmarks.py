@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
-from capgeo.captions.clean import RawCaptions, row_groups
+from capgeo.captions.clean import RawCaptions, _key_text, row_groups
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.sources import iter_json_lines, json_kind, parse_json, read_text
 from capgeo.errors import DataError
@@ -57,7 +57,7 @@ def read_filename_caption(content: DatasetContent, format: str = "filename-capti
             raise DataError(
                 f"{path}: record {index + 1}: expected a 'filename' key; found keys: {', '.join(record) or 'none'}"
             )
-        filename = record["filename"]
+        filename = _image_id(record["filename"], path, f"record {index + 1}: 'filename'")  # str() took a list whole
         ids.append(PurePosixPath(str(filename).replace("\\", "/")).stem if filename not in (None, "") else None)
         texts.append(record.get("caption"))
     splits = None
@@ -131,10 +131,15 @@ def read_coco(content: DatasetContent) -> RawCaptions:
         raise DataError(
             f"{path}: COCO captions need an object with an 'annotations' list (and 'images'); found {json_kind(data)}"
         )
+    images = data.get("images")
+    if images is not None and not isinstance(images, list):
+        raise DataError(f"{path}: 'images' is {json_kind(images)}; expected a list of {{\"id\", \"file_name\"}} objects")
+    # keyed by the id's text, as groups are: an annotation's image_id "2" is image 2 (as an int and a
+    # string, one image's captions became two groups, negatives of each other)
     file_names = {}
-    for index, image in enumerate(data.get("images") or []):
+    for index, image in enumerate(images or []):
         if isinstance(image, dict) and "id" in image:
-            file_names[_image_id(image["id"], path, f"images[{index}].id")] = image.get("file_name")
+            file_names[_key_text(_image_id(image["id"], path, f"images[{index}].id"))] = image.get("file_name")
     annotations = data["annotations"]
     ids, groups, texts = [], [], []
     for index, annotation in enumerate(annotations):
@@ -142,7 +147,7 @@ def read_coco(content: DatasetContent) -> RawCaptions:
             raise DataError(f"{path}: annotations[{index}]: expected an object, found {json_kind(annotation)}")
         image_id = _image_id(annotation.get("image_id"), path, f"annotations[{index}].image_id")
         ids.append(annotation.get("id"))
-        groups.append(file_names.get(image_id) or image_id)
+        groups.append(file_names.get(_key_text(image_id)) or image_id)
         texts.append(annotation.get("caption"))
     return RawCaptions(
         source=path, format="coco", texts=texts, where=lambda row: f"annotations[{row}]",
@@ -170,11 +175,13 @@ def read_karpathy(content: DatasetContent) -> RawCaptions:
         if not isinstance(image, dict) or not isinstance(image.get("sentences"), list):
             raise DataError(f"{path}: images[{index}]: expected an object with a 'sentences' list")
         sentids = image.get("sentids") or []
+        if not isinstance(sentids, list):
+            raise DataError(f"{path}: images[{index}].sentids is {json_kind(sentids)}; expected a list of sentence ids")
         # an image without sentences stays visible as one missing caption, skipped and counted
         for k, sentence in enumerate(image["sentences"] or [{}]):
             if not isinstance(sentence, dict):
                 raise DataError(f"{path}: images[{index}].sentences[{k}]: expected an object, found {json_kind(sentence)}")
-            sentid = sentence.get("sentid", sentids[k] if k < len(sentids) else None)
+            sentid = sentence["sentid"] if "sentid" in sentence else (sentids[k] if k < len(sentids) else None)
             ids.append(sentid)
             groups.append(image_groups[index])
             splits.append(image.get("split"))

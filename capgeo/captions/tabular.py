@@ -153,9 +153,11 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         # {"annotations": [{...}, ...]} and the like
         key = record_lists[0]
         return _records_table(data[key], lambda row: f"{key}[{row}]", [str(row + 1) for row in range(len(data[key]))])
-    if data and all(isinstance(value, str) or _is_list_of_text(value) for value in data.values()):
-        # {image: caption} or {image: [captions]}
-        if all(isinstance(value, str) for value in data.values()):
+    if any(value is not None for value in data.values()) and \
+            all(value is None or isinstance(value, str) or _is_list_of_text(value) for value in data.values()):
+        # {image: caption} or {image: [captions]}; a null caption is skipped and counted, as anywhere
+        # (one null made the whole mapping "not caption records")
+        if all(value is None or isinstance(value, str) for value in data.values()):
             records = [{"image": key, "caption": value} for key, value in data.items()]
         else:
             records = [{"image": key, "captions": [value] if isinstance(value, str) else value}

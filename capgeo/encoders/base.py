@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Protocol, Sequence
 
 import numpy as np
@@ -68,6 +69,11 @@ class Embeddings:
     def truncated(self) -> np.ndarray:
         """(N,) bool: the caption was longer than ``max_tokens`` and was cut."""
         return self.token_counts > self.max_tokens
+
+
+def missing_file_reason(path: Path) -> str:
+    """Why a path given for a file cannot be read as one: a folder is not "not found"."""
+    return "is a folder, not a file" if path.is_dir() else "not found"
 
 
 def file_fingerprint(path: str | os.PathLike) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from capgeo.encoders.base import EncoderInfo
+from capgeo.encoders.base import EncoderInfo, missing_file_reason
 from capgeo.encoders.checkpoint import read_state_dict, state_dict_mismatch
 from capgeo.encoders.open_clip_import import import_open_clip
 from capgeo.encoders.weight_memo import check_unchanged, record_of, version_of, weight_facts, weight_fingerprint
@@ -111,7 +111,7 @@ def _resolve(spec: str) -> tuple[Path, str | None]:
     if known is None:
         path = Path(spec).expanduser()
         if not path.is_file():
-            raise EncoderError(f"Long-CLIP checkpoint {path} not found (or use longclip-B / longclip-L)")
+            raise EncoderError(f"Long-CLIP checkpoint {path} {missing_file_reason(path)} (or use longclip-B / longclip-L)")
         return path, None
     repo, filename, name = known
     from capgeo.encoders.hub import cache_only_when_unreachable, unavailable_reason

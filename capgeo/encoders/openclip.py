@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from capgeo.encoders.base import EncoderInfo
+from capgeo.encoders.base import EncoderInfo, missing_file_reason
 from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict, state_dict_mismatch
 from capgeo.encoders.open_clip_import import import_open_clip, libraries_needed
 from capgeo.encoders.registry import model_at_checkpoint
@@ -387,9 +387,11 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
     at = model_at_checkpoint(spec)
     if at is not None:
         model_name, path = at
+        if not str(path).strip():  # (Path("") is ".": "checkpoint file . not found")
+            raise EncoderError(f"{spec}: names no checkpoint file after '@'; give MODEL@/path/to/checkpoint.pt")
         weights = Path(path).expanduser()
         if not weights.is_file():
-            raise EncoderError(f"{spec}: checkpoint file {weights} not found")
+            raise EncoderError(f"{spec}: checkpoint file {weights} {missing_file_reason(weights)}")
         if model_name.endswith(".json"):
             config_file = Path(model_name).expanduser()
             if not config_file.is_file():
@@ -399,7 +401,7 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
     path = Path(spec).expanduser()
     if path.suffix.lower() in WEIGHT_SUFFIXES:
         if not path.is_file():
-            raise EncoderError(f"checkpoint file {path} not found")
+            raise EncoderError(f"checkpoint file {path} {missing_file_reason(path)}")
         for config_file in (path.with_suffix(".json"), path.parent / "open_clip_config.json"):
             if config_file.is_file():
                 return _config_from_json(config_file), path, False, path.stem, ""

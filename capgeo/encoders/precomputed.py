@@ -56,7 +56,9 @@ def read_vector_file(path: str | Path, names: VectorNames = CAPTION_VECTOR_NAMES
     to be one real (N, d) array with unique ids."""
     path = Path(path)
     if not path.is_file():
-        raise EncoderError(f"vector file not found: {path}")
+        # "not found: PATH" kept first: scripts and the docs match on it
+        raise EncoderError(f"vector file not found: {path}" if not path.is_dir()
+                           else f"vector file {path} is a folder, not a file")
     suffix = path.suffix.lower()
     import zipfile
     import zlib
@@ -112,7 +114,13 @@ def _read_npz(path: Path, names: VectorNames) -> VectorFile:
             raise EncoderError(f"{path}: .npz needs an array named {' or '.join(map(repr, names.npz_vectors))} "
                                f"(found: {', '.join(archive.files)})")
         ids_key = next((name for name in names.npz_ids if name in archive.files), None)
-        ids = [_id_text(value, path) for value in archive[ids_key].tolist()] if ids_key else None
+        ids = None
+        if ids_key:
+            stored = archive[ids_key]
+            if stored.ndim != 1:  # a 0-d string array's tolist() is one str, read as its characters
+                raise EncoderError(f"{path}: the {ids_key!r} array must be one-dimensional (one id per vector), "
+                                   f"got shape {stored.shape}")
+            ids = [_id_text(value, path) for value in stored.tolist()]
         return VectorFile(archive[vectors_key], ids)
 
 
@@ -146,6 +154,8 @@ def _read_parquet(path: Path, names: VectorNames) -> VectorFile:
     if series.null_count():
         row = int(series.is_null().arg_max())
         raise EncoderError(f"{path}: column {column!r} is empty at row {row}")
+    if not len(series):
+        raise EncoderError(f"{path}: column {column!r} has no rows; expected one vector per caption")
     if isinstance(series.dtype, pl.List):
         lengths = series.list.len()
         if lengths.n_unique() != 1:

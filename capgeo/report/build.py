@@ -367,7 +367,7 @@ def _drawing_saved_profiles(sources: Sequence[str | Path]):
         return
     try:
         yield
-    except (TypeError, AttributeError, ValueError, KeyError, IndexError) as error:
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError, ArithmeticError) as error:  # 1e308 edges overflow
         names = ", ".join(map(str, sources))
         raise CapgeoError(f"{names}: a section of this saved profile does not have the shape "
                           f"`capgeo docs profile-schema` gives it, so it cannot be drawn ({type(error).__name__}: "
