@@ -1,6 +1,7 @@
 """`python -m capgeo` and the `capgeo` script: the command line, with Ctrl-C during start-up handled."""
 
 import os
+import signal
 import sys
 
 
@@ -14,6 +15,13 @@ def run() -> None:
         sys.exit(130)
     try:
         main()
+    except SystemExit as ended:
+        if ended.code in (130, 143):
+            # "Interrupted." is printed; a second Ctrl-C while the interpreter frees large arrays and
+            # runs torch's exit handlers (1-3 s) printed a traceback after it. The command is over.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise
     except OSError as error:
         # the commands turn a failed write into one line themselves; --help and --version are printed
         # by click before any command runs

@@ -38,6 +38,11 @@ class Tally:
         self._bar.advance(amount)
 
 
+#: columns kept for the bar's numbers (count, rate, elapsed, eta) and the bar itself; the
+#: description gets what is left
+NUMBERS_WIDTH = 48
+
+
 def show_progress() -> bool:
     """Progress is shown only when stderr is a terminal."""
     return sys.stderr.isatty()
@@ -57,11 +62,22 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), _rate_column(),
-               TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn()]
+    from rich.table import Column
+
+    # on a narrow terminal the description ("Encoding with <encoder>") gives way, cut with "…": the
+    # counts, rate and times are what the bar is for (at 40 columns they were all squeezed out)
+    console = Console(stderr=True)
+    room = max(8, console.width - NUMBERS_WIDTH)
+    if len(description) > room:
+        description = description[:room - 1] + "…"
+    whole = lambda: Column(no_wrap=True)  # noqa: E731
+    columns = [TextColumn("{task.description}", table_column=whole()), BarColumn(bar_width=20 if room > 40 else 8),
+               MofNCompleteColumn(table_column=whole()), _rate_column(table_column=whole()),
+               TimeElapsedColumn(table_column=whole()), TextColumn("eta", table_column=whole()),
+               TimeRemainingColumn(table_column=whole())]
     # speed over the whole run, not rich's last 30 s: an encoding batch can take longer than that on a CPU,
     # and the window then held one sample (no rate, no ETA) or none (0.0/s)
-    with RichProgress(*columns, console=Console(stderr=True), transient=True,
+    with RichProgress(*columns, console=console, transient=True,
                       speed_estimate_period=24 * 3600) as progress:
         task_id = progress.add_task(description, total=total)
         yield _RichTask(progress, task_id)
@@ -80,7 +96,7 @@ def batch_progress(progress, description: str, total: float) -> Iterator[Progres
         yield bar
 
 
-def _rate_column():
+def _rate_column(**options):
     from rich.progress import ProgressColumn
     from rich.text import Text
 
@@ -91,4 +107,4 @@ def _rate_column():
             speed = task.finished_speed or task.speed
             return Text("" if speed is None else f"{speed:,.1f}/s", style="progress.data.speed")
 
-    return RateColumn()
+    return RateColumn(**options)

@@ -110,3 +110,31 @@ def test_a_ctrl_c_after_an_earlier_termination_in_the_same_process_is_a_ctrl_c(t
 
     result = _info_with_summary_replaced(tmp_path, monkeypatch, interrupted)
     assert result.exit_code == 130 and result.output.strip().endswith("Interrupted.")
+
+
+@pytest.mark.parametrize("status", [130, 143])
+def test_a_second_signal_after_the_one_line_is_ignored_while_the_process_ends(monkeypatch, status):
+    """A second Ctrl-C during the interpreter's clean-up (seconds, for large arrays and torch's exit
+    handlers) printed a traceback after "Interrupted."."""
+    import signal
+
+    import capgeo.__main__ as entry
+    import capgeo.cli
+
+    def interrupted():
+        raise SystemExit(status)
+
+    monkeypatch.setattr(capgeo.cli, "main", interrupted)
+    saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(SystemExit) as ended:
+            entry.run()
+        assert ended.value.code == status
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+    monkeypatch.setattr(capgeo.cli, "main", lambda: None)  # a command that ends well changes nothing
+    entry.run()
+    assert signal.getsignal(signal.SIGINT) is saved[signal.SIGINT]

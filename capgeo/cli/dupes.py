@@ -9,6 +9,7 @@ import click
 
 from capgeo._atomic import is_standard_output, redirected_to_a_file
 from capgeo.cli import terminal
+from capgeo.cli.terminal import visible
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -196,22 +197,26 @@ def highlighted(text: str, spans: list[dict], plain: bool = False):
     wrapped in its kind's marks."""
     from rich.text import Text
 
-    if plain:
-        pieces, at = [], 0
-        for span in spans:  # sorted and never overlapping (docs/dupes.md)
+    # built piece by piece, each made visible on its own: the spans index the caption as it is,
+    # and Text(caption).stylize(span) moved every mark after a "\r" or BEL, which Text drops
+    rendered, at = Text(), 0
+    for span in spans:  # sorted and never overlapping (`capgeo docs dupes`)
+        rendered.append(visible(text[at:span["start"]]))
+        word = visible(text[span["start"]:span["end"]])
+        if plain:
             opening, closing = SHARED_MARKS if span["kind"] == "shared" else DIFFERING_MARKS
-            pieces += [text[at:span["start"]], opening, text[span["start"]:span["end"]], closing]
-            at = span["end"]
-        return Text("".join(pieces + [text[at:]]))
-    rendered = Text(text)
-    for span in spans:
-        rendered.stylize(SHARED_STYLE if span["kind"] == "shared" else DIFFERING_STYLE, span["start"], span["end"])
+            rendered.append(f"{opening}{word}{closing}")
+        else:
+            rendered.append(word, style=SHARED_STYLE if span["kind"] == "shared" else DIFFERING_STYLE)
+        at = span["end"]
+    rendered.append(visible(text[at:]))
     return rendered
 
 
 def is_plain(console) -> bool:
-    """No colour (not a terminal, -o FILE, NO_COLOR): words are marked with brackets instead."""
-    return console.color_system is None
+    """No colour (not a terminal, -o FILE, NO_COLOR): words are marked with brackets instead.
+    (NO_COLOR sets ``no_color`` and leaves ``color_system`` as the terminal's.)"""
+    return console.color_system is None or console.no_color
 
 
 def legend(console):
@@ -228,7 +233,7 @@ def render(section: dict, console) -> None:
 
     header = f"{section['n_captions']:,} captions, {section['n_groups']:,} groups"
     if section.get("encoder"):
-        header += f", encoder {section['encoder']['spec']}"
+        header += f", encoder {visible(section['encoder']['spec'])}"
     console.print(Text(header, style="dim"))
     if section.get("components") is not None:
         _render_components(section, console)
@@ -253,9 +258,9 @@ def _caption_block(label: str, caption_id: str, group: str, text: str, spans: li
     from rich.padding import Padding
     from rich.text import Text
 
-    heading = Text.assemble((f"{label} " if label else "", "bold"), (f"{caption_id}", "cyan"))
+    heading = Text.assemble((f"{label} " if label else "", "bold"), (visible(caption_id), "cyan"))
     if group != caption_id:  # one caption per group (DOCCI, Urban-1K): the id says it already
-        heading.append(f"  (group {group})", style="dim")
+        heading.append(f"  (group {visible(group)})", style="dim")
     return Padding(Text("\n").join([heading, highlighted(text, spans, plain)]), (0, 0, 0, 4))
 
 
@@ -321,7 +326,7 @@ def _render_examples(section: dict, console) -> None:
                                          neighbour["spans_b"], plain))
             if neighbour["only_a_words"]:
                 console.print(Padding(Text.assemble(("only in query: ", "dim"),
-                                                    (", ".join(neighbour["only_a_words"]), DIFFERING_STYLE)),
+                                                    (visible(", ".join(neighbour["only_a_words"])), DIFFERING_STYLE)),
                                       (0, 0, 0, 4)))
 
 
@@ -341,7 +346,8 @@ def _render_components(section: dict, console) -> None:
     table.add_column("first captions", ratio=1, no_wrap=True, overflow="ellipsis")
     for row in components[:50]:
         member_min = "" if row["min_member_cosine"] is None else f"{row['min_member_cosine']:.4f}"
-        first = "\n".join(escape(text) for text in row["texts"][:3])
+        # a caption's own line breaks made one caption look like several
+        first = "\n".join(escape(" ".join(visible(text).split())) for text in row["texts"][:3])
         table.add_row(str(row["component"]), str(row["size"]), str(row["n_groups"]), f"{row['weakest_link']:.4f}",
                       f"{row['strongest_link']:.4f}", member_min, first)
     console.print(table)

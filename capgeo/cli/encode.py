@@ -7,6 +7,7 @@ import time
 import click
 
 from capgeo.cli import terminal
+from capgeo.cli.terminal import shown
 from capgeo.cli.options import (
     check_options_before_encoding,
     dataset_options,
@@ -92,7 +93,7 @@ def _print_summary(summary: dict) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("encoder", f"{info['name']} ({info['kind']}, spec {info['spec']!r})")
+    table.add_row("encoder", shown(f"{info['name']} ({info['kind']}, spec {info['spec']!r})"))
     table.add_row("width", str(summary["width"]))
     context = f"{info['context_length']} tokens" if info["context_length"] else "n/a (precomputed)"
     table.add_row("context", context + (f", cut to {summary['max_tokens']}"
@@ -116,9 +117,9 @@ def _print_summary(summary: dict) -> None:
                                                                                     summary["origin"])
     table.add_row("vectors", f"{origin}, {summary['seconds']:.2f} s")
     for note in summary["notes"]:
-        table.add_row("note", note)
+        table.add_row("note", shown(note))
     if "output" in summary:
         aligned = ("rows in caption order (no ids)" if summary["output"]["aligned_by"] == "row"
                    else "with caption ids")
-        table.add_row("wrote", f"{summary['output']['path']} ({aligned})")
+        table.add_row("wrote", f"{shown(summary['output']['path'])} ({aligned})")
     terminal.console().print(table)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
+from capgeo.cli.terminal import shown
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -96,8 +97,9 @@ def _print(profile: dict) -> None:
     section = profile["gamma"]
     dataset, encoder = profile_section(profile, "dataset"), profile_section(profile, "encoder")
     reference = section["reference"]
-    console.print(f"[bold]HN-CLIP gamma[/bold] for {known(dataset.source)} ({known(dataset.n_captions)} captions, "
-                  f"{known(dataset.n_groups)} groups), encoder {known(encoder.spec)} ({known(encoder.name)})")
+    console.print(f"[bold]HN-CLIP gamma[/bold] for {shown(known(dataset.source))} ({known(dataset.n_captions)} "
+                  f"captions, {known(dataset.n_groups)} groups), encoder {shown(known(encoder.spec))} "
+                  f"({shown(known(encoder.name))})")
     console.print(f"  logit scale s = {section['logit_scale']:g}  (from {section['logit_scale_source']})")
     console.print(f"  reference: gamma {reference['gamma']}, s {reference['logit_scale']:g}, B {reference['batch_size']}"
                   f" on DOCCI-like geometry (mean pairwise {reference['mean_pairwise']}, hardest companion "
@@ -105,7 +107,7 @@ def _print(profile: dict) -> None:
     console.print(f"  reference concentration: effective negatives {reference['effective_negatives']:.1f} of "
                   f"{reference['batch_size'] - 1} ({reference['effective_share']:.1%})")
     if section.get("encoder_caution"):
-        console.print(f"[bold yellow]Caution:[/bold yellow] {section['encoder_caution']}")
+        console.print(f"[bold yellow]Caution:[/bold yellow] {shown(section['encoder_caution'])}")
     for index, entry in enumerate(section["batches"]):
         suggestion = entry["suggestion"]
         console.print()

@@ -32,8 +32,9 @@ def _show_info(json_out, **options):
 
 
 def _print_summary(summary: dict) -> None:
-    from rich.markup import escape
     from rich.table import Table
+
+    from capgeo.cli.terminal import shown as escape  # made visible and escaped: dataset text
 
     per_group = summary["captions_per_group"]
     words = summary["words_per_caption"]

@@ -55,15 +55,17 @@ def leak(train, evals, threshold, top, block_size, output, json_out, **options):
 
 
 def print_leak(result: dict, written_to: str | None = None) -> None:
-    from rich.markup import escape
     from rich.text import Text
 
-    from capgeo.cli.dupes import highlighted
+    from capgeo.cli.dupes import highlighted, is_plain
+    from capgeo.cli.terminal import shown as escape
+    from capgeo.cli.terminal import visible
 
     console = terminal.console(highlight=False)
+    plain = is_plain(console)  # piped, the shared and differing words are marked as `dupes` marks them
     train = result["train"]
     console.print(f"[dim]train {escape(train['source'])}: {train['n_captions']:,} captions; encoder "
-                  f"{(result['encoder'] or {}).get('spec')}; twin = exact duplicate or cosine >= "
+                  f"{escape((result['encoder'] or {}).get('spec'))}; twin = exact duplicate or cosine >= "
                   f"{result['threshold']:g}[/dim]")
     for entry in result["evals"]:
         console.print()
@@ -75,8 +77,8 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
             flag = "  [bold red]EXACT DUPLICATE[/]" if pair["exact_duplicate"] else ""
             console.print(f"  [bold]#{rank}[/bold]  cosine {pair['cosine']:.4f}  jaccard {pair['jaccard']:.2f}{flag}")
             for side in ("eval", "train"):
-                console.print(Text.assemble(f"    {side:<6}", (pair[f"{side}_id"], "cyan"), "  ",
-                                            highlighted(pair[f"{side}_text"], pair[f"spans_{side}"])))
+                console.print(Text.assemble(f"    {side:<6}", (visible(pair[f"{side}_id"]), "cyan"), "  ",
+                                            highlighted(pair[f"{side}_text"], pair[f"spans_{side}"], plain)))
     console.print()
     where = (f"their ids are in {escape(str(written_to))}" if written_to is not None
              else "-o FILE writes their ids")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
+from capgeo.cli.terminal import shown
 from capgeo.cli.options import (
     FiniteFloatRange,
     check_options_before_encoding,
@@ -67,7 +68,7 @@ def print_negatives(summary: dict) -> None:
     console = terminal.console(highlight=False)
     levels = list(summary["cosines"][0]["quantiles"])
     table = Table(title=f"Anchor-negative cosine, {summary['min_cosine']:g} <= cosine < {summary['max_cosine']:g} "
-                        f"(encoder {(summary['encoder'] or {}).get('spec')})", title_justify="left")
+                        f"(encoder {shown((summary['encoder'] or {}).get('spec'))})", title_justify="left")
     for column in ("negative rank", "count", "mean", *levels):
         table.add_column(column, justify="right")
     for entry in summary["cosines"]:

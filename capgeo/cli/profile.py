@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
+from capgeo.cli.terminal import shown, visible
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -163,9 +164,9 @@ def print_profile(result: dict, console=None) -> None:
     overview = Table(show_header=False, box=None, pad_edge=False)
     overview.add_column(style="bold")
     overview.add_column(overflow="fold")  # a long path wraps, not "…"
-    overview.add_row("dataset", f"{dataset.source} ({dataset.format}): {dataset.n_captions:,} captions, "
+    overview.add_row("dataset", f"{shown(dataset.source)} ({dataset.format}): {dataset.n_captions:,} captions, "
                                 f"{dataset.n_groups:,} groups")
-    overview.add_row("encoder", f"{encoder.name} ({encoder.kind}, width {encoder.width})")
+    overview.add_row("encoder", f"{shown(encoder.name)} ({encoder.kind}, width {encoder.width})")
     if lengths.known:
         overview.add_row("tokens", f"mean {lengths.mean:.1f}, median {lengths.median:g}, "
                                    f"p95 {lengths.p95:.0f}, max {lengths.max}")
@@ -194,19 +195,19 @@ def print_profile(result: dict, console=None) -> None:
     console.print(f"[dim]Hardest companion: each caption's most similar caption of another image, "
                   f"over N = {dataset.n_captions:,} captions (it grows with N).[/dim]")
 
-    shown = None
+    first_table = None
     for kind in ("buckets", "relative_buckets"):
         entries = [batch for batch in profile_section(result, "batches") if getattr(batch, kind)]
         if entries:
-            console.print(_bucket_table(entries, kind))
-            shown = shown or entries[0]
-    if shown:
+            terminal.print_unclipped(console, _bucket_table(entries, kind))
+            first_table = first_table or entries[0]
+    if first_table:
         from rich.markup import escape
 
-        top = escape((shown.buckets or shown.relative_buckets)["labels"][-1])
+        top = escape((first_table.buckets or first_table.relative_buckets)["labels"][-1])
         console.print(f"[dim]Per row {top}: in-batch negatives of one caption in the hardest bucket, on average; "
                       f"batches with a pair: share of random batches holding two captions of different images "
-                      f"at cosine >= {shown.near_duplicate['threshold']:g} (near-duplicates).[/dim]")
+                      f"at cosine >= {first_table.near_duplicate['threshold']:g} (near-duplicates).[/dim]")
 
     exact = profile_section(result, "exact_duplicates")
     near = profile_section(result, "near_duplicates")
@@ -245,7 +246,7 @@ def print_verdict(result: dict, console) -> None:
     console.print()
     if not alerts:
         console.print(f"[bold]Verdict:[/bold] no alert fired for these captions under "
-                      f"{profile_section(result, 'encoder').name}.")
+                      f"{shown(profile_section(result, 'encoder').name)}.")
         return
     warnings = sum(alert.level == "warning" for alert in alerts)
     console.print(f"[bold]Verdict:[/bold] {warnings} warning(s), {len(alerts) - warnings} notice(s) "
@@ -253,7 +254,7 @@ def print_verdict(result: dict, console) -> None:
     for alert in alerts:
         word, style = LEVEL_MARKS.get(alert.level, (alert.level.upper(), "bold"))
         console.print(Text.assemble((f"{word:<8}", style), (alert.title, "bold")))
-        console.print(Padding(Text(alert.message), (0, 0, 0, 8)))
+        console.print(Padding(Text(visible(alert.message)), (0, 0, 0, 8)))
 
 
 def _near_duplicate_precision(result: dict, near) -> str:
@@ -287,7 +288,7 @@ def _gamma_line(gamma: dict) -> str:
         line += f". Margin-matched gamma: {matched:.2f}"
     line += f". Evidence: {gamma['paper_sweep_note']}. Why and the numbers behind it: `capgeo gamma`."
     if gamma.get("encoder_caution"):
-        line += f"\n[bold yellow]Caution:[/bold yellow] {gamma['encoder_caution']}"
+        line += f"\n[bold yellow]Caution:[/bold yellow] {shown(gamma['encoder_caution'])}"
     return line
 
 
@@ -305,12 +306,9 @@ def _bucket_table(entries: list[BatchStatistics], kind: str):
     top_edge = first["labels"][-1]
     near = entries[0].near_duplicate["threshold"]
     table = Table(title=title, title_justify="left")
-    table.add_column("B", justify="right")
-    for label in first["labels"]:
-        table.add_column(label, justify="right")
-    table.add_column(f"per row {top_edge}", justify="right")
-    table.add_column("hardest mean", justify="right")
-    table.add_column(f"batches with a pair >= {near:g}", justify="right")
+    for header in ("B", *first["labels"], f"per row {top_edge}", "hardest mean", f"batches with a pair >= {near:g}"):
+        # a header wraps at its spaces but no word of it is cut ("0.6-…", "batch…")
+        table.add_column(header, justify="right", min_width=max(map(len, header.split())))
     for entry in entries:
         composition = getattr(entry, kind)
         table.add_row(str(entry.batch_size), *(f"{share:.1%}" for share in composition["shares"]),

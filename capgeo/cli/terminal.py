@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 #: narrower than this, tables were cut to one character a cell ("n…", "4…"): lay them out at this
 #: width and let the terminal wrap the lines, which loses nothing
 MIN_WIDTH = 80
@@ -15,3 +17,45 @@ def console(**options):
     if "width" not in options and made.width < MIN_WIDTH:
         made = Console(width=MIN_WIDTH, **options)
     return made
+
+
+#: what must not reach a terminal from a dataset: C0 controls but tab and line feed (ESC opens
+#: sequences that clear the screen, hide words or colour what follows; CR and BS overwrite), DEL,
+#: C1 controls, and the bidirectional overrides and isolates that make a line read in another order
+_NOT_SHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """User text (a caption, an id, a file name) as a terminal shows it without acting on it: each
+    character of :data:`_NOT_SHOWN` written as its escape (ESC as \\x1b, U+202E as \\u202e); a
+    Windows line end is a line end."""
+    text = str(text)
+    if not _NOT_SHOWN.search(text):
+        return text
+    return _NOT_SHOWN.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"),
+                          text.replace("\r\n", "\n"))
+
+
+def shown(text) -> str:
+    """User text for a string that rich reads as markup: made visible, and its brackets escaped
+    (a file named caps[train].jsonl printed as caps.jsonl; one with [/x] ended in a traceback)."""
+    from rich.markup import escape
+
+    return escape(visible(str(text)))
+
+
+def print_unclipped(console, table) -> None:
+    """A table whose cells must not be cut ("0.…", "26…" in a bucket table of nine edges at 80
+    columns): laid out at the least width that keeps every word whole when the console is narrower,
+    as MIN_WIDTH does for narrow terminals; the terminal wraps the long lines, which loses nothing."""
+    # the minimum: every cell at its longest word, headers wrapped at their spaces (which loses nothing)
+    needed = console.measure(table, options=console.options.update_width(10_000)).minimum
+    if needed <= console.width:
+        console.print(table)
+        return
+    width = console.width
+    console.width = needed
+    try:
+        console.print(table)
+    finally:
+        console.width = width

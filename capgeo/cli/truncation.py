@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
+from capgeo.cli.terminal import visible
 from capgeo.cli.options import (
     SEED,
     PairThreshold,
@@ -102,8 +103,8 @@ def render(result: dict, console) -> None:
 
     section, encoder, dataset = result["truncation"], result["encoder"], result["dataset"]
     tokens = section["tokens"]
-    console.print(Text(f"{dataset['source']}: {section['n_captions']:,} captions, {section['n_groups']:,} groups; "
-                       f"encoder {encoder['spec']} ({encoder['name']}, context {section['context_length']} tokens)",
+    console.print(Text(f"{visible(dataset['source'])}: {section['n_captions']:,} captions, {section['n_groups']:,} "
+                       f"groups; encoder {visible(encoder['spec'])} ({visible(encoder['name'])}, context {section['context_length']} tokens)",
                        style="dim"))
     console.print(f"Caption tokens: mean {_fmt(tokens['mean'], '.1f')}, median "
                   f"{_fmt(tokens['quantiles'].get('p50'), '.0f')}, p90 {_fmt(tokens['quantiles'].get('p90'), '.0f')}, "
@@ -184,16 +185,16 @@ def _caption_text(caption: dict):
     from rich.text import Text
 
     text, offset = caption["text"], caption["cut_offset"]
-    heading = Text.assemble((caption["id"], "cyan"), (f"  (group {caption['group']}, {caption['tokens']} tokens)",
-                                                      "dim"))
+    heading = Text.assemble((visible(caption["id"]), "cyan"),
+                            (f"  (group {visible(caption['group'])}, {caption['tokens']} tokens)", "dim"))
     body = Text()
     if offset is None:
-        body.append(text)
+        body.append(visible(text))
     else:
-        body.append(text[:offset], style=SEEN_STYLE)
+        body.append(visible(text[:offset]), style=SEEN_STYLE)
         unseen = text[offset:]
         if unseen.strip():
             body.append(CUT_MARK, style="bold red")
             shown = unseen if len(unseen) <= UNSEEN_SHOWN else unseen[:UNSEEN_SHOWN].rstrip() + " …"
-            body.append(shown.lstrip(), style=UNSEEN_STYLE)
+            body.append(visible(shown.lstrip()), style=UNSEEN_STYLE)
     return Padding(Text.assemble(heading, "\n", body), (0, 0, 0, 4))
