@@ -45,6 +45,33 @@ def encoder_input_file(spec: str | None) -> str | None:
     return None
 
 
+def encoder_input_files(spec: str | None) -> list[str]:
+    """Every local file or folder an --encoder spec reads, for the check of outputs against inputs:
+    the vector file or checkpoint, and the model config read with it (``CONFIG.json@ckpt``, the
+    ``.json`` or ``open_clip_config.json`` beside a bare checkpoint) or the ``local-dir:`` folder.
+    Only the checkpoint was protected: `dupes -o cfg.json` replaced the config with text, exit 0."""
+    first = encoder_input_file(spec)
+    files = [first] if first else []
+    if not spec:
+        return files
+    from capgeo.encoders.registry import model_at_checkpoint, spec_kind
+
+    try:
+        kind, argument = spec_kind(spec)
+    except CapgeoError:
+        return files
+    if argument.lower().startswith("local-dir:"):
+        return [argument.split(":", 1)[1]]
+    at = model_at_checkpoint(argument)
+    if at is not None and at[0].lower().endswith(".json"):
+        files.append(at[0])
+    elif kind == "open_clip" and files:
+        checkpoint = Path(files[0]).expanduser()
+        beside = (checkpoint.with_suffix(".json"), checkpoint.parent / "open_clip_config.json")
+        files += [str(config) for config in beside if config.is_file()]
+    return files
+
+
 #: every JSON capgeo writes is an object whose first key, "schema", names it (capgeo.profile/1,
 #: capgeo.dupes/1, ...); a saved profile is recognised the same way (capgeo.report.build)
 _RESULT_HEAD = re.compile(r'^\ufeff?\s*\{\s*"schema"\s*:\s*"(capgeo\.[^"]*)"')
@@ -103,6 +130,15 @@ def _input_clash(output: Path, label: str, given: str) -> bool:
     return source.is_dir() and output.is_relative_to(source)
 
 
+def _read_beside(path: str | os.PathLike) -> list[str]:
+    """Files a loader reads from outside the input itself: DCI takes the splits of its complete/
+    folder from ../splits.json (an HTML page written there left the dataset unreadable)."""
+    folder = Path(path).expanduser()
+    if folder.is_dir() and (folder.parent / "splits.json").is_file():
+        return [str(folder.parent / "splits.json")]
+    return []
+
+
 def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
                        outputs: Mapping[str, str | None]) -> None:
     """Refuse, in one line, an output that is an input or another output.
@@ -118,6 +154,7 @@ def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
         for path in ([value] if isinstance(value, (str, os.PathLike)) else value):
             if path not in (None, "-"):
                 given_inputs.append((label, str(path)))
+                given_inputs += [(label, beside) for beside in _read_beside(path)]
     from capgeo._atomic import is_standard_output
 
     seen: dict[Path, str] = {}

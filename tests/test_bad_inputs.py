@@ -54,6 +54,14 @@ CATALOGUE = [
     ("json-over-a-dataset-not-read", "info C.parquet --json D.jsonl", "is not a capgeo result", {}),
     ("json-over-checkpoint", "profile D.jsonl --encoder ViT-B-32@ckpt.pt --json ckpt.pt",
      "would overwrite the input --encoder ckpt.pt", {}),
+    ("output-over-encoder-config", "dupes D.jsonl --encoder cfg.json@ckpt.pt -o cfg.json",
+     "would overwrite the input --encoder cfg.json", {}),
+    ("output-over-config-beside-checkpoint", "dupes D.jsonl --encoder beside.pt -o beside.json",
+     "would overwrite the input --encoder beside.json", {}),
+    ("output-over-local-dir-files", "dupes D.jsonl --encoder local-dir:model -o model/open_clip_config.json",
+     "would overwrite the input --encoder model", {}),
+    ("output-over-dci-splits", "report dci/complete -o dci/splits.json",
+     "would overwrite the input DATA dci/splits.json", {}),
     ("output-over-data-through-symlink", "report link.jsonl -o D.jsonl", "would overwrite the input DATA", {}),
     ("output-over-data-by-other-spelling", "profile D.jsonl --json sub/../D.jsonl", "would overwrite the input", {}),
     ("report-save-profile-over-data", "report D.jsonl --save-profile D.jsonl -o r.html",
@@ -209,6 +217,14 @@ def inputs(tmp_path_factory) -> Path:
     (folder / "nocol.csv").write_text("a,b\n1,2\n")
     (folder / "notprofile.json").write_text(json.dumps({"schema": "something/else", "dataset": {}}))
     (folder / "blocker").write_text("a file where a folder is expected")
+    (folder / "cfg.json").write_text("{}")
+    (folder / "beside.pt").write_bytes(b"weights")
+    (folder / "beside.json").write_text("{}")
+    (folder / "model").mkdir()
+    (folder / "model" / "open_clip_config.json").write_text('{"model_cfg": {}}')
+    (folder / "dci" / "complete").mkdir(parents=True)
+    (folder / "dci" / "complete" / "img1.json").write_text('{"short_caption": "s", "extra_caption": "e"}')
+    (folder / "dci" / "splits.json").write_text('{"test": ["img1.json"]}')
     pl.DataFrame({"vector": pl.Series([], dtype=pl.List(pl.Float64))}).write_parquet(folder / "empty.parquet")
     np.savez(folder / "scalar-ids.npz", vectors=rng.normal(size=(2, WIDTH)).astype(np.float32), ids=np.array("c1"))
     (folder / "karpathy.json").write_text(json.dumps({"images": [

@@ -180,11 +180,11 @@ def refuse_path_clashes(**extra_outputs: str | None) -> None:
     """Before any work: no output of the running command may be one of its inputs
     (dataset, files in a dataset folder, vector files, checkpoints, profiles) or
     another of its outputs. ``extra_outputs`` are outputs the command derives itself."""
-    from capgeo.paths import check_output_paths, encoder_input_file
+    from capgeo.paths import check_output_paths, encoder_input_files
 
     params = click.get_current_context().params
     inputs = {label: params.get(name) for name, label in INPUT_PARAMS.items()}
-    inputs["--encoder"] = [path for path in map(encoder_input_file, _encoder_specs(params)) if path]
+    inputs["--encoder"] = [path for spec in _encoder_specs(params) for path in encoder_input_files(spec)]
     outputs = {label: params.get(name) for name, label in OUTPUT_PARAMS.items()}
     check_output_paths(inputs, {**outputs, **extra_outputs})
     _refuse_json_over_foreign_file(params.get("json_out"))

@@ -22,7 +22,7 @@ from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
 from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Provenance, known, profile_section
-from capgeo.paths import check_output_paths, encoder_input_file, result_schema
+from capgeo.paths import check_output_paths, encoder_input_file, encoder_input_files, result_schema
 from capgeo.pipeline import load_set
 
 #: Extra row the report adds when the caller gives no batch size: the paper's micro-batch. The
@@ -355,7 +355,7 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
 
 
 def _encoder_files(specs) -> list[str]:
-    return [path for path in (encoder_input_file(spec) for spec in specs if isinstance(spec, str)) if path]
+    return [path for spec in specs if isinstance(spec, str) for path in encoder_input_files(spec)]
 
 
 @contextlib.contextmanager
