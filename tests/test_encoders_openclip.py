@@ -88,6 +88,11 @@ def test_local_dir_in_hub_layout(tmp_path, model, captions):
     encoder = load_open_clip_encoder(f"local-dir:{folder}", device="cpu")
     assert encoder.info.name == "my-model"
     assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5
+    # a flat config (not nested under "model_cfg"), which open_clip's own local-dir tokenizer refuses:
+    # it was reported as a tokenizer "not available offline"
+    (folder / "open_clip_config.json").write_text(json.dumps(tiny_config(77)))
+    flat = load_open_clip_encoder(f"local-dir:{folder}", device="cpu")
+    assert np.abs(flat.encode(captions) - expected_for(model, captions)).max() < 1e-5
 
 
 def test_checkpoint_context_wins_over_config_no_interpolation(tmp_path, tiny_model_name, shared_data):

@@ -383,7 +383,10 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         weights = _weights_in_folder(folder)
         if weights is None:
             raise EncoderError(f"{spec}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
-        return config, weights, False, folder.name, spec
+        # open_clip's local-dir tokenizer wants the config nested under "model_cfg"; a flat one, which
+        # capgeo builds the model from, is tokenised from that config (it failed as "not available offline")
+        nested = "model_cfg" in json.loads(config_file.read_text(encoding="utf-8"))
+        return config, weights, False, folder.name, spec if nested else ""
     at = model_at_checkpoint(spec)
     if at is not None:
         model_name, path = at
