@@ -331,3 +331,15 @@ def test_a_drop_list_refuses_an_id_holding_a_line_break(tmp_path, command):
         run("dupes", data, *encoder, "--group-components", "--keep", "first", "--drop-list", drop)
     assert result.exit_code == 0, result.output
     assert set(drop.read_text().splitlines()) <= {"z", "x y", "w"} and drop.read_text().endswith("\n")
+
+
+def test_too_many_pairs_names_the_threshold_given_not_the_candidates_margin(monkeypatch):
+    """It said "reach cosine 0.949997" for the default 0.95: the float32 candidates' bound."""
+    import capgeo.geometry.cross as cross
+
+    monkeypatch.setitem(cross.scan_cross.__kwdefaults__, "max_pairs", 5)
+    vectors = unit(np.ones((6, 4)) + 1e-3 * np.random.default_rng(0).normal(size=(6, 4)))
+    train = caption_set([f"g{i}" for i in range(6)], [f"train {i}" for i in range(6)])
+    evals = caption_set([f"h{i}" for i in range(6)], [f"eval {i}" for i in range(6)], ids=[f"e{i}" for i in range(6)])
+    with pytest.raises(CapgeoError, match=r"^more than 5 pairs reach cosine 0\.95; raise --threshold$"):
+        leak_section(train, embeddings(vectors), [(evals, embeddings(vectors))], threshold=0.95)

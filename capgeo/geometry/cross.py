@@ -49,7 +49,7 @@ def _unit_rows(vectors, name: str) -> np.ndarray:
 
 def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
                max_pairs: int = DEFAULT_MAX_PAIRS, device: str | None = None,
-               progress: bool | None = None) -> CrossScan:
+               progress: bool | None = None, asked_threshold: float | None = None) -> CrossScan:
     """Exact cosines of every query row against every reference row, blockwise.
 
     ``queries`` (M, d) and ``references`` (N, d) are normalised here. Keeps the pairs
@@ -92,8 +92,9 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
                 hit_rows, hit_columns = torch.nonzero(tile >= threshold, as_tuple=True)
                 found += int(hit_rows.numel())
                 if found > max_pairs:
-                    raise CapgeoError(f"more than {max_pairs:,} pairs reach cosine {threshold:g}; "
-                                      "raise --threshold")
+                    # the threshold the user gave, not the candidates' margin below it (0.949997 for 0.95)
+                    asked = threshold if asked_threshold is None else asked_threshold
+                    raise CapgeoError(f"more than {max_pairs:,} pairs reach cosine {asked:g}; raise --threshold")
                 if hit_rows.numel():
                     found_query.append((hit_rows + query_start).cpu().numpy())
                     found_reference.append((hit_columns + reference_start).cpu().numpy())
