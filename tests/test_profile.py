@@ -368,6 +368,22 @@ def test_sampled_mode_with_faiss_companions_reports_recall():
     assert profile["near_duplicates"]["count_method"] == "sampled"
 
 
+def test_a_sampled_near_duplicate_count_is_at_least_the_pairs_the_companion_lists_hold():
+    """100 sampled pairs missed all 36 planted near-duplicate pairs: "0 pairs" beside "24 captions have
+    one". The pairs faiss found are real, so the count is at least theirs."""
+    pytest.importorskip("faiss")
+    # 36 planted pairs among about 1.2 million negatives: 100 draws all but surely miss them
+    vectors = np.concatenate([planted_near_duplicates(), np.random.default_rng(9).normal(size=(1500, 24))])
+    n = len(vectors)
+    captions = caption_set([f"text {i}" for i in range(n)], range(n))
+    profile = build_profile(captions, fake_embeddings(vectors), batch_sizes=(8,), n_batches=2, mode="sampled",
+                            sampled_pairs=100, companions="faiss", near_duplicate_threshold=0.95, progress=False)
+    near = profile["near_duplicates"]
+    assert near["count_method"] == "sampled" and near["n_captions_hardest_above"] == 24
+    assert near["n_pairs_cross_group"] >= 12  # 24 captions with a twin: at least 12 distinct pairs
+    assert near["n_pairs_cross_group"] <= 36  # and never more than there are
+
+
 def test_sampled_profile_reports_the_exact_largest_negative_cosine():
     """In sampled mode the largest negative cosine is known exactly (the largest hardest-companion cosine,
     companions staying exact); the sample's own maximum would sit below the companion row's."""

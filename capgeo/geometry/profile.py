@@ -255,6 +255,14 @@ def _pairs_above_from_companions(companion_index: np.ndarray, companion_cosine: 
     last = companion_cosine[:, -1]
     if np.any(np.nan_to_num(last, nan=-np.inf) >= threshold):
         return None
+    return _distinct_pairs_listed(companion_index, companion_cosine, threshold)
+
+
+def _distinct_pairs_listed(companion_index: np.ndarray, companion_cosine: np.ndarray, threshold: float) -> int:
+    """Distinct negative pairs >= threshold in the top-k lists: all of them when the lists are
+    complete, and always real pairs, so a lower bound on the count whatever found them."""
+    if companion_cosine.size == 0:
+        return 0
     rows, columns = np.nonzero(np.nan_to_num(companion_cosine, nan=-np.inf) >= threshold)
     partners = companion_index[rows, columns].astype(np.int64)
     low, high = np.minimum(rows, partners), np.maximum(rows, partners)
@@ -280,7 +288,9 @@ def _near_duplicates(histogram, pairwise: dict, companion_index, companion_cosin
     elif pairwise_exact:
         n_pairs, method = binned, "histogram"
     else:
-        n_pairs, method = binned, "sampled"
+        # the pairs the companion lists hold are real (even from an approximate search): a sample
+        # scaled up to 0 pairs beside "6 captions have one" contradicted itself
+        n_pairs, method = max(binned, _distinct_pairs_listed(companion_index, companion_cosine, threshold)), "sampled"
     n_captions = int(companion_cosine.shape[0])
     return {
         "threshold": float(threshold),
