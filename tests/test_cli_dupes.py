@@ -267,3 +267,24 @@ def test_dupes_output_suffix_picks_the_row_format_and_must_agree_with_output_for
                                        "-o", str(tmp_path / "x.csv")])
     assert result.exit_code == 2 and "is a csv file name but --output-format is parquet" in result.output
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_top_and_threshold_without_a_pair_list_are_noted_and_not_recorded(small_dataset, tmp_path):
+    """--group-components and --examples list no pairs: --top (and, for --examples, --threshold) were
+    ignored without a word while the JSON recorded them as applied."""
+    data, encoder, _, _ = small_dataset
+    report = tmp_path / "d.json"
+    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--group-components",
+                                       "--threshold", "0.6", "--top", "1", "--json", str(report)])
+    assert result.exit_code == 0, result.output
+    assert "Note: --top sets how many pairs are listed" in result.stderr
+    assert "--threshold" not in result.stderr  # it is the components' threshold here
+    section = json.loads(report.read_text())
+    assert section["limit"] is None and section["threshold"] is None and section["components_threshold"] == 0.6
+    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--examples", "--threshold", "0.99",
+                                       "--top", "1", "--json", str(report)])
+    assert result.exit_code == 0, result.output
+    assert "Note: --threshold sets the pair list's cosine floor" in result.stderr
+    assert "Note: --top sets how many pairs" in result.stderr
+    section = json.loads(report.read_text())
+    assert section["limit"] is None and section["threshold"] is None and section["examples"]

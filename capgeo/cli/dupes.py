@@ -144,9 +144,11 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
     components_threshold = None
     if group_components:
         components_threshold = DEFAULT_COMPONENT_THRESHOLD if threshold is None else threshold
+    pairs = not (examples or group_components)
     section = dupes_section(
-        captions, embeddings, threshold=threshold, limit=top or None,
-        pairs=not (examples or group_components), examples=examples,
+        # without a pair list there is no pair threshold or limit to record (the JSON claimed them)
+        captions, embeddings, threshold=threshold if pairs else None, limit=(top or None) if pairs else None,
+        pairs=pairs, examples=examples,
         quantiles=quantiles or DEFAULT_QUANTILES, n_per_quantile=per_quantile, neighbours=neighbours,
         components_threshold=components_threshold, top_k=top_k, block_size=block_size, skip_exact=skip_exact,
         keep=keep, seed=seed, device=device,
@@ -161,7 +163,9 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
     for note in unused_option_notes(
             ("skip_exact", examples or group_components, "leaves exact copies out of the pair list, which "
                                                           "--examples / --group-components replace"),
-            ("seed", keep != "random", "chooses the caption --keep random keeps; --keep random was not given")):
+            ("seed", keep != "random", "chooses the caption --keep random keeps; --keep random was not given"),
+            ("top", not pairs, "sets how many pairs are listed, which --examples / --group-components replace"),
+            ("threshold", examples, "sets the pair list's cosine floor, which --examples replaces")):
         click.echo(f"Note: {note}", err=True)
     if json_out is not None:
         from capgeo.cli.options import print_json
