@@ -157,13 +157,13 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
     train = loaded(train, "TRAIN")
     eval_sets = [loaded(source, "EVAL") for source in evals]
     # a vectors file, once checked, embeds every set as it is: not read again for each
-    encoder = _one_vector_file_for_different_sets(encoder, train, eval_sets)
+    encoder = vectors_for_different_sets(encoder, train, eval_sets)
     train_vectors = embedded(train, "TRAIN") if train_embeddings is None else train_embeddings
     return leak_section(train, train_vectors, [(captions, embedded(captions, "EVAL")) for captions in eval_sets],
                         device=device, progress=progress, **leak_options)
 
 
-def _one_vector_file_for_different_sets(encoder, train, eval_sets):
+def vectors_for_different_sets(encoder, train, eval_sets):
     """``encoder``, loaded when it is a vectors file, which embeds TRAIN and EVAL only through
     caption ids that say which row is whose.
 

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from _action_fixtures import caption_set, embeddings, unit, write_jsonl
+from capgeo.captions import load_captions
 from capgeo.cli import main
 from capgeo.errors import CapgeoError
 from capgeo.findings.leak import leak_section
@@ -127,6 +128,11 @@ def test_report_checks_leak_sets_and_truncation_before_the_profile(sets_with_vec
     assert result.exit_code == 2 and "--leak EVAL" in result.output, result.output
     result = run("report", train, "--encoder", encoder, "--truncation", "-o", tmp_path / "r.html")
     assert result.exit_code == 2 and "no tokenizer" in result.output, result.output
+    # vectors aligned by row cannot embed an eval set: refused before the profile too (after it, before)
+    np.save(tmp_path / "rows.npy", np.random.default_rng(0).normal(size=(len(load_captions(train)), 8)).astype("f4"))
+    result = run("report", train, "--encoder", f"vectors:{tmp_path / 'rows.npy'}", "--leak", train,
+                 "-o", tmp_path / "r.html")
+    assert result.exit_code == 2 and "vectors aligned by row belong to one set" in result.output, result.output
 
 
 def _saved_profile(folder: Path, data: Path, encoder: str) -> Path:

@@ -337,6 +337,11 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
 
             check_encoder_spec(encoder)
         eval_sets = [load_set(path, {}, on_skipped, role="--leak EVAL") for path in leak]
+        if eval_sets:
+            from capgeo.pipeline import vectors_for_different_sets
+
+            # vectors aligned by row cannot embed the eval sets: refused now, not after the whole profile
+            vectors_for_different_sets(encoder, captions, eval_sets)
         if before_encoding:
             before_encoding(captions)
         report_input = report_dataset(
