@@ -444,6 +444,37 @@ def test_precomputed_vectors_have_unknown_context_and_logit_scale_not_zero_token
     assert rows["Context length"].startswith("77 tokens") and rows["Logit scale"] == "none in checkpoint"
 
 
+def test_the_summary_states_the_median_length_and_the_logit_scale_behind_the_gamma(full_profile):
+    """The median was rounded half to even (136.5 shown as 136, where the JSON and the terminal say
+    136.5), and nothing said which s a gamma was found at (0.19 at s = 100, 0.96 at s = 20)."""
+    import copy
+
+    from capgeo.report.summary import summary_rows
+
+    profile = copy.deepcopy(full_profile)
+    profile["lengths"]["median"] = 136.5
+    profile["gamma"]["logit_scale"], profile["gamma"]["logit_scale_source"] = 20.0, "--logit-scale"
+    rows = dict(summary_rows(profile))
+    assert "median 136.5," in rows["Caption length (tokens)"]
+    assert rows["Logit scale s behind the gamma"] == "20 (--logit-scale)"
+    profile.pop("gamma")
+    assert "Logit scale s behind the gamma" not in dict(summary_rows(profile))
+
+
+def test_a_truncation_result_does_not_claim_its_token_counts_are_unknown(full_profile):
+    import copy
+
+    from capgeo.report.summary import summary_rows
+
+    profile = copy.deepcopy(full_profile)
+    profile.pop("lengths")
+    profile["truncation"] = {"tokens": {"mean": 120.0}}
+    assert dict(summary_rows(profile))["Captions truncated by the encoder"] == \
+        "not computed (see the truncation section)"
+    profile.pop("truncation")
+    assert dict(summary_rows(profile))["Captions truncated by the encoder"] == "unknown (no token counts)"
+
+
 def test_a_profile_without_the_within_image_section_does_not_claim_one_caption_per_image():
     """A gamma or truncation profile has no within_group section: the summary said 'none: one
     caption per image' of a dataset with five captions per image."""

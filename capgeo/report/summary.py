@@ -22,6 +22,10 @@ def _num(value, digits: int = 3) -> str:
     return MISSING if value is None else f"{value:.{digits}f}"
 
 
+def _general(value) -> str:
+    return MISSING if value is None else f"{value:g}"
+
+
 def _count(value) -> str:
     return MISSING if value is None else f"{int(value):,}"
 
@@ -70,9 +74,12 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
          else "unknown (precomputed vectors)" if precomputed else "none in checkpoint"),
         ("Captions truncated by the encoder",
          f"{_count(known(lengths.n_truncated))} ({_pct(known(lengths.share_truncated))})" if lengths
+         # a `capgeo truncation` result has token counts in its own section, not in `lengths`
+         else MISSING + " (see the truncation section)" if known(profile.truncation) and not precomputed
          else "unknown (no token counts)"),
         ("Caption length (tokens)",
-         f"mean {_num(known(lengths.mean), 1)}, median {_num(known(lengths.median), 0)}, "
+         # the median as the JSON and the terminal give it (136.5, not 136 by rounding half to even)
+         f"mean {_num(known(lengths.mean), 1)}, median {_general(known(lengths.median))}, "
          f"max {_count(known(lengths.max))}" if lengths else MISSING),
         ("Mean pairwise cosine (different images)",
          f"{_num(known(pairwise.mean))} ± {_num(known(pairwise.std))}" if pairwise else MISSING),
@@ -110,6 +117,11 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
     rows.append(("Suggested gamma", MISSING if value is None else
                  f"{value:.2f}" + (f" (range {low_high[0]:.2f}-{low_high[1]:.2f})" if low_high else "")
                  + (f" at B={headline_batch}" if headline_batch else "")))
+    if value is not None and gamma.get("logit_scale") is not None:
+        # gamma and s act only through s * gamma: the same captions suggest 0.19 at s = 100 and 0.96 at s = 20
+        rows.append(("Logit scale s behind the gamma",
+                     f"{gamma['logit_scale']:g}" + (f" ({shown(gamma['logit_scale_source'])})"
+                                                    if gamma.get("logit_scale_source") else "")))
     matched = gamma.get("margin_matched_gamma")
     if matched is not None:
         rows.append(("Margin-matched gamma", f"{matched:.2f}"))
