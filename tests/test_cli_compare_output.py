@@ -10,13 +10,19 @@ from click.testing import CliRunner
 from capgeo.cli import main
 
 
-def test_compare_without_output_names_the_file_it_wrote(tmp_path, monkeypatch):
+def _captions_and_two_vector_files(tmp_path):
+    """24 captions of 12 images, and two vector files for them, a.npy and b.npy; returns the data."""
     rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a photo number {i}"} for i in range(24)]
     data = tmp_path / "captions.jsonl"
     data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
     rng = np.random.default_rng(0)
     for name in ("a", "b"):
         np.save(tmp_path / f"{name}.npy", rng.normal(size=(24, 8)).astype(np.float32))
+    return data
+
+
+def test_compare_without_output_names_the_file_it_wrote(tmp_path, monkeypatch):
+    data = _captions_and_two_vector_files(tmp_path)
     folder = tmp_path / "here"
     folder.mkdir()
     monkeypatch.chdir(folder)
@@ -51,7 +57,8 @@ def test_every_encoder_is_checked_before_the_first_one_encodes(tmp_path):
     assert not (tmp_path / "c.html").exists()
 
 
-def test_dataset_options_given_for_saved_profiles_only_are_named_as_ignored(tmp_path):
+def _two_saved_profiles(tmp_path):
+    """24 captions of 12 images, and two saved profiles of them, a.json and b.json; returns the data."""
     rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a photo number {i}"} for i in range(24)]
     data = tmp_path / "captions.jsonl"
     data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
@@ -61,6 +68,11 @@ def test_dataset_options_given_for_saved_profiles_only_are_named_as_ignored(tmp_
                                          "--batch-size", "4", "--n-batches", "3", "--no-gamma",
                                          "--json", str(tmp_path / f"{name}.json")])
         assert made.exit_code == 0, made.output
+    return data
+
+
+def test_dataset_options_given_for_saved_profiles_only_are_named_as_ignored(tmp_path):
+    _two_saved_profiles(tmp_path)
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
                                        "--batch-size", "8", "--limit", "5", "-o", str(tmp_path / "c.html")])
     assert result.exit_code == 0, result.output
@@ -70,15 +82,7 @@ def test_dataset_options_given_for_saved_profiles_only_are_named_as_ignored(tmp_
 def test_saved_profiles_need_no_cache_folder_while_a_dataset_to_encode_does(tmp_path):
     """compare of saved profiles encodes nothing, yet a cache folder it could not write refused it
     (`report SAVED` never did); a dataset still has its cache folder checked before encoding."""
-    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a photo number {i}"} for i in range(24)]
-    data = tmp_path / "captions.jsonl"
-    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
-    np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(24, 8)).astype(np.float32))
-    for name in ("a", "b"):
-        made = CliRunner().invoke(main, ["profile", str(data), "--encoder", f"vectors:{tmp_path / 'v.npy'}",
-                                         "--batch-size", "4", "--n-batches", "3", "--no-gamma",
-                                         "--json", str(tmp_path / f"{name}.json")])
-        assert made.exit_code == 0, made.output
+    data = _two_saved_profiles(tmp_path)
     (tmp_path / "a-file").write_text("a file where the cache folder's parent would be")
     unusable = tmp_path / "a-file" / "cache"
     result = CliRunner().invoke(main, ["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json"),
@@ -94,12 +98,7 @@ def test_saved_profiles_need_no_cache_folder_while_a_dataset_to_encode_does(tmp_
 def test_a_batch_size_cut_to_a_small_dataset_is_said_on_the_terminal_and_the_page(tmp_path):
     """compare dropped `report`'s notes: a dataset of 12 images got B=12 beside another profile's
     B=128 (a smaller batch asks for a larger gamma) without a word."""
-    rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"a photo number {i}"} for i in range(24)]
-    data = tmp_path / "captions.jsonl"
-    data.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
-    rng = np.random.default_rng(0)
-    for name in ("a", "b"):
-        np.save(tmp_path / f"{name}.npy", rng.normal(size=(24, 8)).astype(np.float32))
+    data = _captions_and_two_vector_files(tmp_path)
     output = tmp_path / "c.html"
     result = CliRunner().invoke(main, ["compare", str(data), "--encoder", f"vectors:{tmp_path / 'a.npy'}",
                                        "--encoder", f"vectors:{tmp_path / 'b.npy'}", "-o", str(output)])
