@@ -46,10 +46,10 @@ def encoder_input_file(spec: str | None) -> str | None:
 
 
 def encoder_input_files(spec: str | None) -> list[str]:
-    """Every local file or folder an --encoder spec reads, for the check of outputs against inputs:
-    the vector file or checkpoint, and the model config read with it (``CONFIG.json@ckpt``, the
-    ``.json`` or ``open_clip_config.json`` beside a bare checkpoint) or the ``local-dir:`` folder.
-    Only the checkpoint was protected: `dupes -o cfg.json` replaced the config with text, exit 0."""
+    """Every local file an --encoder spec reads, for the check of outputs against inputs: the vector
+    file or checkpoint, and the model config read with it (``CONFIG.json@ckpt``; for a bare checkpoint
+    the ``.json`` or ``open_clip_config.json`` beside it that is read), or a ``local-dir:`` folder's
+    config and weights. Only the checkpoint was protected: `dupes -o cfg.json` replaced the config."""
     first = encoder_input_file(spec)
     files = [first] if first else []
     if not spec:
@@ -61,14 +61,21 @@ def encoder_input_files(spec: str | None) -> list[str]:
     except CapgeoError:
         return files
     if argument.lower().startswith("local-dir:"):
-        return [argument.split(":", 1)[1]]
+        folder = Path(argument.split(":", 1)[1]).expanduser()
+        if not argument.split(":", 1)[1].strip() or not folder.is_dir():
+            return []  # the encoder's own error comes later, with its wording
+        from capgeo.encoders.openclip import weights_in_folder
+
+        return [str(path) for path in (folder / "open_clip_config.json", weights_in_folder(folder)) if path]
     at = model_at_checkpoint(argument)
-    if at is not None and at[0].lower().endswith(".json"):
-        files.append(at[0])
-    elif kind == "open_clip" and files:
+    if at is not None:
+        # MODEL@ckpt builds from open_clip's own config: a .json beside the checkpoint is not read
+        return files + ([at[0]] if at[0].lower().endswith(".json") else [])
+    if kind == "open_clip" and files:
         checkpoint = Path(files[0]).expanduser()
-        beside = (checkpoint.with_suffix(".json"), checkpoint.parent / "open_clip_config.json")
-        files += [str(config) for config in beside if config.is_file()]
+        read = next((config for config in (checkpoint.with_suffix(".json"), checkpoint.parent / "open_clip_config.json")
+                     if config.is_file()), None)  # the one the loader reads, in its order
+        files += [str(read)] if read else []
     return files
 
 

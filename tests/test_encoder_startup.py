@@ -287,9 +287,9 @@ def test_the_weights_a_folder_offers_are_the_ones_open_clip_picks(tmp_path, name
     for name in names:
         (tmp_path / name).write_bytes(b"x")
     (tmp_path / "open_clip_config.json").write_text("{}")
-    assert openclip_module._weights_in_folder(tmp_path) == Path(_find_checkpoint_in_dir(tmp_path))
+    assert openclip_module.weights_in_folder(tmp_path) == Path(_find_checkpoint_in_dir(tmp_path))
 
 
 def test_a_folder_with_only_a_pt_file_offers_it(tmp_path):
     (tmp_path / "weights.pt").write_bytes(b"x")
-    assert openclip_module._weights_in_folder(tmp_path) == tmp_path / "weights.pt"
+    assert openclip_module.weights_in_folder(tmp_path) == tmp_path / "weights.pt"

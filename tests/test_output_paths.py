@@ -383,3 +383,25 @@ def test_parquet_rows_to_stdout_redirected_to_a_file_are_refused_before_the_work
                                 stderr=subprocess.PIPE, text=True, timeout=120)
     assert result.returncode == 2
     assert "it is redirected to a file here" in result.stderr and "scan" not in result.stderr.lower()
+
+
+def test_the_files_an_encoder_spec_reads_are_its_inputs_and_no_others(tmp_path, monkeypatch):
+    """The config read with a checkpoint and a local-dir folder's files are protected; a .json beside a
+    MODEL@ckpt checkpoint (which builds from open_clip's own config) and new files in a model folder are
+    not, and an empty local-dir: is left to the encoder's own error."""
+    from capgeo.paths import encoder_input_files
+
+    monkeypatch.chdir(tmp_path)
+    for name in ("ckpt.pt", "ckpt.json", "open_clip_config.json", "cfg.json", "alone.pt"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "model").mkdir()
+    for name in ("open_clip_config.json", "open_clip_pytorch_model.bin", "extra.pth"):
+        (tmp_path / "model" / name).write_text("x")
+    assert encoder_input_files("ckpt.pt") == ["ckpt.pt", str(Path("ckpt.json"))]  # the one the loader reads
+    assert encoder_input_files("alone.pt") == ["alone.pt", str(Path("open_clip_config.json"))]
+    assert encoder_input_files("ViT-B-32@ckpt.pt") == ["ckpt.pt"]
+    assert encoder_input_files("cfg.json@ckpt.pt") == ["ckpt.pt", "cfg.json"]
+    assert encoder_input_files("local-dir:model") == [str(Path("model/open_clip_config.json")),
+                                                      str(Path("model/open_clip_pytorch_model.bin"))]
+    assert encoder_input_files("local-dir:") == [] and encoder_input_files("local-dir:absent") == []
+    assert encoder_input_files("vectors:v.npy") == ["v.npy"] and encoder_input_files(None) == []

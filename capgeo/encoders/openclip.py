@@ -380,7 +380,7 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         if not config_file.is_file():
             raise EncoderError(f"{spec}: expected a folder with open_clip_config.json and a weights file")
         config = _config_from_json(config_file)
-        weights = _weights_in_folder(folder)
+        weights = weights_in_folder(folder)
         if weights is None:
             raise EncoderError(f"{spec}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
         # open_clip's local-dir tokenizer wants the config nested under "model_cfg"; a flat one, which
@@ -504,7 +504,7 @@ _OPEN_CLIP_PREFERRED = ("open_clip_model.safetensors", "open_clip_pytorch_model.
                         "pytorch_model.bin", "pytorch_model.pth", "model.pth")
 
 
-def _weights_in_folder(folder: Path) -> Path | None:
+def weights_in_folder(folder: Path) -> Path | None:
     """The weights file open_clip's local-dir loader would pick (or, where it would find none, the
     first file with a weights suffix it does not look for, such as .pt)."""
     found = [path for path in folder.iterdir() if path.suffix in (".safetensors", ".bin", ".pth")]
