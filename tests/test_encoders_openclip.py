@@ -80,7 +80,7 @@ def test_fingerprint_covers_the_config_not_only_the_weights(tmp_path, model):
     assert same == again and same != other
 
 
-def test_local_dir_in_hub_layout(tmp_path, model, captions):
+def test_local_dir_in_hub_layout(tmp_path, model, captions, monkeypatch):
     folder = tmp_path / "my-model"
     folder.mkdir()
     (folder / "open_clip_config.json").write_text(json.dumps({"model_cfg": tiny_config(77), "preprocess_cfg": {}}))
@@ -88,6 +88,10 @@ def test_local_dir_in_hub_layout(tmp_path, model, captions):
     encoder = load_open_clip_encoder(f"local-dir:{folder}", device="cpu")
     assert encoder.info.name == "my-model"
     assert np.abs(encoder.encode(captions) - expected_for(model, captions)).max() < 1e-5
+    # "~" in the folder: the weights were found, and open_clip's tokenizer was given "~" unexpanded
+    monkeypatch.setenv("HOME", str(tmp_path))
+    home = load_open_clip_encoder("local-dir:~/my-model", device="cpu")
+    assert np.abs(home.encode(captions) - expected_for(model, captions)).max() < 1e-5
     # a flat config (not nested under "model_cfg"), which open_clip's own local-dir tokenizer refuses:
     # it was reported as a tokenizer "not available offline"
     (folder / "open_clip_config.json").write_text(json.dumps(tiny_config(77)))

@@ -309,3 +309,19 @@ def test_fill_missing_counts_the_gallery_at_the_profiles_own_threshold(tmp_path)
     summary, gallery = profile["near_duplicates"], profile["dupes"]["near_duplicates"]
     assert gallery["threshold"] == summary["threshold"] == 0.6
     assert gallery["n_pairs"] == summary["n_pairs_cross_group"] > 0
+
+
+def test_fill_missing_finds_a_local_dir_folder_and_a_config_where_the_profile_was_made(tmp_path):
+    """Only the checkpoint or vectors path was taken from the profile's folder: a local-dir: folder
+    and the CONFIG.json of CONFIG.json@ckpt were looked for here."""
+    from capgeo.report.build import _encoder_as_made
+
+    made_in = tmp_path / "project"
+    (made_in / "ck" / "model").mkdir(parents=True)
+    for name in ("tiny.json", "tiny.pt"):
+        (made_in / "ck" / name).write_text("x")
+    assert _encoder_as_made("local-dir:ck/model", str(made_in)) == f"local-dir:{made_in / 'ck' / 'model'}"
+    assert _encoder_as_made("ck/tiny.json@ck/tiny.pt", str(made_in)) == \
+        f"{made_in / 'ck' / 'tiny.json'}@{made_in / 'ck' / 'tiny.pt'}"
+    assert _encoder_as_made("ViT-B-32@ck/tiny.pt", str(made_in)) == f"ViT-B-32@{made_in / 'ck' / 'tiny.pt'}"
+    assert _encoder_as_made("local-dir:elsewhere", str(made_in)) == "local-dir:elsewhere"  # not there: as given

@@ -386,7 +386,8 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         # open_clip's local-dir tokenizer wants the config nested under "model_cfg"; a flat one, which
         # capgeo builds the model from, is tokenised from that config (it failed as "not available offline")
         nested = "model_cfg" in json.loads(config_file.read_text(encoding="utf-8"))
-        return config, weights, False, folder.name, spec if nested else ""
+        # the folder as found ("~" expanded): open_clip's tokenizer was given "local-dir:~/m" as written
+        return config, weights, False, folder.name, f"local-dir:{folder}" if nested else ""
     at = model_at_checkpoint(spec)
     if at is not None:
         model_name, path = at

@@ -229,7 +229,15 @@ def _as_made(path: str | None, made_in: str | None) -> str | None:
 
 
 def _encoder_as_made(spec: str | None, made_in: str | None) -> str | None:
-    """The encoder spec with the file it reads (vectors, checkpoint) resolved as :func:`_as_made`."""
+    """The encoder spec with the files it reads (vectors, checkpoint, a CONFIG.json@, a local-dir:
+    folder) resolved as :func:`_as_made`."""
+    from capgeo.encoders.registry import model_at_checkpoint
+
+    if spec and spec.lower().startswith("local-dir:"):
+        return "local-dir:" + _as_made(spec.split(":", 1)[1], made_in)
+    at = model_at_checkpoint(spec) if spec else None
+    if at is not None and at[0].lower().endswith(".json"):
+        return f"{_as_made(at[0], made_in)}@{_as_made(at[1], made_in)}"
     file = encoder_input_file(spec) if spec else None
     found = _as_made(file, made_in)
     if not file or found == file:
