@@ -341,5 +341,5 @@ def test_too_many_pairs_names_the_threshold_given_not_the_candidates_margin(monk
     vectors = unit(np.ones((6, 4)) + 1e-3 * np.random.default_rng(0).normal(size=(6, 4)))
     train = caption_set([f"g{i}" for i in range(6)], [f"train {i}" for i in range(6)])
     evals = caption_set([f"h{i}" for i in range(6)], [f"eval {i}" for i in range(6)], ids=[f"e{i}" for i in range(6)])
-    with pytest.raises(CapgeoError, match=r"^more than 5 pairs reach cosine 0\.95; raise --threshold$"):
+    with pytest.raises(CapgeoError, match=r"^more than 5 pairs reach cosine 0\.95; raise the twin threshold \(`capgeo leak --threshold T`\)$"):
         leak_section(train, embeddings(vectors), [(evals, embeddings(vectors))], threshold=0.95)

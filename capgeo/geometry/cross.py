@@ -94,7 +94,9 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
                 if found > max_pairs:
                     # the threshold the user gave, not the candidates' margin below it (0.949997 for 0.95)
                     asked = threshold if asked_threshold is None else asked_threshold
-                    raise CapgeoError(f"more than {max_pairs:,} pairs reach cosine {asked:g}; raise --threshold")
+                    # `report --leak` has no --threshold of its own: the advice names the command that does
+                    raise CapgeoError(f"more than {max_pairs:,} pairs reach cosine {asked:g}; raise the twin "
+                                      "threshold (`capgeo leak --threshold T`)")
                 if hit_rows.numel():
                     found_query.append((hit_rows + query_start).cpu().numpy())
                     found_reference.append((hit_columns + reference_start).cpu().numpy())
