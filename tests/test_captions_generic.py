@@ -108,6 +108,15 @@ def test_json_object_of_columns_and_mapping(tmp_path):
     captions = load_captions(mapping)
     assert captions.texts == ["a cat", "a dog", "a puppy"] and captions.groups == ["a.jpg", "c.jpg", "c.jpg"]
     assert [skip.count for skip in captions.skipped] == [1]
+    # and a null inside a caption list (it refused the whole file)
+    mapping.write_text(json.dumps({"a.jpg": ["a dog", None], "c.jpg": "a cat"}), encoding="utf-8")
+    captions = load_captions(mapping)
+    assert captions.texts == ["a dog", "a cat"] and [skip.count for skip in captions.skipped] == [1]
+    # one record with a null caption is a record, not a mapping whose image name becomes a caption
+    record = tmp_path / "record.json"
+    record.write_text(json.dumps({"image": "dog_001.jpg", "caption": None}), encoding="utf-8")
+    with pytest.raises(DataError, match="no captions to use"):
+        load_captions(record)
     wrapped = tmp_path / "wrapped.json"
     wrapped.write_text(json.dumps({"version": 1, "data": [{"caption": "x"}, {"caption": "y"}]}), encoding="utf-8")
     assert load_captions(wrapped).texts == ["x", "y"]

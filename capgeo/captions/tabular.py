@@ -129,7 +129,10 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
     wanted = {name.casefold() for name in (columns.text, columns.captions) if name} or set(TEXT_NAMES + CAPTIONS_NAMES)
     lists = {key: value for key, value in data.items() if isinstance(value, list)}
     column_keys = wanted & {str(key).casefold() for key in lists}
-    text_keys = [key for key, value in data.items() if isinstance(value, str) and str(key).casefold() in wanted]
+    # a null caption is still one record's caption ({"image": "dog.jpg", "caption": null}), not a
+    # mapping whose image "dog.jpg" would become a caption
+    text_keys = [key for key, value in data.items()
+                 if (value is None or isinstance(value, str)) and str(key).casefold() in wanted]
     if text_keys and not column_keys:
         # one record ({"caption": "...", "image": "..."}), not an {image: caption} mapping of images
         # that happen to be called "caption" and "image"
@@ -179,7 +182,8 @@ def _refuse_capgeo_result(schema, path) -> None:
 
 
 def _is_list_of_text(value) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+    """A list of captions; a null among them is skipped and counted later, as in records."""
+    return isinstance(value, list) and all(isinstance(item, str) or item is None for item in value)
 
 
 #: the largest CSV/TSV field read (the csv module's default is 128 KiB)
