@@ -336,6 +336,8 @@ def test_batches_too_small_for_the_rule_are_a_clear_error():
     # three images: no batch size can do, and it is the dataset that is named
     with pytest.raises(CapgeoError, match=r"^the dataset has only 3 images, too few .* at least 4 images$"):
         gamma_section(vectors[:3], np.arange(3))
+    with pytest.raises(CapgeoError, match=r"^the dataset has only 3 images, too few .* at least 4 images$"):
+        gamma_section(vectors[:3], np.arange(3), batch_sizes=(2,))  # it advised a batch size of 4
 
 
 def test_group_labels_need_not_be_contiguous():

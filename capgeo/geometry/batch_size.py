@@ -101,7 +101,7 @@ def gamma_batch_size_problem(size: int, n_groups: int | None = None) -> str:
     the dataset's limit (the default was cut to it, or no larger size is possible): that is named
     rather than a --batch-size the user may never have given."""
     why = (f"with {size - 1} negative(s) per row the effective share cannot fall to the reference's (about 0.5)")
-    if n_groups is not None and size >= n_groups:
+    if n_groups is not None and (size >= n_groups or n_groups < MIN_GAMMA_BATCH_SIZE):  # no size would do
         return (f"the dataset has only {n_groups} images, too few for the gamma rule: in-batch {why}; "
                 f"it needs batches of at least {MIN_GAMMA_BATCH_SIZE} images")
     return f"--batch-size {size} is too small for the gamma rule: {why}; use a batch size of at least {MIN_GAMMA_BATCH_SIZE}"
