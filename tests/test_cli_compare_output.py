@@ -103,8 +103,19 @@ def test_a_batch_size_cut_to_a_small_dataset_is_said_on_the_terminal_and_the_pag
     result = CliRunner().invoke(main, ["compare", str(data), "--encoder", f"vectors:{tmp_path / 'a.npy'}",
                                        "--encoder", f"vectors:{tmp_path / 'b.npy'}", "-o", str(output)])
     assert result.exit_code == 0, result.output
-    said = "captions.jsonl: Batch size 12: the dataset has only 12 images (default 128)."
-    assert result.stderr.count(said) == 1  # once a dataset, whatever the encoders
+    # once a dataset, named by the page's labels (here its two encoders)
+    said = (f"vectors:{tmp_path / 'a.npy'}, vectors:{tmp_path / 'b.npy'}: "
+            "Batch size 12: the dataset has only 12 images (default 128).")
+    assert result.stderr.count("the dataset has only 12 images (default 128)") == 1
+    assert said in " ".join(result.stderr.split())
     assert "--no-dupes" not in result.stderr  # compare draws no gallery: nothing was left out by the user
     page = output.read_text(encoding="utf-8")
     assert '<section id="notes"' in page and said in page
+    # two datasets of one file name, labelled: a note for each (they were merged under "captions.jsonl")
+    (tmp_path / "other").mkdir()
+    other = tmp_path / "other" / "captions.jsonl"
+    other.write_text(data.read_text().replace("a photo", "another photo"))
+    result = CliRunner().invoke(main, ["compare", str(data), str(other), "--encoder", f"vectors:{tmp_path / 'a.npy'}",
+                                       "--label", "first", "--label", "second", "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    assert "note: first: Batch size 12" in result.stderr and "note: second: Batch size 12" in result.stderr

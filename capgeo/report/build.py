@@ -419,7 +419,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
     if labels and len(labels) != n_profiles:
         raise CapgeoError(f"--label given {len(labels)} times for {n_profiles} profiles")
     checked = _checked_encoders(encoders or (None,), datasets, device=device, cache_dir=cache_dir) if datasets else []
-    profiles, changed = [], []
+    profiles, adapted = [], []
     for captions in loaded:
         if isinstance(captions, dict):
             profiles.append(captions)
@@ -430,13 +430,19 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                 batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=False, gamma=True,
                 command=command)
             profiles.append(made.profile)
-            # what was adapted (a batch size cut to the dataset's images, a gamma left out) changes what the
-            # columns mean side by side: said on the terminal and on the page, as `report` says it, once a
-            # dataset (compare draws no gallery, so its absence is no news)
-            for note in made.notes:
-                named = f"{Path(str(captions.source)).name}: {note}"
-                if note != NO_DUPES_NOTE and named not in changed:
-                    changed.append(named)
+            # compare draws no gallery, so its absence is no news
+            adapted += [(len(profiles) - 1, Path(str(captions.source)).resolve(), note) for note in made.notes
+                        if note != NO_DUPES_NOTE]
+    # what was adapted (a batch size cut to the dataset's images, a gamma left out) changes what the columns
+    # mean side by side: said on the terminal and on the page, as `report` says it, named by the page's
+    # labels, once a dataset whatever the encoders
+    from capgeo.report.compare import profile_labels
+
+    shown_labels = list(labels) if labels else profile_labels(profiles)
+    named: dict[tuple[Path, str], list[str]] = {}
+    for index, source, note in adapted:
+        named.setdefault((source, note), []).append(shown_labels[index])
+    changed = [f"{', '.join(names)}: {note}" for (_, note), names in named.items()]
     with _drawing_saved_profiles(saved_profiles):
         return build_compare(profiles, output, labels=labels or None, command=command, notes=changed), \
             [*notes, *changed]
