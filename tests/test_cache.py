@@ -387,11 +387,16 @@ def test_a_damaged_file_that_cannot_be_deleted_is_recomputed_not_a_traceback(tmp
         return real_unlink(path, *args, **kwargs)
 
     monkeypatch.setattr(Path, "unlink", refused)
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
     encoder = CountingEncoder()
     result = embed(texts, encoder, cache_dir=tmp_path, chunk_rows=10)
     np.testing.assert_array_equal(result.vectors, expected(texts))
     assert encoder.encoded_texts == 10
-    assert "fails its checksum" in capfd.readouterr().err
+    said = capfd.readouterr().err
+    assert "fails its checksum" in said and "used without being cached" in said
+    # nothing written back: in an entry whose files cannot be deleted a write fails too (it ended the
+    # command after the encoding)
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
 
 
 def test_a_full_hit_whose_manifest_cannot_be_restored_still_answers(tmp_path, monkeypatch):

@@ -107,6 +107,9 @@ class CacheEntry:
         # names), listed once: a glob per chunk read the whole folder for every chunk, quadratic
         # in the chunks (12 s of directory listing for the 3,906 chunks of a million captions)
         self._names_by_stem: dict[str, list[str]] | None = None
+        # set when a damaged file could not be deleted (an entry this user cannot change: a shared
+        # cache): what is recomputed is then used without being written back, which would fail too
+        self.read_only = False
 
     # token counts -------------------------------------------------------
     def load_token_counts(self) -> np.ndarray | None:
@@ -163,6 +166,8 @@ class CacheEntry:
             "chunks": [self._chunk_names[(start, stop)] for start, stop in ranges],
             "capgeo": __version__, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+        if self.read_only:
+            return
         with atomic_open(self.folder / MANIFEST_FILE, remedy=CACHE_REMEDY) as handle:
             json.dump(manifest, handle, indent=2)
         self._remove_leftovers(set(manifest["chunks"]))
@@ -191,14 +196,18 @@ class CacheEntry:
                     self._names_by_stem.setdefault(parts[0], []).append(name)
         return sorted(self._names_by_stem.get(stem, ()))
 
-    def _remove(self, path: Path) -> None:
-        # a damaged file in a folder this user cannot change (a shared cache, a read-only mount) is
-        # left where it is: it is recomputed in memory either way, and a write that follows says why
-        with contextlib.suppress(OSError):
+    def _remove(self, path: Path) -> bool:
+        """Delete a file of the entry; False when this user cannot (a shared cache, a read-only
+        mount): the file is left where it is, and no longer listed."""
+        removed = True
+        try:
             path.unlink(missing_ok=True)
+        except OSError:
+            removed = False
         stem = path.name.split(".")[0]
         if self._names_by_stem is not None and path.name in self._names_by_stem.get(stem, ()):
             self._names_by_stem[stem].remove(path.name)
+        return removed
 
     def _verified(self, stem: str, what: str, salt: str = ""):
         """(path, checksum, bytes) of each ``<stem>.<checksum>.npy`` whose bytes match the
@@ -212,13 +221,17 @@ class CacheEntry:
             if _checksum(data, salt) != named:
                 _warn(f"the embedding cache file {path} fails its checksum (damaged, or written for other "
                       f"token counts); recomputing its {what}")
-                self._remove(path)
+                if not self._remove(path) and not self.read_only:
+                    self.read_only = True
+                    _warn(f"cannot delete it from {self.folder}: what is recomputed is used without being cached")
                 continue
             yield path, named, data
 
     def _write(self, stem: str, name: str, data: bytes) -> None:
         """Write ``data`` as ``name`` and remove the other ``<stem>.<checksum>.npy`` files
         (earlier versions of the same file)."""
+        if self.read_only:
+            return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
