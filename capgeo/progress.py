@@ -41,6 +41,8 @@ class Tally:
 #: columns kept for the bar's numbers (count, rate, elapsed, eta) and the bar itself; the
 #: description gets what is left
 NUMBERS_WIDTH = 48
+#: narrower than this, the bar shows its numbers alone
+NARROW = NUMBERS_WIDTH + 16
 
 
 def show_progress() -> bool:
@@ -61,20 +63,28 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
     from rich.table import Column
 
-    # on a narrow terminal the description ("Encoding with <encoder>") gives way, cut with "…": the
-    # counts, rate and times are what the bar is for (at 40 columns they were all squeezed out)
+    from capgeo.cli.terminal import visible
+
     console = Console(stderr=True)
-    room = max(8, console.width - NUMBERS_WIDTH)
-    if len(description) > room:
-        description = description[:room - 1] + "…"
     whole = lambda: Column(no_wrap=True)  # noqa: E731
-    columns = [TextColumn("{task.description}", table_column=whole()), BarColumn(bar_width=20 if room > 40 else 8),
-               MofNCompleteColumn(table_column=whole()), _rate_column(table_column=whole()),
+    numbers = [MofNCompleteColumn(table_column=whole()), _rate_column(table_column=whole()),
                TimeElapsedColumn(table_column=whole()), TextColumn("eta", table_column=whole()),
                TimeRemainingColumn(table_column=whole())]
+    # the description names an encoder (a user's folder or file name): shown as text, never as markup
+    # or terminal control. On a narrow terminal it gives way, cut with "…", and below NARROW the bar
+    # and it are left out: the counts, rate and times are what the bar is for (at 40 columns they
+    # were squeezed to "288/3…", "0:00:…")
+    description = visible(description)
+    room = console.width - NUMBERS_WIDTH
+    if console.width < NARROW:
+        columns = [column for column in numbers if not isinstance(column, TextColumn)]  # without "eta"
+    else:
+        if len(description) > room:
+            description = description[:room - 1] + "…"
+        columns = [TextColumn("{task.description}", markup=False, table_column=whole()),
+                   BarColumn(bar_width=20 if room > 40 else 8), *numbers]
     # speed over the whole run, not rich's last 30 s: an encoding batch can take longer than that on a CPU,
     # and the window then held one sample (no rate, no ETA) or none (0.0/s)
     with RichProgress(*columns, console=console, transient=True,

@@ -117,3 +117,32 @@ def test_a_bar_whose_steps_take_longer_than_half_a_minute_still_has_a_rate(monke
         task = bar._progress.tasks[0]
         assert task.speed is not None and task.speed == pytest.approx(3 / 120)
         assert task.time_remaining == pytest.approx(40.0)
+
+
+from rich.console import Console as REAL_CONSOLE  # noqa: E402
+
+
+def _drawn(monkeypatch, width: int, description: str) -> str:
+    """What progress_bar draws on a terminal of ``width`` columns, control sequences taken out."""
+    import io
+    import re
+
+    import rich.console
+
+    from capgeo.progress import progress_bar
+
+    screen = io.StringIO()
+    monkeypatch.setattr(rich.console, "Console", lambda **options: REAL_CONSOLE(
+        file=screen, force_terminal=True, width=width, color_system=None))
+    with progress_bar(description, 25010, enabled=True) as bar:
+        bar.advance(23000)
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+
+
+def test_the_bar_keeps_its_numbers_on_a_narrow_terminal_and_shows_names_as_text(monkeypatch):
+    """At 40 columns the count and times were cut ("23000/25…", "0:00:…"); an encoder's name was read
+    as markup ([red] coloured the line, [/x] raised MarkupError) and its ESC reached the terminal."""
+    narrow = _drawn(monkeypatch, 40, "Encoding with all-MiniLM-L6-v2")
+    assert "23000/25010" in narrow and "…" not in narrow
+    wide = _drawn(monkeypatch, 120, "Encoding with cfg[/x] [red]x \x1b[7mINV")
+    assert "Encoding with cfg[/x] [red]x \\x1b[7mINV" in wide and "23000/25010" in wide
