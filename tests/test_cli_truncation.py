@@ -153,3 +153,14 @@ def test_batch_size_above_the_groups_exits_2_before_encoding(tmp_path):
     assert result.exit_code == 2
     assert ("--batch-size 5: a batch needs captions of B different images, so B must be between 2 and the number of "
             "groups (images) in the dataset, 2") in result.output
+
+
+def test_the_bucket_table_of_many_edges_keeps_its_numbers_whole(tmp_path):
+    """It cut its headers and cells ("0.5-0…", "9.2…") at 80 columns, as profile's tables did."""
+    data = Path(__file__).resolve().parents[1] / "data" / "docci_sample.jsonlines"
+    result = CliRunner().invoke(main, ["truncation", str(data), "--limit", "16", "--lengths", "32",
+                                       "--batch-size", "8", "--n-batches", "4", "--cache-dir", str(tmp_path),
+                                       "--buckets", "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    table = result.stdout.split("In-batch negatives, B = 8", 1)[1].split("How far embeddings move", 1)[0]
+    assert "…" not in table and "0.8-0.9" in table and " hardest " in table

@@ -306,9 +306,8 @@ def _bucket_table(entries: list[BatchStatistics], kind: str):
     top_edge = first["labels"][-1]
     near = entries[0].near_duplicate["threshold"]
     table = Table(title=title, title_justify="left")
-    for header in ("B", *first["labels"], f"per row {top_edge}", "hardest mean", f"batches with a pair >= {near:g}"):
-        # a header wraps at its spaces but no word of it is cut ("0.6-…", "batch…")
-        table.add_column(header, justify="right", min_width=max(map(len, header.split())))
+    terminal.add_whole_word_columns(table, ("B", *first["labels"], f"per row {top_edge}", "hardest mean",
+                                            f"batches with a pair >= {near:g}"), justify="right")
     for entry in entries:
         composition = getattr(entry, kind)
         table.add_row(str(entry.batch_size), *(f"{share:.1%}" for share in composition["shares"]),

@@ -59,3 +59,10 @@ def print_unclipped(console, table) -> None:
         console.print(table)
     finally:
         console.width = width
+
+
+def add_whole_word_columns(table, headers, **options) -> None:
+    """Columns whose headers wrap at their spaces but never cut a word ("0.6-…", "batch…"); with
+    :func:`print_unclipped`, no cell is cut either."""
+    for header in headers:
+        table.add_column(header, min_width=max(map(len, str(header).split()), default=1), **options)

@@ -132,14 +132,12 @@ def render(result: dict, console) -> None:
     buckets = Table(title=f"In-batch negatives, B = {section['batch_size']}, {section['n_batches']} batches "
                           f"(seed {section['seed']}, the same batches at every length)", title_justify="left",
                     box=box.SIMPLE_HEAD)
-    buckets.add_column("tokens", justify="right")
-    for label in per_length[0]["buckets"]["labels"]:
-        buckets.add_column(label, justify="right")
-    buckets.add_column("hardest p50", justify="right")
+    terminal.add_whole_word_columns(buckets, ("tokens", *per_length[0]["buckets"]["labels"], "hardest p50"),
+                                    justify="right")
     for name, entry in zip(names, per_length):
         buckets.add_row(name, *(f"{share:.2%}" for share in entry["buckets"]["shares"]),
                         _fmt(entry["hardest_in_batch"]["quantiles"].get("p50")))
-    console.print(buckets)
+    terminal.print_unclipped(console, buckets)
 
     moved = Table(title="How far embeddings move: cosine to the full-context embedding", title_justify="left",
                   box=box.SIMPLE_HEAD)
