@@ -9,8 +9,8 @@ import click
 from capgeo.cli import terminal
 
 HELP = """Show a documentation page (the pages cited as `capgeo docs TOPIC` by other commands' help
-and messages), or list the pages without TOPIC. Markdown, laid out on a terminal and as written when
-piped."""
+and messages), or list the pages without TOPIC. Pages are Markdown, printed as written (pipe them to a
+pager or a Markdown viewer)."""
 
 
 @click.command("docs", help=HELP, short_help="Show a documentation page, or list them.")
@@ -30,11 +30,7 @@ def docs(topic):
         terminal.console(highlight=False).print(table)
         return
     text = manual.page(topic)
-    if sys.stdout.isatty():
-        from rich.markdown import Markdown
-
-        terminal.console().print(Markdown(text))
-        return
+    # as written, on a terminal too: rich's Markdown cut the cells of the pages' wide tables ("docci_desc…")
     from capgeo._atomic import write_all
 
     write_all(sys.stdout, text.encode("utf-8"))
