@@ -121,3 +121,16 @@ def test_a_caption_with_line_breaks_is_one_line_of_a_set(tmp_path):
     rows = [line for line in result.stdout.splitlines() if "A red car" in line]
     assert len(rows) == 3 and any("A red car parked next to a building" in row for row in rows[1:2] + rows)
     assert not any(line.strip(" │").startswith(("parked next", "to a building")) for line in result.stdout.splitlines())
+
+
+def test_a_final_backslash_is_shown_once_whether_or_not_a_tag_follows(tmp_path):
+    """rich's escape doubles a final backslash against a tag that may follow: a caption ending in one
+    was shown with two; an id ending in one, before its [/] tag, must still close the tag."""
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "c\\", "caption": "text ends with backslash\\"}) + "\n"
+                    + json.dumps({"id": "d", "caption": "b"}) + "\n")
+    result = run("info", data, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.stdout.splitlines() if "example 1" in line]
+    assert line.split("example 1", 1)[1].strip() == "c\\ text ends with backslash\\"
+    assert shown("end\\") == "end\\" and shown("end\\", before_tag=True) == "end\\\\"

@@ -42,7 +42,7 @@ def _print_summary(summary: dict) -> None:
     histogram = ", ".join(f"{value}: {count:,}" for value, count in per_group["histogram"].items())
     skipped = ", ".join(f"{item['count']:,} {escape(item['reason'])}" for item in summary["skipped"]) or "none"
 
-    table = Table(show_header=False, box=None, pad_edge=False, title=f"[bold]{escape(summary['source'])}[/]",
+    table = Table(show_header=False, box=None, pad_edge=False, title=f"[bold]{escape(summary['source'], before_tag=True)}[/]",
                   title_justify="left")
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column(overflow="fold")
@@ -56,7 +56,7 @@ def _print_summary(summary: dict) -> None:
                   f"mean {words['mean']:g}, median {words['median']:g}, p95 {words['p95']:g}, max {words['max']}")
     table.add_row("skipped", skipped)
     for number, example in enumerate(summary["examples"], start=1):
-        table.add_row(f"example {number}", f"[dim]{escape(example['caption_id'])}[/] {escape(example['text'])}")
+        table.add_row(f"example {number}", f"[dim]{escape(example['caption_id'], before_tag=True)}[/] {escape(example['text'])}")
     terminal.console(highlight=False).print(table)
 
 

@@ -69,7 +69,7 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
                   f"{result['threshold']:g}[/dim]")
     for entry in result["evals"]:
         console.print()
-        console.print(f"[bold]{escape(entry['source'])}[/bold]: {entry['n_leaked']:,} of {entry['n_captions']:,} eval "
+        console.print(f"[bold]{escape(entry['source'], before_tag=True)}[/bold]: {entry['n_leaked']:,} of {entry['n_captions']:,} eval "
                       f"captions ({entry['share_leaked']:.1%}) have a training twin ({entry['n_exact']:,} exact)"
                       + (f"; dropping {entry['n_train_twins']:,} training captions removes it" if entry["n_leaked"]
                          else ""))

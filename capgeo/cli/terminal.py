@@ -36,12 +36,19 @@ def visible(text: str) -> str:
                           text.replace("\r\n", "\n"))
 
 
-def shown(text) -> str:
+def shown(text, before_tag: bool = False) -> str:
     """User text for a string that rich reads as markup: made visible, and its brackets escaped
-    (a file named caps[train].jsonl printed as caps.jsonl; one with [/x] ended in a traceback)."""
+    (a file named caps[train].jsonl printed as caps.jsonl; one with [/x] ended in a traceback).
+
+    rich's escape doubles a final backslash so that it cannot escape a tag that follows; where
+    none follows, the doubled backslash was shown ("backslash\\\\"): ``before_tag`` says which."""
     from rich.markup import escape
 
-    return escape(visible(str(text)))
+    text = visible(str(text))
+    escaped = escape(text)
+    if not before_tag and text.endswith("\\") and not text.endswith("\\\\"):
+        return escaped[:-1]  # the backslash escape() added
+    return escaped
 
 
 def print_unclipped(console, table) -> None:
