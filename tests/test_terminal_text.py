@@ -134,3 +134,30 @@ def test_a_final_backslash_is_shown_once_whether_or_not_a_tag_follows(tmp_path):
     (line,) = [line for line in result.stdout.splitlines() if "example 1" in line]
     assert line.split("example 1", 1)[1].strip() == "c\\ text ends with backslash\\"
     assert shown("end\\") == "end\\" and shown("end\\", before_tag=True) == "end\\\\"
+
+
+def test_piped_leak_marks_words_in_plain_text_with_a_legend(tmp_path):
+    """Piped, leak dropped its colours without marks; then marked words without saying what the marks mean."""
+    evals = tmp_path / "ev.jsonl"
+    evals.write_text(json.dumps({"id": "a", "caption": "A bell rings near the red car"}) + "\n")
+    train = tmp_path / "tr.jsonl"
+    train.write_text(json.dumps({"id": "t", "caption": "A bell rings near the blue car"}) + "\n"
+                     + json.dumps({"id": "u", "caption": "a dog"}) + "\n")
+    np.savez(tmp_path / "v.npz", vectors=np.float32([[1, 0], [0, 1], [0.99, 0.14]]), ids=np.array(["t", "u", "a"]))
+    result = run("leak", train, evals, "--encoder", f"vectors:{tmp_path / 'v.npz'}", "--threshold", 0.5,
+                 env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "[word]: in both captions" in result.stdout
+    assert "[bell] [rings] near the {red} [car]" in result.stdout
+
+
+def test_the_skipped_rows_warning_shows_file_names_without_acting_on_them(tmp_path):
+    folder = tmp_path / "u"
+    folder.mkdir()
+    for number in (1, 2, 3):
+        (folder / f"{number}.txt").write_text(f"caption {number} of a cat")
+    (folder / "\x1b]0;PWNED\x07notes.txt").write_text("x")
+    result = run("info", folder)
+    assert result.exit_code == 0, result.output
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("Warning: skipped")]
+    assert "\x1b" not in warning and "\x07" not in warning and "\\x1b]0;PWNED\\x07notes.txt" in warning

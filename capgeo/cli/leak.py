@@ -57,7 +57,7 @@ def leak(train, evals, threshold, top, block_size, output, json_out, **options):
 def print_leak(result: dict, written_to: str | None = None) -> None:
     from rich.text import Text
 
-    from capgeo.cli.dupes import highlighted, is_plain
+    from capgeo.cli.dupes import highlighted, is_plain, legend
     from capgeo.cli.terminal import shown as escape
     from capgeo.cli.terminal import visible
 
@@ -67,10 +67,12 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
     console.print(f"[dim]train {escape(train['source'])}: {train['n_captions']:,} captions; encoder "
                   f"{escape((result['encoder'] or {}).get('spec'))}; twin = exact duplicate or cosine >= "
                   f"{result['threshold']:g}[/dim]")
+    if any(entry["pairs"] for entry in result["evals"]):
+        console.print(legend(console))  # what the marks (or colours) on the words mean, as dupes says
     for entry in result["evals"]:
         console.print()
-        console.print(f"[bold]{escape(entry['source'], before_tag=True)}[/bold]: {entry['n_leaked']:,} of {entry['n_captions']:,} eval "
-                      f"captions ({entry['share_leaked']:.1%}) have a training twin ({entry['n_exact']:,} exact)"
+        console.print(f"[bold]{escape(entry['source'], before_tag=True)}[/bold]: {entry['n_leaked']:,} of "
+                      f"{entry['n_captions']:,} eval captions ({entry['share_leaked']:.1%}) have a training twin ({entry['n_exact']:,} exact)"
                       + (f"; dropping {entry['n_train_twins']:,} training captions removes it" if entry["n_leaked"]
                          else ""))
         for rank, pair in enumerate(entry["pairs"], start=1):
