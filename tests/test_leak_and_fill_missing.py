@@ -258,3 +258,20 @@ def test_report_checks_its_default_output_before_any_work(sets_with_vectors, tmp
     monkeypatch.setattr(capgeo.pipeline, "profile_dataset", lambda *a, **k: pytest.fail("worked before refusing"))
     result = run("report", train, "--encoder", encoder)
     assert result.exit_code == 2 and "cannot write train.html: it is a folder (the default output" in result.output
+
+
+def test_fill_missing_never_writes_over_the_dataset_or_the_encoder_files_its_profile_names(tmp_path, monkeypatch):
+    """Only the profile file was checked: `-o d.jsonl` replaced the dataset with HTML, and
+    `--save-profile v.npy` the vectors with JSON, exit 0."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "d.jsonl", [f"c{i}" for i in range(12)], [f"g{i}" for i in range(12)],
+                [f"caption {i}" for i in range(12)])
+    np.save(tmp_path / "v.npy", unit(np.random.default_rng(0).normal(size=(12, 8))))
+    profile = _saved_profile(tmp_path, Path("d.jsonl"), "vectors:v.npy")
+    before = {name: (tmp_path / name).read_bytes() for name in ("d.jsonl", "v.npy")}
+    for outputs, says in ((["-o", "d.jsonl"], "would overwrite the input DATA"),
+                          (["-o", "r.html", "--save-profile", "v.npy"], "would overwrite the input --encoder")):
+        result = run("report", profile, "--fill-missing", *outputs)
+        assert result.exit_code == 2 and says in result.output, result.output
+    assert {name: (tmp_path / name).read_bytes() for name in before} == before
+    assert not (tmp_path / "r.html").exists()

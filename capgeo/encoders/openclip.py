@@ -396,7 +396,7 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         weights = Path(path).expanduser()
         if not weights.is_file():
             raise EncoderError(f"{spec}: checkpoint file {weights} {missing_file_reason(weights)}")
-        if model_name.endswith(".json"):
+        if model_name.lower().endswith(".json"):  # as paths.encoder_input_files reads it
             config_file = Path(model_name).expanduser()
             if not config_file.is_file():
                 raise EncoderError(f"{spec}: model config {config_file} not found")

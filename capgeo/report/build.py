@@ -168,9 +168,10 @@ def load_saved_profile(path: str | Path, *, dupes: bool = True, gamma: bool = Tr
 
 def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_dir: str | None = None,
                  use_cache: bool = True, progress: bool | None = None, dupes: bool = True,
-                 gamma: bool = True) -> ReportInput:
+                 gamma: bool = True, outputs: dict | None = None) -> ReportInput:
     """Compute a saved profile's missing dupes/gamma sections (those of them asked for) from its
-    own dataset and encoder.
+    own dataset and encoder. ``outputs`` (option -> path) are checked against the dataset and the
+    encoder's files, which only the profile names, before anything is read.
 
     The dataset is re-read from ``dataset.source`` and must have the same caption texts
     (``texts_digest``) as when the profile was made; embeddings come from the cache when present.
@@ -189,6 +190,11 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     if not source or not Path(source).exists():
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not found (moved or deleted?); "
                           "run `capgeo report DATA` instead")
+    encoder = profile_section(profile, "encoder") or Encoder()
+    spec = _encoder_as_made(known(encoder.spec), made_in)
+    # the report or --save-profile written over the dataset or a model file the profile names: replaced
+    # with HTML, exit 0 (the command's own check knew only the profile file)
+    check_output_paths({"DATA": source, "--encoder": encoder_input_files(spec)}, outputs or {})
     # the profile does not record --limit; it kept the first n_captions captions, so read as many
     try:
         captions = load_captions(source, format=known(dataset.format) or "auto", limit=known(dataset.n_captions))
@@ -201,13 +207,12 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
         raise CapgeoError(f"--fill-missing: {source} does not hold the captions the profile was made from "
                           "(texts digest differs: the file changed, or the profile used --split); "
                           "run `capgeo report DATA` instead")
-    encoder = profile_section(profile, "encoder") or Encoder()
     lengths = profile_section(profile, "lengths") or Lengths()
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
     max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
     # the encoder's identity comes from its files, without a model: a replaced checkpoint or vectors
     # file is refused before the whole dataset is encoded (it was refused after)
-    text_encoder = get_encoder(_encoder_as_made(known(encoder.spec), made_in), device=device, cache_dir=cache_dir)
+    text_encoder = get_encoder(spec, device=device, cache_dir=cache_dir)
     made_by, now = known(encoder.fingerprint), text_encoder.info.fingerprint
     if made_by and now and made_by != now:  # the checkpoint or vectors file was replaced since
         raise CapgeoError(f"--fill-missing: the encoder {known(encoder.spec)!r} is not the one the profile was made "
@@ -336,7 +341,8 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
             if before_encoding:
                 before_encoding(None)
             report_input = fill_missing(report_input, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                                        dupes=dupes, gamma=gamma)
+                                        dupes=dupes, gamma=gamma,
+                                        outputs={"--output": output, "--save-profile": save_profile_to})
     else:
         captions = load_set(source, load_options, on_skipped)
         # what --truncation and --leak need is checked before the profile is computed, not after
