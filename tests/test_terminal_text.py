@@ -161,3 +161,14 @@ def test_the_skipped_rows_warning_shows_file_names_without_acting_on_them(tmp_pa
     assert result.exit_code == 0, result.output
     (warning,) = [line for line in result.stderr.splitlines() if line.startswith("Warning: skipped")]
     assert "\x1b" not in warning and "\x07" not in warning and "\\x1b]0;PWNED\\x07notes.txt" in warning
+
+
+def test_a_set_shows_a_caption_ending_in_a_backslash_once(tmp_path):
+    data = tmp_path / "bs.txt"
+    data.write_text("dog on the grass\\\ndog on the grass\\\na red car\na blue bicycle\n")
+    np.save(tmp_path / "v.npy", np.float32([[1, 0], [1, 0], [0, 1], [0.6, 0.8]]))
+    result = run("dupes", data, "--encoder", f"vectors:{tmp_path / 'v.npy'}", "--group-components", "--no-cache",
+                 env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if "grass" in line]
+    assert rows and all("grass\\\\" not in row and "grass\\" in row for row in rows)

@@ -9,7 +9,7 @@ import click
 
 from capgeo._atomic import is_standard_output, redirected_to_a_file
 from capgeo.cli import terminal
-from capgeo.cli.terminal import visible
+from capgeo.cli.terminal import shown, visible
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -335,7 +335,6 @@ def _render_examples(section: dict, console) -> None:
 
 
 def _render_components(section: dict, console) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     components = section["components"]
@@ -351,7 +350,7 @@ def _render_components(section: dict, console) -> None:
     for row in components[:50]:
         member_min = "" if row["min_member_cosine"] is None else f"{row['min_member_cosine']:.4f}"
         # a caption's own line breaks made one caption look like several
-        first = "\n".join(escape(" ".join(visible(text).split())) for text in row["texts"][:3])
+        first = "\n".join(shown(" ".join(text.split())) for text in row["texts"][:3])
         table.add_row(str(row["component"]), str(row["size"]), str(row["n_groups"]), f"{row['weakest_link']:.4f}",
                       f"{row['strongest_link']:.4f}", member_min, first)
     console.print(table)
