@@ -38,11 +38,16 @@ class Tally:
         self._bar.advance(amount)
 
 
-#: columns kept for the bar's numbers (count, rate, elapsed, eta) and the bar itself; the
-#: description gets what is left
-NUMBERS_WIDTH = 48
-#: narrower than this, the bar shows its numbers alone
-NARROW = NUMBERS_WIDTH + 16
+#: the bar's own width; the description gets what the bar and the numbers leave
+BAR_WIDTH = 12
+#: with less room than this for the description, the bar shows its numbers alone
+MIN_DESCRIPTION = 12
+
+
+def numbers_width(total: float | None) -> int:
+    """Columns the count, rate, elapsed and remaining times take, with their spaces."""
+    digits = len(str(int(total))) if total else 1
+    return 2 * digits + 1 + 12 + 8 + 4 + 8 + 4
 
 
 def show_progress() -> bool:
@@ -76,15 +81,20 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
     # or terminal control. On a narrow terminal it gives way, cut with "…", and below NARROW the bar
     # and it are left out: the counts, rate and times are what the bar is for (at 40 columns they
     # were squeezed to "288/3…", "0:00:…")
+    from rich.cells import cell_len, set_cell_size
+
     description = visible(description)
-    room = console.width - NUMBERS_WIDTH
-    if console.width < NARROW:
-        columns = [column for column in numbers if not isinstance(column, TextColumn)]  # without "eta"
+    # "61725/1000000 41,121.6/s 0:00:01 eta 0:00:23": twice the total's digits and about 36 more
+    room = console.width - numbers_width(total) - BAR_WIDTH - 2
+    if room < MIN_DESCRIPTION:
+        # the numbers alone, without "eta", and without the elapsed time where even they do not fit
+        columns = [column for column in numbers if not isinstance(column, TextColumn)
+                   and not (isinstance(column, TimeElapsedColumn) and console.width < numbers_width(total))]
     else:
-        if len(description) > room:
-            description = description[:room - 1] + "…"
+        if cell_len(description) > room:  # in cells: a CJK character takes two
+            description = set_cell_size(description, room - 1) + "…"
         columns = [TextColumn("{task.description}", markup=False, table_column=whole()),
-                   BarColumn(bar_width=20 if room > 40 else 8), *numbers]
+                   BarColumn(bar_width=BAR_WIDTH), *numbers]
     # speed over the whole run, not rich's last 30 s: an encoding batch can take longer than that on a CPU,
     # and the window then held one sample (no rate, no ETA) or none (0.0/s)
     with RichProgress(*columns, console=console, transient=True,

@@ -122,7 +122,7 @@ def test_a_bar_whose_steps_take_longer_than_half_a_minute_still_has_a_rate(monke
 from rich.console import Console as REAL_CONSOLE  # noqa: E402
 
 
-def _drawn(monkeypatch, width: int, description: str) -> str:
+def _drawn(monkeypatch, width: int, description: str, total: int = 25010) -> str:
     """What progress_bar draws on a terminal of ``width`` columns, control sequences taken out."""
     import io
     import re
@@ -134,7 +134,7 @@ def _drawn(monkeypatch, width: int, description: str) -> str:
     screen = io.StringIO()
     monkeypatch.setattr(rich.console, "Console", lambda **options: REAL_CONSOLE(
         file=screen, force_terminal=True, width=width, color_system=None))
-    with progress_bar(description, 25010, enabled=True) as bar:
+    with progress_bar(description, total, enabled=True) as bar:
         bar.advance(23000)
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
 
@@ -146,3 +146,13 @@ def test_the_bar_keeps_its_numbers_on_a_narrow_terminal_and_shows_names_as_text(
     assert "23000/25010" in narrow and "…" not in narrow
     wide = _drawn(monkeypatch, 120, "Encoding with cfg[/x] [red]x \x1b[7mINV")
     assert "Encoding with cfg[/x] [red]x \\x1b[7mINV" in wide and "23000/25010" in wide
+
+
+@pytest.mark.parametrize("width", [40, 80, 100])
+def test_wide_characters_and_large_totals_leave_the_numbers_whole(monkeypatch, width):
+    """A name in CJK (two cells a character) was cut by characters, and a million-caption count did
+    not fit the room kept for the numbers: "192/3…", "0:00:…" at 80 columns."""
+    drawn = _drawn(monkeypatch, width, "Encoding with 日本語モデルのフォルダ名前テスト長い名前長い名前", total=1_000_000)
+    assert "23000/1000000" in drawn
+    numbers = drawn.split("23000/1000000", 1)[1].splitlines()[0]
+    assert "…" not in numbers
