@@ -419,3 +419,25 @@ def test_a_full_hit_whose_manifest_cannot_be_restored_still_answers(tmp_path, mo
     # while a run that encoded something still says its cache could not be written
     with pytest.raises(CapgeoError, match="Read-only"):
         embed(make_texts(12, seed=1), CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
+
+
+def test_an_entry_that_cannot_be_written_is_used_read_only_before_anything_is_encoded(tmp_path, capfd, monkeypatch):
+    """A shared entry this user cannot change, with a chunk missing: it encoded everything, then failed
+    on the first write with no output."""
+    texts = make_texts(30)
+    embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
+    chunk_files(tmp_path)[1].unlink()
+    real_touch = Path.touch
+
+    def refused(path, *args, **kwargs):
+        if tmp_path in path.parents:
+            raise PermissionError(1, "Operation not permitted", str(path))
+        return real_touch(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "touch", refused)
+    before = sorted(tmp_path.rglob("*"))
+    encoder = CountingEncoder()
+    result = embed(texts, encoder, cache_dir=tmp_path, chunk_rows=10)
+    np.testing.assert_array_equal(result.vectors, expected(texts))
+    assert encoder.encoded_texts == 10 and sorted(tmp_path.rglob("*")) == before
+    assert "used without being cached" in capfd.readouterr().err

@@ -209,6 +209,22 @@ class CacheEntry:
             self._names_by_stem[stem].remove(path.name)
         return removed
 
+    def check_writable(self) -> None:
+        """Before encoding what is missing: an existing entry this user cannot write to (a shared
+        cache) is read-only for this run, with a warning, instead of the first chunk's write failing
+        after the encoding. (A missing entry is made by the first write; the cache folder itself is
+        checked before any work.)"""
+        if self.read_only or not self.folder.is_dir():
+            return
+        probe = self.folder / f".probe-{os.getpid()}.part"
+        try:
+            probe.touch()
+            probe.unlink()
+        except OSError as error:
+            self.read_only = True
+            _warn(f"cannot write to the embedding cache entry {self.folder} ({error.strerror or error}): "
+                  "what is encoded is used without being cached")
+
     def _verified(self, stem: str, what: str, salt: str = ""):
         """(path, checksum, bytes) of each ``<stem>.<checksum>.npy`` whose bytes match the
         checksum in its name; the others are deleted, with a warning."""

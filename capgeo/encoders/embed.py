@@ -51,6 +51,7 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
         if counts.shape != (len(texts),):
             raise EncoderError(f"encoder {info.spec!r} returned {counts.shape} token counts for {len(texts)} captions")
         if entry:
+            entry.check_writable()  # before anything is written or encoded
             entry.save_token_counts(counts)
 
     # longest first: batches of similar length waste little padding, and the
@@ -65,6 +66,8 @@ def embed(captions, encoder: str | TextEncoder | None = None, *, device: str | N
             pending.append((start, stop))
         else:
             vectors[order[start:stop]] = chunk
+    if entry and pending:
+        entry.check_writable()
 
     with progress_bar(f"Encoding with {info.name}", total=len(texts), enabled=progress) as bar:
         bar.advance(len(texts) - sum(stop - start for start, stop in pending))
