@@ -520,3 +520,19 @@ def test_compare_lines_up_near_duplicates_and_an_undefined_margin_gamma():
     undefined["gamma"] = gamma_section(vectors, np.arange(100), batch_sizes=(8,), n_batches=20)
     assert undefined["gamma"]["margin_matched_gamma"] is None
     assert dict(summary_rows(undefined))["Margin-matched gamma"].startswith("none (mean negative cosine")
+
+
+def test_compare_labels_tell_apart_files_of_one_name():
+    """a/t.txt and b/t.txt under two encoders were labelled "default (1)", "default (2)": nothing said
+    which dataset was which."""
+    from capgeo.report.compare import profile_labels
+
+    def made(source, spec):
+        return {"schema": "capgeo.profile/1", "dataset": {"source": source}, "encoder": {"spec": spec}}
+
+    assert profile_labels([made("ca/t.txt", "default"), made("ca/t.txt", "m.pt"), made("cb/t.txt", "default"),
+                           made("cb/t.txt", "m.pt")]) == ["ca/t.txt · default", "ca/t.txt · m.pt",
+                                                          "cb/t.txt · default", "cb/t.txt · m.pt"]
+    assert profile_labels([made("x/a/t.txt", "d"), made("y/a/t.txt", "d")]) == ["x/a/t.txt", "y/a/t.txt"]
+    assert profile_labels([made("a.json", "d"), made("b.json", "d")]) == ["a.json", "b.json"]
+    assert profile_labels([made("a.json", "d"), made("a.json", "e")]) == ["d", "e"]

@@ -7,9 +7,10 @@ with N) is stated when the Ns differ.
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Sequence
 
-from capgeo.geometry.typed_profile import Profile, Provenance, as_profile, known
+from capgeo.geometry.typed_profile import Dataset, Profile, Provenance, as_profile, known, profile_section
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.html import Page, Section, escape, figure_div, plotly_javascript, table
@@ -25,6 +26,16 @@ COMPARE_OPTIONAL_FIGURE_IDS = ("fig-compare-buckets-relative",)
 def profile_labels(profiles: Sequence[Profile | dict]) -> list[str]:
     """One short, unique label per profile: the dataset name, plus the encoder when datasets repeat."""
     datasets = [dataset_label(p) for p in profiles]
+    # different files of one name (a/t.txt, b/t.txt): named by as much of their paths as tells them
+    # apart, or "default (1)" and "default (2)" left the page without a word of which was which
+    sources = [str((profile_section(p, "dataset") or Dataset()).source or "") for p in profiles]
+    for name in set(datasets):
+        alike = {source for source, label in zip(sources, datasets) if label == name}
+        if len(alike) > 1:
+            depth = next((depth for depth in range(2, 64)
+                          if len({_tail(source, depth) for source in alike}) == len(alike)), None)
+            datasets = [_tail(source, depth) if label == name and depth else label
+                        for source, label in zip(sources, datasets)]
     encoders = [encoder_label(p) for p in profiles]
     labels = []
     for dataset, encoder in zip(datasets, encoders):
@@ -38,6 +49,11 @@ def profile_labels(profiles: Sequence[Profile | dict]) -> list[str]:
         seen[label] = seen.get(label, 0) + 1
         unique.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
     return unique
+
+
+def _tail(path: str, parts: int) -> str:
+    """The last ``parts`` components of a path, as written."""
+    return "/".join(PurePath(path).parts[-parts:])
 
 
 def compare_table(profiles: Sequence[Profile | dict], labels: Sequence[str]) -> str:
