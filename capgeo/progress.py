@@ -45,7 +45,8 @@ MIN_DESCRIPTION = 12
 
 
 def numbers_width(total: float | None) -> int:
-    """Columns the count, rate, elapsed and remaining times take, with their spaces."""
+    """Columns the count, rate, elapsed and remaining times take, with their spaces
+    ("61725/1000000 41,121.6/s 0:00:01 eta 0:00:23": twice the total's digits and 37 more)."""
     digits = len(str(int(total))) if total else 1
     return 2 * digits + 1 + 12 + 8 + 4 + 8 + 4
 
@@ -66,11 +67,12 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
     if not enabled:
         yield _Silent()
         return
+    from rich.cells import cell_len, set_cell_size
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.table import Column
 
-    from capgeo.cli.terminal import visible
+    from capgeo.display import visible
 
     console = Console(stderr=True)
     whole = lambda: Column(no_wrap=True)  # noqa: E731
@@ -78,13 +80,10 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
                TimeElapsedColumn(table_column=whole()), TextColumn("eta", table_column=whole()),
                TimeRemainingColumn(table_column=whole())]
     # the description names an encoder (a user's folder or file name): shown as text, never as markup
-    # or terminal control. On a narrow terminal it gives way, cut with "…", and below NARROW the bar
-    # and it are left out: the counts, rate and times are what the bar is for (at 40 columns they
-    # were squeezed to "288/3…", "0:00:…")
-    from rich.cells import cell_len, set_cell_size
-
+    # or terminal control. On a narrow terminal it gives way, cut with "…", and with too little room
+    # the bar and it are left out: the counts, rate and times are what the bar is for (at 40 columns
+    # they were squeezed to "288/3…", "0:00:…")
     description = visible(description)
-    # "61725/1000000 41,121.6/s 0:00:01 eta 0:00:23": twice the total's digits and about 36 more
     room = console.width - numbers_width(total) - BAR_WIDTH - 2
     if room < MIN_DESCRIPTION:
         # the numbers alone, without "eta", and without the elapsed time where even they do not fit

@@ -14,7 +14,8 @@ from rich.console import Console
 
 from capgeo.cli import main
 from capgeo.cli.dupes import DIFFERING_STYLE, SHARED_STYLE, highlighted, is_plain
-from capgeo.cli.terminal import shown, visible
+from capgeo.cli.terminal import shown
+from capgeo.display import visible
 from capgeo.findings.highlight import highlight_pair
 
 HOSTILE = "A red car \x1b[8mSECRET\x1b[0m parked \x1b[2J\x1b[H near a \u202ehouse\x07"

@@ -9,7 +9,8 @@ import click
 
 from capgeo._atomic import is_standard_output, redirected_to_a_file
 from capgeo.cli import terminal
-from capgeo.cli.terminal import shown, visible
+from capgeo.cli.terminal import shown
+from capgeo.display import visible
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,

@@ -59,7 +59,7 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
 
     from capgeo.cli.dupes import highlighted, is_plain, legend
     from capgeo.cli.terminal import shown as escape
-    from capgeo.cli.terminal import visible
+    from capgeo.display import visible
 
     console = terminal.console(highlight=False)
     plain = is_plain(console)  # piped, the shared and differing words are marked as `dupes` marks them

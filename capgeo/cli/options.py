@@ -73,7 +73,7 @@ def pop_load_options(options: dict) -> dict:
 
 def warn_skipped(skipped) -> None:
     """One stderr line for rows left out while reading (a capgeo.captions.model.Skipped)."""
-    from capgeo.cli.terminal import visible
+    from capgeo.display import visible
 
     # the places name files and keys of the dataset: shown, not acted on by the terminal
     click.echo(visible(f"Warning: skipped {skipped.count} row(s): {skipped.reason} (at {', '.join(skipped.examples)})"),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
-from capgeo.cli.terminal import shown, visible
+from capgeo.cli.terminal import shown
+from capgeo.display import visible
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+from capgeo.display import visible
 
 #: narrower than this, tables were cut to one character a cell ("n…", "4…"): lay them out at this
 #: width and let the terminal wrap the lines, which loses nothing
@@ -17,23 +17,6 @@ def console(**options):
     if "width" not in options and made.width < MIN_WIDTH:
         made = Console(width=MIN_WIDTH, **options)
     return made
-
-
-#: what must not reach a terminal from a dataset: C0 controls but tab and line feed (ESC opens
-#: sequences that clear the screen, hide words or colour what follows; CR and BS overwrite), DEL,
-#: C1 controls, and the bidirectional overrides and isolates that make a line read in another order
-_NOT_SHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible(text: str) -> str:
-    """User text (a caption, an id, a file name) as a terminal shows it without acting on it: each
-    character of :data:`_NOT_SHOWN` written as its escape (ESC as \\x1b, U+202E as \\u202e); a
-    Windows line end is a line end."""
-    text = str(text)
-    if not _NOT_SHOWN.search(text):
-        return text
-    return _NOT_SHOWN.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"),
-                          text.replace("\r\n", "\n"))
 
 
 def shown(text, before_tag: bool = False) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
-from capgeo.cli.terminal import visible
+from capgeo.display import visible
 from capgeo.cli.options import (
     SEED,
     PairThreshold,

@@ -1,0 +1,22 @@
+"""Text from a dataset as a terminal shows it, without acting on it; used by the command line and by
+the progress bars below it."""
+
+from __future__ import annotations
+
+import re
+
+#: what must not reach a terminal from a dataset: C0 controls but tab and line feed (ESC opens
+#: sequences that clear the screen, hide words or colour what follows; CR and BS overwrite), DEL,
+#: C1 controls, and the bidirectional overrides and isolates that make a line read in another order
+_NOT_SHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """User text (a caption, an id, a file name) as a terminal shows it without acting on it: each
+    character of :data:`_NOT_SHOWN` written as its escape (ESC as \\x1b, U+202E as \\u202e); a
+    Windows line end is a line end."""
+    text = str(text)
+    if not _NOT_SHOWN.search(text):
+        return text
+    return _NOT_SHOWN.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"),
+                          text.replace("\r\n", "\n"))
