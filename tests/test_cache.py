@@ -373,20 +373,25 @@ def test_partial_files_a_killed_process_left_are_swept(tmp_path):
     assert not old.exists() and fresh.exists()
 
 
+def _refused_inside(monkeypatch, folder: Path, method: str) -> None:
+    """Path.<method> fails with a permission error inside ``folder``: an entry this user cannot change."""
+    real = getattr(Path, method)
+
+    def refused(path, *args, **kwargs):
+        if folder in path.parents:
+            raise PermissionError(1, "Operation not permitted", str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, method, refused)
+
+
 def test_a_damaged_file_that_cannot_be_deleted_is_recomputed_not_a_traceback(tmp_path, capfd, monkeypatch):
     """A shared cache whose entry another user owns: the damaged chunk could not be unlinked, and
     the OSError of that unlink ended the command with a traceback."""
     texts = make_texts(30)
     embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
     _flip_one_bit(chunk_files(tmp_path)[1], offset_from_end=2)
-    real_unlink = Path.unlink
-
-    def refused(path, *args, **kwargs):
-        if tmp_path in path.parents:
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_unlink(path, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "unlink", refused)
+    _refused_inside(monkeypatch, tmp_path, "unlink")
     before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
     encoder = CountingEncoder()
     result = embed(texts, encoder, cache_dir=tmp_path, chunk_rows=10)
@@ -427,14 +432,7 @@ def test_an_entry_that_cannot_be_written_is_used_read_only_before_anything_is_en
     texts = make_texts(30)
     embed(texts, CountingEncoder(), cache_dir=tmp_path, chunk_rows=10)
     chunk_files(tmp_path)[1].unlink()
-    real_touch = Path.touch
-
-    def refused(path, *args, **kwargs):
-        if tmp_path in path.parents:
-            raise PermissionError(1, "Operation not permitted", str(path))
-        return real_touch(path, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "touch", refused)
+    _refused_inside(monkeypatch, tmp_path, "touch")
     before = sorted(tmp_path.rglob("*"))
     encoder = CountingEncoder()
     result = embed(texts, encoder, cache_dir=tmp_path, chunk_rows=10)
