@@ -88,6 +88,14 @@ def redirected_to_a_file(target: str | os.PathLike | None) -> bool:
         return False
 
 
+def refuse_redirected_to_a_file(target: str | os.PathLike | None, shown=None) -> None:
+    """A writer that opens the name of a descriptor redirected to a file (/dev/stdout > log) would
+    truncate the file and write from its start: refused, in one line."""
+    if redirected_to_a_file(target):
+        raise CapgeoError(f"cannot write {target if shown is None else shown}: it is redirected to a file here; "
+                          "give that file's name")
+
+
 def is_standard_output(target: str | os.PathLike | None) -> bool:
     """``-``, or a name of this process's standard output (/dev/stdout, /dev/fd/1)."""
     return target == "-" or (target is not None and descriptor_of(target) == 1)
@@ -240,9 +248,7 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
     shown, target = target, _normalised(target)
     if stream_target(target) is not None:
         # nothing to rename over: written into directly (a reader of a stream sees it as it comes anyway)
-        if redirected_to_a_file(target):
-            # a writer that opens the name would truncate the file and write from its start
-            raise CapgeoError(f"cannot write {shown}: it is redirected to a file here; give that file's name")
+        refuse_redirected_to_a_file(target, shown)
         with _write_errors_in_one_line(shown, target.parent, remedy):
             yield target
         return

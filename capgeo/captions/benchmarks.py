@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
-from capgeo.captions.clean import RawCaptions, _key_text, row_groups
+from capgeo.captions.clean import RawCaptions, key_text, row_groups
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.sources import iter_json_lines, json_kind, parse_json, read_text
 from capgeo.errors import DataError
@@ -139,7 +139,7 @@ def read_coco(content: DatasetContent) -> RawCaptions:
     file_names = {}
     for index, image in enumerate(images or []):
         if isinstance(image, dict) and "id" in image:
-            file_names[_key_text(_image_id(image["id"], path, f"images[{index}].id"))] = image.get("file_name")
+            file_names[key_text(_image_id(image["id"], path, f"images[{index}].id"))] = image.get("file_name")
     annotations = data["annotations"]
     ids, groups, texts = [], [], []
     for index, annotation in enumerate(annotations):
@@ -147,7 +147,7 @@ def read_coco(content: DatasetContent) -> RawCaptions:
             raise DataError(f"{path}: annotations[{index}]: expected an object, found {json_kind(annotation)}")
         image_id = _image_id(annotation.get("image_id"), path, f"annotations[{index}].image_id")
         ids.append(annotation.get("id"))
-        groups.append(file_names.get(_key_text(image_id)) or image_id)
+        groups.append(file_names.get(key_text(image_id)) or image_id)
         texts.append(annotation.get("caption"))
     return RawCaptions(
         source=path, format="coco", texts=texts, where=lambda row: f"annotations[{row}]",

@@ -192,10 +192,10 @@ def _key(value, raw: RawCaptions, row: int, name: str) -> str | None:
         advice = f" (name another column with --{name}-column)" if raw.format in GENERIC_FORMATS else ""
         raise DataError(f"{raw.source}: {raw.where(row)}: the {name} is {json_kind(value)}; expected text or a "
                         f"number{advice}")
-    return _key_text(value)
+    return key_text(value)
 
 
-def _key_text(value) -> str | None:
+def key_text(value) -> str | None:
     """:func:`_key`'s text for a value that is not an object or a list."""
     if value is None or value == "":
         return None
@@ -250,7 +250,7 @@ def row_groups(groups: Sequence | None, numbers: Sequence[str]) -> list:
     if groups is None:
         return list(numbers)
     # each given group as _key will write it, so that a made name never equals one
-    keys = [_key_text(value) for value in groups]
+    keys = [key_text(value) for value in groups]
     if None not in keys:
         return list(groups)
     taken = {key for key in keys if key is not None}

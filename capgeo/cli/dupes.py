@@ -7,10 +7,8 @@ import sys
 
 import click
 
-from capgeo._atomic import is_standard_output, redirected_to_a_file
+from capgeo._atomic import is_standard_output, refuse_redirected_to_a_file
 from capgeo.cli import terminal
-from capgeo.cli.terminal import shown
-from capgeo.display import visible
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -28,8 +26,10 @@ from capgeo.cli.options import (
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
+from capgeo.cli.terminal import shown
 from capgeo.defaults import KEEP_POLICIES
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
+from capgeo.display import visible
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
 #: rich styles; differing words are also underlined so the two kinds differ without colour
@@ -130,9 +130,8 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
                           "make them agree (or leave --output-format out)")
     if output_format == "parquet" and output is None:
         raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
-    if output_format == "parquet" and redirected_to_a_file(output):
-        # the parquet writer opens the name, which would truncate the file: refused before the work
-        raise CapgeoError(f"cannot write {output}: it is redirected to a file here; give that file's name")
+    if output_format == "parquet":
+        refuse_redirected_to_a_file(output)  # the parquet writer opens the name: refused before the work
     if is_standard_output(json_out) and output is None and output_format in ("jsonl", "csv"):
         # both would go to stdout, and the rows used to be dropped without a word
         raise CapgeoError(f"--json without a FILE and --output-format {output_format} both write to stdout: "

@@ -34,19 +34,19 @@ def _show_info(json_out, **options):
 def _print_summary(summary: dict) -> None:
     from rich.table import Table
 
-    from capgeo.cli.terminal import shown as escape  # made visible and escaped: dataset text
+    from capgeo.cli.terminal import shown  # dataset text: made visible, its brackets escaped
 
     per_group = summary["captions_per_group"]
     words = summary["words_per_caption"]
-    splits = ", ".join(f"{escape(name)} {count:,}" for name, count in summary["splits"].items()) or "not given"
+    splits = ", ".join(f"{shown(name)} {count:,}" for name, count in summary["splits"].items()) or "not given"
     histogram = ", ".join(f"{value}: {count:,}" for value, count in per_group["histogram"].items())
-    skipped = ", ".join(f"{item['count']:,} {escape(item['reason'])}" for item in summary["skipped"]) or "none"
+    skipped = ", ".join(f"{item['count']:,} {shown(item['reason'])}" for item in summary["skipped"]) or "none"
 
-    table = Table(show_header=False, box=None, pad_edge=False, title=f"[bold]{escape(summary['source'], before_tag=True)}[/]",
-                  title_justify="left")
+    table = Table(show_header=False, box=None, pad_edge=False,
+                  title=f"[bold]{shown(summary['source'], before_tag=True)}[/]", title_justify="left")
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column(overflow="fold")
-    table.add_row("format", escape(summary["format"]))
+    table.add_row("format", shown(summary["format"]))
     table.add_row("captions", f"{summary['n_captions']:,}")
     table.add_row("groups (images)", f"{summary['n_groups']:,}")
     table.add_row("captions/group", f"min {per_group['min']}, mean {per_group['mean']:g}, max {per_group['max']}"
@@ -56,7 +56,8 @@ def _print_summary(summary: dict) -> None:
                   f"mean {words['mean']:g}, median {words['median']:g}, p95 {words['p95']:g}, max {words['max']}")
     table.add_row("skipped", skipped)
     for number, example in enumerate(summary["examples"], start=1):
-        table.add_row(f"example {number}", f"[dim]{escape(example['caption_id'], before_tag=True)}[/] {escape(example['text'])}")
+        table.add_row(f"example {number}",
+                      f"[dim]{shown(example['caption_id'], before_tag=True)}[/] {shown(example['text'])}")
     terminal.console(highlight=False).print(table)
 
 

@@ -58,21 +58,22 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
     from rich.text import Text
 
     from capgeo.cli.dupes import highlighted, is_plain, legend
-    from capgeo.cli.terminal import shown as escape
+    from capgeo.cli.terminal import shown
     from capgeo.display import visible
 
     console = terminal.console(highlight=False)
     plain = is_plain(console)  # piped, the shared and differing words are marked as `dupes` marks them
     train = result["train"]
-    console.print(f"[dim]train {escape(train['source'])}: {train['n_captions']:,} captions; encoder "
-                  f"{escape((result['encoder'] or {}).get('spec'))}; twin = exact duplicate or cosine >= "
+    console.print(f"[dim]train {shown(train['source'])}: {train['n_captions']:,} captions; encoder "
+                  f"{shown((result['encoder'] or {}).get('spec'))}; twin = exact duplicate or cosine >= "
                   f"{result['threshold']:g}[/dim]")
     if any(entry["pairs"] for entry in result["evals"]):
         console.print(legend(console))  # what the marks (or colours) on the words mean, as dupes says
     for entry in result["evals"]:
         console.print()
-        console.print(f"[bold]{escape(entry['source'], before_tag=True)}[/bold]: {entry['n_leaked']:,} of "
-                      f"{entry['n_captions']:,} eval captions ({entry['share_leaked']:.1%}) have a training twin ({entry['n_exact']:,} exact)"
+        console.print(f"[bold]{shown(entry['source'], before_tag=True)}[/bold]: {entry['n_leaked']:,} of "
+                      f"{entry['n_captions']:,} eval captions ({entry['share_leaked']:.1%}) have a training twin "
+                      f"({entry['n_exact']:,} exact)"
                       + (f"; dropping {entry['n_train_twins']:,} training captions removes it" if entry["n_leaked"]
                          else ""))
         for rank, pair in enumerate(entry["pairs"], start=1):
@@ -82,6 +83,6 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
                 console.print(Text.assemble(f"    {side:<6}", (visible(pair[f"{side}_id"]), "cyan"), "  ",
                                             highlighted(pair[f"{side}_text"], pair[f"spans_{side}"], plain)))
     console.print()
-    where = (f"their ids are in {escape(str(written_to))}" if written_to is not None
+    where = (f"their ids are in {shown(str(written_to))}" if written_to is not None
              else "-o FILE writes their ids")
     console.print(f"[bold]{len(result['train_ids_to_drop']):,} training captions to drop[/bold] ({where})")

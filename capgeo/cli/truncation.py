@@ -104,7 +104,8 @@ def render(result: dict, console) -> None:
     section, encoder, dataset = result["truncation"], result["encoder"], result["dataset"]
     tokens = section["tokens"]
     console.print(Text(f"{visible(dataset['source'])}: {section['n_captions']:,} captions, {section['n_groups']:,} "
-                       f"groups; encoder {visible(encoder['spec'])} ({visible(encoder['name'])}, context {section['context_length']} tokens)",
+                       f"groups; encoder {visible(encoder['spec'])} ({visible(encoder['name'])}, context "
+                       f"{section['context_length']} tokens)",
                        style="dim"))
     console.print(f"Caption tokens: mean {_fmt(tokens['mean'], '.1f')}, median "
                   f"{_fmt(tokens['quantiles'].get('p50'), '.0f')}, p90 {_fmt(tokens['quantiles'].get('p90'), '.0f')}, "

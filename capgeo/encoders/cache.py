@@ -157,6 +157,8 @@ class CacheEntry:
 
     # manifest -------------------------------------------------------------
     def write_manifest(self, info: EncoderInfo, max_tokens: int, ranges: list[tuple[int, int]]) -> None:
+        if self.read_only:
+            return
         from capgeo import __version__
 
         manifest = {
@@ -166,8 +168,6 @@ class CacheEntry:
             "chunks": [self._chunk_names[(start, stop)] for start, stop in ranges],
             "capgeo": __version__, "written": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        if self.read_only:
-            return
         with atomic_open(self.folder / MANIFEST_FILE, remedy=CACHE_REMEDY) as handle:
             json.dump(manifest, handle, indent=2)
         self._remove_leftovers(set(manifest["chunks"]))

@@ -379,13 +379,12 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         config_file = folder / "open_clip_config.json"
         if not config_file.is_file():
             raise EncoderError(f"{spec}: expected a folder with open_clip_config.json and a weights file")
-        config = _config_from_json(config_file)
+        config, nested = _read_config(config_file)
         weights = weights_in_folder(folder)
         if weights is None:
             raise EncoderError(f"{spec}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
         # open_clip's local-dir tokenizer wants the config nested under "model_cfg"; a flat one, which
         # capgeo builds the model from, is tokenised from that config (it failed as "not available offline")
-        nested = "model_cfg" in json.loads(config_file.read_text(encoding="utf-8"))
         # the folder as found ("~" expanded): open_clip's tokenizer was given "local-dir:~/m" as written
         return config, weights, False, folder.name, f"local-dir:{folder}" if nested else ""
     at = model_at_checkpoint(spec)
@@ -461,14 +460,20 @@ def _packaged_config(model_name: str) -> dict | None:
 
 
 def _config_from_json(path: Path) -> dict:
+    return _read_config(path)[0]
+
+
+def _read_config(path: Path) -> tuple[dict, bool]:
+    """(the model config, whether the file nests it under "model_cfg" as open_clip's hub layout does)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise EncoderError(f"{path}: not a readable JSON model config ({error})") from error
+    nested = isinstance(data, dict) and "model_cfg" in data
     config = data.get("model_cfg", data) if isinstance(data, dict) else None
     if not isinstance(config, dict) or not all(key in config for key in ("embed_dim", "vision_cfg", "text_cfg")):
         raise EncoderError(f"{path}: expected an open_clip model config with embed_dim, vision_cfg and text_cfg")
-    return config
+    return config, nested
 
 
 def _hf_file(repo: str, filename: str | None) -> str:
@@ -508,13 +513,14 @@ _OPEN_CLIP_PREFERRED = ("open_clip_model.safetensors", "open_clip_pytorch_model.
 def weights_in_folder(folder: Path) -> Path | None:
     """The weights file open_clip's local-dir loader would pick (or, where it would find none, the
     first file with a weights suffix it does not look for, such as .pt)."""
-    found = [path for path in folder.iterdir() if path.suffix in (".safetensors", ".bin", ".pth")]
+    entries = list(folder.iterdir())
+    found = [path for path in entries if path.suffix in (".safetensors", ".bin", ".pth")]
     preferred = [path for path in found if path.name in _OPEN_CLIP_PREFERRED]
     if preferred:
         return min(preferred, key=lambda path: _OPEN_CLIP_PREFERRED.index(path.name))
     if found:
         return min(found, key=lambda path: (path.suffix != ".safetensors", path.name))
-    candidates = sorted(p for p in folder.iterdir() if p.suffix.lower() in WEIGHT_SUFFIXES)
+    candidates = sorted(p for p in entries if p.suffix.lower() in WEIGHT_SUFFIXES)
     return candidates[0] if candidates else None
 
 

@@ -13,7 +13,7 @@ from typing import Sequence
 from capgeo.geometry.typed_profile import Dataset, Profile, Provenance, as_profile, known, profile_section
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
-from capgeo.report.html import Page, Section, escape, figure_div, plotly_javascript, table
+from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
 from capgeo.report.single import now_utc
 from capgeo.report.summary import MISSING, shown, dataset_label, encoder_label, summary_rows
 
@@ -143,7 +143,6 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
                                      "Token counts with each encoder's own tokenizer; dashed: each context limit."))
     page.sections.append(Section("alerts", "Alerts per profile", compare_alerts(typed, labels)))
     if notes:
-        items = "".join(f"<li>{escape(note)}</li>" for note in notes)
-        page.sections.append(Section("notes", "Left out or changed", f'<ul class="notes">{items}</ul>'))
+        page.sections.append(notes_section(notes))
     page.sections.append(Section("provenance", "Provenance", provenance_table(typed, labels, command, created)))
     return page.render(plotly_javascript())

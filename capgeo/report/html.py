@@ -144,6 +144,12 @@ class Page:
         )
 
 
+def notes_section(notes: Sequence[str]) -> Section:
+    """The "Left out or changed" section of a page: what was adapted or left out, and why."""
+    items = "".join(f"<li>{escape(note)}</li>" for note in notes)
+    return Section("notes", "Left out or changed", f'<ul class="notes">{items}</ul>')
+
+
 def plotly_javascript() -> str:
     """plotly.js, checked to be safe inside one inline ``<script>`` element."""
     import plotly.offline

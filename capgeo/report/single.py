@@ -19,7 +19,7 @@ from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Pr
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.gallery import gallery_html
-from capgeo.report.html import Page, Section, escape, figure_div, plotly_javascript, table
+from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
 from capgeo.report.summary import dataset_label, encoder_label, summary_rows
 
 #: Element ids of the figures, in page order (tests check each is present).
@@ -209,7 +209,6 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
         missing.append("Caption length: the encoder has no tokenizer capgeo can run (precomputed vectors), "
                        "so token counts are unknown.")
     if missing:
-        items = "".join(f"<li>{escape(note)}</li>" for note in missing)
-        page.sections.append(Section("notes", "Left out or changed", f'<ul class="notes">{items}</ul>'))
+        page.sections.append(notes_section(missing))
     page.sections.append(Section("provenance", "Provenance", table(provenance_rows(profile, command, created))))
     return page.render(plotly_javascript())

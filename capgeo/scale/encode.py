@@ -86,5 +86,6 @@ def _encoder_actors(ray, session: RaySession, spec: str | None, device: str | No
     if len(actors) < count:
         resources = {"num_gpus": 1} if session.uses_gpus(device) else {"num_cpus": 1}
         actor_class = ray.remote(ShardEncoder).options(max_restarts=RETRIES, max_task_retries=RETRIES, **resources)
-        actors += [actor_class.remote(spec, device, None if cache_dir is None else str(cache_dir)) for _ in range(count - len(actors))]
+        memo_dir = None if cache_dir is None else str(cache_dir)
+        actors += [actor_class.remote(spec, device, memo_dir) for _ in range(count - len(actors))]
     return actors[:count]
