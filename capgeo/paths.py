@@ -146,6 +146,20 @@ def _read_beside(path: str | os.PathLike) -> list[str]:
     return []
 
 
+def _pattern_files(path: str | os.PathLike) -> list[str]:
+    """The files a quoted glob or brace pattern given as an input names (none when it is a path or
+    names nothing: the loader says so)."""
+    from capgeo.captions.shards import expand_source, is_pattern
+    from capgeo.errors import DataError
+
+    if Path(path).expanduser().exists() or not is_pattern(path):
+        return []
+    try:
+        return [str(file) for file in expand_source(path)]
+    except DataError:
+        return []
+
+
 def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
                        outputs: Mapping[str, str | None]) -> None:
     """Refuse, in one line, an output that is an input or another output.
@@ -160,6 +174,7 @@ def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
             continue
         for path in ([value] if isinstance(value, (str, os.PathLike)) else value):
             if path not in (None, "-"):
+                given_inputs += [(label, named) for named in _pattern_files(path)]
                 given_inputs.append((label, str(path)))
                 given_inputs += [(label, beside) for beside in _read_beside(path)]
     from capgeo._atomic import is_standard_output

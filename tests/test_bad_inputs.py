@@ -164,7 +164,7 @@ CATALOGUE = [
     ("integer-captions-parquet", "info ints.parquet --text-column caption", "caption should be text, found int", {}),
     ("integer-captions-jsonl", "info ints.jsonl", "caption should be text, found int", {}),
     ("only-invisible-captions", "info invisible.jsonl", "no visible character", {}),
-    ("data-missing", "profile nothing.jsonl", "does not exist", {}),
+    ("data-missing", "profile nothing.jsonl", "nothing.jsonl: no such file or folder", {}),
     ("malformed-jsonl", "info bad.jsonl", "bad.jsonl", {}),
     ("empty-file", "profile empty.jsonl", "empty.jsonl", {}),
     ("csv-without-text-column", "info nocol.csv", "nocol.csv", {}),

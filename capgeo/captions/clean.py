@@ -40,7 +40,7 @@ from capgeo.errors import DataError
 #: unassigned, and separators
 INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Cn", "Zs", "Zl", "Zp"})
 #: the formats whose columns the column options name (a benchmark layout has its own fields)
-GENERIC_FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "text")
+GENERIC_FORMATS = ("jsonl", "json", "csv", "tsv", "parquet", "arrow", "text")
 #: how many places to quote per kind of skipped row
 MAX_EXAMPLES = 5
 
@@ -67,6 +67,10 @@ class RawCaptions:
     numbers: Sequence[str] | None = None
     #: what the reader itself left out: reason -> places (files of a folder that hold no caption)
     skipped: dict[str, list[str]] = field(default_factory=dict)
+    #: how the source was read, when it is more than one file of its format (CaptionSet.layout)
+    layout: str | None = None
+    #: the files read, when the source is not one file or folder (a glob, a brace range)
+    files: tuple[Path, ...] = ()
 
 
 def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | None = None) -> CaptionSet:
@@ -143,7 +147,7 @@ def _checked_caption_set(raw: RawCaptions, *, split: str | None, limit: int | No
         },
         schema={name: pl.String for name in COLUMNS},
     )
-    return CaptionSet(table, raw.source, raw.format, skipped_list)
+    return CaptionSet(table, raw.source, raw.format, skipped_list, layout=raw.layout, files=raw.files)
 
 
 def _all_named(values: list | None) -> bool:

@@ -6,12 +6,13 @@ from pathlib import PurePosixPath
 
 from capgeo.captions.benchmarks import CAPTION_FILE_SUFFIXES, DOCCI_ID, visible_files
 from capgeo.captions.content import DatasetContent
+from capgeo.captions.shards import SHARD_FORMATS, is_saved_dataset, shard_files, shards_format
 from capgeo.captions.sources import first_json_line, json_kind
 from capgeo.errors import DataError
 
 JSON_LINES_SUFFIXES = (".jsonl", ".jsonlines", ".ndjson")
 SUFFIX_FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".parquet": "parquet", ".pq": "parquet",
-                  ".txt": "text", ".text": "text"}
+                  ".txt": "text", ".text": "text", ".arrow": "arrow"}
 
 #: benchmark formats -> the generic format of the same file, used when the user names columns
 GENERIC_OF = {"docci": "jsonl", "sharegpt4v": "json", "coco": "json", "karpathy": "json", "coco-list": "json",
@@ -22,9 +23,10 @@ def detect_format(content: DatasetContent, *, generic: bool = False) -> str:
     """The format name of ``content``; with ``generic`` the container format (jsonl, json, ...) of a benchmark file."""
     path = content.path
     if path.is_dir():
-        if generic:
-            raise DataError(f"{path}: column options apply to a file, not a folder")
-        return _detect_folder(content)
+        found = _detect_folder(content)
+        if generic and found not in SHARD_FORMATS.values():
+            raise DataError(f"{path}: column options apply to a file or a folder of shards, not a {found} folder")
+        return found
     suffix = content.suffix
     if suffix in SUFFIX_FORMATS:
         return SUFFIX_FORMATS[suffix]
@@ -47,6 +49,8 @@ def _detect_folder(content: DatasetContent) -> str:
         return "urban1k"
     if (folder / "complete").is_dir():
         return "dci"
+    if is_saved_dataset(folder):  # its state.json made a folder of .json files, read as DCI
+        return "arrow"
     # caption files only (hidden files and others, such as a README or images, do not decide); a
     # folder of .txt files beside, say, a .jsonl is not an Urban-1K folder (its .jsonl would be
     # silently ignored), so it must be told with --format
@@ -57,10 +61,16 @@ def _detect_folder(content: DatasetContent) -> str:
     if suffixes == {".json"}:
         _check_dci_like(folder, sorted(path for path in files if path.suffix.lower() == ".json"))
         return "dci"
+    # shards of one table (also in subfolders: the hub's data/train-00000-of-00004.parquet), unless
+    # caption files of another kind sit beside them
+    shards = shard_files(folder)
+    if shards and not suffixes - set(SHARD_FORMATS):
+        return shards_format(shards, folder)
     found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
     raise DataError(
-        f"{folder}: cannot tell the folder's format (found: {found}); expected an Urban-1K folder of N.txt "
-        "or a DCI folder of <image>.json; pass --format urban1k or --format dci"
+        f"{folder}: cannot tell the folder's format (found: {found}); expected an Urban-1K folder of N.txt, "
+        "a DCI folder of <image>.json, a folder of parquet, JSON-lines, CSV/TSV or Arrow shards, or a datasets "
+        "save_to_disk folder; pass --format"
     )
 
 
@@ -158,5 +168,5 @@ def _detect_unknown(content: DatasetContent) -> str:
             pass
     raise DataError(
         f"{content.path}: cannot tell the format from the extension {content.suffix or '(none)'!r} or the content; "
-        "expected .jsonl, .jsonlines, .json, .csv, .tsv, .parquet, .txt or a folder; pass --format"
+        "expected .jsonl, .jsonlines, .json, .csv, .tsv, .parquet, .arrow, .txt or a folder; pass --format"
     )

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from pathlib import Path
 
 from capgeo.captions import benchmarks
-from capgeo.captions.clean import GENERIC_FORMATS, to_caption_set
+from capgeo.captions.clean import GENERIC_FORMATS, RawCaptions, to_caption_set
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.detect import detect_format
 from capgeo.captions.model import CaptionSet
-from capgeo.captions.tabular import ColumnChoice, read_generic
+from capgeo.captions.multi import arrow_kind, frames_table, text_shards_table
+from capgeo.captions.shards import (
+    SHARD_FORMATS,
+    Shard,
+    configs_of,
+    expand_source,
+    hub_shards,
+    is_pattern,
+    is_saved_dataset,
+    saved_dataset_shards,
+    shard_files,
+    shards_format,
+)
+from capgeo.captions.tabular import ColumnChoice, captions_from_table, read_generic
 from capgeo.errors import DataError
 
 BENCHMARK_READERS = {
@@ -38,20 +53,37 @@ def load_captions(
     split: str | None = None,
     limit: int | None = None,
 ) -> CaptionSet:
-    """Read the captions of a dataset file or folder.
+    """Read the captions of a dataset file, folder, glob or brace pattern, or of data in memory.
 
+    ``path`` is a file or folder; a pattern naming several files (``'shards/*.parquet'``,
+    ``'shards/{00000..00099}.parquet'``); or, from Python, a polars or pandas DataFrame, a pyarrow
+    Table, a ``datasets.Dataset``, a list of captions or a list of dicts.
     ``format`` is one of capgeo.cli.options.FORMATS ('auto' detects it). The
     column options apply to generic files (with 'auto', naming a column reads a
     benchmark file as its generic container, e.g. DOCCI jsonlines as jsonl).
     Raises DataError, naming the file and what was expected, on anything unreadable.
     See docs/formats.md for what is taken from each format.
     """
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"{path}: no such file or folder")
     if limit is not None and limit < 1:
         raise DataError(f"--limit must be at least 1, got {limit}")
     columns = ColumnChoice(text_column, captions_column, id_column, group_column)
+    if not isinstance(path, (str, os.PathLike)):
+        from capgeo.captions.memory import read_memory
+
+        return to_caption_set(read_memory(path, columns), split=split, limit=limit)
+    spec = path
+    path = Path(path)
+    if not path.exists():
+        if not is_pattern(spec):
+            raise DataError(f"{path}: no such file or folder")
+        files = expand_source(spec)
+        found = shards_format(files, spec)
+        if format not in ("auto", found):
+            raise DataError(f"{spec}: --format {format} given, but the pattern names {found} files")
+        shards, hub = hub_shards(files, None)
+        layout = f"Hugging Face {found}, {{n}} shard{{s}}" if hub else f"{{n}} {found} file{{s}} matching a pattern"
+        return _load_shards(shards if hub else [Shard(file, None) for file in files], found, columns, source=path,
+                            split=split, limit=limit, layout=layout, files=tuple(files))
     path = _unwrap_single_folder(path)
     content = DatasetContent(path)
     if format == "auto":
@@ -61,9 +93,14 @@ def load_captions(
             f"{', '.join(columns.given())} apply to generic formats ({', '.join(GENERIC_FORMATS)}); "
             f"the {format} layout has fixed fields"
         )
+    if path.is_dir() and format in set(SHARD_FORMATS.values()):
+        return _load_folder(path, format, columns, split=split, limit=limit)
     if path.is_dir() != (format in FOLDER_FORMATS):
         expected = "a folder" if format in FOLDER_FORMATS else "a file"
         raise DataError(f"{path}: --format {format} reads {expected}, but this is {'a folder' if path.is_dir() else 'a file'}")
+    if format in ("parquet", "arrow"):  # read lazily, only the columns needed
+        return _load_shards([Shard(path, None)], format, columns, source=path, split=split, limit=limit,
+                            layout=f"Arrow IPC {arrow_kind(path)}" if format == "arrow" else None)
     if format in BENCHMARK_READERS:
         raw = BENCHMARK_READERS[format](content)
     elif format in GENERIC_FORMATS:
@@ -71,6 +108,87 @@ def load_captions(
     else:
         raise DataError(f"unknown format {format!r}; expected one of {', '.join(list(BENCHMARK_READERS) + list(GENERIC_FORMATS))}")
     return to_caption_set(raw, split=split, limit=limit)
+
+
+def _load_folder(folder: Path, format: str, columns: ColumnChoice, *, split, limit) -> CaptionSet:
+    """A folder of shards of one format: a save_to_disk folder, the Hugging Face hub layout, or any
+    folder of parquet, JSON-lines, CSV/TSV or Arrow files (searched through its subfolders)."""
+    if format == "arrow" and is_saved_dataset(folder):
+        shards = saved_dataset_shards(folder)
+        kind = "datasets save_to_disk folder, {n} Arrow file{s}"
+    else:
+        files = [file for file in shard_files(folder) if SHARD_FORMATS[file.suffix.lower()] == format]
+        if not files:
+            raise DataError(f"{folder}: --format {format} given, but the folder holds no {format} files "
+                            f"(looked for {', '.join(s for s, f in SHARD_FORMATS.items() if f == format)})")
+        shards, hub = hub_shards(files, folder)
+        if hub:
+            configs = configs_of(shards, folder)
+            if len(configs) > 1:
+                named = ", ".join(name or "data" for name in configs)
+                raise DataError(f"{folder}: a Hugging Face dataset of {len(configs)} configs ({named}); pass the "
+                                f"folder of one, e.g. {folder / (next(iter(configs)) or 'data')}")
+            kind = f"Hugging Face {format}, {{n}} shard{{s}}"
+        else:
+            shards = [Shard(shard.path, None) for shard in shards]
+            kind = f"folder of {{n}} {format} shard{{s}}"
+    return _load_shards(shards, format, columns, source=folder, split=split, limit=limit, layout=kind)
+
+
+def _load_shards(shards: list[Shard], format: str, columns: ColumnChoice, *, source: Path, split, limit,
+                 layout: str | None, files: tuple[Path, ...] = ()) -> CaptionSet:
+    """Shards read as one table; a split given by the shards' names picks its shards before any is read."""
+    named_splits = [shard.split for shard in shards if shard.split is not None]
+    if split is not None and named_splits:
+        chosen = [shard for shard in shards if shard.split == split]
+        if not chosen:
+            counts = Counter(named_splits)
+            present = ", ".join(f"{name} ({count} shard{'s' if count > 1 else ''})" for name, count in counts.items())
+            raise DataError(f"{source}: no shards of split {split!r}; splits present: {present}")
+        shards = chosen
+    layout = _layout(layout, shards)
+
+    def read(rows: int | None) -> tuple[RawCaptions, bool]:
+        """The first ``rows`` rows (all when None), and whether that is all there are."""
+        if format in ("parquet", "arrow"):
+            table = frames_table([shard.path for shard in shards], format, source,
+                                 splits=[shard.split for shard in shards], rows=rows, layout=layout)
+            complete = rows is None or table.height < rows
+        else:
+            table, complete = text_shards_table(shards, format, columns, source, rows=rows, layout=layout)
+        raw = captions_from_table(table, source, format, columns)
+        raw.files = files
+        return raw, complete
+
+    if limit is None:
+        return to_caption_set(read(None)[0], split=split)
+    # --limit reads only as many rows as it needs: the first `limit` rows, more while skipped rows or
+    # a split filter leave too few
+    rows = limit
+    while True:
+        raw, complete = read(rows)
+        try:
+            captions = to_caption_set(raw, split=split, limit=limit)
+        except DataError:
+            if complete:
+                raise
+            captions = None
+        if complete or (captions is not None and len(captions) >= limit):
+            return captions
+        rows *= 4
+
+
+def _layout(template: str | None, shards: list[Shard]) -> str | None:
+    """A layout template ("Hugging Face parquet, {n} shards") with its count and the splits read;
+    None (one file of its format) stays None."""
+    if template is None:
+        return None
+    count = len(shards)
+    text = template.format(n=count, s="s" if count != 1 else "")
+    splits = list(dict.fromkeys(shard.split for shard in shards if shard.split is not None))
+    if splits:
+        text += f", split{'s' if len(splits) > 1 else ''} {', '.join(splits)}"
+    return text
 
 
 def _unwrap_single_folder(path: Path) -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -37,6 +38,11 @@ class CaptionSet:
     source: Path
     format: str
     skipped: list[Skipped] = field(default_factory=list)
+    #: how the source was read, where its format alone does not say ("Hugging Face parquet, 4 shards,
+    #: split train", "polars DataFrame"); None for one file or folder of a format
+    layout: str | None = None
+    #: the files read, when ``source`` names several (a glob or brace pattern): what the fingerprint covers
+    files: tuple[Path, ...] = ()
 
     def __len__(self) -> int:
         return self.table.height
@@ -69,11 +75,16 @@ class CaptionSet:
 
     @cached_property
     def fingerprint(self) -> str:
-        """sha256 of the source file (or of a folder's files, by name and content)."""
+        """sha256 of the source file (or of a folder's or a pattern's files, by name and content)."""
         digest = hashlib.sha256()
-        paths = sorted(p for p in self.source.rglob("*") if p.is_file()) if self.source.is_dir() else [self.source]
+        if self.files:
+            paths, root = list(self.files), Path(os.path.commonpath([path.parent for path in self.files]))
+        elif self.source.is_dir():
+            paths, root = sorted(p for p in self.source.rglob("*") if p.is_file()), self.source
+        else:
+            paths, root = [self.source], None
         for path in paths:
-            digest.update(str(path.relative_to(self.source) if self.source.is_dir() else path.name).encode())
+            digest.update(str(path.relative_to(root) if root is not None else path.name).encode())
             with open(path, "rb") as handle:
                 for chunk in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(chunk)

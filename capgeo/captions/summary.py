@@ -16,7 +16,7 @@ HISTOGRAM_BINS = 8
 
 
 def summarize_captions(captions: CaptionSet) -> dict:
-    """Format, counts, captions per group, splits, caption length in words, examples and skipped rows.
+    """Format (and layout, for shards and data in memory: CaptionSet.layout, else None), counts, captions per group, splits, caption length in words, examples and skipped rows.
 
     Lengths count whitespace-separated words (``str.split``); percentiles use
     numpy's default linear interpolation.
@@ -26,6 +26,7 @@ def summarize_captions(captions: CaptionSet) -> dict:
     per_group = table.group_by("group_id", maintain_order=True).len()["len"].to_numpy()
     return {
         "format": captions.format,
+        "layout": captions.layout,
         "source": str(captions.source),
         "n_captions": int(table.height),
         "n_groups": int(per_group.size),

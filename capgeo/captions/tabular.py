@@ -63,19 +63,46 @@ class Table:
     height: int
     where: Callable[[int], str]
     #: ids to use when the file has neither an id nor a group column (line/record numbers)
-    numbers: list[str]
+    numbers: Sequence[str]
     kind: str  # 'columns' or 'keys', for messages
+    #: each row's split where the files say it rather than a column (Hugging Face shard names)
+    splits: Sequence | None = None
+    #: how the rows were read, for `capgeo info` ("Hugging Face parquet, 4 shards, split train")
+    layout: str | None = None
+
+
+class RowNumbers(Sequence):
+    """"1", "2", ... "n", made only for the rows asked for (a million strings took memory and time
+    for files whose rows have ids)."""
+
+    def __init__(self, height: int, start: int = 1):
+        self._height = height
+        self._start = start
+
+    def __len__(self) -> int:
+        return self._height
+
+    def __getitem__(self, row):
+        if isinstance(row, slice):
+            return [str(number + self._start) for number in range(self._height)[row]]
+        if not -self._height <= row < self._height:
+            raise IndexError(row)
+        return str(range(self._height)[row] + self._start)
+
+    def __iter__(self):
+        return map(str, range(self._start, self._start + self._height))
 
 
 def read_generic(content: DatasetContent, format: str, columns: ColumnChoice) -> RawCaptions:
+    """A generic file but Parquet and Arrow, which capgeo.captions.multi reads (one file is one shard)."""
     if format == "text":
         if columns.given():
             raise DataError(f"{content.path}: {', '.join(columns.given())} do not apply to plain text (one caption per line)")
         return _read_text_lines(content)
     table = {
-        "jsonl": _jsonl_table, "json": _json_table, "csv": _csv_table, "tsv": _csv_table, "parquet": _parquet_table,
+        "jsonl": jsonl_table, "json": _json_table, "csv": csv_table, "tsv": csv_table,
     }[format](content, columns, format)
-    return _captions_from_table(table, content, format, columns)
+    return captions_from_table(table, content.path, format, columns)
 
 
 def _read_text_lines(content: DatasetContent) -> RawCaptions:
@@ -90,7 +117,7 @@ def _read_text_lines(content: DatasetContent) -> RawCaptions:
                        ids=numbers, fields=["(one caption per line)"])
 
 
-def _records_table(records: list[dict], where: Callable[[int], str], numbers: list[str]) -> Table:
+def records_table(records: list[dict], where: Callable[[int], str], numbers: list[str]) -> Table:
     keys: dict[str, None] = {}
     for record in records:
         keys.update(dict.fromkeys(record))
@@ -98,12 +125,12 @@ def _records_table(records: list[dict], where: Callable[[int], str], numbers: li
                  numbers, "keys")
 
 
-def _jsonl_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
+def jsonl_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
     numbered = list(iter_json_lines(content.text, content.path))
     if numbered:
         _refuse_capgeo_result(numbered[0][1].get("schema"), content.path)  # a saved profile on one line
     lines = [number for number, _ in numbered]
-    return _records_table([record for _, record in numbered], lambda row: f"line {lines[row]}", list(map(str, lines)))
+    return records_table([record for _, record in numbered], lambda row: f"line {lines[row]}", list(map(str, lines)))
 
 
 def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
@@ -122,7 +149,7 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
         for index, record in enumerate(data):
             if not isinstance(record, dict):
                 raise DataError(f"{path}: record {index + 1}: expected an object, found {json_kind(record)}")
-        return _records_table(data, record_where, [str(row + 1) for row in range(len(data))])
+        return records_table(data, record_where, [str(row + 1) for row in range(len(data))])
     if not isinstance(data, dict):
         raise DataError(f"{path}: expected a JSON list of objects or an object of columns; found {json_kind(data)}")
     _refuse_capgeo_result(data.get("schema"), path)
@@ -136,7 +163,7 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
     if text_keys and not column_keys:
         # one record ({"caption": "...", "image": "..."}), not an {image: caption} mapping of images
         # that happen to be called "caption" and "image"
-        return _records_table([data], record_where, ["1"])
+        return records_table([data], record_where, ["1"])
     if column_keys:
         # {column: [values]}: columns of equal length
         lengths = {key: len(value) for key, value in lists.items()}
@@ -155,7 +182,7 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
     if len(record_lists) == 1:
         # {"annotations": [{...}, ...]} and the like
         key = record_lists[0]
-        return _records_table(data[key], lambda row: f"{key}[{row}]", [str(row + 1) for row in range(len(data[key]))])
+        return records_table(data[key], lambda row: f"{key}[{row}]", [str(row + 1) for row in range(len(data[key]))])
     if any(value is not None for value in data.values()) and \
             all(value is None or isinstance(value, str) or _is_list_of_text(value) for value in data.values()):
         # {image: caption} or {image: [captions]}; a null caption is skipped and counted, as anywhere
@@ -166,7 +193,7 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
             records = [{"image": key, "captions": [value] if isinstance(value, str) else value}
                        for key, value in data.items()]
         keys = list(data)
-        return _records_table(records, lambda row: f"key {keys[row]!r}", keys)
+        return records_table(records, lambda row: f"key {keys[row]!r}", keys)
     raise DataError(
         f"{path}: cannot find caption records in this JSON object (keys: {', '.join(list(map(str, data))[:20])}); "
         "expected a list of objects, an object of equal-length columns, or {image: caption}"
@@ -190,7 +217,7 @@ def _is_list_of_text(value) -> bool:
 CSV_FIELD_LIMIT = 2**31 - 1
 
 
-def _csv_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
+def csv_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
     """CSV (RFC 4180 quoting) or TSV (no quoting) with a header row; every cell read as text.
 
     Python's csv module rather than polars: it reports the line of a broken row,
@@ -309,20 +336,19 @@ class _LineNumbersAsText(Sequence):
         return str(numbers[row])
 
 
-def _parquet_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
-    import polars as pl
+def frame_table(frame, unit: str, source) -> Table:
+    """A polars DataFrame's rows (``unit`` names them in messages: 'row 3')."""
+    from capgeo.captions.images import image_keys_of_frame, is_image_dtype
 
-    try:
-        frame = pl.read_parquet(content.path)
-    except Exception as error:
-        raise DataError(f"{content.path}: cannot read as Parquet: {str(error).splitlines()[0]}") from None
-    return _frame_table(frame, "row")
-
-
-def _frame_table(frame, unit: str) -> Table:
     height = frame.height
-    return Table(list(frame.columns), lambda name: frame[name].to_list(), height, lambda row: f"{unit} {row + 1}",
-                 [str(row + 1) for row in range(height)], "columns")
+    where = lambda row: f"{unit} {row + 1}"  # noqa: E731
+
+    def get(name):
+        if is_image_dtype(frame.schema[name]):
+            return image_keys_of_frame(frame, name, source, where)
+        return frame[name].to_list()
+
+    return Table(list(frame.columns), get, height, where, RowNumbers(height), "columns")
 
 
 def _pick(table: Table, given: str | None, option: str, names: tuple[str, ...], path) -> str | None:
@@ -369,8 +395,7 @@ def _listing(table: Table) -> str:
     return ", ".join(repr(name) if name != name.strip() or not name else name for name in table.columns[:30]) or "none"
 
 
-def _captions_from_table(table: Table, content: DatasetContent, format: str, columns: ColumnChoice) -> RawCaptions:
-    path = content.path
+def captions_from_table(table: Table, path, format: str, columns: ColumnChoice) -> RawCaptions:
     text_column = _pick(table, columns.text, "--text-column", (), path) if columns.text else None
     captions_column = _pick(table, columns.captions, "--captions-column", (), path) if columns.captions else None
     if text_column and captions_column:
@@ -394,14 +419,28 @@ def _captions_from_table(table: Table, content: DatasetContent, format: str, col
             raise DataError(f"{path}: {_noun(table)} {chosen!r} cannot be both the caption and the id/group/split")
 
     ids = table.get(id_column) if id_column else None
-    groups = table.get(group_column) if group_column else None
-    splits = table.get(split_column) if split_column else None
+    groups = _image_groups(table.get(group_column), path, table.where, group_column) if group_column else None
+    splits = table.get(split_column) if split_column else table.splits
     if text_column:
         if ids is None and groups is None:
             ids = table.numbers
-        return RawCaptions(source=path, format=format, texts=table.get(text_column), where=table.where,
-                           ids=ids, groups=groups, splits=splits, fields=table.columns, numbers=table.numbers)
-    return _expand_caption_lists(table, captions_column, ids, groups, splits, path, format)
+        raw = RawCaptions(source=path, format=format, texts=table.get(text_column), where=table.where,
+                          ids=ids, groups=groups, splits=splits, fields=table.columns, numbers=table.numbers)
+    else:
+        raw = _expand_caption_lists(table, captions_column, ids, groups, splits, path, format)
+    raw.layout = table.layout
+    return raw
+
+
+def _image_groups(values: list, path, where, column: str) -> list:
+    """An ``Image`` column read as Python values ({bytes, path} dicts) names each image by its
+    path or the hash of its bytes (capgeo.captions.images); other group values pass unchanged."""
+    from capgeo.captions.images import image_keys_of_values, is_image_value
+
+    first = next((value for value in values if value is not None), None)
+    if not is_image_value(first):
+        return values
+    return image_keys_of_values(values, path, where, column)
 
 
 def _holds_lists(values: list, format: str) -> bool:

@@ -19,7 +19,8 @@ SCHEMA = "capgeo.info/1"
 HELP = """Show what DATA holds: format, captions and groups, captions per group, splits,
 caption length in words, examples, and rows skipped while reading (with why).
 
-DATA is a file or folder in any supported format (see `capgeo docs formats`)."""
+DATA is a file or folder in any supported format, or a quoted glob or brace pattern naming
+shards ('shards/*.parquet', 'shards/{00000..00099}.parquet'); see `capgeo docs formats`."""
 
 
 def _show_info(json_out, **options):
@@ -47,6 +48,8 @@ def _print_summary(summary: dict) -> None:
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column(overflow="fold")
     table.add_row("format", shown(summary["format"]))
+    if summary.get("layout"):
+        table.add_row("layout", shown(summary["layout"]))
     table.add_row("captions", f"{summary['n_captions']:,}")
     table.add_row("groups (images)", f"{summary['n_groups']:,}")
     table.add_row("captions/group", f"min {per_group['min']}, mean {per_group['mean']:g}, max {per_group['max']}"

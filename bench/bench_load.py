@@ -1,0 +1,133 @@
+"""Benchmark: reading parquet shards through capgeo against polars reading the same columns.
+
+Writes N captions in S parquet shards into a temporary folder (columns: caption, id and an
+unused 200-byte column), then runs each reader as a fresh process and reports its wall time
+and peak memory (ru_maxrss, the process's whole resident peak, interpreter included):
+  polars   pl.scan_parquet(shards).select("caption", "id").collect()
+  capgeo   capgeo.captions.load_captions(folder)
+The ratios capgeo/polars are measured in the one run. With --coco FILE it also times
+load_captions on that file (the shared COCO Karpathy test set), median of --repeat runs in
+one process, to compare loaders of single files between checkouts (run it once per checkout).
+
+    python bench/bench_load.py --captions 1000000          # 1M captions in 100 shards
+    python bench/bench_load.py --captions 10000000         # the issue's size: ~2 GB of shards
+    python bench/bench_load.py --captions 0 --coco ../shared/data/coco-karpathy-test/mscoco_test.json
+
+The shards are removed afterwards (--keep FOLDER writes them there and keeps them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+POLARS = """
+import polars as pl, sys
+frame = pl.scan_parquet(sorted(__import__('glob').glob(sys.argv[1] + '/*.parquet'))).select('caption', 'id').collect()
+print(frame.height)
+"""
+CAPGEO = """
+import sys
+from capgeo.captions import load_captions
+print(len(load_captions(sys.argv[1])))
+"""
+MEASURED = """
+import resource, sys, time
+start = time.perf_counter()
+exec(compile(sys.argv.pop(1), 'reader', 'exec'))
+print('RESULT', time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--captions", type=int, default=1_000_000, help="captions in all (0: no shard benchmark)")
+    parser.add_argument("--shards", type=int, default=100)
+    parser.add_argument("--keep", type=Path, default=None, help="write the shards here and keep them")
+    parser.add_argument("--coco", type=Path, default=None, help="also time load_captions on this file")
+    parser.add_argument("--repeat", type=int, default=5)
+    return parser.parse_args(argv)
+
+
+def write_shards(folder: Path, n: int, shards: int) -> None:
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(0)
+    words = np.array("a the dog cat red blue small large photo of on in with near street field man woman".split())
+    per = -(-n // shards)
+    for index in range(shards):
+        start, stop = index * per, min(n, (index + 1) * per)
+        if start >= stop:
+            break
+        picks = rng.integers(0, len(words), size=(stop - start, 10))
+        captions = [" ".join(row) for row in words[picks]]
+        pl.DataFrame({"caption": captions, "id": [f"c{i}" for i in range(start, stop)],
+                      "unused": ["u" * 200] * (stop - start)}).write_parquet(folder / f"part-{index:05d}.parquet")
+
+
+def measure(code: str, folder: Path) -> tuple[float, float]:
+    """(seconds, peak resident MiB) of one fresh process running ``code`` on ``folder``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", MEASURED, code, str(folder)], capture_output=True, text=True,
+                         env=env, check=True).stdout
+    line = next(line for line in out.splitlines() if line.startswith("RESULT"))
+    _, seconds, peak_kib = line.split()
+    return float(seconds), int(peak_kib) / 1024
+
+
+def bench_shards(args) -> dict:
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="capgeo-bench-load-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        started = time.perf_counter()
+        write_shards(folder, args.captions, args.shards)
+        size = sum(path.stat().st_size for path in folder.glob("*.parquet"))
+        print(f"wrote {args.captions:,} captions in {args.shards} shards, {size / 2**20:,.0f} MiB, "
+              f"{time.perf_counter() - started:.1f} s", flush=True)
+        polars_s, polars_mib = measure(POLARS, folder)
+        capgeo_s, capgeo_mib = measure(CAPGEO, folder)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    result = {"captions": args.captions, "shards": args.shards, "polars_s": round(polars_s, 2),
+              "capgeo_s": round(capgeo_s, 2), "time_ratio": round(capgeo_s / polars_s, 2),
+              "polars_peak_mib": round(polars_mib), "capgeo_peak_mib": round(capgeo_mib),
+              "memory_ratio": round(capgeo_mib / polars_mib, 2)}
+    print(json.dumps(result))
+    return result
+
+
+def bench_coco(args) -> None:
+    sys.path.insert(0, str(ROOT))
+    from capgeo.captions import load_captions
+
+    times = []
+    for _ in range(args.repeat):
+        started = time.perf_counter()
+        captions = load_captions(args.coco)
+        times.append(time.perf_counter() - started)
+    print(json.dumps({"file": str(args.coco), "captions": len(captions), "median_s": round(statistics.median(times), 3),
+                      "min_s": round(min(times), 3)}))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.captions:
+        bench_shards(args)
+    if args.coco:
+        bench_coco(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""Several files read as one table: Parquet and Arrow shards through polars, column by column;
+JSON-lines, CSV and TSV shards file by file.
+
+Parquet is scanned lazily: only the columns a caption set needs are read, so memory
+follows the caption text, not the file. Shards must agree on their columns; the first
+that does not is named. ``rows`` reads only the first rows (``--limit``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from pathlib import Path
+
+from capgeo.captions.shards import Shard
+from capgeo.captions.tabular import ColumnChoice, RowNumbers, Table
+from capgeo.errors import DataError
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [type(error).__name__])[0]
+
+
+def arrow_kind(path: Path) -> str:
+    """'file' for the Arrow IPC file format (magic ARROW1), 'stream' for an IPC stream (what
+    `datasets` writes)."""
+    with open(path, "rb") as handle:
+        return "file" if handle.read(6) == b"ARROW1" else "stream"
+
+
+def _schema(path: Path, format: str) -> dict:
+    import polars as pl
+
+    try:
+        if format == "parquet":
+            return dict(pl.read_parquet_schema(path))
+        if arrow_kind(path) == "file":
+            return dict(pl.read_ipc_schema(path))
+        return dict(pl.read_ipc_stream(path, n_rows=0).schema)
+    except Exception as error:
+        name = "Parquet" if format == "parquet" else "Arrow IPC"
+        raise DataError(f"{path}: cannot read as {name}: {_first_line(error)}") from None
+
+
+def _read(path: Path, format: str, names: list[str], rows: int | None):
+    """The columns ``names`` of one file, its first ``rows`` rows only when given."""
+    import polars as pl
+
+    try:
+        if format == "parquet":
+            scan = pl.scan_parquet(path).select(names)
+            return (scan.head(rows) if rows is not None else scan).collect()
+        if arrow_kind(path) == "file":
+            return pl.read_ipc(path, columns=names, n_rows=rows, memory_map=False)
+        return pl.read_ipc_stream(path, columns=names, n_rows=rows)
+    except Exception as error:
+        name = "Parquet" if format == "parquet" else "Arrow IPC"
+        raise DataError(f"{path}: cannot read as {name}: {_first_line(error)}") from None
+
+
+def check_same_columns(named: list[tuple[Path, list[str]]]) -> list[str]:
+    """The columns all shards share; the first shard whose columns differ from the first's is an error."""
+    first, columns = named[0]
+    for path, found in named[1:]:
+        if set(found) != set(columns):
+            extra = [name for name in found if name not in columns]
+            lacking = [name for name in columns if name not in found]
+            detail = "; ".join(part for part in (
+                f"it has {', '.join(extra)} which {first.name} lacks" if extra else "",
+                f"it lacks {', '.join(lacking)}" if lacking else "") if part)
+            raise DataError(f"{path}: this shard's columns differ from those of the first shard {first} ({detail}); "
+                            f"the shards of one dataset share their columns")
+    return columns
+
+
+def _row_counts(files: list[Path], format: str) -> list[int]:
+    import polars as pl
+
+    counts = []
+    for path in files:
+        try:
+            if format == "parquet":
+                counts.append(int(pl.scan_parquet(path).select(pl.len()).collect().item()))
+            elif arrow_kind(path) == "file":
+                counts.append(int(pl.scan_ipc(path).select(pl.len()).collect().item()))
+            else:
+                counts.append(_stream_rows(path))
+        except DataError:
+            raise
+        except Exception as error:
+            raise DataError(f"{path}: cannot read: {_first_line(error)}") from None
+    return counts
+
+
+def _stream_rows(path: Path) -> int:
+    """Rows of an Arrow IPC stream: its record batches are read, one column at most."""
+    import polars as pl
+
+    schema = _schema(path, "arrow")
+    if not schema:
+        return 0
+    return pl.read_ipc_stream(path, columns=[next(iter(schema))]).height
+
+
+def shown_name(path: Path, source) -> str:
+    """A shard as messages name it: its path inside the source folder, else its file name."""
+    try:
+        return str(path.relative_to(source)) if Path(source).is_dir() else path.name
+    except ValueError:
+        return path.name
+
+
+class _Where:
+    """'train-00001-of-00004.parquet, row 17': a row's shard and its row within it."""
+
+    def __init__(self, names: list[str], counts: list[int], single: bool):
+        self._names = names
+        self._starts = [sum(counts[:index]) for index in range(len(counts))]
+        self._single = single
+
+    def __call__(self, row: int) -> str:
+        if self._single:
+            return f"row {row + 1}"
+        shard = bisect.bisect_right(self._starts, row) - 1
+        return f"{self._names[shard]}, row {row - self._starts[shard] + 1}"
+
+
+def frames_table(files: list[Path], format: str, source, *, splits: Sequence | None = None,
+                 rows: int | None = None, layout: str | None = None) -> Table:
+    """Parquet or Arrow files as one Table whose columns are read when asked for, each once."""
+    import polars as pl
+
+    from capgeo.captions.images import image_keys_of_frame, is_image_dtype
+
+    schemas = [(path, _schema(path, format)) for path in files]
+    columns = check_same_columns([(path, list(schema)) for path, schema in schemas])
+    dtypes = schemas[0][1]
+    counts = _row_counts(files, format)
+    if rows is not None:  # the first ``rows`` rows only, shard by shard
+        kept, left = [], rows
+        for count in counts:
+            kept.append(min(count, left))
+            left -= kept[-1]
+        counts = kept
+    height = sum(counts)
+    where = _Where([shown_name(path, source) for path in files], counts, single=len(files) == 1)
+    cache: dict[str, list] = {}
+
+    def collect(name: str):
+        parts = [_read(path, format, [name], count) for path, count in zip(files, counts) if count]
+        if not parts:
+            return pl.DataFrame({name: []}, schema={name: dtypes[name]})
+        try:
+            return pl.concat(parts, how="vertical_relaxed") if len(parts) > 1 else parts[0]
+        except Exception as error:
+            raise DataError(f"{source}: the shards' column {name!r} differ in type: {_first_line(error)}") from None
+
+    def get(name: str) -> list:
+        if name not in cache:
+            frame = collect(name)
+            cache[name] = (image_keys_of_frame(frame, name, source, where) if is_image_dtype(dtypes[name])
+                           else frame.to_series().to_list())
+        return cache[name]
+
+    split_rows = _per_row(splits, counts) if splits is not None else None
+    return Table(columns, get, height, where, RowNumbers(height), "columns", splits=split_rows, layout=layout)
+
+
+def _per_row(values: Sequence, counts: list[int]) -> list | None:
+    """One value per row from one per file; None when no file has one."""
+    if all(value is None for value in values):
+        return None
+    out: list = []
+    for value, count in zip(values, counts):
+        out += [value] * count
+    return out
+
+
+def text_shards_table(shards: list[Shard], format: str, columns: ColumnChoice, source, *,
+                      rows: int | None = None, layout: str | None = None) -> tuple[Table, bool]:
+    """JSON-lines, CSV or TSV shards, read file by file (until ``rows`` rows when given), as one
+    Table, and whether every shard was read."""
+    from capgeo.captions.content import DatasetContent
+    from capgeo.captions.tabular import csv_table, jsonl_table
+
+    reader = jsonl_table if format == "jsonl" else csv_table
+    tables: list[tuple[Path, Table]] = []
+    read = 0
+    for shard in shards:
+        if rows is not None and read >= rows:
+            break
+        table = reader(DatasetContent(shard.path), columns, format)
+        tables.append((shard.path, table))
+        read += table.height
+    names = check_same_columns([(path, table.columns) for path, table in tables])
+    counts = [table.height for _, table in tables]
+    starts = [sum(counts[:index]) for index in range(len(counts))]
+
+    def locate(row: int) -> tuple[int, int]:
+        shard = bisect.bisect_right(starts, row) - 1
+        return shard, row - starts[shard]
+
+    def where(row: int) -> str:
+        shard, local = locate(row)
+        path, table = tables[shard]
+        return f"{shown_name(path, source)}, {table.where(local)}"
+
+    def get(name: str) -> list:
+        values: list = []
+        for _, table in tables:
+            values += table.get(name)
+        return values
+
+    # ids made for rows without one: the file and the row's own number, unique across the shards
+    numbers = [f"{shown_name(path, source)}:{number}" for path, table in tables for number in table.numbers]
+    splits = _per_row([shard.split for shard in shards[:len(tables)]], counts)
+    table = Table(names, get, sum(counts), where, numbers, tables[0][1].kind, splits=splits, layout=layout)
+    return table, len(tables) == len(shards)
