@@ -2,7 +2,8 @@
 
 Writes N captions in S parquet shards into a temporary folder (columns: caption, id and an
 unused 200-byte column), then runs each reader as a fresh process and reports its wall time
-and peak memory (ru_maxrss, the process's whole resident peak, interpreter included):
+(imports done before the clock starts) and peak memory (ru_maxrss, the process's whole resident
+peak, interpreter and imports included):
   polars   pl.scan_parquet(shards).select("caption", "id").collect()
   capgeo   capgeo.captions.load_captions(folder)
 The ratios capgeo/polars are measured in the one run. With --coco FILE it also times
@@ -31,21 +32,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-POLARS = """
-import polars as pl, sys
-frame = pl.scan_parquet(sorted(__import__('glob').glob(sys.argv[1] + '/*.parquet'))).select('caption', 'id').collect()
-print(frame.height)
-"""
-CAPGEO = """
-import sys
-from capgeo.captions import load_captions
-print(len(load_captions(sys.argv[1])))
-"""
+#: (imports, the read timed): each reader's libraries are imported before its clock starts
+POLARS = ("import glob, polars as pl",
+          "frame = pl.scan_parquet(sorted(glob.glob(folder + '/*.parquet'))).select('caption', 'id').collect()")
+CAPGEO = ("from capgeo.captions import load_captions", "frame = load_captions(folder)")
 MEASURED = """
 import resource, sys, time
+setup, timed, folder = sys.argv[1:]
+exec(setup)
 start = time.perf_counter()
-exec(compile(sys.argv.pop(1), 'reader', 'exec'))
-print('RESULT', time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+exec(timed)
+print('RESULT', time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, len(frame))
 """
 
 
@@ -72,17 +69,20 @@ def write_shards(folder: Path, n: int, shards: int) -> None:
             break
         picks = rng.integers(0, len(words), size=(stop - start, 10))
         captions = [" ".join(row) for row in words[picks]]
+        # 200 random bytes a row (as hex text), so the column neither compresses nor dictionary-encodes
+        unused = pl.Series(np.frombuffer(rng.bytes(100 * (stop - start)), dtype="S100")).bin.encode("hex")
         pl.DataFrame({"caption": captions, "id": [f"c{i}" for i in range(start, stop)],
-                      "unused": ["u" * 200] * (stop - start)}).write_parquet(folder / f"part-{index:05d}.parquet")
+                      "unused": unused}).write_parquet(folder / f"part-{index:05d}.parquet")
 
 
-def measure(code: str, folder: Path) -> tuple[float, float]:
-    """(seconds, peak resident MiB) of one fresh process running ``code`` on ``folder``."""
+def measure(code: tuple[str, str], folder: Path, n: int) -> tuple[float, float]:
+    """(seconds of the read, peak resident MiB of the process) of one fresh process reading ``folder``."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", MEASURED, code, str(folder)], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", MEASURED, *code, str(folder)], capture_output=True, text=True,
                          env=env, check=True).stdout
     line = next(line for line in out.splitlines() if line.startswith("RESULT"))
-    _, seconds, peak_kib = line.split()
+    _, seconds, peak_kib, rows = line.split()
+    assert int(rows) == n, (rows, n)
     return float(seconds), int(peak_kib) / 1024
 
 
@@ -95,8 +95,8 @@ def bench_shards(args) -> dict:
         size = sum(path.stat().st_size for path in folder.glob("*.parquet"))
         print(f"wrote {args.captions:,} captions in {args.shards} shards, {size / 2**20:,.0f} MiB, "
               f"{time.perf_counter() - started:.1f} s", flush=True)
-        polars_s, polars_mib = measure(POLARS, folder)
-        capgeo_s, capgeo_mib = measure(CAPGEO, folder)
+        polars_s, polars_mib = measure(POLARS, folder, args.captions)
+        capgeo_s, capgeo_mib = measure(CAPGEO, folder, args.captions)
     finally:
         if args.keep is None:
             shutil.rmtree(folder, ignore_errors=True)

@@ -245,3 +245,37 @@ def test_fingerprint_of_a_pattern_covers_its_files(tmp_path):
     before = load_captions(f"{tmp_path}/d/*.parquet").fingerprint
     pl.DataFrame({"caption": ["changed"]}).write_parquet(tmp_path / "d" / "b.parquet")
     assert load_captions(f"{tmp_path}/d/*.parquet").fingerprint != before
+
+
+TRICKY = ["plain caption", "  padded both  ", "ends with newline\n", "\x1cfile separator\x1f", "\u200b", "", None,
+          "café au lait", "\u3000ideographic space\u3000", "\t", "日本語のキャプション", "a", "\u200bzero-width first",
+          "last plain one."]
+
+
+@pytest.mark.parametrize("options", [{}, {"limit": 3}, {"limit": 9}, {"split": "b"}, {"split": "a", "limit": 2}])
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_column_rules_match_the_row_rules(tmp_path, options, with_ids):
+    """Parquet goes through the column-wise rules; the same records as JSON lines through the row-by-row
+    ones, the reference: same captions, ids, groups, splits and skipped rows."""
+    records = [{"caption": text, "split": "ab"[row % 2], **({"id": f"x{row}"} if with_ids else {})}
+               for row, text in enumerate(TRICKY)]
+    pl.DataFrame(records).write_parquet(tmp_path / "d.parquet")
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    columnar = load_captions(tmp_path / "d.parquet", **options)
+    rows = load_captions(tmp_path / "d.jsonl", **options)
+    assert columnar.table.to_dicts() == rows.table.to_dicts()
+    assert [(item.reason, item.count) for item in columnar.skipped] == [(item.reason, item.count) for item in rows.skipped]
+    assert [[place.replace("row", "line") for place in item.examples] for item in columnar.skipped] == \
+        [list(item.examples) for item in rows.skipped]
+
+
+def test_python_whitespace_is_what_str_strip_strips():
+    from capgeo.captions.clean import PYTHON_WHITESPACE
+
+    assert set(PYTHON_WHITESPACE) == {chr(code) for code in range(sys.maxunicode + 1) if chr(code).isspace()}
+
+
+def test_duplicate_ids_in_parquet_are_named(tmp_path):
+    pl.DataFrame({"caption": ["a", "b", "c"], "id": ["1", "2", "1"]}).write_parquet(tmp_path / "d.parquet")
+    with pytest.raises(DataError, match="duplicate caption id '1' at row 1 and row 3"):
+        load_captions(tmp_path / "d.parquet")

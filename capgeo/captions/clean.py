@@ -23,6 +23,7 @@ Readers hand over ``RawCaptions``: parallel columns as they appear in the file.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import unicodedata
 from collections import Counter
@@ -73,13 +74,146 @@ class RawCaptions:
     files: tuple[Path, ...] = ()
 
 
+class RowNumbers(Sequence):
+    """"1", "2", ... "n", made only for the rows asked for (a million strings took memory and time
+    for files whose rows have ids)."""
+
+    def __init__(self, height: int, start: int = 1):
+        self._height = height
+        self.start = start
+
+    def __len__(self) -> int:
+        return self._height
+
+    def __getitem__(self, row):
+        if isinstance(row, slice):
+            return [str(number + self.start) for number in range(self._height)[row]]
+        if not -self._height <= row < self._height:
+            raise IndexError(row)
+        return str(range(self._height)[row] + self.start)
+
+    def __iter__(self):
+        return map(str, range(self.start, self.start + self._height))
+
+
 def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | None = None) -> CaptionSet:
+    if isinstance(raw.texts, pl.Series):
+        # columns read by polars (Parquet, Arrow, DataFrames): the common case without a Python object
+        # per caption; anything it does not take (a missing id, a duplicate, ...) goes the row-by-row way,
+        # which applies the same rules and says what is wrong
+        made = _columnar_caption_set(raw, split=split, limit=limit)
+        if made is not None:
+            return made
+        raw = _as_lists(raw)
     try:
         return _checked_caption_set(raw, split=split, limit=limit)
     except UnicodeEncodeError:
         # a JSON escape of half a surrogate pair ("\ud800") reads as a str that is not Unicode text,
         # which polars (UTF-8) refuses: name where it is instead of a traceback
         raise _not_unicode_text(raw) from None
+
+
+#: what str.strip() strips: every character for which str.isspace() is true
+PYTHON_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006"
+                     "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def _as_lists(raw: RawCaptions) -> RawCaptions:
+    """``raw`` with its polars columns as Python lists, for the row-by-row rules."""
+    def listed(values):
+        return values.to_list() if isinstance(values, pl.Series) else values
+
+    return dataclasses.replace(raw, texts=listed(raw.texts), ids=listed(raw.ids), groups=listed(raw.groups),
+                               splits=listed(raw.splits))
+
+
+def _named_keys(values) -> pl.Series | None:
+    """Ids or groups as text when every one is given (no null, no empty text), else None. Integers
+    are written as _key writes them (str); other types are left to the row-by-row rules."""
+    if values.null_count():
+        return None
+    if values.dtype == pl.String:
+        return None if (values == "").any() else values
+    if values.dtype.is_integer():
+        return values.cast(pl.String)
+    return None
+
+
+def _columnar_caption_set(raw: RawCaptions, *, split: str | None, limit: int | None) -> CaptionSet | None:
+    """The CaptionSet of polars columns by the rules of _checked_caption_set, computed column-wise;
+    None where those rules need a look at single rows (missing or duplicate ids, missing groups,
+    unknown splits, nothing left), which the caller then applies."""
+    texts = raw.texts
+    n_rows = len(texts)
+    if texts.dtype != pl.String:
+        return None
+    if isinstance(raw.ids, pl.Series):
+        ids = _named_keys(raw.ids)
+    elif raw.ids is None and isinstance(raw.groups, pl.Series):
+        groups = _named_keys(raw.groups)
+        ids = None if groups is None else pl.DataFrame({"group": groups}).select(
+            pl.col("group") + "#" + pl.int_range(pl.len()).over("group").cast(pl.String)).to_series()
+    elif isinstance(raw.ids, RowNumbers):
+        ids = pl.int_range(raw.ids.start, raw.ids.start + n_rows, eager=True).cast(pl.String)
+    else:
+        return None
+    if ids is None or len(ids) != n_rows:
+        return None
+    if raw.groups is not None and not isinstance(raw.groups, pl.Series):
+        return None
+    groups = ids if raw.groups is None else _named_keys(raw.groups)
+    if groups is None:
+        return None
+    splits = None
+    if raw.splits is not None:
+        splits = raw.splits if isinstance(raw.splits, pl.Series) else pl.Series(raw.splits, dtype=pl.String)
+        if splits.dtype != pl.String or splits.null_count() or splits.str.contains(r"^[\s\x1c-\x1f]*$").any():
+            return None  # blank splits are no split (_split_name): decided row by row
+    frame = pl.DataFrame({"caption_id": ids, "group_id": groups,
+                          "split": splits if splits is not None else pl.repeat(None, n_rows, dtype=pl.String, eager=True),
+                          "text": texts})
+    # a caption that starts and ends with printable ASCII has nothing to strip and is visible: kept as
+    # it is. The others (null, empty, other first or last characters) are decided by the row rules.
+    # Ids are told apart by their 64-bit hashes (polars' duplicate check of the strings took 1.5 s per
+    # million): equal hashes go to the row rules, which name the duplicate or clear it. Both in one
+    # select, which polars runs in parallel
+    printable = [chr(code) for code in range(0x21, 0x7F)]
+    text = pl.col("text")
+    frame = frame.with_columns(
+        (text.str.head(1).is_in(printable) & text.str.tail(1).is_in(printable)).fill_null(False).not_().alias("check"),
+        (pl.col("caption_id").hash(seed=0).n_unique() == pl.len()).alias("unique"),
+    ).with_row_index("row")
+    if not frame.height or not frame["unique"][0]:
+        return None
+    if split is not None:
+        if splits is None:
+            return None
+        frame = frame.filter(pl.col("split") == split)
+    checked = frame.filter(pl.col("check")).select("row", "text")
+    reasons: list[tuple[int, str]] = []  # (row, why it is skipped), in row order
+    cleaned: list[str | None] = []
+    for row, value in checked.iter_rows():
+        cleaned_text, reason = _clean_text(value, raw, row)
+        cleaned.append(cleaned_text if reason is None else None)
+        if reason is not None:
+            reasons.append((row, reason))
+    if checked.height:
+        replaced = pl.DataFrame({"row": checked["row"], "cleaned": pl.Series(cleaned, dtype=pl.String)})
+        frame = frame.join(replaced, on="row", how="left", maintain_order="left").with_columns(
+            pl.coalesce("cleaned", "text").alias("text")).drop("cleaned")
+    kept = frame.filter(~pl.col("row").is_in([row for row, _ in reasons])) if reasons else frame
+    if limit is not None and kept.height >= limit:
+        kept = kept.head(limit)
+        last = int(kept["row"][-1])
+        reasons = [(row, reason) for row, reason in reasons if row < last]  # the row loop stops at the limit
+    if not kept.height:
+        return None
+    skipped = {reason: list(places) for reason, places in raw.skipped.items()}
+    for row, reason in reasons:
+        skipped.setdefault(reason, []).append(raw.where(row))
+    table = kept.select(pl.col(name).cast(pl.String) for name in COLUMNS)
+    skipped_list = [Skipped(reason, len(places), tuple(places[:MAX_EXAMPLES])) for reason, places in skipped.items()]
+    return CaptionSet(table, raw.source, raw.format, skipped_list, layout=raw.layout, files=raw.files)
 
 
 def _not_unicode_text(raw: RawCaptions) -> DataError:

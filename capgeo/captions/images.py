@@ -46,16 +46,15 @@ def image_keys_of_values(values: list, source, where, column: str) -> list[str]:
     return keys
 
 
-def image_keys_of_frame(frame, column: str, source, where) -> list[str]:
-    """Groups for a polars struct column: paths are taken as they are; only the rows without
-    a path have their bytes read out of the frame (and hashed)."""
+def image_keys_of_frame(frame, column: str, source, where):
+    """Groups for a polars struct column, as a polars Series: paths are taken as they are; only
+    the rows without a path have their bytes read out of the frame (and hashed)."""
     import polars as pl
 
     paths = frame.select(pl.col(column).struct.field("path")).to_series()
     missing = (paths.is_null() | (paths == "")).arg_true()
-    keys = paths.to_list()
-    if len(missing):
-        data = frame.select(pl.col(column).struct.field("bytes")).to_series().gather(missing).to_list()
-        for row, payload in zip(missing.to_list(), data):
-            keys[row] = image_key(None, payload, source, where(row), column)
-    return keys
+    if not len(missing):
+        return paths
+    data = frame.select(pl.col(column).struct.field("bytes")).to_series().gather(missing).to_list()
+    hashes = [image_key(None, payload, source, where(row), column) for row, payload in zip(missing.to_list(), data)]
+    return paths.scatter(missing, pl.Series(hashes, dtype=pl.String))

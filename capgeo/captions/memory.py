@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from capgeo.captions.clean import RawCaptions
-from capgeo.captions.tabular import ColumnChoice, RowNumbers, Table, captions_from_table, frame_table, records_table
+from capgeo.captions.clean import RawCaptions, RowNumbers
+from capgeo.captions.tabular import ColumnChoice, Table, captions_from_table, frame_table, records_table
 from capgeo.errors import DataError
 
 #: what load_captions reads besides a path, for messages

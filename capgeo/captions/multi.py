@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from capgeo.captions.shards import Shard
-from capgeo.captions.tabular import ColumnChoice, RowNumbers, Table
+from capgeo.captions.clean import RowNumbers
+from capgeo.captions.tabular import ColumnChoice, Table
 from capgeo.errors import DataError
 
 
@@ -111,23 +112,30 @@ def shown_name(path: Path, source) -> str:
 
 
 class _Where:
-    """'train-00001-of-00004.parquet, row 17': a row's shard and its row within it."""
+    """'train-00001-of-00004.parquet, row 17': a row's shard and its row within it. The shards' row
+    counts are read (from their metadata) only when a message needs them."""
 
-    def __init__(self, names: list[str], counts: list[int], single: bool):
+    def __init__(self, names: list[str], counts, single: bool):
         self._names = names
-        self._starts = [sum(counts[:index]) for index in range(len(counts))]
+        self._counts = counts
+        self._starts: list[int] | None = None
         self._single = single
 
     def __call__(self, row: int) -> str:
         if self._single:
             return f"row {row + 1}"
+        if self._starts is None:
+            counts = self._counts()
+            self._starts = [sum(counts[:index]) for index in range(len(counts))]
         shard = bisect.bisect_right(self._starts, row) - 1
         return f"{self._names[shard]}, row {row - self._starts[shard] + 1}"
 
 
 def frames_table(files: list[Path], format: str, source, *, splits: Sequence | None = None,
                  rows: int | None = None, layout: str | None = None) -> Table:
-    """Parquet or Arrow files as one Table whose columns are read when asked for, each once."""
+    """Parquet or Arrow files as one Table whose columns are read when asked for, each once (Parquet
+    in one scan over all the files, which polars reads in parallel), the first ``rows`` rows only
+    when given."""
     import polars as pl
 
     from capgeo.captions.images import image_keys_of_frame, is_image_dtype
@@ -135,45 +143,81 @@ def frames_table(files: list[Path], format: str, source, *, splits: Sequence | N
     schemas = [(path, _schema(path, format)) for path in files]
     columns = check_same_columns([(path, list(schema)) for path, schema in schemas])
     dtypes = schemas[0][1]
-    counts = _row_counts(files, format)
-    if rows is not None:  # the first ``rows`` rows only, shard by shard
-        kept, left = [], rows
-        for count in counts:
-            kept.append(min(count, left))
-            left -= kept[-1]
-        counts = kept
-    height = sum(counts)
+    known: list[list[int]] = []
+
+    def counts() -> list[int]:
+        if not known:
+            known.append(_row_counts(files, format))
+        return known[0]
+
+    if format == "parquet":
+        scan = pl.scan_parquet(files) if len(files) > 1 else pl.scan_parquet(files[0])
+        total = _collected(lambda: scan.select(pl.len()).collect().item(), source)
+        height = total if rows is None else min(rows, total)
+
+        def collect(names: list[str]):
+            wanted = scan.select(names)
+            return _collected(lambda: (wanted.head(rows) if rows is not None else wanted).collect(), source)
+    else:
+        shown = _first_rows(counts(), rows)
+        height = sum(shown)
+
+        def collect(names: list[str]):
+            parts = [_read(path, format, names, count) for path, count in zip(files, shown) if count]
+            if not parts:
+                return pl.DataFrame({name: [] for name in names}, schema={name: dtypes[name] for name in names})
+            return _collected(lambda: pl.concat(parts, how="vertical_relaxed") if len(parts) > 1 else parts[0],
+                              source)
+
     where = _Where([shown_name(path, source) for path in files], counts, single=len(files) == 1)
-    cache: dict[str, list] = {}
+    cache: dict = {}
 
-    def collect(name: str):
-        parts = [_read(path, format, [name], count) for path, count in zip(files, counts) if count]
-        if not parts:
-            return pl.DataFrame({name: []}, schema={name: dtypes[name]})
-        try:
-            return pl.concat(parts, how="vertical_relaxed") if len(parts) > 1 else parts[0]
-        except Exception as error:
-            raise DataError(f"{source}: the shards' column {name!r} differ in type: {_first_line(error)}") from None
+    def prefetch(names: list[str]) -> None:
+        plain = [name for name in dict.fromkeys(names) if name not in cache and not is_image_dtype(dtypes[name])]
+        if len(plain) > 1:
+            frame = collect(plain)
+            cache.update({name: frame[name] for name in plain})
 
-    def get(name: str) -> list:
+    def get(name: str):
+        """The column as a polars Series (an Image column: its groups, capgeo.captions.images)."""
         if name not in cache:
-            frame = collect(name)
+            frame = collect([name])
             cache[name] = (image_keys_of_frame(frame, name, source, where) if is_image_dtype(dtypes[name])
-                           else frame.to_series().to_list())
+                           else frame.to_series())
         return cache[name]
 
-    split_rows = _per_row(splits, counts) if splits is not None else None
-    return Table(columns, get, height, where, RowNumbers(height), "columns", splits=split_rows, layout=layout)
+    split_rows = _per_row(splits, _first_rows(counts(), rows)) if splits is not None and any(splits) else None
+    return Table(columns, get, height, where, RowNumbers(height), "columns", splits=split_rows, layout=layout,
+                 prefetch=prefetch)
 
 
-def _per_row(values: Sequence, counts: list[int]) -> list | None:
-    """One value per row from one per file; None when no file has one."""
-    if all(value is None for value in values):
-        return None
-    out: list = []
-    for value, count in zip(values, counts):
-        out += [value] * count
-    return out
+def _first_rows(counts: list[int], rows: int | None) -> list[int]:
+    """How many rows of each file the first ``rows`` rows take (all when None)."""
+    if rows is None:
+        return counts
+    kept, left = [], rows
+    for count in counts:
+        kept.append(min(count, left))
+        left -= kept[-1]
+    return kept
+
+
+def _collected(make, source):
+    """``make()``, a polars read over several shards, with its failure (shards whose columns differ
+    in type, a broken file) as one DataError."""
+    try:
+        return make()
+    except DataError:
+        raise
+    except Exception as error:
+        raise DataError(f"{source}: cannot read the shards as one table: {_first_line(error)}") from None
+
+
+def _per_row(values: Sequence, counts: list[int]):
+    """One value per row (a polars Series) from one per file; None when no file has one."""
+    import polars as pl
+
+    return pl.concat([pl.repeat(value, count, dtype=pl.String, eager=True) for value, count in zip(values, counts)])
 
 
 def text_shards_table(shards: list[Shard], format: str, columns: ColumnChoice, source, *,

@@ -23,8 +23,8 @@ SHARD_FORMATS = {".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".j
 #: a brace group: a numeric range {000..099} or a list {a,b,c}
 _BRACE = re.compile(r"\{([^{}]*)\}")
 _RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)$")
-#: a Hugging Face hub shard name: <split>-00000-of-00004.parquet (also <split>-00000.parquet)
-_HF_SHARD = re.compile(r"^(?P<split>[A-Za-z][\w.]*?)-(?P<index>\d{5})(?:-of-(?P<count>\d{5}))?$")
+#: a Hugging Face hub shard name: <split>-00000-of-00004.parquet
+_HF_SHARD = re.compile(r"^(?P<split>[A-Za-z][\w.]*?)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
 #: folder names the hub takes as a split in <config>/<split>/NNNN.parquet
 HF_SPLIT_NAMES = ("train", "validation", "valid", "val", "dev", "test", "eval", "evaluation")
 #: how many missing shards of a brace range are named in the error

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from capgeo.captions.clean import RawCaptions, row_groups
+from capgeo.captions.clean import RawCaptions, RowNumbers, row_groups
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.sources import iter_json_lines, json_kind, split_lines
 from capgeo.errors import DataError
@@ -69,28 +69,8 @@ class Table:
     splits: Sequence | None = None
     #: how the rows were read, for `capgeo info` ("Hugging Face parquet, 4 shards, split train")
     layout: str | None = None
-
-
-class RowNumbers(Sequence):
-    """"1", "2", ... "n", made only for the rows asked for (a million strings took memory and time
-    for files whose rows have ids)."""
-
-    def __init__(self, height: int, start: int = 1):
-        self._height = height
-        self._start = start
-
-    def __len__(self) -> int:
-        return self._height
-
-    def __getitem__(self, row):
-        if isinstance(row, slice):
-            return [str(number + self._start) for number in range(self._height)[row]]
-        if not -self._height <= row < self._height:
-            raise IndexError(row)
-        return str(range(self._height)[row] + self._start)
-
-    def __iter__(self):
-        return map(str, range(self._start, self._start + self._height))
+    #: reads the named columns at once, ahead of ``get`` (for files read column by column)
+    prefetch: Callable[[list[str]], None] | None = None
 
 
 def read_generic(content: DatasetContent, format: str, columns: ColumnChoice) -> RawCaptions:
@@ -346,7 +326,7 @@ def frame_table(frame, unit: str, source) -> Table:
     def get(name):
         if is_image_dtype(frame.schema[name]):
             return image_keys_of_frame(frame, name, source, where)
-        return frame[name].to_list()
+        return frame[name]
 
     return Table(list(frame.columns), get, height, where, RowNumbers(height), "columns")
 
@@ -400,11 +380,10 @@ def captions_from_table(table: Table, path, format: str, columns: ColumnChoice) 
     captions_column = _pick(table, columns.captions, "--captions-column", (), path) if columns.captions else None
     if text_column and captions_column:
         raise DataError("give --text-column or --captions-column, not both")
-    if not text_column and not captions_column:
+    detected = not text_column and not captions_column
+    if detected:
         text_column = _pick(table, None, "", TEXT_NAMES, path)
-        if text_column is not None and _holds_lists(table.get(text_column), format):
-            text_column, captions_column = None, text_column
-        elif text_column is None:
+        if text_column is None:
             captions_column = _pick(table, None, "", CAPTIONS_NAMES, path)
     if not text_column and not captions_column:
         raise DataError(
@@ -414,6 +393,11 @@ def captions_from_table(table: Table, path, format: str, columns: ColumnChoice) 
     id_column = _pick(table, columns.id, "--id-column", ID_NAMES, path)
     group_column = _pick(table, columns.group, "--group-column", GROUP_NAMES, path)
     split_column = _pick(table, None, "", SPLIT_NAMES, path)
+    if table.prefetch is not None:  # the columns used, read together (one pass over the shards)
+        table.prefetch([name for name in (text_column, captions_column, id_column, group_column, split_column)
+                        if name is not None])
+    if detected and text_column is not None and _holds_lists(table.get(text_column), format):
+        text_column, captions_column = None, text_column
     for chosen in (id_column, group_column, split_column):
         if chosen is not None and chosen in (text_column, captions_column):
             raise DataError(f"{path}: {_noun(table)} {chosen!r} cannot be both the caption and the id/group/split")
@@ -456,9 +440,10 @@ def _holds_lists(values: list, format: str) -> bool:
 
 def _expand_caption_lists(table: Table, column: str, ids, groups, splits, path, format: str) -> RawCaptions:
     """One row per caption; the row's id (or number) names the group when there is no group column."""
+    ids, groups, splits, values = (_listed(column_values) for column_values in (ids, groups, splits, table.get(column)))
     groups = row_groups(groups if groups is not None else ids, table.numbers)
     out_groups, out_splits, texts, rows, positions = [], [], [], [], []
-    for row, value in enumerate(table.get(column)):
+    for row, value in enumerate(values):
         # a row without captions (null, missing, an empty list or cell) stays visible as one null
         # caption, which loading skips and counts, instead of its image vanishing without a word
         captions = _caption_list(value, path, table.where(row), column) or [None]
@@ -473,6 +458,11 @@ def _expand_caption_lists(table: Table, column: str, ids, groups, splits, path, 
         where=lambda index: f"{table.where(rows[index])}, caption {positions[index] + 1}",
         groups=out_groups, splits=out_splits if splits is not None else None, fields=table.columns,
     )
+
+
+def _listed(values):
+    """A polars column (Parquet, Arrow, DataFrames) as a Python list; lists stay as they are."""
+    return values.to_list() if hasattr(values, "to_list") and not isinstance(values, (list, tuple)) else values
 
 
 def _caption_list(value, path, place: str, column: str) -> list:
