@@ -148,6 +148,10 @@ def test_bad_sources_are_one_error_line(tmp_path):
     _dataset(3, 20).remove_columns("unused").to_parquet(str(shards / "c.parquet"))
     _one_error(_run("info", shards), "c.parquet", "differ from those of the first shard", "it lacks unused")
     _one_error(_run("info", f"{tmp_path}/nothing/*.parquet"), "matches no file")
+    (tmp_path / "typed").mkdir()
+    pl.DataFrame({"caption": ["a"], "id": ["1"]}).write_parquet(tmp_path / "typed" / "a.parquet")
+    pl.DataFrame({"caption": ["b"], "id": [2]}).write_parquet(tmp_path / "typed" / "b.parquet")
+    _one_error(_run("info", tmp_path / "typed"), "b.parquet: column 'id' is Int64 in this shard but String")
     _one_error(_run("info", f"{shards}/{{a,b,x,y}}.parquet"), "2 of the 4 shards", "x.parquet", "y.parquet")
     _one_error(_run("info", tmp_path / "missing.parquet"), "no such file or folder")
 
@@ -279,3 +283,12 @@ def test_duplicate_ids_in_parquet_are_named(tmp_path):
     pl.DataFrame({"caption": ["a", "b", "c"], "id": ["1", "2", "1"]}).write_parquet(tmp_path / "d.parquet")
     with pytest.raises(DataError, match="duplicate caption id '1' at row 1 and row 3"):
         load_captions(tmp_path / "d.parquet")
+
+
+def test_arrow_ipc_file_format(tmp_path):
+    """The IPC file format (magic ARROW1, as polars and pyarrow write files) as well as the stream."""
+    pl.DataFrame({"caption": ["a", "b", "c"], "id": ["1", "2", "3"]}).write_ipc(tmp_path / "f.arrow")
+    captions = load_captions(tmp_path / "f.arrow", limit=2)
+    assert captions.ids == ["1", "2"] and captions.layout == "Arrow IPC file"
+    pl.DataFrame({"caption": ["a"], "id": ["1"]}).write_ipc_stream(tmp_path / "s.arrow")
+    assert load_captions(tmp_path / "s.arrow").layout == "Arrow IPC stream"

@@ -52,7 +52,7 @@ def _read(path: Path, format: str, names: list[str], rows: int | None):
             scan = pl.scan_parquet(path).select(names)
             return (scan.head(rows) if rows is not None else scan).collect()
         if arrow_kind(path) == "file":
-            return pl.read_ipc(path, columns=names, n_rows=rows, memory_map=False)
+            return pl.read_ipc(path, columns=names, n_rows=rows)
         return pl.read_ipc_stream(path, columns=names, n_rows=rows)
     except Exception as error:
         name = "Parquet" if format == "parquet" else "Arrow IPC"
@@ -143,6 +143,12 @@ def frames_table(files: list[Path], format: str, source, *, splits: Sequence | N
     schemas = [(path, _schema(path, format)) for path in files]
     columns = check_same_columns([(path, list(schema)) for path, schema in schemas])
     dtypes = schemas[0][1]
+    for path, schema in schemas[1:]:
+        differ = [name for name in columns if schema[name] != dtypes[name]]
+        if differ:
+            name = differ[0]
+            raise DataError(f"{path}: column {name!r} is {schema[name]} in this shard but {dtypes[name]} in the first "
+                            f"shard {schemas[0][0]}; the shards of one dataset share their column types")
     known: list[list[int]] = []
 
     def counts() -> list[int]:
