@@ -292,3 +292,11 @@ def test_arrow_ipc_file_format(tmp_path):
     assert captions.ids == ["1", "2"] and captions.layout == "Arrow IPC file"
     pl.DataFrame({"caption": ["a"], "id": ["1"]}).write_ipc_stream(tmp_path / "s.arrow")
     assert load_captions(tmp_path / "s.arrow").layout == "Arrow IPC stream"
+
+
+def test_an_output_over_a_shard_of_a_pattern_is_refused(tmp_path):
+    (tmp_path / "d").mkdir()
+    pl.DataFrame({"caption": ["a", "b"]}).write_parquet(tmp_path / "d" / "a.parquet")
+    before = (tmp_path / "d" / "a.parquet").read_bytes()
+    _one_error(_run("info", f"{tmp_path}/d/*.parquet", "--json", tmp_path / "d" / "a.parquet"), "would overwrite the input DATA")
+    assert (tmp_path / "d" / "a.parquet").read_bytes() == before
