@@ -216,6 +216,8 @@ def test_in_memory_objects():
         captions = load_captions(data)
         assert (captions.texts, captions.groups) == expected, type(data)
     assert load_captions(["one", "two", ""]).texts == ["one", "two"]
+    with_missing = load_captions(pd.DataFrame({"caption": ["x", None, "z"]}))  # pandas keeps None as NaN
+    assert with_missing.texts == ["x", "z"] and with_missing.skipped[0].examples == ("row 2",)
     assert load_captions(pd.DataFrame({"words": ["x", "y"]}), text_column="words").texts == ["x", "y"]
     with pytest.raises(DataError, match=r"<polars DataFrame>: found no caption column .*columns found: words"):
         load_captions(pl.DataFrame({"words": ["x"]}))

@@ -67,8 +67,13 @@ def _pandas_table(frame) -> Table:
     if len(names) != len(frame.columns):
         raise DataError("<pandas DataFrame>: two columns have the same name as text; rename one")
     height = len(frame)
-    return Table(list(names), lambda name: frame[names[name]].tolist(), height, lambda row: f"row {row + 1}",
-                 RowNumbers(height), "columns")
+
+    def get(name: str) -> list:
+        # NaN is pandas' missing value (None in a column of text becomes it): missing here too, so a
+        # missing caption is skipped and counted, not "a float"
+        return [None if isinstance(value, float) and value != value else value for value in frame[names[name]].tolist()]
+
+    return Table(list(names), get, height, lambda row: f"row {row + 1}", RowNumbers(height), "columns")
 
 
 def _read_list(items: list, columns: ColumnChoice) -> RawCaptions:
