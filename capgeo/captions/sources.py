@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from capgeo import _json
 from capgeo.errors import DataError
 
 
@@ -48,21 +49,19 @@ def parse_json(text: str, path: Path):
     if not text.strip():
         raise DataError(f"{path}: the file is empty; expected a JSON document")
     try:
-        return json.loads(text)
+        return _json.loads(text)
     except json.JSONDecodeError as error:
         hint = ""
         lines = split_lines(text.lstrip())
         if error.msg == "Extra data" and len(lines) > 1 and _is_json_object(lines[0]):
             hint = "; the file looks like JSON lines (one object per line): name it .jsonl or pass --format jsonl"
         raise DataError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}{hint}") from None
-    except RecursionError:
-        raise DataError(f"{path}: invalid JSON: nested too deeply") from None
 
 
 def _is_json_object(line: str) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
-    except (json.JSONDecodeError, RecursionError):
+        return isinstance(_json.loads(line), dict)
+    except json.JSONDecodeError:
         return False
 
 
@@ -72,9 +71,7 @@ def iter_json_lines(text: str, path: Path) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except RecursionError:
-            raise DataError(f"{path}:{line_number}: invalid JSON line: nested too deeply") from None
+            record = _json.loads(line)
         except json.JSONDecodeError as error:
             hint = ""
             if line.strip() in ("[", "{") or line.lstrip().startswith("[{"):
