@@ -11,19 +11,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from capgeo import _json
+from capgeo.captions import compressed
 from capgeo.errors import DataError
 
 
 def read_text(path: Path) -> str:
-    """The file decoded as UTF-8 (a leading byte-order mark is dropped)."""
+    """The file decoded as UTF-8 (a leading byte-order mark is dropped); a compressed file
+    (by its suffix or its magic number: capgeo.captions.compressed) is decompressed first."""
+    kind = compressed.compression_of(path)
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if kind is None else None
     except OSError as error:
         raise DataError(f"{path}: cannot read: {error.strerror or error}") from None
+    kind = kind or compressed.sniff(data[:6])
+    if kind is not None:
+        data = compressed.decompressed(path, kind)
     return decode_utf8(data, path)
 
 
-#: leading bytes of compressed files, which fail as "not UTF-8" with advice that does not help
+#: leading bytes of compressed content that remains after decompressing (a file compressed twice, a zip
+#: archive), which fails as "not UTF-8" with advice that does not help
 COMPRESSED_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd",
                     b"PK\x03\x04": "zip"}
 

@@ -313,6 +313,11 @@ class _LineNumbersAsText(Sequence):
 def _parquet_table(content: DatasetContent, columns: ColumnChoice, format: str) -> Table:
     import polars as pl
 
+    from capgeo.captions.compressed import compression_of
+
+    if compression_of(content.path):
+        raise DataError(f"{content.path}: a {compression_of(content.path)}-compressed Parquet file; Parquet "
+                        "compresses its own columns, so capgeo reads it uncompressed: decompress it first")
     try:
         frame = pl.read_parquet(content.path)
     except Exception as error:
