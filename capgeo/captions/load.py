@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from capgeo.captions import benchmarks
+from capgeo.captions import benchmarks, webdataset
 from capgeo.captions.clean import GENERIC_FORMATS, to_caption_set
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.detect import detect_format
@@ -47,11 +47,14 @@ def load_captions(
     See docs/formats.md for what is taken from each format.
     """
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not webdataset.is_pattern(path):
         raise DataError(f"{path}: no such file or folder")
     if limit is not None and limit < 1:
         raise DataError(f"--limit must be at least 1, got {limit}")
     columns = ColumnChoice(text_column, captions_column, id_column, group_column)
+    shards = webdataset.find_shards(path, format)
+    if shards is not None:
+        return to_caption_set(webdataset.read_webdataset(shards, columns, path), split=split, limit=limit)
     path = _unwrap_single_folder(path)
     content = DatasetContent(path)
     if format == "auto":

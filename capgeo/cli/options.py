@@ -10,7 +10,7 @@ import click
 
 FORMATS = [
     "auto", "docci", "docci-json", "urban1k", "coco", "karpathy", "coco-list", "dci", "dci-json",
-    "sharegpt4v", "jsonl", "json", "csv", "tsv", "parquet", "text",
+    "sharegpt4v", "jsonl", "json", "csv", "tsv", "parquet", "text", "webdataset",
 ]
 
 
