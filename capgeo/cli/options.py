@@ -16,8 +16,12 @@ FORMATS = [
 
 def dataset_options(command):
     """DATA argument plus the options that say how to read it."""
+    return click.argument("data", type=click.Path(exists=True, dir_okay=True, path_type=str))(read_options(command))
+
+
+def read_options(command):
+    """The options that say how to read a dataset (`leak` and `compare` apply them to each one they read)."""
     decorators = [
-        click.argument("data", type=click.Path(exists=True, dir_okay=True, path_type=str)),
         click.option("--format", "data_format", type=click.Choice(FORMATS), default="auto", show_default=True,
                      help="Dataset format; detected from the file or folder when 'auto'."),
         click.option("--text-column", help="Column/key holding the caption text (case-insensitive when no "
