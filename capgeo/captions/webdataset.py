@@ -9,12 +9,12 @@ webdataset package groups them. From each sample capgeo takes:
   ``.json`` member; ``--text-column NAME`` names another member extension or ``.json`` key;
   ``--captions-column NAME`` a ``.json`` key holding a list of captions;
 - the caption id: the key (``--id-column`` names a ``.json`` key instead); the group (image): the
-  key, i.e. one image per sample (``--group-column`` names a ``.json`` key); the split: a ``split``
-  key of the ``.json``, when samples have one.
+  key, i.e. one image per sample (``--group-column`` names a ``.json`` key). Shards carry no split.
 
 Shards are read one after another with the standard library's tarfile (webdataset need not be
-installed): the caption members are read, image members are passed over by seeking, never read
-into memory. A sample without a caption is skipped and counted. A truncated or damaged shard, a
+installed): the caption members are read, a ``.json`` only when its sample needs it (no caption
+member, or a column option naming one of its keys), and image members are passed over by
+seeking, never read into memory. A sample without a caption is skipped and counted. A truncated or damaged shard, a
 member whose name would escape the archive (``../x``, ``/x``; nothing is ever extracted), a
 caption that is not UTF-8 and a broken ``.json`` stop with one line naming the shard and the sample.
 """
@@ -35,8 +35,9 @@ if TYPE_CHECKING:
     import tarfile
 
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz")
-#: caption member extensions and .json keys tried in order when no column is named
+#: caption member extensions, then .json keys, tried in order when no column is named
 CAPTION_MEMBERS = ("txt", "text", "caption")
+CAPTION_KEYS = ("caption", "text", "txt")
 #: the tar format's block; an archive ends with at least one block of zeros after its last member
 BLOCK = 512
 #: members kept in tarfile's own list before it is emptied (it keeps every member of the shard)
@@ -143,15 +144,20 @@ class _Samples:
         if columns.text and columns.captions:
             raise DataError("give --text-column or --captions-column, not both")
         self.columns = columns
+        named = columns.text
+        #: member extensions a caption is read from, in order; the .json keys tried when none is there
+        self.caption_members = (named.lower(),) if named else CAPTION_MEMBERS
+        self.caption_keys = (named,) if named else CAPTION_KEYS
+        #: whether every sample's .json is parsed (a column option names one of its keys)
+        self.json_always = bool(columns.id or columns.group or columns.captions)
         self.texts: list = []
         self.ids: list = []
         self.groups: list = []
-        self.splits: list = []
-        self.places: list[str] = []
+        self.places: list[tuple] = []  # (shard name, key, caption number or None): put in words on demand
         self.skipped: list[str] = []
         self.members: dict[str, None] = {}
         self.keys: dict[str, None] = {}
-        self.has_split = False
+        self._last_members = self._last_keys = None
 
     def read_shard(self, shard: Path) -> None:
         import tarfile  # here, not at start-up
@@ -161,6 +167,10 @@ class _Samples:
         key, members = None, {}
         try:
             with _open(shard) as (archive, stream_size):
+                # a .json member of a plain tar is read only if its sample needs it (most have a .txt),
+                # by seeking back to it; a gzip stream cannot seek back cheaply, so there it is read at once
+                later = stream_size is not None
+                read = lambda member: archive.extractfile(member).read()  # noqa: E731
                 while True:
                     member = archive.next()
                     if member is None:
@@ -174,12 +184,18 @@ class _Samples:
                         continue
                     if prefix != key:
                         if key is not None:
-                            self._add(key, members, name, shard)
+                            self._add(key, members, name, shard, read)
                         key, members = prefix, {}
                     if suffix in members:
                         raise DataError(f"{shard}: sample {key}: two members named {member.name}")
-                    wanted = self._wanted(suffix)
-                    members[suffix] = archive.extractfile(member).read() if wanted else None
+                    if suffix == "json":
+                        members[suffix] = member if later else read(member)
+                    elif suffix in self.caption_members:
+                        members[suffix] = read(member)
+                    else:
+                        members[suffix] = None  # an image or other member: passed over, never read
+                if key is not None:
+                    self._add(key, members, name, shard, read)
                 _check_ended(archive, stream_size, shard, key)
         except DataError:
             raise
@@ -191,74 +207,72 @@ class _Samples:
                                 "a webdataset shard (.tar or .tar.gz)") from None
             raise DataError(f"{shard}: the tar is truncated or damaged in sample {key} ({_reason(error)}); "
                             "expected a complete webdataset shard") from None
-        if key is not None:
-            self._add(key, members, name, shard)
 
-    def _wanted(self, suffix: str) -> bool:
-        # only the members a caption, id, group or split can come from are read; image bytes are not
-        named = self.columns.text
-        return suffix == "json" or suffix in CAPTION_MEMBERS or (named is not None and suffix == named.lower())
-
-    def _add(self, key: str, members: dict, shard_name: str, shard: Path) -> None:
-        place = f"{shard_name}, sample {key}"
-        self.members.update(dict.fromkeys(members))
-        record = self._json(members, shard, key)
-        self.keys.update(dict.fromkeys(record))
+    def _add(self, key: str, members: dict, shard_name: str, shard: Path, read) -> None:
+        if members.keys() != self._last_members:
+            self._last_members = members.keys()
+            self.members.update(dict.fromkeys(members))
         columns = self.columns
+        caption = None if columns.captions else self._member_caption(members, shard, key)
+        record = self._json(members, shard, key, read) if caption is None or self.json_always else {}
         if columns.captions:
             captions = record.get(columns.captions)
-            if captions is not None and not (isinstance(captions, list)):
+            if captions is not None and not isinstance(captions, list):
                 raise DataError(f"{shard}: sample {key}: {columns.captions!r} should hold a list of captions; "
                                 f"found {type(captions).__name__}")
             captions = [caption for caption in captions or () if caption is not None] or None
         else:
-            caption = self._caption(members, record, shard, key)
+            if caption is None:
+                caption = next((record[name] for name in self.caption_keys if record.get(name) is not None), None)
             captions = None if caption is None else [caption]
         if captions is None:
-            self.skipped.append(place)
+            self.skipped.append(f"{shard_name}, sample {key}")
             return
         ident = _text(record.get(columns.id)) if columns.id else key
-        group = _text(record.get(columns.group)) if columns.group else None
-        split = record.get("split")
-        self.has_split = self.has_split or split is not None
+        group = _text(record.get(columns.group)) if columns.group else key
+        several = len(captions) > 1
         for k, caption in enumerate(captions):
             self.texts.append(caption)
-            self.ids.append(ident if len(captions) == 1 or ident is None else f"{ident}#{k}")
-            self.groups.append(group if columns.group else key)
-            self.splits.append(split)
-            self.places.append(place if len(captions) == 1 else f"{place}, caption {k + 1}")
+            self.ids.append(f"{ident}#{k}" if several and ident is not None else ident)
+            self.groups.append(group)
+            self.places.append((shard_name, key, k + 1 if several else None))
 
-    def _caption(self, members: dict, record: dict, shard: Path, key: str):
-        named = self.columns.text
-        for suffix in ((named.lower(),) if named else CAPTION_MEMBERS):
-            if members.get(suffix) is not None:
-                return _decoded(members[suffix], shard, key, suffix)
-        for name in ((named,) if named else ("caption", "text", "txt")):
-            if record.get(name) is not None:
-                return record[name]
+    def _member_caption(self, members: dict, shard: Path, key: str) -> str | None:
+        for suffix in self.caption_members:
+            data = members.get(suffix)
+            if data is not None:
+                return _decoded(data, shard, key, suffix)
         return None
 
-    def _json(self, members: dict, shard: Path, key: str) -> dict:
+    def _json(self, members: dict, shard: Path, key: str, read) -> dict:
         data = members.get("json")
         if data is None:
             return {}
+        if not isinstance(data, bytes):
+            data = read(data)
         try:
             record = _json.loads(_decoded(data, shard, key, "json"))
         except ValueError as error:
             raise DataError(f"{shard}: sample {key}: {key}.json: invalid JSON: {error}") from None
         if not isinstance(record, dict):
             raise DataError(f"{shard}: sample {key}: {key}.json should hold an object; found {type(record).__name__}")
+        if record.keys() != self._last_keys:
+            self._last_keys = record.keys()
+            self.keys.update(dict.fromkeys(record))
         return record
 
     def captions(self, source: Path) -> RawCaptions:
         if not self.texts:
             self._nothing_found(source)
-        places = self.places
         return RawCaptions(
-            source=source, format="webdataset", texts=self.texts, where=lambda row: places[row], ids=self.ids,
-            groups=self.groups if self.columns.group else None, splits=self.splits if self.has_split else None,
+            source=source, format="webdataset", texts=self.texts, where=self._where, ids=self.ids,
+            groups=self.groups if self.columns.group else None,
             fields=[f".{suffix}" for suffix in self.members] + list(self.keys),
             skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {})
+
+    def _where(self, row: int) -> str:
+        shard_name, key, number = self.places[row]
+        return f"{shard_name}, sample {key}" + (f", caption {number}" if number is not None else "")
 
     def _nothing_found(self, source: Path) -> None:
         members = ", ".join(f".{suffix}" for suffix in list(self.members)[:20]) or "none"
@@ -331,19 +345,19 @@ class _LastBlock:
         return getattr(self.stream, name)
 
 
+_KEY_AND_EXTENSION = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")  # webdataset's base_plus_ext
+
+
 def _split_name(name: str, shard: Path) -> tuple[str | None, str]:
     """(key, extension) of a member name as webdataset splits it, refusing names that leave the archive."""
-    parts = PurePosixPath(name).parts
-    if name.startswith(("/", "\\")) or ".." in parts or re.match(r"^[A-Za-z]:[\\/]", name):
+    if name[:1] in ("/", "\\") or (".." in name and ".." in PurePosixPath(name).parts) or \
+            (":" in name and re.match(r"^[A-Za-z]:[\\/]", name)):
         raise DataError(f"{shard}: member {name!r} has a name that escapes the archive (absolute or with '..'); "
                         "a webdataset shard's members are plain relative names (key.ext); capgeo extracts "
                         "nothing, but will not read a shard built this way")
-    base = name.rsplit("/", 1)[-1]
-    if base.startswith("__") or "." not in base.lstrip("."):
-        return None, ""  # webdataset's metadata members (__key__ ...) and names without an extension
-    found = re.match(r"^((?:.*/|)[^.]+)[.]([^/]*)$", name)
-    if found is None:
-        return None, ""
+    found = _KEY_AND_EXTENSION.match(name)
+    if found is None or name.rpartition("/")[2].startswith("__"):
+        return None, ""  # names without an extension, and webdataset's metadata members (__key__ ...)
     return found.group(1), found.group(2).lower()
 
 
