@@ -10,6 +10,7 @@ nothing is read from it. ``.zst`` needs the ``zstandard`` package (``pip install
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +20,16 @@ from capgeo.errors import DataError
 SUFFIXES = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bzip2", ".xz": "xz"}
 #: leading bytes of each compressor's stream
 MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+_FIRST_BYTES = frozenset(magic[:1] for magic in MAGIC)
 CHUNK = 1 << 20
 
 
 def compression_of(path: Path) -> str | None:
     """The compressor a file name says (``.gz`` -> gzip), or None."""
-    return SUFFIXES.get(Path(path).suffix.lower())
+    # string operations, not Path(path).suffix: this runs once per file of a folder of thousands
+    name = os.fspath(path)
+    dot = name.rfind(".")
+    return SUFFIXES.get(name[dot:].lower()) if dot > name.rfind(os.sep) else None
 
 
 def inner_suffix(path: Path) -> str:
@@ -37,6 +42,8 @@ def inner_suffix(path: Path) -> str:
 
 def sniff(head: bytes) -> str | None:
     """The compressor whose magic number ``head`` starts with, or None."""
+    if head[:1] not in _FIRST_BYTES:  # text: the common case, answered by one lookup
+        return None
     return next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
 
 
