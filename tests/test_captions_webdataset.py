@@ -224,3 +224,26 @@ def test_format_webdataset_on_something_else_says_what_it_expects(tmp_path):
     (tmp_path / "c.jsonl").write_text('{"caption": "a"}\n')
     assert "expected webdataset shards" in _error(tmp_path, format="webdataset")
     assert "not a tar" in _error(tmp_path / "c.jsonl", format="webdataset")
+
+
+def test_real_captions_in_img2dataset_shards_read_as_their_source(tmp_path, shared_data):
+    """DOCCI's 5,100 test captions written into shards of 1,000 samples, keyed by example id, with
+    image members and .json metadata as img2dataset writes them: the same ids and texts come back."""
+    source = load_captions(shared_data / "docci-test" / "docci_test.json")
+    folder = tmp_path / "docci-shards"
+    folder.mkdir()
+    rows = list(zip(source.ids, source.texts))
+    for s in range(0, len(rows), 1000):
+        with tarfile.open(folder / f"{s // 1000:05d}.tar", "w") as archive:
+            for key, text in rows[s:s + 1000]:
+                for suffix, data in (("jpg", b"\xff\xd8" + bytes(300)), ("txt", text.encode()),
+                                     ("json", json.dumps({"key": key, "caption": text}).encode())):
+                    info = tarfile.TarInfo(f"{key}.{suffix}")
+                    info.size = len(data)
+                    archive.addfile(info, io.BytesIO(data))
+    read = load_captions(folder)
+    assert (read.ids, read.texts) == (source.ids, source.texts)
+    result = CliRunner().invoke(main, ["info", str(folder), "--json", str(tmp_path / "info.json")])
+    assert result.exit_code == 0, result.output
+    info = json.loads((tmp_path / "info.json").read_text())
+    assert info["format"] == "webdataset" and info["n_captions"] == 5100
