@@ -67,8 +67,9 @@ def find_shards(path, format: str = "auto") -> list[Path] | None:
     if path.is_file():
         shards = [path] if is_tar(path) or format == "webdataset" else None
     elif path.is_dir():
+        # the name first: a folder of thousands of caption files is not stat-ed file by file
         shards = sorted(entry for entry in path.iterdir()
-                        if not entry.name.startswith(".") and entry.is_file() and is_tar(entry)) or None
+                        if not entry.name.startswith(".") and is_tar(entry.name) and entry.is_file()) or None
     elif is_pattern(text):
         shards = _expanded(text)
     else:
