@@ -114,9 +114,11 @@ def result_schema(path: str | os.PathLike) -> str | None:
         return None
     import json
 
+    from capgeo import _json
+
     try:
-        value = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        value = _json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     schema = value.get("schema") if isinstance(value, dict) else None
     return schema if isinstance(schema, str) and schema.startswith("capgeo.") else None

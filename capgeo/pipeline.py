@@ -104,10 +104,11 @@ def _without_column_advice(message: str) -> str:
     return message
 
 
-def load_set(source, load_options: dict, on_skipped=None, role: str | None = None):
+def load_set(source, load_options: dict, on_skipped=None, role: str | None = None, *, columns: bool = True):
     """Load one caption set, each Skipped (rows left out) passed to ``on_skipped``. ``role``: the set's
-    name in a command that reads several by detection (TRAIN, EVAL, --leak EVAL), put before its errors,
-    which then do not send the user to column options such a set cannot take."""
+    name in a command that reads several (TRAIN, EVAL, SOURCE, --leak EVAL), put before its errors;
+    ``columns=False`` for a set read by detection only (--leak EVAL), whose errors then do not send
+    the user to column options it cannot take."""
     from capgeo.captions import load_captions
     from capgeo.errors import DataError
 
@@ -116,7 +117,7 @@ def load_set(source, load_options: dict, on_skipped=None, role: str | None = Non
     except DataError as error:
         if role is None:
             raise
-        raise DataError(f"{role} {_without_column_advice(str(error))}") from error
+        raise DataError(f"{role} {str(error) if columns else _without_column_advice(str(error))}") from error
     for skipped in captions.skipped if on_skipped else ():
         on_skipped(skipped)
     return captions

@@ -177,6 +177,16 @@ CATALOGUE = [
     ("coco-images-not-a-list", "info cocoimages.json --format coco", "'images' is a number", {}),
     ("filename-caption-filename-a-list", "info filenames.json", "record 1: 'filename' is a list", {}),
     ("compare-label-count", "compare P.json P2.json --label a", "--label given 1 times for 2 profiles", {}),
+    # compressed files and webdataset shards (docs/formats.md)
+    ("truncated-gz", "profile cut.jsonl.gz --encoder vectors:V.npy --json out.json", "cut.jsonl.gz: the gzip stream "
+     "ends early", {}),
+    ("truncated-zst", "info cut.jsonl.zst --json out.json", "cut.jsonl.zst: the zstd stream ends early", {}),
+    ("truncated-tar", "info cut.tar --json out.json", "cut.tar: the tar is truncated or damaged in sample 000000001",
+     {}),
+    ("tar-member-escapes", "info escape.tar", "escape.tar: member '../up.txt' has a name that escapes the archive",
+     {}),
+    ("json-integer-too-long", "info long-id.jsonl", "a number of 5,000 digits", {}),
+    ("json-nested-too-deeply", "info deep.json", "nested too deeply", {}),
 ]
 
 #: what numpy says about a pickled .npy: advice that would run code from an unknown file
@@ -234,6 +244,7 @@ def inputs(tmp_path_factory) -> Path:
         {"image_id": 1, "id": 1, "caption": "a cat"}, {"image_id": 2, "id": 2, "caption": "a dog"}]}))
     (folder / "filenames.json").write_text(json.dumps([{"filename": ["a.jpg"], "caption": "a cat"},
                                                        {"filename": "b.jpg", "caption": "a dog"}]))
+    _compressed_and_shards(folder)
     (folder / "ds").mkdir()
     shutil.copy(folder / "D.jsonl", folder / "ds" / "D.jsonl")
     (folder / "sub").mkdir()
@@ -243,6 +254,32 @@ def inputs(tmp_path_factory) -> Path:
             "V.npy", str(folder / "V.npy"))), "--seed", str(seed), "--no-gamma", "--json", str(folder / name)])
         assert result.exit_code == 0, result.output
     return folder
+
+
+def _compressed_and_shards(folder: Path) -> None:
+    import gzip
+    import io
+    import tarfile
+
+    lines = b"".join(b'{"caption": "caption number %d"}\n' % k for k in range(2000))
+    packed = gzip.compress(lines)
+    (folder / "cut.jsonl.gz").write_bytes(packed[: len(packed) // 2])
+    zstandard = pytest.importorskip("zstandard")
+    packed = zstandard.ZstdCompressor().compress(lines)
+    (folder / "cut.jsonl.zst").write_bytes(packed[: len(packed) // 2])
+    for name, members in (("cut.tar", [(f"{k:09d}.{suffix}", data) for k in range(3)
+                                       for suffix, data in (("jpg", bytes(3000)), ("txt", b"a red cat"))]),
+                          ("escape.tar", [("../up.txt", b"a red cat")])):
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as archive:
+            for member, data in members:
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        data = buffer.getvalue()
+        (folder / name).write_bytes(data[: 5500] if name == "cut.tar" else data)
+    (folder / "long-id.jsonl").write_text('{"id": ' + "7" * 5000 + ', "caption": "a red cat"}\n')
+    (folder / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
 
 
 def write_jsonl(path: Path, records: list[dict]) -> None:

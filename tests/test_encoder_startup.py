@@ -166,7 +166,7 @@ def test_a_memo_that_parses_but_has_the_wrong_shape_is_recomputed(tmp_path, requ
     reference = loader(checkpoint, device="cpu", cache_dir=tmp_path / "clean", lazy=True).info
     memo_file = tmp_path / "memo" / weight_memo.MEMO_FILE
     loader(checkpoint, device="cpu", cache_dir=tmp_path / "memo", lazy=True)
-    memo = json.loads(memo_file.read_text())
+    memo = json.loads(memo_file.read_text())["files"]
     (facts,) = [record["facts"] for record in memo.values()]
     name = "open_clip_text" if which == "clip" else "longclip_text"
     if damage == "null":
@@ -177,9 +177,13 @@ def test_a_memo_that_parses_but_has_the_wrong_shape_is_recomputed(tmp_path, requ
         facts[name]["width"] = "wide"
     else:
         facts["sha256"] = "abc"
-    memo_file.write_text(json.dumps(memo))
+    _write_signed_memo(memo_file, memo)  # as another capgeo version would write it: its checksum holds
     assert loader(checkpoint, device="cpu", cache_dir=tmp_path / "memo", lazy=True).info == reference
-    assert json.loads(memo_file.read_text()) != memo  # and the memo holds the recomputed facts again
+    assert json.loads(memo_file.read_text())["files"] != memo  # and the memo holds the recomputed facts again
+
+
+def _write_signed_memo(memo_file, files: dict) -> None:
+    memo_file.write_text(json.dumps({"checksum": weight_memo._checksum(files), "files": files}))
 
 
 def test_only_the_text_tower_is_allocated_and_read(monkeypatch, clip_checkpoint):
@@ -264,10 +268,10 @@ def test_weights_replaced_after_the_fingerprint_are_refused(tmp_path, request, w
 def test_a_boolean_in_the_memo_is_not_taken_for_a_number(tmp_path, clip_checkpoint):
     facts = load_open_clip_encoder(str(clip_checkpoint), device="cpu", cache_dir=tmp_path, lazy=True).info
     memo_file = tmp_path / weight_memo.MEMO_FILE
-    memo = json.loads(memo_file.read_text())
+    memo = json.loads(memo_file.read_text())["files"]
     for record in memo.values():
         record["facts"]["open_clip_text"]["width"] = True
-    memo_file.write_text(json.dumps(memo))
+    _write_signed_memo(memo_file, memo)
     again = load_open_clip_encoder(str(clip_checkpoint), device="cpu", cache_dir=tmp_path, lazy=True).info
     assert again.width == facts.width != 1
 

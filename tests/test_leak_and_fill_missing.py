@@ -82,17 +82,19 @@ def test_leak_reports_the_rows_it_skipped(sets_with_vectors):
     assert "Warning: skipped" in result.stderr
 
 
-def test_a_set_leak_cannot_read_is_named_and_not_told_to_use_a_column_option(sets_with_vectors, tmp_path):
+def test_a_set_leak_cannot_read_is_named_and_told_the_column_option_it_takes(sets_with_vectors, tmp_path):
     train, _, encoder = sets_with_vectors
     columns = tmp_path / "cols.csv"
     columns.write_text("key,desc\nk1,a photo\nk2,another photo\n")
     result = run("leak", train, columns, "--encoder", encoder)
     assert result.exit_code == 2
-    assert result.output.count("Error:") == 1 and "EVAL" in result.output and "read by detection" in result.output
-    assert "--text-column" not in result.output  # the advice is replaced, not contradicted
-    # compare reads its SOURCES by detection too
+    assert result.output.count("Error:") == 1 and "EVAL" in result.output and "--text-column" in result.output
+    # compare takes the dataset options too (tests/test_leak_compare_options.py)
     result = run("compare", train, columns, "-o", tmp_path / "c.html")
-    assert result.exit_code == 2 and "SOURCE" in result.output and "read by detection" in result.output
+    assert result.exit_code == 2 and "SOURCE" in result.output and "--text-column" in result.output
+    # report's --leak EVAL sets are read by detection only: the advice is replaced, not contradicted
+    result = run("report", train, "--leak", columns, "--encoder", encoder, "-o", tmp_path / "r.html")
+    assert result.exit_code == 2 and "--leak EVAL" in result.output and "read by detection" in result.output
     assert "--text-column" not in result.output
 
 

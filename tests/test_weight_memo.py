@@ -96,3 +96,32 @@ def test_truncation_and_ray_workers_keep_the_memo_in_the_cache_folder_given(tmp_
     # a node without that folder keeps its memo in its own default folder
     ShardEncoder(checkpoint, "cpu", str(tmp_path / "not-on-this-node")).encoder.info
     assert (default / "weight-files.json").exists()
+
+
+def test_an_edited_memo_fails_its_checksum_and_is_rebuilt(tmp_path, monkeypatch):
+    """Editing checkpoint A's remembered fingerprint to B's made A serve B's cached vectors: the
+    memo's checksum no longer matches, so it is ignored and A is hashed again."""
+    import json
+
+    first, second = tmp_path / "a.pt", tmp_path / "b.pt"
+    first.write_bytes(b"a" * 1000)
+    second.write_bytes(b"b" * 1000)
+    weight_memo.weight_fingerprint(first, tmp_path)
+    weight_memo.weight_fingerprint(second, tmp_path)
+    memo_file = tmp_path / weight_memo.MEMO_FILE
+    memo = json.loads(memo_file.read_text())
+    records = memo["files"]
+    records[str(first.resolve())]["facts"]["sha256"] = records[str(second.resolve())]["facts"]["sha256"]
+    memo_file.write_text(json.dumps(memo))
+    assert weight_memo.weight_fingerprint(first, tmp_path) == hashlib.sha256(first.read_bytes()).hexdigest()
+    rebuilt = json.loads(memo_file.read_text())
+    assert rebuilt["checksum"] == hashlib.sha256(json.dumps(rebuilt["files"], sort_keys=True).encode()).hexdigest()
+
+
+def test_a_memo_nested_too_deeply_or_with_a_huge_number_is_ignored(tmp_path):
+    """A RecursionError or an integer over Python's 4,300-digit limit was a traceback."""
+    weights = tmp_path / "w.pt"
+    weights.write_bytes(b"w" * 1000)
+    for damaged in ("[" * 100_000 + "]" * 100_000, '{"checksum": ' + "7" * 5000 + ', "files": {}}'):
+        (tmp_path / weight_memo.MEMO_FILE).write_text(damaged)
+        assert weight_memo.weight_fingerprint(weights, tmp_path) == hashlib.sha256(weights.read_bytes()).hexdigest()

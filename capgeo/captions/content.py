@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from pathlib import Path
 
+from capgeo.captions.compressed import inner_suffix
 from capgeo.captions.sources import parse_json, read_text
 
 
@@ -22,4 +23,5 @@ class DatasetContent:
 
     @property
     def suffix(self) -> str:
-        return self.path.suffix.lower()
+        """The suffix that says the format: a compressed file's inner one (``.jsonl`` of ``x.jsonl.gz``)."""
+        return inner_suffix(self.path)

@@ -6,7 +6,7 @@ import os
 from collections import Counter
 from pathlib import Path
 
-from capgeo.captions import benchmarks
+from capgeo.captions import benchmarks, webdataset
 from capgeo.captions.clean import GENERIC_FORMATS, RawCaptions, to_caption_set
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.detect import detect_format
@@ -73,6 +73,9 @@ def load_captions(
         return to_caption_set(read_memory(path, columns), split=split, limit=limit)
     spec = path
     path = Path(path)
+    shards = webdataset.find_shards(spec, format)
+    if shards is not None:
+        return to_caption_set(webdataset.read_webdataset(shards, columns, path), split=split, limit=limit)
     if not path.exists():
         if not is_pattern(spec):
             raise DataError(f"{path}: no such file or folder")

@@ -32,6 +32,11 @@ def arrow_kind(path: Path) -> str:
 def _schema(path: Path, format: str) -> dict:
     import polars as pl
 
+    from capgeo.captions.compressed import compression_of
+
+    if compression_of(path):
+        raise DataError(f"{path}: a {compression_of(path)}-compressed {'Parquet' if format == 'parquet' else 'Arrow'} "
+                        "file; it compresses its own columns, so capgeo reads it uncompressed: decompress it first")
     try:
         if format == "parquet":
             return dict(pl.read_parquet_schema(path))

@@ -51,9 +51,8 @@ def expand_braces(pattern: str) -> list[str]:
             first, last = match.groups()
             width = len(first) if first.lstrip("-").startswith("0") or len(first) == len(last) else 0
             start, stop = int(first), int(last)
-            if stop < start:
-                raise DataError(f"{pattern}: the range {{{part}}} runs backwards; write {{{last}..{first}}}")
-            choices.append([str(number).zfill(width) for number in range(start, stop + 1)])
+            step = 1 if stop >= start else -1  # a range that runs down counts down, as braceexpand does
+            choices.append([str(number).zfill(width) for number in range(start, stop + step, step)])
         elif "," in part:
             choices.append(part.split(","))
         else:

@@ -10,19 +10,27 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+from capgeo import _json
+from capgeo.captions import compressed
 from capgeo.errors import DataError
 
 
 def read_text(path: Path) -> str:
-    """The file decoded as UTF-8 (a leading byte-order mark is dropped)."""
+    """The file decoded as UTF-8 (a leading byte-order mark is dropped); a compressed file
+    (by its suffix or its magic number: capgeo.captions.compressed) is decompressed first."""
+    kind = compressed.compression_of(path)
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if kind is None else None
     except OSError as error:
         raise DataError(f"{path}: cannot read: {error.strerror or error}") from None
+    kind = kind or compressed.sniff(data[:6])
+    if kind is not None:
+        data = compressed.decompressed(path, kind)
     return decode_utf8(data, path)
 
 
-#: leading bytes of compressed files, which fail as "not UTF-8" with advice that does not help
+#: leading bytes of compressed content that remains after decompressing (a file compressed twice, a zip
+#: archive), which fails as "not UTF-8" with advice that does not help
 COMPRESSED_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd",
                     b"PK\x03\x04": "zip"}
 
@@ -48,21 +56,19 @@ def parse_json(text: str, path: Path):
     if not text.strip():
         raise DataError(f"{path}: the file is empty; expected a JSON document")
     try:
-        return json.loads(text)
+        return _json.loads(text)
     except json.JSONDecodeError as error:
         hint = ""
         lines = split_lines(text.lstrip())
         if error.msg == "Extra data" and len(lines) > 1 and _is_json_object(lines[0]):
             hint = "; the file looks like JSON lines (one object per line): name it .jsonl or pass --format jsonl"
         raise DataError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}{hint}") from None
-    except RecursionError:
-        raise DataError(f"{path}: invalid JSON: nested too deeply") from None
 
 
 def _is_json_object(line: str) -> bool:
     try:
-        return isinstance(json.loads(line), dict)
-    except (json.JSONDecodeError, RecursionError):
+        return isinstance(_json.loads(line), dict)
+    except json.JSONDecodeError:
         return False
 
 
@@ -72,9 +78,7 @@ def iter_json_lines(text: str, path: Path) -> Iterator[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except RecursionError:
-            raise DataError(f"{path}:{line_number}: invalid JSON line: nested too deeply") from None
+            record = _json.loads(line)
         except json.JSONDecodeError as error:
             hint = ""
             if line.strip() in ("[", "{") or line.lstrip().startswith("[{"):

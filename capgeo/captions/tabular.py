@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from capgeo import _json
 from capgeo.captions.clean import RawCaptions, RowNumbers, row_groups
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.sources import iter_json_lines, json_kind, split_lines
@@ -432,7 +433,7 @@ def _holds_lists(values: list, format: str) -> bool:
     if format in ("csv", "tsv") and isinstance(first, str) and first.lstrip().startswith("["):
         # CSV/TSV cells hold lists as JSON text; a caption that merely starts with "[" stays a caption
         try:
-            first = json.loads(first)
+            first = _json.loads(first)
         except json.JSONDecodeError:
             return False
     return isinstance(first, (list, tuple))
@@ -470,12 +471,16 @@ def _caption_list(value, path, place: str, column: str) -> list:
         return []
     if isinstance(value, str):
         # CSV cells hold lists as JSON text: ["a cat", "a dog"]
+        why = ""
         try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
+            value = _json.loads(value)
+        except json.JSONDecodeError as error:
             value = None
+            # a cell that opens a list says what is wrong with it (nested too deeply, a huge number)
+            why = f"; this one does not parse: {error.msg}" if str(error.doc).lstrip().startswith("[") else ""
         if not isinstance(value, list):
-            raise DataError(f"{path}: {place}: {column!r} should hold a list of captions (a JSON list in CSV/TSV)")
+            raise DataError(f"{path}: {place}: {column!r} should hold a list of captions (a JSON list in CSV/TSV)"
+                            + why)
     if hasattr(value, "to_list"):
         value = value.to_list()
     if not isinstance(value, (list, tuple)):

@@ -10,7 +10,10 @@ from capgeo.cli.options import (
     check_options_before_encoding,
     emit,
     encoder_options,
+    column_notes,
     json_option,
+    pop_load_options,
+    read_options,
     refuse_path_clashes,
     warn_skipped,
     writable_output,
@@ -20,9 +23,10 @@ from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 
 
 @click.command("leak", short_help="Evaluation captions with an exact or near twin among the training captions.")
-@click.argument("train", type=click.Path(exists=True, dir_okay=True, path_type=str))
-@click.argument("evals", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, path_type=str),
+@click.argument("train", type=click.Path(dir_okay=True, path_type=str))
+@click.argument("evals", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str),
                 metavar="EVAL [EVAL ...]")
+@read_options
 @encoder_options
 @click.option("--threshold", type=FiniteFloatRange(-1.0, 1.0), default=DEFAULT_THRESHOLD, show_default=True,
               metavar="T", help="An eval caption leaks when a training caption has cosine >= T with it "
@@ -39,15 +43,19 @@ def leak(train, evals, threshold, top, block_size, output, json_out, **options):
     """Captions of the evaluation sets EVAL that have an exact or near-duplicate in the
     training set TRAIN (cosine >= --threshold under one encoder), per evaluation set: how many,
     the share, the closest pairs with shared and differing words highlighted, and the
-    training ids to drop to remove the leak. Formats are detected (see `capgeo info`)."""
+    training ids to drop to remove the leak. Formats are detected (see `capgeo info`); the
+    dataset options (--format, --text-column, ...) apply to TRAIN and to every EVAL."""
     from capgeo.findings.leak import write_id_list
     from capgeo.pipeline import leak_datasets
 
     refuse_path_clashes()
     check_options_before_encoding(needs_negatives=False)
-    result = leak_datasets(train, evals, options["encoder"], device=options["device"],
-                           cache_dir=options["cache_dir"], use_cache=not options["no_cache"],
-                           threshold=threshold, top=top, block_size=block_size, on_skipped=warn_skipped)
+    load_options = pop_load_options(options)
+    with column_notes():
+        result = leak_datasets(train, evals, options["encoder"], device=options["device"],
+                               cache_dir=options["cache_dir"], use_cache=not options["no_cache"],
+                               load_options=load_options, threshold=threshold, top=top, block_size=block_size,
+                               on_skipped=warn_skipped)
     if output is not None:
         write_id_list(result["train_ids_to_drop"], output)
         click.echo(f"Wrote {output} ({len(result['train_ids_to_drop']):,} training ids)", err=True)

@@ -10,16 +10,20 @@ import click
 
 FORMATS = [
     "auto", "docci", "docci-json", "urban1k", "coco", "karpathy", "coco-list", "dci", "dci-json",
-    "sharegpt4v", "jsonl", "json", "csv", "tsv", "parquet", "arrow", "text",
+    "sharegpt4v", "jsonl", "json", "csv", "tsv", "parquet", "arrow", "text", "webdataset",
 ]
 
 
 def dataset_options(command):
     """DATA argument plus the options that say how to read it."""
+    # not checked by click: a quoted glob or brace pattern ('shards/*.parquet') names files, not a
+    # path, and a missing path is one Error: line from the loader
+    return click.argument("data", type=click.Path(dir_okay=True, path_type=str))(read_options(command))
+
+
+def read_options(command):
+    """The options that say how to read a dataset (`leak` and `compare` apply them to each one they read)."""
     decorators = [
-        # not checked by click: a quoted glob or brace pattern ('shards/*.parquet') names files, not a
-        # path, and a missing path is one Error: line from the loader
-        click.argument("data", type=click.Path(dir_okay=True, path_type=str)),
         click.option("--format", "data_format", type=click.Choice(FORMATS), default="auto", show_default=True,
                      help="Dataset format; detected from the file or folder when 'auto'."),
         click.option("--text-column", help="Column/key holding the caption text (case-insensitive when no "

@@ -13,6 +13,7 @@ from capgeo.cli.options import (
     encoder_options,
     pop_load_options,
     ray_option,
+    read_options,
     refuse_path_clashes,
     reproduce_command,
     warn_skipped,
@@ -109,7 +110,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
 
 
 @click.command(short_help="Several profiles or datasets side by side on one HTML page.")
-@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True, path_type=str))
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=str))
 @_profile_options
 @click.option("--encoder", "encoders", multiple=True, metavar="SPEC",
               help="Encoder for dataset SOURCES; repeat to compare one dataset under several encoders "
@@ -118,18 +119,18 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
 @click.option("--cache-dir", type=click.Path(file_okay=False, path_type=str), default=None,
               help="Embedding cache folder (default: $CAPGEO_CACHE or ~/.cache/capgeo).")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the embedding cache.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Keep only the first N captions of each dataset.")
+@read_options
 @click.option("--label", "labels", multiple=True, help="Name of each profile in the figures, in order (default: "
                                                      "dataset name, plus the encoder when needed).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, metavar="FILE",
               help=f"HTML file to write (default: {DEFAULT_COMPARE_OUTPUT} in the current folder).")
-def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, output, **options):
+def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **options):
     """Compare saved profiles and/or datasets on one page: overlaid cosine distributions,
     bucket composition and caption lengths, summaries side by side.
 
-    SOURCES are profile JSON files and/or datasets (profiled with each --encoder);
-    for example `capgeo compare docci.json coco.json` or
+    SOURCES are profile JSON files and/or datasets (profiled with each --encoder, read with
+    the dataset options --format, --text-column, ..., --limit, which apply to each dataset); for example `capgeo compare docci.json coco.json` or
     `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
     from capgeo.report.build import write_compare
 
@@ -140,7 +141,8 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     check_options_before_encoding(n_batches=n_batches, needs_negatives=False, cache=False)
     with column_notes():
         path, notes = write_compare(
-            sources, output, encoders=encoders, limit=limit, labels=labels, batch_sizes=batch_sizes,
+            sources, output, encoders=encoders, load_options=pop_load_options(options), labels=labels,
+            batch_sizes=batch_sizes,
             n_batches=n_batches, seed=seed, device=options["device"], cache_dir=options["cache_dir"],
             use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
             before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches))

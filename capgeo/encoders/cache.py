@@ -34,6 +34,7 @@ from typing import Sequence
 
 import numpy as np
 
+from capgeo import _json
 from capgeo._atomic import atomic_open, atomic_path
 from capgeo.encoders.base import EncoderInfo
 from capgeo.errors import CapgeoError
@@ -174,7 +175,7 @@ class CacheEntry:
 
     def has_manifest(self) -> bool:
         try:
-            manifest = json.loads((self.folder / MANIFEST_FILE).read_text())
+            manifest = _json.loads((self.folder / MANIFEST_FILE).read_text())
         except (OSError, ValueError):
             return False
         return manifest.get("key") == self.key and manifest.get("format") == FORMAT_VERSION

@@ -8,13 +8,13 @@ fingerprint) comes from the files, so a cache hit never imports torch.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from capgeo import _json
 from capgeo.encoders.base import EncoderInfo, effective_max_tokens, file_fingerprint
 from capgeo.errors import EncoderError
 
@@ -39,8 +39,8 @@ def default_model_dir() -> Path:
 def read_info(model_dir: Path, spec: str) -> EncoderInfo:
     """Identity of the packaged model, read from its files without loading it."""
     try:
-        config = json.loads((model_dir / "config.json").read_text())
-        sbert = json.loads((model_dir / "sentence_bert_config.json").read_text())
+        config = _json.loads((model_dir / "config.json").read_text())
+        sbert = _json.loads((model_dir / "sentence_bert_config.json").read_text())
     except (OSError, ValueError) as error:
         raise EncoderError(f"cannot read the embedded encoder's config in {model_dir}: {error}") from error
     return EncoderInfo(

@@ -27,6 +27,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from capgeo import _json
 from capgeo.encoders.base import EncoderInfo, missing_file_reason
 from capgeo.encoders.checkpoint import first_line, key_shapes, read_state_dict, state_dict_mismatch
 from capgeo.encoders.open_clip_import import import_open_clip, libraries_needed
@@ -451,7 +452,7 @@ def _packaged_config(model_name: str) -> dict | None:
     for folder in (found.submodule_search_locations or []) if found else []:
         path = Path(folder) / "model_configs" / f"{model_name}.json"
         try:
-            config = json.loads(path.read_text(encoding="utf-8"))
+            config = _json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(config, dict) and all(key in config for key in ("embed_dim", "vision_cfg", "text_cfg")):
@@ -466,7 +467,7 @@ def _config_from_json(path: Path) -> dict:
 def _read_config(path: Path) -> tuple[dict, bool]:
     """(the model config, whether the file nests it under "model_cfg" as open_clip's hub layout does)."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = _json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise EncoderError(f"{path}: not a readable JSON model config ({error})") from error
     nested = isinstance(data, dict) and "model_cfg" in data

@@ -7,15 +7,22 @@ resolved path, size, modification and status-change times (ns): a second run has
 nothing and imports no torch, and a file rewritten in place is seen as new, even one of
 the same size whose mtime was set back (its ctime cannot be). The memo is an
 optimisation only: when it cannot be read or written, facts are computed again.
+
+The file holds ``{"checksum": ..., "files": {...}}``, the checksum a sha256 of the records as
+written, as the cache's manifest is checksummed: a memo that was edited, damaged or cut short
+fails it and is ignored and rebuilt, never trusted (an edited fingerprint would otherwise name
+checkpoint A with checkpoint B's fingerprint, and serve B's cached vectors for A).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Callable
 
+from capgeo import _json
 from capgeo.encoders.base import _file_sha256, file_version
 
 MEMO_FILE = "weight-files.json"
@@ -137,11 +144,18 @@ def _memo_path(cache_dir) -> Path:
 
 
 def _read(path: Path) -> dict:
+    """The memo's records; {} for a memo that is missing, unreadable or fails its checksum."""
     try:
-        memo = json.loads(path.read_text(encoding="utf-8"))
+        memo = _json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return memo if isinstance(memo, dict) else {}
+    if not isinstance(memo, dict) or not isinstance(memo.get("files"), dict):
+        return {}
+    return memo["files"] if memo.get("checksum") == _checksum(memo["files"]) else {}
+
+
+def _checksum(files: dict) -> str:
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest()
 
 
 def _write(path: Path, memo: dict) -> None:
@@ -150,6 +164,6 @@ def _write(path: Path, memo: dict) -> None:
 
     try:
         with atomic_open(path) as handle:
-            json.dump(memo, handle)
+            json.dump({"checksum": _checksum(memo), "files": memo}, handle)
     except (OSError, CapgeoError):
         pass  # a read-only cache folder only means the next run computes again

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from capgeo import __version__
+from capgeo import __version__, _json
 from capgeo.captions.exact_duplicates import find_exact_duplicates
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_BATCH_SIZE, DEFAULT_N_BATCHES, resolve_batch_sizes  # noqa: F401
@@ -446,7 +446,7 @@ def load_profile(path: str | Path) -> dict:
     except (OSError, UnicodeDecodeError) as error:
         raise CapgeoError(f"{path}: cannot read the profile: {error}") from None
     try:
-        profile = json.loads(text)
+        profile = _json.loads(text)
     except json.JSONDecodeError as error:
         raise CapgeoError(f"{path}: not a JSON file (line {error.lineno}: {error.msg}); "
                           "expected the output of `capgeo profile --json`") from None

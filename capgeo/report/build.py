@@ -350,7 +350,7 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
             from capgeo.findings.truncation import check_encoder_spec
 
             check_encoder_spec(encoder)
-        eval_sets = [load_set(path, {}, on_skipped, role="--leak EVAL") for path in leak]
+        eval_sets = [load_set(path, {}, on_skipped, role="--leak EVAL", columns=False) for path in leak]
         if eval_sets:
             from capgeo.pipeline import vectors_for_different_sets
 
@@ -394,18 +394,23 @@ def _drawing_saved_profiles(sources: Sequence[str | Path]):
 
 
 def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders: Sequence[str | None] = (),
-                  limit: int | None = None, labels: Sequence[str] | None = None,
+                  limit: int | None = None, load_options: dict | None = None, labels: Sequence[str] | None = None,
                   batch_sizes: Sequence[int] | None = None, n_batches: int = 200, seed: int = 0,
                   device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
                   command: str | None = None, on_skipped: Callable | None = None,
                   before_encoding: Callable | None = None) -> tuple[Path, list[str]]:
     """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
-    the embedded one) on one HTML page. Returns the page's path and notes for the user."""
+    the embedded one) on one HTML page. Returns the page's path and notes for the user.
+
+    ``load_options`` (load_captions' keyword arguments; ``limit`` is one of them) apply to each dataset."""
     check_output_paths({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
     loaded, notes, saved_profiles = [], [], []
-    given = [option for option, value in (("--encoder", encoders), ("--limit", limit), ("--batch-size", batch_sizes),
-                                          ("--n-batches", n_batches != DEFAULT_N_BATCHES), ("--seed", seed != 0))
-             if value]
+    load_options = {**(load_options or {}), **({"limit": limit} if limit is not None else {})}
+    read = [f"--{name.replace('_', '-')}" for name, value in load_options.items()
+            if value is not None and not (name == "format" and value == "auto")]
+    given = (["--encoder"] if encoders else []) + read + [
+        option for option, value in (("--batch-size", batch_sizes), ("--n-batches", n_batches != DEFAULT_N_BATCHES),
+                                     ("--seed", seed != 0)) if value]
     for source in sources:  # every source read and every option checked before anything is encoded
         if is_profile_file(source):
             if given:
@@ -413,7 +418,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
             loaded.append(load_saved_profile(source).profile)
             saved_profiles.append(source)
             continue
-        captions = load_set(source, {"limit": limit}, on_skipped, role="SOURCE")
+        captions = load_set(source, load_options, on_skipped, role="SOURCE")
         if before_encoding:
             before_encoding(captions)
         loaded.append(captions)

@@ -1,0 +1,374 @@
+"""webdataset tar shards: the layout img2dataset writes and open_clip trains from.
+
+A shard is a tar of samples; a sample is the run of consecutive members that share a key, the
+member name up to the first dot of its base name (``000000012.jpg``, ``000000012.txt``,
+``000000012.json`` are sample ``000000012`` with members ``jpg``, ``txt``, ``json``), as the
+webdataset package groups them. From each sample capgeo takes:
+
+- the caption: its ``.txt`` member, else the ``caption`` key (or another usual caption name) of its
+  ``.json`` member; ``--text-column NAME`` names another member extension or ``.json`` key;
+  ``--captions-column NAME`` a ``.json`` key holding a list of captions;
+- the caption id: the key (``--id-column`` names a ``.json`` key instead); the group (image): the
+  key, i.e. one image per sample (``--group-column`` names a ``.json`` key). Shards carry no split.
+
+Shards are read one after another with the standard library's tarfile (webdataset need not be
+installed): the caption members are read, a ``.json`` only when its sample needs it (no caption
+member, or a column option naming one of its keys), and image members are passed over by
+seeking, never read into memory. A sample without a caption is skipped and counted. A truncated or damaged shard, a
+member whose name would escape the archive (``../x``, ``/x``; nothing is ever extracted), a
+caption that is not UTF-8 and a broken ``.json`` stop with one line naming the shard and the sample.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from capgeo import _json
+from capgeo.captions.clean import RawCaptions
+from capgeo.captions.shards import expand_source
+from capgeo.errors import DataError
+
+if TYPE_CHECKING:
+    import tarfile
+
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+#: caption member extensions, then .json keys, tried in order when no column is named
+CAPTION_MEMBERS = ("txt", "text", "caption")
+CAPTION_KEYS = ("caption", "text", "txt")
+#: the tar format's block; an archive ends with at least one block of zeros after its last member
+BLOCK = 512
+#: members kept in tarfile's own list before it is emptied (it keeps every member of the shard)
+MEMBERS_HELD = 4096
+
+
+def is_tar(path) -> bool:
+    return str(path).lower().endswith(TAR_SUFFIXES)
+
+
+def is_pattern(path) -> bool:
+    """A brace pattern or glob of shards (which names no one file)."""
+    return is_tar(path) and any(mark in str(path) for mark in "{*?[") and not Path(path).exists()
+
+
+def find_shards(path, format: str = "auto") -> list[Path] | None:
+    """The shards ``path`` names, or None when it is not a webdataset (``format`` 'auto').
+
+    ``path``: a shard, a folder holding shards (other files beside them, such as img2dataset's
+    ``.parquet`` and ``_stats.json``, are ignored), or an open_clip brace pattern
+    (``shards/{00000..00099}.tar``, ``{a,b}.tar``) or glob of shards. This is the one place that
+    turns a dataset argument into shard files."""
+    text = str(path)
+    path = Path(path)
+    if format not in ("auto", "webdataset"):
+        return None
+    if path.is_file():
+        shards = [path] if is_tar(path) or format == "webdataset" else None
+    elif path.is_dir():
+        # the name first: a folder of thousands of caption files is not stat-ed file by file
+        shards = sorted(entry for entry in path.iterdir()
+                        if not entry.name.startswith(".") and is_tar(entry.name) and entry.is_file()) or None
+    elif is_pattern(text):
+        shards = expand_source(text)
+    else:
+        shards = None
+    if shards is None and format == "webdataset":
+        raise DataError(f"{path}: expected webdataset shards (a .tar, .tar.gz or .tgz file, a folder of them, "
+                        "or a pattern such as shards/{00000..00099}.tar)")
+    return shards
+
+
+def read_webdataset(shards: Sequence[Path], columns, source: Path | None = None, *,
+                    progress: bool | None = None) -> RawCaptions:
+    """The captions of the samples of ``shards`` (read in order), as :class:`RawCaptions`.
+
+    ``columns``: a capgeo.captions.tabular.ColumnChoice (what the column options name)."""
+    from capgeo.progress import progress_bar
+
+    reader = _Samples(columns)
+    sizes = [_size(shard) for shard in shards]
+    with progress_bar("Reading shards", total=sum(sizes), enabled=progress) as bar:
+        for shard, size in zip(shards, sizes):
+            reader.read_shard(shard)
+            bar.advance(size)
+    return reader.captions(Path(source) if source is not None else Path(shards[0]))
+
+
+def _size(shard: Path) -> int:
+    try:
+        return os.stat(shard).st_size
+    except OSError as error:
+        raise DataError(f"{shard}: cannot read: {error.strerror or error}") from None
+
+
+class _Samples:
+    """Captions gathered from sample after sample, shard after shard."""
+
+    def __init__(self, columns):
+        if columns.text and columns.captions:
+            raise DataError("give --text-column or --captions-column, not both")
+        self.columns = columns
+        named = columns.text
+        #: member extensions a caption is read from, in order; the .json keys tried when none is there
+        self.caption_members = (named.lower(),) if named else CAPTION_MEMBERS
+        self.caption_keys = (named,) if named else CAPTION_KEYS
+        #: whether every sample's .json is parsed (a column option names one of its keys)
+        self.json_always = bool(columns.id or columns.group or columns.captions)
+        self.texts: list = []
+        self.ids: list = []
+        self.groups: list = []
+        self.places: list[tuple] = []  # (shard name, key, caption number or None): put in words on demand
+        self.skipped: list[str] = []
+        self.members: dict[str, None] = {}
+        self.keys: dict[str, None] = {}
+        self._last_members = self._last_keys = None
+
+    def read_shard(self, shard: Path) -> None:
+        import tarfile  # here, not at start-up
+        import zlib
+
+        name = shard.name
+        key, members = None, {}
+        try:
+            with _open(shard) as (archive, stream_size):
+                # a .json member of a plain tar is read only if its sample needs it (most have a .txt),
+                # by seeking back to it; a gzip stream cannot seek back cheaply, so there it is read at once
+                later = stream_size is not None
+                read = lambda member: archive.extractfile(member).read()  # noqa: E731
+                while True:
+                    member = archive.next()
+                    if member is None:
+                        break
+                    if len(archive.members) > MEMBERS_HELD:
+                        archive.members.clear()  # its list of every member read: not needed here
+                    if not member.isreg():
+                        continue  # folders and links: webdataset leaves them out too
+                    prefix, suffix = _split_name(member.name, shard)
+                    if prefix is None:
+                        continue
+                    if prefix != key:
+                        if key is not None:
+                            self._add(key, members, name, shard, read)
+                        key, members = prefix, {}
+                    if suffix in members:
+                        raise DataError(f"{shard}: sample {key}: two members named {member.name}")
+                    if suffix == "json":
+                        members[suffix] = member if later else read(member)
+                    elif suffix in self.caption_members:
+                        members[suffix] = read(member)
+                    else:
+                        members[suffix] = None  # an image or other member: passed over, never read
+                if key is not None:
+                    self._add(key, members, name, shard, read)
+                _check_ended(archive, stream_size, shard, key)
+        except DataError:
+            raise
+        except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as error:
+            if isinstance(error, OSError) and error.errno is not None:
+                raise DataError(f"{shard}: cannot read: {error.strerror or error}") from None
+            if key is None:
+                raise DataError(f"{shard}: not a tar archive, or damaged at its start ({_reason(error)}); expected "
+                                "a webdataset shard (.tar or .tar.gz)") from None
+            raise DataError(f"{shard}: the tar is truncated or damaged in sample {key} ({_reason(error)}); "
+                            "expected a complete webdataset shard") from None
+
+    def _add(self, key: str, members: dict, shard_name: str, shard: Path, read) -> None:
+        if members.keys() != self._last_members:
+            self._last_members = members.keys()
+            self.members.update(dict.fromkeys(members))
+        columns = self.columns
+        caption = None if columns.captions else self._member_caption(members, shard, key)
+        record = self._json(members, shard, key, read) if caption is None or self.json_always else {}
+        if columns.captions:
+            captions = record.get(columns.captions)
+            if captions is not None and not isinstance(captions, list):
+                raise DataError(f"{shard}: sample {key}: {columns.captions!r} should hold a list of captions; "
+                                f"found {type(captions).__name__}")
+            captions = [caption for caption in captions or () if caption is not None] or None
+        else:
+            if caption is None:
+                caption = next((record[name] for name in self.caption_keys if record.get(name) is not None), None)
+            captions = None if caption is None else [caption]
+        if captions is None:
+            self.skipped.append(f"{shard_name}, sample {key}")
+            return
+        ident = _text(record.get(columns.id)) if columns.id else key
+        group = _text(record.get(columns.group)) if columns.group else key
+        several = len(captions) > 1
+        for k, caption in enumerate(captions):
+            self.texts.append(caption)
+            self.ids.append(f"{ident}#{k}" if several and ident is not None else ident)
+            self.groups.append(group)
+            self.places.append((shard_name, key, k + 1 if several else None))
+
+    def _member_caption(self, members: dict, shard: Path, key: str) -> str | None:
+        for suffix in self.caption_members:
+            data = members.get(suffix)
+            if data is not None:
+                return _decoded(data, shard, key, suffix)
+        return None
+
+    def _json(self, members: dict, shard: Path, key: str, read) -> dict:
+        data = members.get("json")
+        if data is None:
+            return {}
+        if not isinstance(data, bytes):
+            data = read(data)
+        try:
+            record = _json.loads(_decoded(data, shard, key, "json"))
+        except ValueError as error:
+            raise DataError(f"{shard}: sample {key}: {key}.json: invalid JSON: {error}") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{shard}: sample {key}: {key}.json should hold an object; found {type(record).__name__}")
+        if record.keys() != self._last_keys:
+            self._last_keys = record.keys()
+            self.keys.update(dict.fromkeys(record))
+        return record
+
+    def captions(self, source: Path) -> RawCaptions:
+        if not self.texts:
+            self._nothing_found(source)
+        return RawCaptions(
+            source=source, format="webdataset", texts=self.texts, where=self._where, ids=self.ids,
+            groups=self.groups if self.columns.group else None,
+            fields=[f".{suffix}" for suffix in self.members] + list(self.keys),
+            skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {})
+
+    def _where(self, row: int) -> str:
+        shard_name, key, number = self.places[row]
+        return f"{shard_name}, sample {key}" + (f", caption {number}" if number is not None else "")
+
+    def _nothing_found(self, source: Path) -> None:
+        members = ", ".join(f".{suffix}" for suffix in list(self.members)[:20]) or "none"
+        keys = ", ".join(list(self.keys)[:20]) or "none"
+        raise DataError(f"{source}: no sample has a caption ({_skip_reason(self.columns)[len('no '):]}); "
+                        f"members found: {members}; .json keys found: {keys}; name the caption with "
+                        "--text-column (a member extension or a .json key)")
+
+
+def _skip_reason(columns) -> str:
+    if columns.captions:
+        return f"no captions: no {columns.captions!r} list in the sample's .json"
+    if columns.text:
+        return f"no caption: no .{columns.text.lower()} member and no {columns.text!r} key in the sample's .json"
+    return "no caption: no .txt member and no 'caption' key in the sample's .json"
+
+
+class _open:
+    """The shard as a TarFile read forward (a .tar.gz through gzip), and the uncompressed
+    shard's file size (None for a .tar.gz, whose size is known only once it is read)."""
+
+    def __init__(self, shard: Path):
+        self.shard = shard
+        self.handles = []
+
+    def __enter__(self):
+        import gzip
+        import tarfile
+
+        raw = open(self.shard, "rb")
+        self.handles.append(raw)
+        size = os.fstat(raw.fileno()).st_size
+        fileobj = raw
+        if raw.read(2) == b"\x1f\x8b":
+            fileobj, size = _LastBlock(gzip.GzipFile(fileobj=raw, mode="rb")), None
+            self.handles.append(fileobj)
+        raw.seek(0)
+        archive = tarfile.open(fileobj=fileobj, mode="r:")
+        self.handles.append(archive)
+        return archive, size
+
+    def __exit__(self, *exc):
+        for handle in reversed(self.handles):
+            handle.close()
+        return False
+
+
+class _LastBlock:
+    """A gzip stream that keeps the last block read from it: after tarfile stops at a block that
+    is not a member header, that block is looked at again without seeking back (which would
+    decompress the shard again from its start)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.last_at, self.last = 0, b""
+
+    def read(self, size=-1):
+        at = self.stream.tell()
+        data = self.stream.read(size)
+        if len(data) <= BLOCK:
+            self.last_at, self.last = at, data
+        return data
+
+    def since(self, offset: int) -> bytes:
+        """What was last read from ``offset`` on, when that was the last block read."""
+        start = offset - self.last_at
+        return self.last[start:] if 0 <= start <= len(self.last) else b""
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+_KEY_AND_EXTENSION = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")  # webdataset's base_plus_ext
+
+
+def _split_name(name: str, shard: Path) -> tuple[str | None, str]:
+    """(key, extension) of a member name as webdataset splits it, refusing names that leave the archive."""
+    if name[:1] in ("/", "\\") or (".." in name and ".." in PurePosixPath(name).parts) or \
+            (":" in name and re.match(r"^[A-Za-z]:[\\/]", name)):
+        raise DataError(f"{shard}: member {name!r} has a name that escapes the archive (absolute or with '..'); "
+                        "a webdataset shard's members are plain relative names (key.ext); capgeo extracts "
+                        "nothing, but will not read a shard built this way")
+    found = _KEY_AND_EXTENSION.match(name)
+    if found is None or name.rpartition("/")[2].startswith("__"):
+        return None, ""  # names without an extension, and webdataset's metadata members (__key__ ...)
+    return found.group(1), found.group(2).lower()
+
+
+def _check_ended(archive: tarfile.TarFile, stream_size: int | None, shard: Path, key: str | None) -> None:
+    """tarfile ends quietly both where a shard stops exactly between two members and at a block
+    that is not a member header; a complete archive ends with blocks of zeros after its last
+    member, so anything else there is a shard cut short or damaged."""
+    if archive.offset == 0:
+        return  # an empty archive: tarfile has refused what is not one
+    fileobj = archive.fileobj
+    if stream_size is None:
+        # a gzip stream seeks backwards by decompressing from the start: go on from where tarfile
+        # stopped reading, with the block it stopped at
+        tail = [fileobj.since(archive.offset)]
+    else:
+        fileobj.seek(archive.offset)
+        tail = []
+    trailing, damaged = 0, False
+    for chunk in tail + list(iter(lambda: fileobj.read(1 << 16), b"")):
+        trailing += len(chunk)
+        damaged = damaged or chunk.count(0) != len(chunk)
+        if damaged:
+            break
+    at = f"after sample {key}" if key is not None else "at its start"
+    if damaged:
+        raise DataError(f"{shard}: the tar is truncated or damaged {at} (the block at byte {archive.offset:,} of the tar is "
+                        "neither a member header nor the end of the archive); expected a complete webdataset shard")
+    if trailing < BLOCK:
+        raise DataError(f"{shard}: the tar is truncated {at} (it stops without the end-of-archive blocks); "
+                        "expected a complete webdataset shard")
+
+
+def _decoded(data: bytes, shard: Path, key: str, suffix: str) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DataError(f"{shard}: sample {key}: {key}.{suffix} is not UTF-8 (byte 0x{data[error.start]:02x} at "
+                        f"offset {error.start}); re-encode it as UTF-8") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _text(value):
+    return value if value is None or isinstance(value, str) else str(value)
+
+
+def _reason(error: Exception) -> str:
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
