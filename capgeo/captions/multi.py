@@ -35,8 +35,9 @@ def _schema(path: Path, format: str) -> dict:
     from capgeo.captions.compressed import compression_of
 
     if compression_of(path):
-        raise DataError(f"{path}: a {compression_of(path)}-compressed {'Parquet' if format == 'parquet' else 'Arrow'} "
-                        "file; it compresses its own columns, so capgeo reads it uncompressed: decompress it first")
+        name = "Parquet" if format == "parquet" else "Arrow"
+        raise DataError(f"{path}: a {compression_of(path)}-compressed {name} file; {name} compresses its own "
+                        "columns, so capgeo reads it uncompressed: decompress it first")
     try:
         if format == "parquet":
             return dict(pl.read_parquet_schema(path))
