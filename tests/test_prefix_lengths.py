@@ -278,3 +278,18 @@ def test_embedded_default_encodes_only_the_cut_captions_again(texts):
         assert sorted(text for limit, batch in asked if limit == length for text in batch) == sorted(cut)
         direct = real_encode(texts, max_tokens=length)
         assert np.abs(by_length[length].vectors - direct).max() < 1e-5
+
+
+def test_under_ray_each_length_goes_through_embed(monkeypatch):
+    """Ray's actors encode a whole dataset at one length: under a session every length is an embed() call."""
+    import capgeo.scale.session as session
+
+    monkeypatch.setattr(session, "active_ray", lambda: object())
+    texts = word_captions()
+    encoder = WordEncoder()
+    by_length = embed_lengths(texts, encoder, (8, 20), use_cache=False, progress=False)
+    assert sorted(limit for limit, batch in encoder.calls for _ in batch) == sorted([8, 20, 40] * len(texts))
+    monkeypatch.undo()
+    alone = embed_lengths(texts, WordEncoder(), (8, 20), use_cache=False, progress=False)
+    for length in (8, 20, 40):
+        np.testing.assert_allclose(by_length[length].vectors, alone[length].vectors, atol=1e-7)

@@ -28,7 +28,7 @@ def embed_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=None, 
     """:class:`Embeddings` of ``captions`` cut at each of ``lengths`` and at the full context, keyed
     by length (a loaded, non-precomputed ``encoder``). Each equals ``embed(captions, encoder,
     max_tokens=L)`` up to float rounding, and a caption L does not cut has its full-context vector."""
-    from capgeo.encoders.embed import _texts_and_ids, embed
+    from capgeo.encoders.embed import _texts_and_ids
     from capgeo.scale.session import active_ray
 
     texts, _ = _texts_and_ids(captions)
@@ -39,7 +39,7 @@ def embed_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=None, 
     lengths = sorted({effective_max_tokens(length, context) for length in lengths} | {context})
     if active_ray() is not None:
         # the Ray actors encode whole datasets at one length each: embed() at every length
-        return _each_length_by_embed(captions, encoder, lengths, embed, cache_dir, use_cache, progress)
+        return _each_length_by_embed(captions, encoder, lengths, cache_dir, use_cache, progress)
 
     entries = {length: CacheEntry(cache_dir, cache_key(texts, info, length), len(texts), info.width)
                if use_cache else None for length in lengths}
@@ -51,7 +51,8 @@ def embed_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=None, 
     ranges = chunk_ranges(len(texts), max(1, int(chunk_rows)))
     store = _Store(info, entries, counts, order, ranges, encoded)
 
-    passes = [context] * bool(store.missing[context]) + [length for length in encoded[:-1] if store.missing[length]]
+    # the full context first: the shorter lengths take from it the vectors of the captions they do not cut
+    passes = sorted((length for length in encoded if store.missing[length]), key=lambda length: length != context)
     if passes and not getattr(encoder, "prefix_refusal", "no encode_lengths"):
         _one_pass(encoder, texts, store, passes, progress)
     else:
@@ -191,8 +192,10 @@ def _pass_at(encoder, texts, store: _Store, length: int, pass_number: str, progr
             store.put(length, start, stop, chunk)
 
 
-def _each_length_by_embed(captions, encoder, lengths, embed, cache_dir, use_cache, progress) -> dict[int, Embeddings]:
+def _each_length_by_embed(captions, encoder, lengths, cache_dir, use_cache, progress) -> dict[int, Embeddings]:
     from dataclasses import replace
+
+    from capgeo.encoders.embed import embed
 
     context = int(encoder.info.context_length)
     full = embed(captions, encoder, max_tokens=context, cache_dir=cache_dir, use_cache=use_cache, progress=progress)

@@ -87,7 +87,8 @@ def encode_prefix_lengths(parts: TextTower, rows: Sequence[np.ndarray], lengths:
     kept_per_position = 2 * len(blocks) * width * 4
     budget = max(1, min(batch_size * parts.context_length, CACHE_BYTES // kept_per_position))
     out = {length: [] for length in lengths}
-    with batch_progress(progress, "Encoding captions", total=len(rows)) as bar, torch.inference_mode(), autocast_for(device):
+    with batch_progress(progress, "Encoding captions", total=len(rows)) as bar, torch.inference_mode(), \
+            autocast_for(device):
         cast_dtype = parts.transformer.get_cast_dtype()
         eot = parts.token_embedding(torch.tensor([eot_id], device=device)).to(cast_dtype)
         for batch in batches(order, counts, budget):
