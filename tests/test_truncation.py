@@ -177,8 +177,8 @@ def test_open_clip_embedding_at_length_equals_its_first_tokens_encoded_directly(
             expected = torch.nn.functional.normalize(model.encode_text(rows), dim=-1).numpy()
         np.testing.assert_allclose(embeddings[length].vectors, expected, atol=1e-5, rtol=0)
         assert embeddings[length].max_tokens == length
-    # the tower runs the trimmed forward: the last length encoded (40) ran no batch past 40 positions
-    assert encoder.last_stats.path == "trimmed" and max(encoder.last_stats.widths) <= 40
+    # every length came from one forward of the whole captions: each caption ran through the tower once
+    assert encoder.last_stats.path == "prefix" and encoder.last_stats.positions_full == len(texts) * 77
     # the lengths really differ for the long captions, and the short ones do not move
     long_rows = np.array([len(ids) > 8 for ids in full_ids])
     moved = np.einsum("ij,ij->i", embeddings[8].vectors, embeddings[77].vectors)

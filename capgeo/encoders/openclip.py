@@ -149,17 +149,48 @@ class OpenClipTextEncoder:
                progress: bool | None = None, trim: bool = True) -> np.ndarray:
         from capgeo.encoders.trimmed import encode_token_rows
 
-        context = self.info.context_length
-        max_tokens = context if max_tokens is None else int(max_tokens)
-        if not 2 <= max_tokens <= context:
-            raise EncoderError(f"max_tokens={max_tokens} is outside 2..{context}, "
-                               f"the context length of {self.info.name}")
+        max_tokens = self._checked_length(max_tokens)
         if len(texts) == 0:
             return np.zeros((0, self.info.width), dtype=np.float32)
         vectors, self.last_stats = encode_token_rows(
             self.tower, self._rows(texts, max_tokens), batch_size=max(1, int(batch_size)),
             device=self.device, progress=progress, trim=trim)
         return vectors
+
+    @property
+    def prefix_refusal(self) -> str:
+        """Why :meth:`encode_lengths` cannot run for this tower ('' when it can, exactly)."""
+        if not self._is_clip_bpe():
+            return "its tokenizer is not open_clip's CLIP BPE, whose cut the reuse repeats"
+        from capgeo.encoders.prefix import why_not_reusable
+
+        return why_not_reusable(self.tower)
+
+    def encode_lengths(self, texts: Sequence[str], lengths: Sequence[int], *, batch_size: int = 64,
+                       progress: bool | None = None) -> dict[int, np.ndarray]:
+        """``encode(texts, max_tokens=L)`` for every L of ``lengths``, from one forward of the
+        whole captions (:mod:`capgeo.encoders.prefix`); an EncoderError where :attr:`prefix_refusal`
+        says it would not be exact."""
+        from capgeo.encoders.prefix import encode_prefix_lengths
+
+        lengths = sorted({self._checked_length(length) for length in lengths})
+        reason = self.prefix_refusal
+        if reason:
+            raise EncoderError(f"encoder {self.info.spec!r} cannot encode several lengths in one forward: {reason}")
+        if len(texts) == 0:
+            return {length: np.zeros((0, self.info.width), dtype=np.float32) for length in lengths}
+        vectors, self.last_stats = encode_prefix_lengths(
+            self.tower, self._rows(texts, self.info.context_length), lengths, eot_id=self.tokenizer.eot_token_id,
+            batch_size=max(1, int(batch_size)), device=self.device, progress=progress)
+        return vectors
+
+    def _checked_length(self, max_tokens: int | None) -> int:
+        context = self.info.context_length
+        max_tokens = context if max_tokens is None else int(max_tokens)
+        if not 2 <= max_tokens <= context:
+            raise EncoderError(f"max_tokens={max_tokens} is outside 2..{context}, "
+                               f"the context length of {self.info.name}")
+        return max_tokens
 
 
 def _other_tokenizer_counts(tokenizer, texts: Sequence[str]) -> np.ndarray:

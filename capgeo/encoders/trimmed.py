@@ -151,7 +151,6 @@ def _first_output(text_transformer):
 
 def forward_trimmed(parts: TextTower, tokens):
     """Text features for token ids of any length up to the context (B, L), L = the batch's longest caption."""
-    import torch
     from open_clip.transformer import text_global_pool
 
     length = tokens.shape[1]
@@ -161,13 +160,18 @@ def forward_trimmed(parts: TextTower, tokens):
     # the mask is a buffer: moving the model after text_tower() leaves our reference behind
     x = parts.transformer(x, attn_mask=parts.attn_mask[:length, :length].to(x.device))
     x = parts.ln_final(x)
-    x = text_global_pool(x, tokens, parts.pool_type, eos_token_id=parts.eos_id)
-    if parts.text_projection is not None:
-        if isinstance(parts.text_projection, torch.nn.Linear):
-            x = parts.text_projection(x)
-        else:
-            x = x @ parts.text_projection
-    return x
+    return project(parts, text_global_pool(x, tokens, parts.pool_type, eos_token_id=parts.eos_id))
+
+
+def project(parts: TextTower, pooled):
+    """The tower's text projection of pooled features (B, width) -> (B, embedding width)."""
+    import torch
+
+    if parts.text_projection is None:
+        return pooled
+    if isinstance(parts.text_projection, torch.nn.Linear):
+        return parts.text_projection(pooled)
+    return pooled @ parts.text_projection
 
 
 def _batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, context_length: int,
@@ -181,14 +185,20 @@ def _batches(order: np.ndarray, lengths: np.ndarray, batch_size: int, context_le
     """
     if not trimmed:
         return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-    budget, most = batch_size * context_length, 16 * batch_size
-    batches, start = [], 0
+    return batches(order, lengths, batch_size * context_length, 16 * batch_size)
+
+
+def batches(order: np.ndarray, lengths: np.ndarray, budget: int, most: int | None = None) -> list[np.ndarray]:
+    """Consecutive slices of ``order`` (longest first) of at most ``budget`` token positions each,
+    counted at the slice's longest row, and at most ``most`` rows."""
+    most = most or len(order)
+    slices, start = [], 0
     while start < len(order):
         width = max(1, int(lengths[order[start]]))           # the longest of this batch: sorted descending
         count = max(1, min(most, budget // width))
-        batches.append(order[start:start + count])
+        slices.append(order[start:start + count])
         start += count
-    return batches
+    return slices
 
 
 def encode_token_rows(parts: TextTower, rows: Sequence[np.ndarray], *, batch_size: int = 64,
@@ -216,19 +226,13 @@ def encode_token_rows(parts: TextTower, rows: Sequence[np.ndarray], *, batch_siz
     if len(rows) and lengths.max() > parts.context_length:
         raise ValueError(f"token rows longer than the context length {parts.context_length}")
     order = np.argsort(-lengths, kind="stable")
-    device_type = torch.device(device).type
-    # fp16 on cuda (CLIP towers are trained with fp16 mixed precision); fp32 elsewhere
-    autocast = (torch.autocast("cuda", dtype=torch.float16) if device_type == "cuda"
-                else torch.autocast("cpu", enabled=False))
-    batches = _batches(order, lengths, batch_size, parts.context_length, trimmed)
+    slices = _batches(order, lengths, batch_size, parts.context_length, trimmed)
     chunks: list[np.ndarray] = []
     with batch_progress(progress, "Encoding captions", total=len(rows)) as bar, \
-            torch.inference_mode(), autocast:
-        for batch in batches:
+            torch.inference_mode(), autocast_for(device):
+        for batch in slices:
             width = int(lengths[batch].max()) if trimmed else parts.context_length
-            tokens = np.full((len(batch), width), parts.pad_id, dtype=np.int64)
-            for slot, index in enumerate(batch):
-                tokens[slot, :lengths[index]] = rows[index]
+            tokens = padded(rows, batch, lengths, width, parts.pad_id)
             tokens_t = torch.from_numpy(tokens).to(device)
             features = forward_trimmed(parts, tokens_t) if trimmed else parts.full_forward(tokens_t)
             chunks.append(F.normalize(features.float(), dim=-1).cpu().numpy())
@@ -243,3 +247,20 @@ def encode_token_rows(parts: TextTower, rows: Sequence[np.ndarray], *, batch_siz
     vectors = np.empty_like(sorted_vectors)
     vectors[order] = sorted_vectors
     return vectors, stats
+
+
+def autocast_for(device: str):
+    """fp16 on cuda (CLIP towers are trained with fp16 mixed precision); fp32 elsewhere."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    return torch.autocast("cpu", enabled=False)
+
+
+def padded(rows: Sequence[np.ndarray], batch: np.ndarray, lengths: np.ndarray, width: int, pad_id: int) -> np.ndarray:
+    """The token rows ``batch`` of ``rows`` as one (len(batch), width) int64 array, padded with ``pad_id``."""
+    tokens = np.full((len(batch), width), pad_id, dtype=np.int64)
+    for slot, index in enumerate(batch):
+        tokens[slot, :lengths[index]] = rows[index]
+    return tokens

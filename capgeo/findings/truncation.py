@@ -119,39 +119,15 @@ def _cannot_recut(spec: str) -> EncoderError:
 
 def embed_at_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=None, use_cache: bool = True,
                      progress: bool | None = None) -> dict:
-    """Embeddings of ``captions`` at each length, keyed by length (a loaded ``encoder``).
-
-    The full context is encoded first; it gives the untruncated token counts.
-    A length no caption exceeds shows the model exactly the tokens of the full
-    context, so its embeddings are the full-context ones and are not encoded
-    again. Every other length goes through :func:`capgeo.encoders.embed`
-    (cached per length; CLIP towers run the trimmed forward, so short lengths
-    cost less).
-    """
-    from capgeo.encoders import embed
+    """Embeddings of ``captions`` at each length and at the full context, keyed by length (a loaded
+    ``encoder``): :func:`capgeo.encoders.lengths.embed_lengths`. Only the captions a length cuts
+    are encoded at it; CLIP and Long-CLIP towers give every length from one forward (exact, see
+    :mod:`capgeo.encoders.prefix`); each length is cached as ``embed(..., max_tokens=L)`` is."""
+    from capgeo.encoders.lengths import embed_lengths
 
     check_encoder(encoder)
-    context = int(encoder.info.context_length)
     resolve_lengths(lengths, encoder.info)  # a length above the context (or below 2) is an error here too
-    full = embed(captions, encoder, max_tokens=context, cache_dir=cache_dir, use_cache=use_cache,
-                 progress=progress)
-    longest = int(np.max(full.token_counts)) if len(full.token_counts) else 0
-    result = {}
-    for length in sorted(set(int(length) for length in lengths)):
-        if length == context or length >= longest:
-            # same input tokens as the full context: same embeddings
-            result[length] = _with_max_tokens(full, length)
-        else:
-            result[length] = embed(captions, encoder, max_tokens=length, cache_dir=cache_dir,
-                                   use_cache=use_cache, progress=progress)
-    result[context] = full
-    return result
-
-
-def _with_max_tokens(embeddings, length: int):
-    from dataclasses import replace
-
-    return replace(embeddings, max_tokens=int(length))
+    return embed_lengths(captions, encoder, lengths, cache_dir=cache_dir, use_cache=use_cache, progress=progress)
 
 
 # --------------------------------------------------------------------------- cut points
