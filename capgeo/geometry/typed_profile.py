@@ -131,6 +131,7 @@ class Dataset(Section):
     format: str = _field()
     fingerprint: str | None = _field()
     texts_digest: str = _field()
+    groups_digest: str = _field()
     n_captions: int = _field()
     n_groups: int = _field()
     captions_per_group: Mapping[str, Any] = _field()
