@@ -24,6 +24,9 @@ KEEP_POLICIES = ("first", "longest", "shortest", "random")
 NEGATIVES_K = 5
 NEGATIVES_MIN_COSINE = -1.0
 NEGATIVES_MAX_COSINE = NEAR_DUPLICATE_THRESHOLD
+#: negatives: at most this many of an anchor's negatives from one image (None: no limit); the
+#: captions of one image describe one scene, so several of them are one negative said again
+NEGATIVES_PER_IMAGE = 1
 
 #: file suffixes of the table outputs, and the format each means
 PER_CAPTION_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
