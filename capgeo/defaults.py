@@ -15,6 +15,11 @@ MAX_PAIR_THRESHOLD = 0.9999
 LEAK_THRESHOLD = 0.95
 #: leak: closest pairs shown per evaluation set
 LEAK_TOP = 20
+#: leak --normalize: how far two texts are made alike before they count as exact twins, each rule
+#: adding to the one before it: as written; NFKC with whitespace collapsed; and casefolded (the rule
+#: of every command's exact duplicates); and a final period dropped
+LEAK_NORMALIZE_RULES = ("none", "whitespace", "case", "period")
+LEAK_NORMALIZE = "case"
 
 #: dupes --keep: which caption of a near-duplicate set stays
 KEEP_POLICIES = ("first", "longest", "shortest", "random")
