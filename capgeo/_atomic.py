@@ -25,7 +25,7 @@ def write_all(stream: IO, data: bytes) -> None:
     """Write ``data`` to ``stream`` in full, or raise the OSError that stopped it.
 
     A buffered write of a large block that the disk cuts short (``> file`` on a disk that fills)
-    returns the short count, which nothing checks: the output ended mid-row with status 0. Written
+    returns the short count, which nothing checks: the output would end mid-row with status 0. Written
     straight to the descriptor, the short write is seen and the next write raises ENOSPC."""
     if stream is None:  # stdout closed (`>&-`): the data asked for would be lost without a word
         raise CapgeoError("cannot write the output: standard output is closed")
@@ -183,7 +183,7 @@ def check_writable(target: str | os.PathLike) -> None:
 def _normalised(target: str | os.PathLike) -> Path:
     """The path that will be written, resolved as the file system resolves it: links first, then
     ``..``, so ``link/../x`` is beside the link's target, as the clash checks (which follow links)
-    see it; resolved by name, it was a file beside the link, a dataset they never compared. An
+    see it; resolved by name, it would be a file beside the link, a dataset they never compare. An
     output that is a link is written through to its target. Missing folders are taken by name:
     creating them on the way would make ``missing`` for ``missing/../x``. A name ending in a slash
     is a folder, not a file."""

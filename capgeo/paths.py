@@ -49,7 +49,7 @@ def encoder_input_files(spec: str | None) -> list[str]:
     """Every local file an --encoder spec reads, for the check of outputs against inputs: the vector
     file or checkpoint, and the model config read with it (``CONFIG.json@ckpt``; for a bare checkpoint
     the ``.json`` or ``open_clip_config.json`` beside it that is read), or a ``local-dir:`` folder's
-    config and weights. Only the checkpoint was protected: `dupes -o cfg.json` replaced the config."""
+    config and weights: `dupes -o cfg.json` must not replace the config any more than the checkpoint."""
     first = encoder_input_file(spec)
     files = [first] if first else []
     if not spec:

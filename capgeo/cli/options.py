@@ -132,7 +132,7 @@ def ray_option(command):
 def writable_output(ctx, param, value):
     """click callback: an output file that cannot be written fails before any work is done."""
     if value is not None and not value.strip():
-        # '' was resolved to the current folder: "cannot write : it is a folder"
+        # '' would resolve to the current folder: "cannot write : it is a folder"
         raise click.BadParameter("an empty file name; give the file to write")
     if value == "-" and getattr(param, "name", None) != "json_out":
         # only --json writes to standard output; the others would have written a file named "-"
@@ -348,7 +348,7 @@ def comma_separated_floats(ctx, param, value):
 
 class FiniteFloatRange(click.FloatRange):
     """click's FloatRange without NaN and infinities: NaN passes every range comparison
-    (--hard-edge nan reached the formatting code), and no cosine, scale or share is infinite."""
+    (--hard-edge nan would reach the formatting code), and no cosine, scale or share is infinite."""
 
     def convert(self, value, param, ctx):
         number = super().convert(value, param, ctx)
@@ -376,7 +376,7 @@ class PairThreshold(FiniteFloatRange):
         return super().convert(number, param, ctx)
 
 
-#: --seed: numpy's generators take non-negative seeds (a negative one was a ValueError traceback)
+#: --seed: numpy's generators take non-negative seeds (a negative one raises a ValueError)
 SEED = click.IntRange(min=0)
 
 

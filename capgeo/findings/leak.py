@@ -157,7 +157,7 @@ RESCORE_CHUNK = 1 << 14
 def _cosines64(eval_vectors, train_vectors, eval_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
     """Cosines of the given (eval, train) pairs in float64, clipped to [-1, 1]. Written as
     a.b / sqrt(a.a * b.b), which is exactly 1.0 for two equal vectors (sqrt(x*x) == x in IEEE
-    arithmetic; a.b / (|a| |b|) gave 0.9999999999999998)."""
+    arithmetic; a.b / (|a| |b|) gives 0.9999999999999998)."""
     out = np.empty(len(eval_rows), dtype=np.float64)
     for start in range(0, len(eval_rows), RESCORE_CHUNK):
         rows = slice(start, start + RESCORE_CHUNK)
@@ -207,7 +207,7 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
 
 
 def _check_rows(captions, embeddings, role: str) -> None:
-    """One vector per caption: other vectors gave silent twins at cosine 1.0, or an IndexError."""
+    """One vector per caption: other vectors would give silent twins at cosine 1.0, or an IndexError."""
     vectors = getattr(embeddings, "vectors", None)
     if vectors is None:
         raise CapgeoError(f"{role} {captions.source}: expected Embeddings (capgeo.encoders.embed), "

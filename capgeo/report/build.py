@@ -45,7 +45,7 @@ class ReportInput:
 def is_profile_file(path: str | Path) -> bool:
     """True when ``path`` is a saved capgeo profile (a JSON object whose "schema" names it, whatever the
     file is called). Another capgeo result (dupes, leak, ...) is refused in one line: read as a
-    dataset, its columns were reported as a missing caption column."""
+    dataset, its columns would be reported as a missing caption column."""
     path = Path(path)
     if not path.is_file():
         return False
@@ -219,7 +219,7 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
     max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
     # the encoder's identity comes from its files, without a model: a replaced checkpoint or vectors
-    # file is refused before the whole dataset is encoded (it was refused after)
+    # file is refused before the whole dataset is encoded, not after
     text_encoder = get_encoder(spec, device=device, cache_dir=cache_dir)
     made_by, now = known(encoder.fingerprint), text_encoder.info.fingerprint
     if made_by and now and made_by != now:  # the checkpoint or vectors file was replaced since
