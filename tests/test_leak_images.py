@@ -84,3 +84,15 @@ def test_an_unknown_rule_is_refused():
     train = caption_set(["a"])
     with pytest.raises(CapgeoError, match="--normalize: expected one of none, whitespace, case, period"):
         leak_section(train, embeddings(np.eye(2)[:1]), [(train, embeddings(np.eye(2)[:1]))], normalize="lower")
+
+
+def test_the_report_section_names_the_images():
+    from capgeo.report.leak import leak_html
+
+    entry = {"source": "eval.json", "n_leaked": 3, "n_captions": 10, "share_leaked": 0.3, "n_exact": 2,
+             "n_groups": 4, "n_groups_leaked": 2, "n_groups_all_leaked": 1, "n_train_groups_twinned": 3, "pairs": []}
+    page = leak_html({"threshold": 0.95, "train_ids_to_drop": ["a", "b"], "evals": [entry]})
+    assert "2 of 4 evaluation images have a caption twinned in training, 1 every caption; the twins sit in 3 " \
+           "training images" in page
+    del entry["n_groups_leaked"]  # a profile saved without the counts still draws
+    assert "evaluation images" not in leak_html({"threshold": 0.95, "train_ids_to_drop": [], "evals": [entry]})

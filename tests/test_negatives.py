@@ -226,3 +226,23 @@ def test_the_rules_are_what_sentence_transformers_mines_on_the_same_vectors(marg
     assert len(ours) > 250 and same / len(ours) >= 0.99, (same, len(ours))
     overlap = sum(len(set(ours[text]) & set(theirs.get(text, []))) for text in ours)
     assert overlap / sum(len(listed) for listed in ours.values()) >= 0.99
+
+
+def test_the_command_takes_the_rules_and_says_them(tmp_path):
+    vectors, codes = clustered(per_group=3)
+    n = len(codes)
+    ids, texts = [f"cap{i}" for i in range(n)], [f"caption {i}" for i in range(n)]
+    data = write_jsonl(tmp_path / "data.jsonl", ids, [f"img{c}" for c in codes], texts)
+    np.savez(tmp_path / "vectors.npz", vectors=vectors, ids=np.array(ids))
+    encoder = f"vectors:{tmp_path / 'vectors.npz'}"
+    for options, per_image, margin in ((["--per-image", "0", "--margin", "0.05"], None, 0.05), ([], 1, None)):
+        out = tmp_path / "n.jsonl"
+        result = run("negatives", data, "--encoder", encoder, "-o", out, "-k", 4, *options, "--json",
+                     tmp_path / "s.json", "--force")
+        assert result.exit_code == 0, result.output
+        summary = json.loads((tmp_path / "s.json").read_text())
+        assert (summary["per_image"], summary["margin"]) == (per_image, margin)
+        expected, _ = brute_negatives(vectors, codes, 4, -1.0, 0.95, per_image=per_image, texts=texts, margin=margin)
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [row["negative_ids"] for row in rows] == [[ids[j] for j in row if j >= 0] for row in expected]
+        assert ("any number per image" if per_image is None else "at most 1 per image") in result.stdout
