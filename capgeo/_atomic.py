@@ -25,7 +25,7 @@ def write_all(stream: IO, data: bytes) -> None:
     """Write ``data`` to ``stream`` in full, or raise the OSError that stopped it.
 
     A buffered write of a large block that the disk cuts short (``> file`` on a disk that fills)
-    returns the short count, which nothing checks: the output ended mid-row with status 0. Written
+    returns the short count, which nothing checks: the output would end mid-row with status 0. Written
     straight to the descriptor, the short write is seen and the next write raises ENOSPC."""
     if stream is None:  # stdout closed (`>&-`): the data asked for would be lost without a word
         raise CapgeoError("cannot write the output: standard output is closed")
@@ -115,6 +115,24 @@ def _open_descriptor(descriptor: int, mode: str, encoding: str | None) -> IO:
     return os.fdopen(os.dup(descriptor), mode, encoding=encoding)
 
 
+#: the key of the mark capgeo writes into its Parquet files' key-value metadata, and the name of
+#: the array that marks its .npz files; the value is ``output_mark()`` (capgeo.paths.written_by_capgeo
+#: reads the marks)
+MARK_KEY = "capgeo"
+
+
+def output_mark() -> str:
+    """The mark capgeo writes into every output format that can hold one: ``capgeo VERSION``."""
+    from capgeo import __version__
+
+    return f"capgeo {__version__}"
+
+
+def generator_meta() -> str:
+    """The <meta> element that marks an HTML page as capgeo's."""
+    return f'<meta name="generator" content="{output_mark()}">'
+
+
 def _current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -165,7 +183,7 @@ def check_writable(target: str | os.PathLike) -> None:
 def _normalised(target: str | os.PathLike) -> Path:
     """The path that will be written, resolved as the file system resolves it: links first, then
     ``..``, so ``link/../x`` is beside the link's target, as the clash checks (which follow links)
-    see it; resolved by name, it was a file beside the link, a dataset they never compared. An
+    see it; resolved by name, it would be a file beside the link, a dataset they never compare. An
     output that is a link is written through to its target. Missing folders are taken by name:
     creating them on the way would make ``missing`` for ``missing/../x``. A name ending in a slash
     is a folder, not a file."""
@@ -259,19 +277,88 @@ def atomic_path(target: str | os.PathLike, remedy: str | None = None) -> Iterato
             # the folder the user named, or where a link led when that is elsewhere
             made = given if os.path.realpath(given) == str(target.parent) else str(target.parent)
             print(f"Note: created the folder {made}", file=sys.stderr)
-        # the name's head only, cut by bytes: a name near the 255-byte limit plus the prefix and suffix would not fit
-        head = os.fsencode(target.name)[:MAX_PART_NAME_HEAD].decode("utf-8", errors="ignore")
+        head = part_name_head(target.name)
         fd, tmp = tempfile.mkstemp(prefix=f".{head}.", suffix=".part", dir=target.parent)
     except OSError as error:  # a file where a folder should be, no permission, read-only disk
         raise write_error(shown, error, remedy) from None
     tmp_path = Path(tmp)
     # from the moment the file exists: a signal during close or chmod must not leave it behind
     with _write_errors_in_one_line(shown, target.parent, remedy, on_failure=lambda: tmp_path.unlink(missing_ok=True)):
-        os.close(fd)
-        # mkstemp creates 0600; give the output the permissions a plain open() would
-        os.chmod(tmp, 0o666 & ~_current_umask())
-        yield tmp_path
-        os.replace(tmp_path, target)
+        try:
+            # held while the file is written: another run's clean-up leaves a live write's file alone
+            _lock(fd)
+            remove_stale_parts(target, keep=tmp_path)
+            # mkstemp creates 0600; give the output the permissions a plain open() would
+            os.chmod(tmp, 0o666 & ~_current_umask())
+            yield tmp_path
+            os.replace(tmp_path, target)
+        finally:
+            os.close(fd)
+
+
+def part_name_head(name: str) -> str:
+    """The part of an output's name its temporary files start with (after a dot): the name's head
+    only, cut by bytes, since a name near the 255-byte limit plus the prefix and suffix would not fit."""
+    return os.fsencode(name)[:MAX_PART_NAME_HEAD].decode("utf-8", errors="ignore")
+
+
+#: seconds a temporary file must be unchanged before another run may take it for a killed write's
+STALE_PART_AGE = 5.0
+#: mkstemp's random part: 8 of these characters
+_MKSTEMP_NAME = "[a-z0-9_]{8}"
+
+
+def remove_stale_parts(target: Path, keep: Path | None = None) -> list[Path]:
+    """Remove the temporary files of earlier writes of ``target`` that were killed before their
+    rename (kill -9, a power cut): files named as atomic_path names them, ``.NAME.XXXXXXXX.part``
+    beside ``target``, that no live write holds locked. Returns those removed."""
+    import re
+    import time
+
+    pattern = re.compile(re.escape(f".{part_name_head(target.name)}.") + _MKSTEMP_NAME + re.escape(".part"))
+    removed = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not pattern.fullmatch(entry.name) or (keep is not None and entry.path == str(keep)):
+            continue
+        try:
+            # a file made this instant may be a live write that has not taken its lock yet
+            if not entry.is_file(follow_symlinks=False) or time.time() - entry.stat().st_mtime < STALE_PART_AGE:
+                continue
+            descriptor = os.open(entry.path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if _lock(descriptor, wait=False):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            pass  # removed by another run meanwhile, or a folder we may read but not change
+        finally:
+            os.close(descriptor)
+    return removed
+
+
+def _lock(descriptor: int, wait: bool = True) -> bool:
+    """An exclusive advisory lock on an open file (released when it is closed); False when
+    another process holds it. Where there is no flock (Windows), every file counts as unlocked
+    only when it is at least a day old, so a live write elsewhere is never taken for stale."""
+    try:
+        import fcntl
+    except ImportError:
+        import time
+
+        return wait or time.time() - os.fstat(descriptor).st_mtime > 86400
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    except OSError:  # a file system without locks (some network mounts): never taken for stale
+        return wait
+    return True
 
 
 @contextlib.contextmanager

@@ -15,6 +15,11 @@ MAX_PAIR_THRESHOLD = 0.9999
 LEAK_THRESHOLD = 0.95
 #: leak: closest pairs shown per evaluation set
 LEAK_TOP = 20
+#: leak --normalize: how far two texts are made alike before they count as exact twins, each rule
+#: adding to the one before it: as written; NFKC with whitespace collapsed; and casefolded (the rule
+#: of every command's exact duplicates); and a final period dropped
+LEAK_NORMALIZE_RULES = ("none", "whitespace", "case", "period")
+LEAK_NORMALIZE = "case"
 
 #: dupes --keep: which caption of a near-duplicate set stays
 KEEP_POLICIES = ("first", "longest", "shortest", "random")
@@ -24,6 +29,9 @@ KEEP_POLICIES = ("first", "longest", "shortest", "random")
 NEGATIVES_K = 5
 NEGATIVES_MIN_COSINE = -1.0
 NEGATIVES_MAX_COSINE = NEAR_DUPLICATE_THRESHOLD
+#: negatives: at most this many of an anchor's negatives from one image (None: no limit); the
+#: captions of one image describe one scene, so several of them are one negative said again
+NEGATIVES_PER_IMAGE = 1
 
 #: file suffixes of the table outputs, and the format each means
 PER_CAPTION_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}

@@ -49,7 +49,7 @@ def encoder_input_files(spec: str | None) -> list[str]:
     """Every local file an --encoder spec reads, for the check of outputs against inputs: the vector
     file or checkpoint, and the model config read with it (``CONFIG.json@ckpt``; for a bare checkpoint
     the ``.json`` or ``open_clip_config.json`` beside it that is read), or a ``local-dir:`` folder's
-    config and weights. Only the checkpoint was protected: `dupes -o cfg.json` replaced the config."""
+    config and weights: `dupes -o cfg.json` must not replace the config any more than the checkpoint."""
     first = encoder_input_file(spec)
     files = [first] if first else []
     if not spec:
@@ -79,30 +79,22 @@ def encoder_input_files(spec: str | None) -> list[str]:
     return files
 
 
-#: every JSON capgeo writes is an object whose first key, "schema", names it (capgeo.profile/1,
-#: capgeo.dupes/1, ...); a saved profile is recognised the same way (capgeo.report.build)
-_RESULT_HEAD = re.compile(r'^\ufeff?\s*\{\s*"schema"\s*:\s*"(capgeo\.[^"]*)"')
-
-
-#: the largest file searched for a "schema" key that is not first (a result re-saved with its keys
-#: sorted by another tool); results are a few megabytes, datasets may be gigabytes
+#: the largest JSON file parsed to see whether it is a capgeo result; results are a few megabytes,
+#: datasets may be gigabytes
 MAX_RESULT_SEARCH_BYTES = 256 << 20
 
 
 def result_schema(path: str | os.PathLike) -> str | None:
     """The schema a JSON result capgeo wrote names (``capgeo.profile/1``); None for any other file.
 
-    Known from the file's first bytes when "schema" is the first key, as capgeo writes it; a result
-    whose keys another tool reordered (``json.dump(..., sort_keys=True)``) is found by content: a
-    JSON object holding the key at its top level."""
+    Known by content: the whole file parses as one JSON object whose top-level "schema" starts with
+    ``capgeo.``, wherever the key sits (another tool may re-save it with its keys sorted). A file
+    that merely starts like one (JSON lines whose first row has such a key) is not a result."""
     import mmap
 
     try:
         with open(path, "rb") as handle:
             head = handle.read(4096).decode("utf-8", errors="replace")
-            match = _RESULT_HEAD.match(head)
-            if match:
-                return match.group(1)
             size = os.fstat(handle.fileno()).st_size
             if not head.lstrip("\ufeff \t\r\n").startswith("{") or size > MAX_RESULT_SEARCH_BYTES:
                 return None
@@ -117,7 +109,7 @@ def result_schema(path: str | os.PathLike) -> str | None:
     from capgeo import _json
 
     try:
-        value = _json.loads(data)
+        value = _json.loads(data.decode("utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     schema = value.get("schema") if isinstance(value, dict) else None
@@ -127,6 +119,67 @@ def result_schema(path: str | os.PathLike) -> str | None:
 def is_capgeo_result(path: str | os.PathLike) -> bool:
     """Is ``path`` a JSON result capgeo wrote, so writing a new one over it loses nothing of the user's?"""
     return result_schema(path) is not None
+
+
+#: the mark of every HTML page capgeo writes, in its <head> (capgeo._atomic.generator_meta)
+_GENERATOR_META = re.compile(rb'<meta name="generator" content="capgeo [^"<>]*">')
+#: how far into an HTML page its generator mark is looked for (capgeo writes it in the first lines)
+HTML_MARK_BYTES = 4096
+
+
+def written_by_capgeo(path: str | os.PathLike) -> bool:
+    """Does the file at ``path`` carry the mark of a capgeo output, so that writing a new output
+    over it loses nothing of the user's? Recognised by content, whatever the file's name:
+
+    - HTML: ``<meta name="generator" content="capgeo ...">`` in its head;
+    - JSON: the whole file is one object whose "schema" starts with ``capgeo.`` (``result_schema``);
+    - Parquet: the key ``capgeo`` in its key-value metadata;
+    - .npz: an array named ``capgeo`` holding ``capgeo VERSION``.
+
+    Formats that cannot carry a mark (.npy, CSV, JSON lines, a plain .txt list) are never
+    recognised: an existing one is replaced only with --force (docs/errors.md)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HTML_MARK_BYTES)
+    except OSError:
+        return False
+    if head.startswith(b"PAR1"):
+        return _parquet_marked(path)
+    if head.startswith(b"PK\x03\x04"):
+        return _npz_marked(path)
+    start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:15].lower()
+    if start.startswith((b"<!doctype html", b"<html")):
+        return _GENERATOR_META.search(head) is not None
+    return is_capgeo_result(path)
+
+
+def _parquet_marked(path) -> bool:
+    import polars as pl
+
+    from capgeo._atomic import MARK_KEY
+
+    try:
+        metadata = pl.read_parquet_metadata(path)
+    except Exception:  # not a readable Parquet file: not capgeo's either
+        return False
+    return str(metadata.get(MARK_KEY, "")).startswith("capgeo ")
+
+
+def _npz_marked(path) -> bool:
+    import zipfile
+
+    from capgeo._atomic import MARK_KEY
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if f"{MARK_KEY}.npy" not in archive.namelist():
+                return False
+        import numpy as np
+
+        with np.load(path, allow_pickle=False) as arrays:
+            return str(arrays[MARK_KEY]).startswith("capgeo ")
+    except Exception:  # a damaged archive, or an array that is not text
+        return False
 
 
 def _input_clash(output: Path, label: str, given: str) -> bool:

@@ -139,7 +139,7 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
     from capgeo.findings.leak import leak_section
 
     if isinstance(evals, (str, Path)) or hasattr(evals, "texts"):
-        # one set where a list of sets belongs: a path was read character by character ("EVAL l: no such file")
+        # one set where a list of sets belongs: a path would be read character by character ("EVAL l: no such file")
         raise CapgeoError(f"evals is a list of evaluation sets (paths or CaptionSets), got one: pass [{evals!r}]"
                           if isinstance(evals, (str, Path)) else "evals is a list of evaluation sets; pass [eval_set]")
 

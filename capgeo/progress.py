@@ -82,7 +82,7 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
     # the description names an encoder (a user's folder or file name): shown as text, never as markup
     # or terminal control. On a narrow terminal it gives way, cut with "…", and with too little room
     # the bar and it are left out: the counts, rate and times are what the bar is for (at 40 columns
-    # they were squeezed to "288/3…", "0:00:…")
+    # squeezing them in would cut them to "288/3…", "0:00:…")
     description = visible(description)
     room = console.width - numbers_width(total) - BAR_WIDTH - 2
     if room < MIN_DESCRIPTION:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("open_clip")
-
 from open_clip.tokenizer import SimpleTokenizer  # noqa: E402
 
 from capgeo.captions import load_captions  # noqa: E402

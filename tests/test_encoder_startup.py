@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("open_clip")
+import open_clip  # noqa: E402,F401
+import torch  # noqa: E402
 
 from capgeo.encoders import embed  # noqa: E402
 from capgeo.encoders import longclip as longclip_module  # noqa: E402

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("open_clip")
-pytest.importorskip("transformers")
+import open_clip  # noqa: E402,F401
+import torch  # noqa: E402
+import transformers  # noqa: E402,F401
 
 from _clip_fixtures import tiny_clip, tiny_config  # noqa: E402
 

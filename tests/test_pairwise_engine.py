@@ -124,7 +124,7 @@ def test_exact_units_add_without_rounding():
 
 
 def test_block_size_chosen_from_device_and_n():
-    torch = pytest.importorskip("torch")
+    import torch
     cpu, cuda = torch.device("cpu"), torch.device("cuda")
     assert choose_block_size(100_000, cpu) == CPU_BLOCK_SIZE
     assert choose_block_size(500, cpu) == 500

@@ -371,7 +371,7 @@ def test_sampled_mode_with_faiss_companions_reports_recall():
 def test_a_sampled_near_duplicate_count_is_at_least_the_pairs_the_companion_lists_hold():
     """100 sampled pairs missed all 36 planted near-duplicate pairs: "0 pairs" beside "24 captions have
     one". The pairs faiss found are real, so the count is at least theirs."""
-    pytest.importorskip("faiss")
+    pytest.importorskip("faiss", reason="faiss is an optional extra: pip install -e '.[faiss]'")
     # 36 planted pairs among about 1.2 million negatives: 100 draws all but surely miss them
     vectors = np.concatenate([planted_near_duplicates(), np.random.default_rng(9).normal(size=(1500, 24))])
     n = len(vectors)

@@ -11,8 +11,8 @@ import json
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray")
-torch = pytest.importorskip("torch")
+ray = pytest.importorskip("ray", reason="ray is an optional extra: pip install -e '.[ray]'")
+import torch  # noqa: E402
 
 from _clip_fixtures import coco_captions, tiny_clip, tiny_config  # noqa: E402
 from capgeo.encoders import embed  # noqa: E402

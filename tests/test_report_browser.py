@@ -8,15 +8,20 @@ Skipped when Chromium is not installed (CI installs it: apt-get install chromium
 from __future__ import annotations
 
 import io
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from _report_fixtures import REPO_DATA, make_full_profile, real_report_input
 from capgeo.report.build import build_compare, build_report
-from capgeo.report.chromium import find_chromium, open_page
 from capgeo.report.compare import COMPARE_FIGURE_IDS, COMPARE_OPTIONAL_FIGURE_IDS
 from capgeo.report.single import FIGURE_IDS, OPTIONAL_FIGURE_IDS
+
+# the DevTools client lives in tools/, beside the script that takes the README screenshot, outside the package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+from chromium import find_chromium, open_page  # noqa: E402
 
 pytestmark = [
     pytest.mark.browser,

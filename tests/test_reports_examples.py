@@ -142,3 +142,9 @@ def test_a_saved_profile_with_a_huge_edge_is_one_error_line(tmp_path):
     assert result.exit_code == 2, result.output
     assert result.output.startswith("Error: ") and "does not have the shape" in result.output
     assert not (tmp_path / "r.html").exists()
+
+
+def test_the_examples_folder_stays_small():
+    """One page and the saved profiles: the folder held 7 MB of mostly repeated plotly bundles."""
+    size = sum(path.stat().st_size for path in REPORTS.iterdir() if path.is_file())
+    assert size <= 6 * 2 ** 20, f"reports/ holds {size / 2 ** 20:.2f} MiB"

@@ -57,7 +57,7 @@ def read_filename_caption(content: DatasetContent, format: str = "filename-capti
             raise DataError(
                 f"{path}: record {index + 1}: expected a 'filename' key; found keys: {', '.join(record) or 'none'}"
             )
-        filename = _image_id(record["filename"], path, f"record {index + 1}: 'filename'")  # str() took a list whole
+        filename = _image_id(record["filename"], path, f"record {index + 1}: 'filename'")  # str() would take a list whole
         ids.append(PurePosixPath(str(filename).replace("\\", "/")).stem if filename not in (None, "") else None)
         texts.append(record.get("caption"))
     splits = None
@@ -135,7 +135,7 @@ def read_coco(content: DatasetContent) -> RawCaptions:
     if images is not None and not isinstance(images, list):
         raise DataError(f"{path}: 'images' is {json_kind(images)}; expected a list of {{\"id\", \"file_name\"}} objects")
     # keyed by the id's text, as groups are: an annotation's image_id "2" is image 2 (as an int and a
-    # string, one image's captions became two groups, negatives of each other)
+    # string, one image's captions would be two groups, negatives of each other)
     file_names = {}
     for index, image in enumerate(images or []):
         if isinstance(image, dict) and "id" in image:

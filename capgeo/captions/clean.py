@@ -246,7 +246,7 @@ def _checked_caption_set(raw: RawCaptions, *, split: str | None, limit: int | No
     texts = raw.texts
     for row in rows:
         value = texts[row]
-        # the common case inline (a call per row was most of loading a million captions): a
+        # the common case inline (a call per row would be most of loading a million captions): a
         # string whose first stripped character is visible is kept stripped; the rest are checked
         text = value.strip() if type(value) is str else ""
         if not text or unicodedata.category(text[0]) in INVISIBLE_CATEGORIES:
@@ -289,7 +289,7 @@ def _all_named(values: list | None) -> bool:
 
 
 def _caption_ids(raw: RawCaptions) -> list[str]:
-    # the common cases vectorised (the row loop below took a second at a million captions)
+    # the common cases vectorised (the row loop below takes a second at a million captions)
     if _all_named(raw.ids):
         return list(raw.ids)
     if raw.ids is None and _all_named(raw.groups):

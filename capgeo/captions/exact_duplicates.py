@@ -28,7 +28,7 @@ def normalize_text(text: str) -> str:
 
 def normalized_texts(texts: pl.Series) -> pl.Series:
     """:func:`normalize_text` of every text. Python's own rule, not a polars imitation of it:
-    polars has no casefold, and its NFKC + regex took longer (4.0 s against 1.9 s for 204,000
+    polars has no casefold, and its NFKC + regex takes longer (4.0 s against 1.9 s for 204,000
     DOCCI captions; 1M COCO captions in 0.9 s)."""
     return pl.Series(texts.name, [normalize_text(text) for text in texts], dtype=pl.String)
 
@@ -50,7 +50,7 @@ def find_exact_duplicates(texts: Sequence[str], caption_ids: Sequence[str], grou
     table = table.with_columns(key=normalized_texts(table["text"]))
 
     # only texts that occur more than once are aggregated: at a million captions, the lists
-    # of every unique text were most of the section's time
+    # of every unique text would be most of the section's time
     table = table.filter(pl.col("key").is_duplicated())
     sets = (
         table.group_by("key")

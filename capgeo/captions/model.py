@@ -111,7 +111,7 @@ def _not_unicode(texts: list) -> Exception:
 
 def texts_sha256(texts) -> str:
     """sha256 over texts in order: each text followed by a NUL, hashed in one update (a call per
-    caption took most of a second at a million captions).
+    caption takes most of a second at a million captions).
 
     A NUL inside a text would let ["a\\0b", "c"] and ["a", "b\\0c"] hash alike, and so share cached
     vectors: texts that hold one are hashed with their lengths instead, under another prefix.

@@ -98,7 +98,7 @@ def split_lines(text: str) -> list[str]:
     other separators that may sit inside a caption or a JSON string."""
     # a file without any \n ends its lines with a lone \r (classic Mac files; CSV/TSV reading takes
     # them too). Elsewhere a stray \r stays in its line, stripped later: "\r\r\n", a twice-converted
-    # line end, split there, gave every caption a blank line after it and every id a new number
+    # line end, split there, would give every caption a blank line after it and every id a new number
     if "\n" not in text:
         lines = text.split("\r")
     else:

@@ -42,7 +42,7 @@ class ColumnChoice:
     group: str | None = None
 
     def __post_init__(self):
-        # an empty name was "not given" for two of the options and "no key ''" for the other two
+        # an empty name is refused alike for all four options (not "not given" for some, "no key ''" for others)
         for option, value in self._named().items():
             if value is not None and not value.strip():
                 raise DataError(f"{option}: an empty column name; give the column's name, or leave the option out")
@@ -90,7 +90,7 @@ def _read_text_lines(content: DatasetContent) -> RawCaptions:
     from capgeo.paths import result_schema
 
     if content.text.lstrip("\ufeff \t\r\n").startswith("{"):
-        # a saved profile named .txt: its JSON lines were read as thousands of captions
+        # a saved profile named .txt: read as text, its JSON lines would be thousands of captions
         _refuse_capgeo_result(result_schema(content.path), content.path)
     lines = split_lines(content.text)
     numbers = [str(number) for number in range(1, len(lines) + 1)]
@@ -183,7 +183,7 @@ def _json_table(content: DatasetContent, columns: ColumnChoice, format: str) -> 
 
 def _refuse_capgeo_result(schema, path) -> None:
     """``schema``: what the file's "schema" key holds. Read as a dataset, a saved profile's "batches"
-    list was reported as a missing caption column."""
+    list would be reported as a missing caption column."""
     if isinstance(schema, str) and schema.startswith("capgeo."):
         raise DataError(f"{path}: a {schema} result capgeo wrote, not a dataset; this command reads captions "
                         "(`capgeo report` and `capgeo compare` draw saved profiles)")

@@ -117,7 +117,7 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
         raise CapgeoError("--keep and --drop-list decide per near-duplicate set: add --group-components")
     example_options = [f"--{name.replace('_', '-')}" for name in ("quantiles", "per_quantile", "neighbours")
                        if given(name)]
-    if example_options and not examples:  # they used to be ignored without a word
+    if example_options and not examples:  # options that would do nothing are named, not ignored
         raise CapgeoError(f"{', '.join(example_options).replace('--quantiles', '--quantile')} "
                           f"{'choose' if len(example_options) > 1 else 'chooses'} the example queries: add --examples")
     if drop_list is not None and keep is None:
@@ -133,7 +133,7 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
     if output_format == "parquet":
         refuse_redirected_to_a_file(output)  # the parquet writer opens the name: refused before the work
     if is_standard_output(json_out) and output is None and output_format in ("jsonl", "csv"):
-        # both would go to stdout, and the rows used to be dropped without a word
+        # both would go to stdout, where the rows cannot follow the JSON
         raise CapgeoError(f"--json without a FILE and --output-format {output_format} both write to stdout: "
                           "give the rows a file (-o FILE) or the JSON one (--json FILE)")
     refuse_path_clashes()

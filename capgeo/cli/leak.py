@@ -18,6 +18,7 @@ from capgeo.cli.options import (
     warn_skipped,
     writable_output,
 )
+from capgeo.defaults import LEAK_NORMALIZE, LEAK_NORMALIZE_RULES
 from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
 from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 
@@ -34,12 +35,15 @@ from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 @click.option("--top", type=click.IntRange(min=0), default=DEFAULT_TOP, show_default=True, metavar="N",
               help="Closest (eval, train) pairs shown per evaluation set (0: none; every twin is still counted, and "
                    "-o lists every training id to drop).")
+@click.option("--normalize", type=click.Choice(LEAK_NORMALIZE_RULES), default=LEAK_NORMALIZE, show_default=True,
+              help="What two texts may differ by and still be exact twins: none (as written), whitespace (and "
+                   "Unicode forms), case (and letter case: every command's rule), period (and a final period).")
 @click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Rows per block of the train x eval pass; memory grows with it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, help="Write the training ids to drop (one per line) to FILE, atomically.")
 @json_option
-def leak(train, evals, threshold, top, block_size, output, json_out, **options):
+def leak(train, evals, threshold, top, normalize, block_size, output, json_out, **options):
     """Captions of the evaluation sets EVAL that have an exact or near-duplicate in the
     training set TRAIN (cosine >= --threshold under one encoder), per evaluation set: how many,
     the share, the closest pairs with shared and differing words highlighted, and the
@@ -55,7 +59,7 @@ def leak(train, evals, threshold, top, block_size, output, json_out, **options):
         result = leak_datasets(train, evals, options["encoder"], device=options["device"],
                                cache_dir=options["cache_dir"], use_cache=not options["no_cache"],
                                load_options=load_options, threshold=threshold, top=top, block_size=block_size,
-                               on_skipped=warn_skipped)
+                               normalize=normalize, on_skipped=warn_skipped)
     if output is not None:
         write_id_list(result["train_ids_to_drop"], output)
         click.echo(f"Wrote {output} ({len(result['train_ids_to_drop']):,} training ids)", err=True)
@@ -74,7 +78,8 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
     train = result["train"]
     console.print(f"[dim]train {shown(train['source'])}: {train['n_captions']:,} captions; encoder "
                   f"{shown((result['encoder'] or {}).get('spec'))}; twin = exact duplicate or cosine >= "
-                  f"{result['threshold']:g}[/dim]")
+                  f"{result['threshold']:g}"
+                  + (f" (exact: --normalize {result['normalize']})" if result.get("normalize") else "") + "[/dim]")
     if any(entry["pairs"] for entry in result["evals"]):
         console.print(legend(console))  # what the marks (or colours) on the words mean, as dupes says
     for entry in result["evals"]:
@@ -84,6 +89,10 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
                       f"({entry['n_exact']:,} exact)"
                       + (f"; dropping {entry['n_train_twins']:,} training captions removes it" if entry["n_leaked"]
                          else ""))
+        if "n_groups_leaked" in entry:
+            console.print(f"  images: {entry['n_groups_leaked']:,} of {entry['n_groups']:,} eval images have a caption "
+                          f"twinned in training, {entry['n_groups_all_leaked']:,} every caption; the twins sit in "
+                          f"{entry['n_train_groups_twinned']:,} training images")
         for rank, pair in enumerate(entry["pairs"], start=1):
             flag = "  [bold red]EXACT DUPLICATE[/]" if pair["exact_duplicate"] else ""
             console.print(f"  [bold]#{rank}[/bold]  cosine {pair['cosine']:.4f}  jaccard {pair['jaccard']:.2f}{flag}")

@@ -22,6 +22,7 @@ from capgeo.defaults import NEGATIVE_SUFFIXES
 from capgeo.defaults import NEGATIVES_K as DEFAULT_K
 from capgeo.defaults import NEGATIVES_MAX_COSINE as DEFAULT_MAX_COSINE
 from capgeo.defaults import NEGATIVES_MIN_COSINE as DEFAULT_MIN_COSINE
+from capgeo.defaults import NEGATIVES_PER_IMAGE as DEFAULT_PER_IMAGE
 
 
 @click.command("negatives", short_help="Each caption's K hardest negatives from other images, as training rows.")
@@ -37,24 +38,31 @@ from capgeo.defaults import NEGATIVES_MIN_COSINE as DEFAULT_MIN_COSINE
 @click.option("--max-cosine", type=FiniteFloatRange(-1.0, 1.0), default=DEFAULT_MAX_COSINE, show_default=True,
               metavar="C", help="Keep negatives with cosine < C; above it are exact and near-exact duplicates, "
                                 "false negatives.")
+@click.option("--per-image", type=click.IntRange(min=0), default=DEFAULT_PER_IMAGE, show_default=True, metavar="N",
+              help="At most N of an anchor's negatives from one image (0: no limit).")
+@click.option("--margin", type=FiniteFloatRange(-2.0, 2.0), default=None, metavar="M",
+              help="Keep negatives with cosine <= the anchor's lowest positive cosine (another caption of its "
+                   "image) minus M, as sentence-transformers' absolute_margin (default: no margin).")
 @click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Rows per block of the pairwise pass; memory grows with it.")
 @json_option
-def negatives(output, k, min_cosine, max_cosine, block_size, json_out, **options):
+def negatives(output, k, min_cosine, max_cosine, per_image, margin, block_size, json_out, **options):
     """Each caption's K hardest companions from other images with --min-cosine <= cosine <
     --max-cosine, written as training rows, and the quantiles of anchor-negative cosine.
     HN-CLIP itself needs no mining (its Gbar term weighs the in-batch negatives); this
     serves other hard-negative losses. See `capgeo docs negatives`."""
-    from capgeo.findings.negatives import check_range, export_negatives
+    from capgeo.findings.negatives import check_range, check_rules, export_negatives
 
+    per_image = per_image or None  # 0: no limit
     check_range(min_cosine, max_cosine)
+    check_rules(per_image, margin)
     refuse_path_clashes()
     captions = load_from_options(options)
     check_options_before_encoding(captions, negatives=k)
     device = options["device"]  # the pass runs where the encoder does (embed_from_options takes the option)
     embeddings = embed_from_options(captions, options)
     summary = export_negatives(captions, embeddings, output, k=k, min_cosine=min_cosine, max_cosine=max_cosine,
-                               block_size=block_size, device=device)
+                               per_image=per_image, margin=margin, block_size=block_size, device=device)
     click.echo(f"Wrote {output}", err=True)
     if summary["k"] < k:
         click.echo(f"Note: -k {k} capped at {summary['k']}, the most negatives any caption has (the captions of "
@@ -75,5 +83,9 @@ def print_negatives(summary: dict) -> None:
         cells = [entry["mean"], *entry["quantiles"].values()]
         table.add_row(entry["rank"], f"{entry['count']:,}", *("n/a" if v is None else f"{v:.3f}" for v in cells))
     console.print(table)
-    console.print(f"{summary['n_negatives']:,} negatives for {summary['n_anchors']:,} captions; "
-                  f"{summary['n_anchors_short']:,} captions have fewer than {summary['k']} in range.")
+    rules = [f"at most {summary['per_image']} per image" if summary.get("per_image") else "any number per image"]
+    if summary.get("margin") is not None:
+        rules.append(f"margin {summary['margin']:g} below the lowest positive")
+    console.print(f"{summary['n_negatives']:,} negatives for {summary['n_anchors']:,} captions ({', '.join(rules)}; "
+                  f"no text of the anchor's own image, no text twice); {summary['n_anchors_short']:,} captions have "
+                  f"fewer than {summary['k']} in range.")

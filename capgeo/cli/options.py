@@ -138,7 +138,7 @@ def ray_option(command):
 def writable_output(ctx, param, value):
     """click callback: an output file that cannot be written fails before any work is done."""
     if value is not None and not value.strip():
-        # '' was resolved to the current folder: "cannot write : it is a folder"
+        # '' would resolve to the current folder: "cannot write : it is a folder"
         raise click.BadParameter("an empty file name; give the file to write")
     if value == "-" and getattr(param, "name", None) != "json_out":
         # only --json writes to standard output; the others would have written a file named "-"
@@ -185,38 +185,75 @@ OUTPUT_PARAMS = {"output": "--output", "json_out": "--json", "save_profile": "--
                  "per_caption": "--per-caption", "drop_list": "--drop-list"}
 
 
-def refuse_path_clashes(**extra_outputs: str | None) -> None:
+def refuse_path_clashes(*, defaults: tuple[str, ...] = (), extra_inputs: dict | None = None,
+                        **extra_outputs: str | None) -> None:
     """Before any work: no output of the running command may be one of its inputs
     (dataset, files in a dataset folder, vector files, checkpoints, profiles) or
-    another of its outputs. ``extra_outputs`` are outputs the command derives itself."""
+    another of its outputs, nor, without --force, an existing file capgeo did not write.
+    ``extra_outputs`` are outputs the command derives itself; ``defaults`` names those of them
+    that are default names the user did not give; ``extra_inputs`` (label -> paths) are files it
+    reads that no parameter names (those a saved profile names)."""
     from capgeo.paths import check_output_paths, encoder_input_files
 
     params = click.get_current_context().params
     inputs = {label: params.get(name) for name, label in INPUT_PARAMS.items()}
     inputs["--encoder"] = [path for spec in _encoder_specs(params) for path in encoder_input_files(spec)]
+    for label, paths in (extra_inputs or {}).items():
+        given_paths = inputs.get(label)
+        given_paths = [] if given_paths is None else [given_paths] if isinstance(given_paths, str) else list(given_paths)
+        inputs[label] = given_paths + ([paths] if isinstance(paths, str) else [p for p in paths or () if p])
     outputs = {label: params.get(name) for name, label in OUTPUT_PARAMS.items()}
     check_output_paths(inputs, {**outputs, **extra_outputs})
-    _refuse_json_over_foreign_file(params.get("json_out"))
+    if not forced():
+        for option, path in {**outputs, **extra_outputs}.items():
+            refuse_replacing_a_foreign_file(option, path, default=option in defaults)
 
 
-def _refuse_json_over_foreign_file(json_out: str | None) -> None:
-    """--json FILE may replace an earlier capgeo result, nothing else.
+def force_option(command):
+    """--force: replace existing output files that capgeo did not write (refused without it)."""
+    def remember(ctx, param, value):
+        ctx.meta[FORCE_KEY] = bool(value)
+        return value
+
+    return click.option("--force", is_flag=True, expose_value=False, callback=remember,
+                        help="Replace an existing output file even when capgeo did not write it "
+                             "(without --force only an earlier capgeo output is replaced).")(command)
+
+
+#: where --force's value is kept for the running command (ctx.meta, so no command takes it as an argument)
+FORCE_KEY = "capgeo.force"
+
+
+def forced() -> bool:
+    """Was --force given to the running command?"""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(FORCE_KEY))
+
+
+def refuse_replacing_a_foreign_file(option: str, path: str | None, *, default: bool = False) -> None:
+    """An output may replace an earlier capgeo output (recognised by its mark,
+    capgeo.paths.written_by_capgeo), nothing else, unless --force.
 
     --json takes its FILE optionally, so ``capgeo leak --json TRAIN EVAL1 EVAL2`` takes TRAIN
-    for its FILE and still leaves the command the files it needs: without this check the
-    training set would be overwritten with the result.
+    for its FILE and still leaves the command the files it needs: this check keeps the training
+    set from being replaced with the result.
     """
+    from capgeo._atomic import is_standard_output, stream_target
     from capgeo.errors import CapgeoError
-    from capgeo._atomic import stream_target
-    from capgeo.paths import is_capgeo_result
+    from capgeo.paths import written_by_capgeo
 
-    written = os.path.expanduser(json_out) if json_out not in (None, "-") else None
-    if written is not None and stream_target(written) is not None:
-        return  # /dev/stdout, a FIFO: written into, never replaced
-    if written is not None and os.path.isfile(written) and not is_capgeo_result(written):
-        raise CapgeoError(f"--json {json_out}: that file exists and is not a capgeo result (a dataset?), so it is "
+    if path is None or is_standard_output(path):
+        return
+    written = os.path.expanduser(path)
+    if stream_target(written) is not None or not os.path.isfile(written) or written_by_capgeo(written):
+        return  # /dev/stdout, a FIFO: written into, never replaced; a new file; an earlier output
+    if option == "--json":
+        raise CapgeoError(f"--json {path}: that file exists and is not a capgeo result (a dataset?), so it is "
                           "not overwritten; --json takes the name right after it as its FILE: put --json after "
-                          "the file names, or give it a new file name")
+                          "the file names, give it a new file name, or add --force to replace it")
+    what = f"{path} (the default output; -o FILE writes elsewhere)" if default else f"{option} {path}"
+    raise CapgeoError(f"{what}: that file exists and capgeo did not write it (it carries no capgeo mark; "
+                      f"docs/errors.md), so it is not replaced; give a new file name, or add --force to replace it")
 
 
 def check_options_before_encoding(captions=None, *, cache: bool = True, **concerns) -> None:
@@ -261,6 +298,9 @@ def row_file_output(suffixes: dict[str, str]):
 
 
 def json_option(command):
+    """--json [FILE], and --force, which every command that writes files takes (report and compare,
+    without --json, take force_option themselves)."""
+    command = force_option(command)
     return click.option("--json", "json_out", is_flag=False, flag_value="-", default=None, metavar="[FILE]",
                         callback=writable_output,
                         help="Write the result as JSON to FILE, or to stdout when no file is given.")(command)
@@ -314,7 +354,7 @@ def comma_separated_floats(ctx, param, value):
 
 class FiniteFloatRange(click.FloatRange):
     """click's FloatRange without NaN and infinities: NaN passes every range comparison
-    (--hard-edge nan reached the formatting code), and no cosine, scale or share is infinite."""
+    (--hard-edge nan would reach the formatting code), and no cosine, scale or share is infinite."""
 
     def convert(self, value, param, ctx):
         number = super().convert(value, param, ctx)
@@ -342,7 +382,7 @@ class PairThreshold(FiniteFloatRange):
         return super().convert(number, param, ctx)
 
 
-#: --seed: numpy's generators take non-negative seeds (a negative one was a ValueError traceback)
+#: --seed: numpy's generators take non-negative seeds (a negative one raises a ValueError)
 SEED = click.IntRange(min=0)
 
 

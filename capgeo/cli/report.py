@@ -11,6 +11,7 @@ from capgeo.cli.options import (
     column_notes,
     dataset_options,
     encoder_options,
+    force_option,
     pop_load_options,
     ray_option,
     read_options,
@@ -29,6 +30,17 @@ def _default_output(source: str) -> str:
 
 
 DEFAULT_COMPARE_OUTPUT = "compare.html"
+
+
+def _profile_inputs(source: str) -> dict | None:
+    """The dataset and encoder files a saved profile names (for --fill-missing), or None."""
+    from capgeo.errors import CapgeoError
+    from capgeo.report.build import fill_missing_inputs, is_profile_file
+
+    try:
+        return fill_missing_inputs(source) if is_profile_file(source) else None
+    except CapgeoError:
+        return None  # another capgeo result: refused, in its words, when it is read
 
 
 def _wrote(path, notes) -> None:
@@ -78,6 +90,7 @@ def _profile_options(command):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, metavar="FILE",
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
+@force_option
 @ray_option
 def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, leak, fill_missing, save_profile,
            output, **options):
@@ -90,8 +103,11 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     from capgeo.report.build import write_report
 
     source = options.pop("data")
+    defaults = () if output else ("--output",)
     output = output or writable_default_output(_default_output(source))
-    refuse_path_clashes(**{"--output": output})
+    # what --fill-missing reads, which only the profile names, is an input too
+    refuse_path_clashes(defaults=defaults, extra_inputs=_profile_inputs(source) if fill_missing else None,
+                        **{"--output": output})
     with column_notes():
         written = write_report(
             source, output, load_options=pop_load_options(options),
@@ -125,6 +141,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, metavar="FILE",
               help=f"HTML file to write (default: {DEFAULT_COMPARE_OUTPUT} in the current folder).")
+@force_option
 def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **options):
     """Compare saved profiles and/or datasets on one page: overlaid cosine distributions,
     bucket composition and caption lengths, summaries side by side.
@@ -136,7 +153,7 @@ def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **o
 
     defaulted = output is None
     output = output or writable_default_output(DEFAULT_COMPARE_OUTPUT)
-    refuse_path_clashes(**({"--output": output} if defaulted else {}))
+    refuse_path_clashes(defaults=("--output",) if defaulted else (), **({"--output": output} if defaulted else {}))
     # the cache folder is checked per dataset, before its encoding: saved profiles need none
     check_options_before_encoding(n_batches=n_batches, needs_negatives=False, cache=False)
     with column_notes():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from capgeo.display import visible
 
-#: narrower than this, tables were cut to one character a cell ("n…", "4…"): lay them out at this
+#: narrower than this, tables would be cut to one character a cell ("n…", "4…"): lay them out at this
 #: width and let the terminal wrap the lines, which loses nothing
 MIN_WIDTH = 80
 
@@ -21,7 +21,7 @@ def console(**options):
 
 def shown(text, before_tag: bool = False) -> str:
     """User text for a string that rich reads as markup: made visible, and its brackets escaped
-    (a file named caps[train].jsonl printed as caps.jsonl; one with [/x] ended in a traceback).
+    (a file named caps[train].jsonl would print as caps.jsonl; one with [/x] would end in a traceback).
 
     rich's escape doubles a final backslash so that it cannot escape a tag that follows; where
     none follows, the doubled backslash was shown ("backslash\\\\"): ``before_tag`` says which."""

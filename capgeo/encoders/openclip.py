@@ -417,7 +417,7 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
             raise EncoderError(f"{spec}: no weights file ({', '.join(WEIGHT_SUFFIXES)}) in {folder}")
         # open_clip's local-dir tokenizer wants the config nested under "model_cfg"; a flat one, which
         # capgeo builds the model from, is tokenised from that config (it failed as "not available offline")
-        # the folder as found ("~" expanded): open_clip's tokenizer was given "local-dir:~/m" as written
+        # the folder as found ("~" expanded): open_clip's tokenizer does not expand "local-dir:~/m" itself
         return config, weights, False, folder.name, f"local-dir:{folder}" if nested else ""
     at = model_at_checkpoint(spec)
     if at is not None:

@@ -278,7 +278,7 @@ def write_vector_file(path: str | Path, vectors: np.ndarray, caption_ids: Sequen
     ``.npy`` holds only the vectors (row-aligned); ``.npz`` adds ``ids`` (and
     ``group_ids``); ``.parquet`` has caption_id, group_id and vector columns.
     """
-    from capgeo._atomic import atomic_path
+    from capgeo._atomic import MARK_KEY, atomic_path, output_mark
 
     path = Path(path)
     suffix = path.suffix.lower()
@@ -295,7 +295,9 @@ def write_vector_file(path: str | Path, vectors: np.ndarray, caption_ids: Sequen
                     handle.write(vectors[start:start + (1 << 16)].tobytes())
             return "row"
         if suffix == ".npz":
-            arrays = {"vectors": vectors, "ids": np.asarray(list(caption_ids), dtype=str)}
+            # the mark that lets a later run replace this file (a .npy has no room for one)
+            arrays = {"vectors": vectors, "ids": np.asarray(list(caption_ids), dtype=str),
+                      MARK_KEY: np.asarray(output_mark())}
             if group_ids is not None:
                 arrays["group_ids"] = np.asarray(list(group_ids), dtype=str)
             with open(tmp, "wb") as handle:
@@ -308,5 +310,5 @@ def write_vector_file(path: str | Path, vectors: np.ndarray, caption_ids: Sequen
             columns["group_id"] = list(group_ids)
         table = pl.DataFrame(columns).with_columns(
             pl.Series("vector", vectors, dtype=pl.Array(pl.Float32, vectors.shape[1])))
-        table.write_parquet(tmp)
+        table.write_parquet(tmp, metadata={MARK_KEY: output_mark()})
         return "id"

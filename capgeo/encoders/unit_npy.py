@@ -121,7 +121,7 @@ def check_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
         with np.errstate(over="ignore", invalid="ignore"):
             norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
     # squares of float32 values cannot overflow float64, so a row's norm is finite exactly
-    # when all its values are: no second pass over the block (it took twice the einsum's time)
+    # when all its values are: no second pass over the block (one would take twice the einsum's time)
     finite = np.isfinite(norms)
     rescale = np.flatnonzero(finite & (np.abs(norms - 1.0) > UNIT_NORM_TOLERANCE) & (norms > 0))
     return norms, np.flatnonzero(~finite), np.flatnonzero(finite & (norms == 0)), rescale

@@ -110,7 +110,7 @@ def record_of(**types) -> Callable[[object], bool]:
 
 
 def _is_of(value, kind) -> bool:
-    # True and False are ints to isinstance: a memo saying width true became "width 1"
+    # True and False are ints to isinstance: a memo saying width true would read as "width 1"
     return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
 
 
@@ -139,7 +139,7 @@ def _memo_path(cache_dir) -> Path:
     from capgeo.encoders.cache import default_cache_dir
 
     # "~" expanded as the cache entries expand it: `--cache-dir=~/c` (no shell expansion after "=")
-    # read ./~/c/weight-files.json, missed every time, and wrote the real one back with one record
+    # would read ./~/c/weight-files.json, miss every time, and write the real one back with one record
     return Path(os.path.expanduser(cache_dir or default_cache_dir())) / MEMO_FILE
 
 

@@ -648,8 +648,10 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, colu
         else:
             frame = (pl.DataFrame(rows, infer_schema_length=None) if rows
                      else pl.DataFrame(schema={column: pl.String for column in columns}))
+        from capgeo._atomic import MARK_KEY, output_mark
+
         with atomic_path(output) as tmp:
-            frame.write_parquet(tmp)
+            frame.write_parquet(tmp, metadata={MARK_KEY: output_mark()})
         return
     if output is None:
         # rows are data, UTF-8 as in a file, whatever the terminal's encoding: one that cannot hold a

@@ -208,7 +208,7 @@ def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: fl
     top_count = max(1, math.ceil(0.1 * n_negatives))
     sums = {key: np.zeros(len(gammas)) for key in ("effective", "hard_mass", "top_mass")}
     for chunk in _row_chunks(rows, 1 << 19):
-        # exactly top_count negatives a row: a threshold test (>= the k-th largest) took in every
+        # exactly top_count negatives a row: a threshold test (>= the k-th largest) would take in every
         # negative tied with it (100% of the mass on a dataset of equal cosines). Tied negatives
         # carry equal weights, so which of them fill the last places does not change the mass.
         in_top = np.zeros(chunk.shape, dtype=bool)
@@ -458,7 +458,7 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
         raise CapgeoError("caption vectors contain NaN or infinite values")
     if np.abs(norms - 1).max(initial=0) > UNIT_NORM_TOLERANCE:
         # cosines need unit vectors; Embeddings are normalised already, raw arrays may not be (the
-        # same rule as the pairwise pass: a 1e-3 tolerance used norms of 1.0009 as they were)
+        # same rule as the pairwise pass: a 1e-3 tolerance would use norms of 1.0009 as they are)
         if (norms == 0).any():
             raise CapgeoError(f"caption vector {int(np.flatnonzero(norms[:, 0] == 0)[0])} is all zeros")
         vectors = vectors / norms
@@ -480,7 +480,7 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     from capgeo.geometry.batches import sample_batches
 
     per_batch_size = []
-    # four steps a batch size (its rows, the suggestion, the grid, the image losses): one step was
+    # four steps a batch size (its rows, the suggestion, the grid, the image losses): one step would be
     # a bar that sat at 0/1 for most of the run
     with progress_bar("gamma diagnostics", 4 * len(batch_sizes), enabled=progress) as bar:
         for batch_size in batch_sizes:

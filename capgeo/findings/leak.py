@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from capgeo.defaults import LEAK_THRESHOLD, LEAK_TOP
+from capgeo.defaults import LEAK_NORMALIZE, LEAK_NORMALIZE_RULES, LEAK_THRESHOLD, LEAK_TOP
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair
 from capgeo.captions.exact_duplicates import normalized_texts
@@ -26,24 +26,48 @@ DEFAULT_THRESHOLD = LEAK_THRESHOLD
 DEFAULT_TOP = LEAK_TOP
 
 
-def exact_twins(train_texts: Sequence[str], eval_texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(eval row, train row) of every pair with the same normalised text."""
+def twin_keys(texts: Sequence[str], normalize: str = LEAK_NORMALIZE) -> pl.Series:
+    """The text two captions must share to be exact twins under ``normalize`` (LEAK_NORMALIZE_RULES,
+    docs/leak.md): ``none`` the text as written; ``whitespace`` NFKC with whitespace collapsed;
+    ``case`` that and casefolded (every command's exact-duplicate rule); ``period`` that and a
+    final period dropped ("A dog." and "a dog" are twins)."""
+    import unicodedata
+
+    if normalize not in LEAK_NORMALIZE_RULES:
+        raise CapgeoError(f"--normalize: expected one of {', '.join(LEAK_NORMALIZE_RULES)}, got {normalize!r}")
+    series = pl.Series("text", list(texts), dtype=pl.String)
+    if normalize == "none":
+        return series
+    if normalize == "whitespace":
+        return pl.Series("text", [" ".join(unicodedata.normalize("NFKC", text).split()) for text in series],
+                         dtype=pl.String)
+    keys = normalized_texts(series)
+    if normalize == "period":
+        keys = keys.str.strip_chars_end(".").str.strip_chars_end(" ")
+    return keys
+
+
+def exact_twins(train_texts: Sequence[str], eval_texts: Sequence[str],
+                normalize: str = LEAK_NORMALIZE) -> tuple[np.ndarray, np.ndarray]:
+    """(eval row, train row) of every pair with the same text under ``normalize`` (twin_keys)."""
     def keyed(texts):
-        texts = pl.Series("text", list(texts), dtype=pl.String)
-        return pl.DataFrame({"key": normalized_texts(texts)}).with_row_index("row")
+        return pl.DataFrame({"key": twin_keys(texts, normalize)}).with_row_index("row")
 
     joined = keyed(eval_texts).join(keyed(train_texts), on="key", suffix="_train").sort(["row", "row_train"])
     return joined["row"].to_numpy().astype(np.int64), joined["row_train"].to_numpy().astype(np.int64)
 
 
-def twin_row(train, eval_set, train_row: int, eval_row: int, cosine: float) -> dict:
-    """One (eval, train) pair as a JSON-ready dict, words highlighted as in `capgeo dupes`."""
+def twin_row(train, eval_set, train_row: int, eval_row: int, cosine: float, exact: bool | None = None) -> dict:
+    """One (eval, train) pair as a JSON-ready dict, words highlighted as in `capgeo dupes`;
+    ``exact``: whether the two are exact twins under the leak's --normalize rule (default: under
+    every command's rule)."""
     eval_text, train_text = eval_set.texts[eval_row], train.texts[train_row]
     highlight = highlight_pair(eval_text, train_text)
     return {
         "eval_id": eval_set.ids[eval_row], "eval_group": eval_set.groups[eval_row], "eval_text": eval_text,
         "train_id": train.ids[train_row], "train_group": train.groups[train_row], "train_text": train_text,
-        "cosine": float(cosine), "jaccard": highlight.jaccard, "exact_duplicate": highlight.exact_duplicate,
+        "cosine": float(cosine), "jaccard": highlight.jaccard,
+        "exact_duplicate": highlight.exact_duplicate if exact is None else bool(exact),
         "shared_words": list(highlight.shared), "only_eval_words": list(highlight.only_a),
         "only_train_words": list(highlight.only_b),
         "spans_eval": [span.to_dict() for span in highlight.spans_a],
@@ -53,7 +77,7 @@ def twin_row(train, eval_set, train_row: int, eval_row: int, cosine: float) -> d
 
 def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float = DEFAULT_THRESHOLD,
               top: int = DEFAULT_TOP, block_size: int = 2048, device: str | None = None,
-              progress: bool | None = None) -> dict:
+              progress: bool | None = None, normalize: str = LEAK_NORMALIZE) -> dict:
     """The leak of one evaluation set into the training set (fields in docs/leak.md)."""
     from capgeo.geometry.cross import scan_cross
 
@@ -66,7 +90,7 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
                       block_size=block_size, device=device, progress=progress, asked_threshold=threshold)
     scan_cosine = _cosines64(eval_vectors, train_vectors, scan.pair_query, scan.pair_reference)
     near = scan_cosine >= threshold
-    exact_eval, exact_train = exact_twins(train.texts, eval_set.texts)
+    exact_eval, exact_train = exact_twins(train.texts, eval_set.texts, normalize)
     twin_eval = np.concatenate([scan.pair_query[near], exact_eval])
     twin_train = np.concatenate([scan.pair_reference[near], exact_train])
     leaked = np.unique(twin_eval)
@@ -78,6 +102,7 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
     first = by_eval[np.r_[True, np.diff(twin_eval[by_eval]) != 0]] if by_eval.size else by_eval
     best_train, best_cosine = twin_train[first], twin_cosine[first]   # aligned with ``leaked``
     order = np.lexsort((leaked, -best_cosine))[:top]
+    exact_pairs = set(zip(exact_eval.tolist(), exact_train.tolist()))
     return {
         "source": str(eval_set.source),
         "format": eval_set.format,
@@ -86,11 +111,43 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
         "share_leaked": leaked.size / len(eval_set),
         "n_exact": int(np.unique(exact_eval).size),
         "n_train_twins": int(drop.size),
+        **image_counts(eval_set, leaked, train, drop),
         "leaked_ids": [eval_set.ids[row] for row in leaked],
         "train_ids_to_drop": [train.ids[row] for row in drop],
-        "pairs": [twin_row(train, eval_set, int(best_train[index]), int(leaked[index]), best_cosine[index])
+        "pairs": [twin_row(train, eval_set, int(best_train[index]), int(leaked[index]), best_cosine[index],
+                           exact=(int(leaked[index]), int(best_train[index])) in exact_pairs)
                   for index in order],
     }
+
+
+def image_counts(eval_set, leaked: np.ndarray, train, drop: np.ndarray) -> dict:
+    """The images behind the leaked captions: the evaluation images with at least one caption
+    twinned in training, those with every caption twinned, and the training images holding a twin
+    (groups in dataset order, by first caption)."""
+    codes = np.asarray(eval_set.group_codes)
+    sizes = np.bincount(codes, minlength=eval_set.n_groups)
+    twinned = np.bincount(codes[leaked], minlength=eval_set.n_groups)
+    names = _group_names(eval_set)
+    some, every = np.flatnonzero(twinned > 0), np.flatnonzero((twinned == sizes) & (sizes > 0))
+    train_codes = np.asarray(train.group_codes)
+    return {
+        "n_groups": int(eval_set.n_groups),
+        "n_groups_leaked": int(some.size),
+        "n_groups_all_leaked": int(every.size),
+        "n_train_groups_twinned": int(np.unique(train_codes[drop]).size),
+        "leaked_groups": [names[code] for code in some],
+        "all_leaked_groups": [names[code] for code in every],
+    }
+
+
+def _group_names(captions) -> list[str]:
+    """Each group code's group id (codes follow first appearance)."""
+    codes = np.asarray(captions.group_codes)
+    groups = captions.groups
+    names = [""] * (int(codes.max()) + 1 if codes.size else 0)
+    for row in np.unique(codes, return_index=True)[1]:
+        names[codes[row]] = groups[row]
+    return names
 
 
 #: pairs re-scored at a time (each holds two float64 rows)
@@ -100,7 +157,7 @@ RESCORE_CHUNK = 1 << 14
 def _cosines64(eval_vectors, train_vectors, eval_rows: np.ndarray, train_rows: np.ndarray) -> np.ndarray:
     """Cosines of the given (eval, train) pairs in float64, clipped to [-1, 1]. Written as
     a.b / sqrt(a.a * b.b), which is exactly 1.0 for two equal vectors (sqrt(x*x) == x in IEEE
-    arithmetic; a.b / (|a| |b|) gave 0.9999999999999998)."""
+    arithmetic; a.b / (|a| |b|) gives 0.9999999999999998)."""
     out = np.empty(len(eval_rows), dtype=np.float64)
     for start in range(0, len(eval_rows), RESCORE_CHUNK):
         rows = slice(start, start + RESCORE_CHUNK)
@@ -111,13 +168,15 @@ def _cosines64(eval_vectors, train_vectors, eval_rows: np.ndarray, train_rows: n
 
 
 def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP,
-                 block_size: int = 2048, device: str | None = None, progress: bool | None = None) -> dict:
+                 block_size: int = 2048, device: str | None = None, progress: bool | None = None,
+                 normalize: str = LEAK_NORMALIZE) -> dict:
     """The whole `capgeo leak` result: one entry per evaluation set and the union of the training
     ids to drop. ``evals`` is a list of (CaptionSet, Embeddings); all embeddings from one encoder."""
     if not -1.0 <= threshold <= 1.0:
         raise CapgeoError(f"--threshold: expected a cosine between -1 and 1, got {threshold}")
     if top < 0:
         raise CapgeoError(f"--top: expected 0 or more pairs to show, got {top}")
+    twin_keys([], normalize)  # an unknown rule is refused before the pass
     train_info = getattr(train_embeddings, "info", None)
     _check_rows(train, train_embeddings, "TRAIN")
     sets = []
@@ -133,7 +192,7 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
                               "leakage compares captions cut to one length")
         sets.append(eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors,
                               threshold=threshold, top=top, block_size=block_size, device=device,
-                              progress=progress))
+                              progress=progress, normalize=normalize))
     drop = sorted(set().union(*(entry["train_ids_to_drop"] for entry in sets)), key=_row_of(train))
     return {
         "schema": SCHEMA,
@@ -141,13 +200,14 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
                   "n_groups": train.n_groups},
         "encoder": train_info.to_dict() if train_info is not None else None,
         "threshold": float(threshold),
+        "normalize": normalize,
         "evals": sets,
         "train_ids_to_drop": drop,
     }
 
 
 def _check_rows(captions, embeddings, role: str) -> None:
-    """One vector per caption: other vectors gave silent twins at cosine 1.0, or an IndexError."""
+    """One vector per caption: other vectors would give silent twins at cosine 1.0, or an IndexError."""
     vectors = getattr(embeddings, "vectors", None)
     if vectors is None:
         raise CapgeoError(f"{role} {captions.source}: expected Embeddings (capgeo.encoders.embed), "

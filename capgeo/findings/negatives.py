@@ -3,18 +3,38 @@
 For losses that train on mined (anchor, negatives) tuples. HN-CLIP itself needs none of
 this: its Gbar term weighs the negatives already in the batch.
 
-The candidates are the pairwise pass's top-k companion lists (scanned with
-``k + SCAN_SLACK`` columns). A caption whose list is full yet holds fewer than K
-companions in range (near-duplicates above ``max_cosine`` took the slots) is
-re-searched exactly, in blocks, so every row is exact. Order: cosine descending, equal
-cosines by the lower caption row, as in pairwise.py.
+A negative of an anchor is a caption of another image with ``min_cosine`` <= cosine <
+``max_cosine`` that also passes these rules, as sentence-transformers' ``mine_hard_negatives``
+applies them (its positives are the other captions of the anchor's image):
+
+- its text is not the text of a caption of the anchor's own image (that would be a positive
+  said again: a false negative);
+- its text is not already in the list (a text is listed once, at its hardest);
+- at most ``per_image`` of the list come from one image (None: no limit);
+- with ``margin`` M, its cosine is at most the anchor's lowest positive cosine minus M
+  (``absolute_margin``); an anchor alone in its image has no positive and no such bound.
+
+Texts compare as exact duplicates do (NFKC, casefold, whitespace collapsed:
+:func:`capgeo.captions.exact_duplicates.normalize_text`).
+
+The candidates are the pairwise pass's top-k companion lists (scanned with a slack of
+columns beyond K). A caption whose list is full yet yields fewer than K negatives (candidates
+above the range or refused by the rules took the slots) is re-searched exactly, in blocks,
+with longer lists until K are found or none is left, so every row is exact. Order: cosine
+descending, equal cosines by the lower caption row, as in pairwise.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from capgeo.defaults import NEGATIVE_SUFFIXES, NEGATIVES_K, NEGATIVES_MAX_COSINE, NEGATIVES_MIN_COSINE
+from capgeo.defaults import (
+    NEGATIVE_SUFFIXES,
+    NEGATIVES_K,
+    NEGATIVES_MAX_COSINE,
+    NEGATIVES_MIN_COSINE,
+    NEGATIVES_PER_IMAGE,
+)
 from capgeo.errors import CapgeoError
 
 DEFAULT_K = NEGATIVES_K
@@ -22,8 +42,9 @@ DEFAULT_K = NEGATIVES_K
 #: near-exact duplicate: the same scene), the near-duplicate threshold of `capgeo profile`
 DEFAULT_MAX_COSINE = NEGATIVES_MAX_COSINE
 DEFAULT_MIN_COSINE = NEGATIVES_MIN_COSINE
-#: extra companions scanned per caption so that a few near-duplicates above the range
-#: rarely force a re-search (results do not depend on it)
+DEFAULT_PER_IMAGE = NEGATIVES_PER_IMAGE
+#: extra companions scanned per caption so that a few candidates above the range or refused by
+#: the rules rarely force a re-search (results do not depend on it)
 SCAN_SLACK = 10
 QUANTILE_LEVELS = (0.01, 0.1, 0.5, 0.9, 0.99)
 
@@ -36,52 +57,162 @@ def check_range(min_cosine: float, max_cosine: float) -> None:
         raise CapgeoError(f"--min-cosine ({min_cosine:g}) must be below --max-cosine ({max_cosine:g})")
 
 
+def check_rules(per_image: int | None, margin: float | None) -> None:
+    if per_image is not None and per_image < 1:
+        raise CapgeoError(f"--per-image: expected at least 1 negative per image, got {per_image}")
+    if margin is not None and not (np.isfinite(margin) and -2.0 <= margin <= 2.0):
+        raise CapgeoError(f"--margin: expected a cosine difference between -2 and 2, got {margin}")
+
+
 def _in_range(cosine: np.ndarray, min_cosine: float, max_cosine: float) -> np.ndarray:
     """``cosine`` clipped to [-1, 1] by the caller: float32 products of antipodal vectors reach
     -1.0000001, which the default floor of -1 (no floor) left out."""
     return np.isfinite(cosine) & (cosine >= min_cosine) & (cosine < max_cosine)
 
 
+def text_codes(texts) -> np.ndarray:
+    """One integer per caption, equal for captions whose texts are exact duplicates."""
+    import polars as pl
+
+    from capgeo.captions.exact_duplicates import normalized_texts
+
+    keys = normalized_texts(pl.Series("text", list(texts), dtype=pl.String)).to_numpy()
+    return np.unique(keys, return_inverse=True)[1].astype(np.int64).ravel()
+
+
+def lowest_positive_cosine(vectors: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Each caption's lowest cosine with another caption of its image (float32, as the candidates'
+    cosines); +inf for a caption alone in its image (no positive: no margin bound)."""
+    out = np.full(len(codes), np.inf, dtype=np.float32)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0, True])
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        if stop - start < 2:
+            continue
+        members = order[start:stop]
+        similarity = np.clip(vectors[members] @ vectors[members].T, -1.0, 1.0)
+        np.fill_diagonal(similarity, np.inf)
+        out[members] = similarity.min(axis=1)
+    return out
+
+
+class _Rules:
+    """What a candidate must pass besides the cosine range and another image (module docstring)."""
+
+    def __init__(self, codes, texts, per_image, margin, vectors):
+        self.codes = codes
+        self.per_image = per_image
+        self.texts = None if texts is None else text_codes(texts)
+        if self.texts is not None:
+            n_texts = int(self.texts.max()) + 1 if len(self.texts) else 1
+            self.n_texts = n_texts
+            # (image, text) of every caption: a candidate whose text its anchor's image holds is refused
+            self.own = np.unique(codes.astype(np.int64) * n_texts + self.texts)
+        self.ceiling = None if margin is None else lowest_positive_cosine(vectors, codes) - np.float32(margin)
+
+    def select(self, anchors, index, cosine, k, min_cosine, max_cosine):
+        """(index, cosine) (len(anchors), k) of the negatives among sorted candidate lists, and
+        how many each anchor got."""
+        valid = index >= 0
+        safe = np.where(valid, index, 0)
+        keep = valid & _in_range(cosine, min_cosine, max_cosine) & (self.codes[safe] != self.codes[anchors][:, None])
+        if self.ceiling is not None:
+            keep &= cosine <= self.ceiling[anchors][:, None]
+        if self.texts is not None:
+            keep &= ~np.isin(self.codes[anchors][:, None].astype(np.int64) * self.n_texts + self.texts[safe], self.own)
+        out_index = np.full((len(anchors), k), -1, dtype=np.int64)
+        out_cosine = np.full((len(anchors), k), np.nan, dtype=np.float32)
+        if self.texts is None and self.per_image is None:  # no rule ties one candidate to another
+            rank = np.cumsum(keep, axis=1) - 1
+            rows, columns = np.nonzero(keep & (rank < k))
+            out_index[rows, rank[rows, columns]] = index[rows, columns]
+            out_cosine[rows, rank[rows, columns]] = cosine[rows, columns]
+            return out_index, out_cosine, np.minimum(keep.sum(axis=1), k)
+        # one column at a time, for every anchor at once: a candidate is taken when it passes and
+        # neither its text nor (per_image times) its image is among those already taken; one that
+        # is refused takes nothing
+        taken_texts = np.full((len(anchors), k), -1, dtype=np.int64)
+        taken_groups = np.full((len(anchors), k), -1, dtype=np.int64)
+        found = np.zeros(len(anchors), dtype=np.int64)
+        for column in range(index.shape[1]):
+            passes = keep[:, column] & (found < k)
+            if not passes.any():
+                if (found >= k).all():
+                    break
+                continue
+            group = self.codes[safe[:, column]]
+            if self.texts is not None:
+                text = self.texts[safe[:, column]]
+                passes &= ~(taken_texts == text[:, None]).any(axis=1)
+            if self.per_image is not None:
+                passes &= (taken_groups == group[:, None]).sum(axis=1) < self.per_image
+            rows = np.flatnonzero(passes)
+            slots = found[rows]
+            out_index[rows, slots] = index[rows, column]
+            out_cosine[rows, slots] = cosine[rows, column]
+            if self.texts is not None:
+                taken_texts[rows, slots] = text[rows]
+            taken_groups[rows, slots] = group[rows]
+            found[rows] += 1
+        return out_index, out_cosine, found
+
+
 def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEFAULT_K,
                    min_cosine: float = DEFAULT_MIN_COSINE, max_cosine: float = DEFAULT_MAX_COSINE,
+                   texts=None, per_image: int | None = DEFAULT_PER_IMAGE, margin: float | None = None,
                    block_size: int = 2048, progress: bool | None = None,
                    device: str | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(index (N, k) int64, cosine (N, k) float32): each caption's k most similar captions of
-    other groups with min_cosine <= cosine < max_cosine; -1 / NaN where fewer exist. ``k`` is
-    capped at the most any caption can have, N minus its image's captions (the smallest image's).
+    """(index (N, k) int64, cosine (N, k) float32): each caption's k hardest negatives (captions
+    of other groups with min_cosine <= cosine < max_cosine that pass the rules of the module
+    docstring; the text rules need ``texts``); -1 / NaN where fewer exist. ``k`` is capped at
+    the most any caption can have, N minus its image's captions (the smallest image's).
     ``device``: where the pass runs."""
     from capgeo.geometry.pairwise import scan_pairs
     from capgeo.geometry.row_norms import row_norms
 
     check_range(min_cosine, max_cosine)
+    check_rules(per_image, margin)
     if k < 1:
         raise CapgeoError(f"-k: expected at least 1 negative per caption, got {k}")
     vectors = np.asarray(vectors, dtype=np.float32)
     vectors = vectors / row_norms(vectors)
     codes = np.asarray(group_codes)
     n = vectors.shape[0]
+    if texts is not None and len(texts) != n:
+        raise CapgeoError(f"texts: {len(texts)} for {n} vectors; expected one per vector")
     smallest_group = int(np.unique(codes, return_counts=True)[1].min())
     k = max(1, min(k, n - smallest_group))
-    scan = scan_pairs(vectors, codes, top_k=max(1, min(k + SCAN_SLACK, n - 1)), block_size=block_size,
+    rules = _Rules(codes, texts, per_image, margin, vectors)
+    # the rules refuse some companions: more columns, so that a re-search stays rare
+    columns = k + SCAN_SLACK if per_image is None and texts is None else 2 * k + SCAN_SLACK
+    scan = scan_pairs(vectors, codes, top_k=max(1, min(columns, n - 1)), block_size=block_size,
                       histograms=False, progress=progress, device=device)
     index = np.asarray(scan.companion_index)
     cosine = np.clip(np.asarray(scan.companion_cosine, dtype=np.float32), -1.0, 1.0)
-    keep = _in_range(cosine, min_cosine, max_cosine) & (index >= 0)
-    out_index = np.full((n, k), -1, dtype=np.int64)
-    out_cosine = np.full((n, k), np.nan, dtype=np.float32)
-    # the first k in-range entries of each row, in list order
-    rank = np.cumsum(keep, axis=1) - 1
-    rows, columns = np.nonzero(keep & (rank < k))
-    out_index[rows, rank[rows, columns]] = index[rows, columns]
-    out_cosine[rows, rank[rows, columns]] = cosine[rows, columns]
-    # a full list whose last entry is still >= min_cosine may hide in-range companions beyond it
-    last = cosine[:, -1]
-    short = (keep.sum(axis=1) < k) & (index[:, -1] >= 0) & np.isfinite(last) & (last >= min_cosine)
-    for start_row in range(0, int(short.sum()), 256):
-        rows = np.flatnonzero(short)[start_row:start_row + 256]
-        out_index[rows], out_cosine[rows] = _search_in_range(vectors, codes, rows, k, min_cosine, max_cosine,
-                                                             block_size)
+    everyone = np.arange(n)
+    out_index, out_cosine, found = rules.select(everyone, index, cosine, k, min_cosine, max_cosine)
+    # a full list whose last entry is still >= min_cosine may hide negatives beyond it
+    short = everyone[_may_hide_more(found, k, index, cosine, min_cosine)]
+    length = 4 * index.shape[1]
+    while short.size:
+        still = []
+        for start in range(0, short.size, 256):
+            rows = short[start:start + 256]
+            listed_index, listed_cosine = _search_in_range(vectors, codes, rows, min(length, n), min_cosine,
+                                                           max_cosine, block_size)
+            out_index[rows], out_cosine[rows], found = rules.select(rows, listed_index, listed_cosine, k,
+                                                                    min_cosine, max_cosine)
+            if length < n:
+                still.append(rows[_may_hide_more(found, k, listed_index, listed_cosine, min_cosine)])
+        short = np.concatenate(still) if still else short[:0]
+        length *= 4
     return out_index, out_cosine
+
+
+def _may_hide_more(found, k, index, cosine, min_cosine) -> np.ndarray:
+    """Rows with fewer than k negatives whose candidate list was full and still in range at its end."""
+    last = cosine[:, -1]
+    return (found < k) & (index[:, -1] >= 0) & np.isfinite(last) & (last >= min_cosine)
 
 
 def _search_in_range(vectors, codes, rows, k, min_cosine, max_cosine, block_size):
@@ -141,7 +272,8 @@ def cosine_quantiles(cosine: np.ndarray) -> list[dict]:
 
 
 def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, min_cosine: float = DEFAULT_MIN_COSINE,
-                     max_cosine: float = DEFAULT_MAX_COSINE, block_size: int = 2048,
+                     max_cosine: float = DEFAULT_MAX_COSINE, per_image: int | None = DEFAULT_PER_IMAGE,
+                     margin: float | None = None, block_size: int = 2048,
                      progress: bool | None = None, device: str | None = None) -> dict:
     """Mine hard negatives, write them to ``output`` (JSONL or Parquet by suffix, atomically),
     and return the summary (`capgeo negatives`, docs/negatives.md)."""
@@ -156,7 +288,8 @@ def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, m
 
     check_output_paths({"DATA": getattr(captions, "source", None)}, {"output": output})
     index, cosine = hard_negatives(embeddings.vectors, captions.group_codes, k=k, min_cosine=min_cosine,
-                                   max_cosine=max_cosine, block_size=block_size, progress=progress, device=device)
+                                   max_cosine=max_cosine, texts=captions.texts, per_image=per_image, margin=margin,
+                                   block_size=block_size, progress=progress, device=device)
     k = index.shape[1]  # as hard_negatives capped it
     rows = negative_rows(captions, index, cosine)
     schema = {"anchor_id": pl.String, "anchor_group": pl.String, "anchor_text": pl.String,
@@ -169,6 +302,7 @@ def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, m
         "output": str(output),
         "n_anchors": len(rows),
         "k": int(k), "min_cosine": float(min_cosine), "max_cosine": float(max_cosine),
+        "per_image": per_image, "margin": None if margin is None else float(margin),
         "n_anchors_short": int((found < k).sum()),
         "n_negatives": int(found.sum()),
         "encoder": embeddings.info.to_dict() if hasattr(embeddings, "info") else None,

@@ -332,6 +332,14 @@ def _companions(caption_ids: list[str], index: np.ndarray, cosine: np.ndarray, i
     return section
 
 
+def groups_digest(captions) -> str:
+    """sha256 over the captions' group (image) ids in order: with the texts digest, the identity of
+    the grouping that the gamma and near-duplicate sections count by."""
+    from capgeo.captions.model import texts_sha256
+
+    return texts_sha256(captions.groups)
+
+
 def summarize_dataset(captions) -> dict:
     """The ``dataset`` section: the captions engineer's summary when available."""
     try:
@@ -347,6 +355,7 @@ def summarize_dataset(captions) -> dict:
     summary.setdefault("format", captions.format)
     summary.setdefault("fingerprint", _fingerprint(captions))
     summary.setdefault("texts_digest", captions.texts_digest())
+    summary.setdefault("groups_digest", groups_digest(captions))
     summary.setdefault("n_captions", len(captions))
     summary.setdefault("n_groups", int(captions.n_groups))
     summary.setdefault("captions_per_group", {

@@ -48,7 +48,7 @@ def _frozen(value):
         return types.MappingProxyType({key: _frozen(item) for key, item in value.items()})
     if isinstance(value, list):
         # lists of plain values, and lists of such lists (a million companion-id lists), in
-        # C-level steps: a call per item took most of a million-caption report's time outside the pass
+        # C-level steps: a call per item would take most of a million-caption report's time outside the pass
         kinds = set(map(type, value))
         if not _holds_containers(kinds):
             return tuple(value)
@@ -131,6 +131,7 @@ class Dataset(Section):
     format: str = _field()
     fingerprint: str | None = _field()
     texts_digest: str = _field()
+    groups_digest: str = _field()
     n_captions: int = _field()
     n_groups: int = _field()
     captions_per_group: Mapping[str, Any] = _field()

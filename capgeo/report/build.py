@@ -45,7 +45,7 @@ class ReportInput:
 def is_profile_file(path: str | Path) -> bool:
     """True when ``path`` is a saved capgeo profile (a JSON object whose "schema" names it, whatever the
     file is called). Another capgeo result (dupes, leak, ...) is refused in one line: read as a
-    dataset, its columns were reported as a missing caption column."""
+    dataset, its columns would be reported as a missing caption column."""
     path = Path(path)
     if not path.is_file():
         return False
@@ -174,7 +174,8 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     encoder's files, which only the profile names, before anything is read.
 
     The dataset is re-read from ``dataset.source`` and must have the same caption texts
-    (``texts_digest``) as when the profile was made; embeddings come from the cache when present.
+    (``texts_digest``) and the same groups (``groups_digest``, and ``n_groups``) as when the
+    profile was made; embeddings come from the cache when present.
     """
     profile = report_input.profile
     if (profile.get("dupes") or not dupes) and (profile.get("gamma") or not gamma):
@@ -185,16 +186,14 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
 
     dataset = profile_section(profile, "dataset") or Dataset()
     provenance = profile_section(profile, "provenance") or Provenance()
-    made_in = known(provenance.working_directory)
-    source = _as_made(known(dataset.source), made_in)
+    source, spec = _made_from(profile)
     if not source or not Path(source).exists():
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not found (moved or deleted?); "
                           "run `capgeo report DATA` instead")
     encoder = profile_section(profile, "encoder") or Encoder()
-    spec = _encoder_as_made(known(encoder.spec), made_in)
     # the report or --save-profile written over the dataset or a model file the profile names: replaced
     # with HTML, exit 0 (the command's own check knew only the profile file)
-    check_output_paths({"DATA": source, "--encoder": encoder_input_files(spec)}, outputs or {})
+    check_output_paths(fill_missing_inputs(profile), outputs or {})
     # the profile does not record --limit; it kept the first n_captions captions, so read as many
     try:
         captions = load_captions(source, format=known(dataset.format) or "auto", limit=known(dataset.n_captions))
@@ -207,11 +206,20 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
         raise CapgeoError(f"--fill-missing: {source} does not hold the captions the profile was made from "
                           "(texts digest differs: the file changed, or the profile used --split); "
                           "run `capgeo report DATA` instead")
+    from capgeo.geometry.profile import groups_digest
+
+    # same texts, other images: sections filled by the new grouping would sit beside the old one's
+    if (known(dataset.groups_digest) and groups_digest(captions) != dataset.groups_digest) or \
+            (known(dataset.n_groups) is not None and captions.n_groups != dataset.n_groups):
+        raise CapgeoError(f"--fill-missing: {source} groups its captions into images otherwise than when the "
+                          f"profile was made ({captions.n_groups} groups now, {known(dataset.n_groups)} then, or "
+                          "other group ids; the file changed, or the profile used --group-column); "
+                          "run `capgeo report DATA` instead")
     lengths = profile_section(profile, "lengths") or Lengths()
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
     max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
     # the encoder's identity comes from its files, without a model: a replaced checkpoint or vectors
-    # file is refused before the whole dataset is encoded (it was refused after)
+    # file is refused before the whole dataset is encoded, not after
     text_encoder = get_encoder(spec, device=device, cache_dir=cache_dir)
     made_by, now = known(encoder.fingerprint), text_encoder.info.fingerprint
     if made_by and now and made_by != now:  # the checkpoint or vectors file was replaced since
@@ -222,6 +230,28 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
                        max_tokens=max_tokens, progress=progress)
     notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
     return ReportInput(profile, notes)
+
+
+def _made_from(profile: dict) -> tuple[str | None, str | None]:
+    """The dataset and encoder spec a profile names, as found from where it was made."""
+    made_in = known((profile_section(profile, "provenance") or Provenance()).working_directory)
+    source = _as_made(known((profile_section(profile, "dataset") or Dataset()).source), made_in)
+    return source, _encoder_as_made(known((profile_section(profile, "encoder") or Encoder()).spec), made_in)
+
+
+def fill_missing_inputs(profile: dict | str | Path) -> dict:
+    """The files --fill-missing reads for a saved profile (a dict, or its path): its dataset and
+    its encoder's files, as labelled inputs for :func:`capgeo.paths.check_output_paths`."""
+    if not isinstance(profile, dict):
+        try:
+            profile = json.loads(Path(profile).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}  # the profile's own error comes when it is read
+    try:
+        source, spec = _made_from(profile)
+    except CapgeoError:
+        return {}
+    return {"DATA": source, "--encoder": encoder_input_files(spec)}
 
 
 def _as_made(path: str | None, made_in: str | None) -> str | None:

@@ -27,7 +27,7 @@ def profile_labels(profiles: Sequence[Profile | dict]) -> list[str]:
     """One short, unique label per profile: the dataset name, plus the encoder when datasets repeat."""
     datasets = [dataset_label(p) for p in profiles]
     # different files of one name (a/t.txt, b/t.txt): named by as much of their paths as tells them
-    # apart, or "default (1)" and "default (2)" left the page without a word of which was which
+    # apart; "default (1)" and "default (2)" would not say which is which
     sources = [str((profile_section(p, "dataset") or Dataset()).source or "") for p in profiles]
     for name in set(datasets):
         alike = {source for source, label in zip(sources, datasets) if label == name}

@@ -128,12 +128,15 @@ class Page:
     sections: list[Section] = field(default_factory=list)
 
     def render(self, plotly_js: str) -> str:
+        from capgeo._atomic import generator_meta  # the mark that lets a later run replace this page
+
         nav = "".join(f'<a href="#{escape(s.id)}">{escape(s.title)}</a>' for s in self.sections)
         body = "\n".join(section.render() for section in self.sections)
         return (
             "<!DOCTYPE html>\n"
             '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"{generator_meta()}\n"
             f"<title>{escape(self.title)}</title>\n<style>{CSS}</style>\n"
             f'<script id="plotly-js">{plotly_js}</script>\n'
             "</head>\n<body>\n"

@@ -17,6 +17,10 @@ def leak_html(leak: dict, ids: CaptionIds | None = None) -> str:
     for entry in leak["evals"]:
         parts.append(f'<h3>{escape(entry["source"])}: {entry["n_leaked"]:,} of {entry["n_captions"]:,} captions '
                      f'({entry["share_leaked"]:.1%}) have a training twin, {entry["n_exact"]:,} exact</h3>')
+        if "n_groups_leaked" in entry:  # a profile saved by an older capgeo lacks the image counts
+            parts.append(f'<p class="stats">{entry["n_groups_leaked"]:,} of {entry["n_groups"]:,} evaluation images '
+                         f'have a caption twinned in training, {entry["n_groups_all_leaked"]:,} every caption; the '
+                         f'twins sit in {entry["n_train_groups_twinned"]:,} training images.</p>')
         for pair in entry["pairs"][:MAX_PAIRS]:
             parts.append(f'<div class="example">{_pair_stats(pair)}<div class="pair">'
                          + _box("eval", pair["eval_id"], pair["eval_group"], pair["eval_text"], pair["spans_eval"], ids)

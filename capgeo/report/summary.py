@@ -104,7 +104,7 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
             rows.append((f"Batches with a near-twin, B={entry.batch_size}",
                          f"{_pct(near_batch['share_batches'])} (a pair at cosine >= {near_batch.get('threshold')})"))
     # one label whatever the threshold, so compare lines profiles up in one row (the threshold in
-    # the label gave a "not computed" row beside the computed one)
+    # the label would give a "not computed" row beside the computed one)
     rows.append(("Near-duplicate pairs",
                  f"{_count(known(near.n_pairs_cross_group))} pairs at cosine >= {shown(near.threshold)}; "
                  f"{_count(known(near.n_captions_hardest_above))} captions have one" if near else MISSING))

@@ -1,6 +1,7 @@
 """Open a report in headless Chromium and see what a reader's browser sees.
 
-Used by the browser test and by ``reports/regenerate.py`` (for docs/report.png).
+Used by the browser test and by ``tools/regenerate_reports.py`` (for docs/report.png);
+it is no part of the installed package.
 It speaks the DevTools protocol over ``--remote-debugging-pipe`` (null-terminated
 JSON on file descriptors 3 and 4), so it needs only the Python standard library
 and the system's Chromium (Debian: ``apt-get install chromium``), no websocket
