@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli.examples import epilog
 from capgeo.cli import terminal
 from capgeo.cli.options import (
     FiniteFloatRange,
@@ -19,7 +20,8 @@ from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
 from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 
 
-@click.command("leak", short_help="Evaluation captions with an exact or near twin among the training captions.")
+@click.command("leak", short_help="Evaluation captions with an exact or near twin among the training captions.",
+               epilog=epilog("leak"))
 @click.argument("train", type=click.Path(exists=True, dir_okay=True, path_type=str))
 @click.argument("evals", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=True, path_type=str),
                 metavar="EVAL [EVAL ...]")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli.examples import epilog
+from capgeo.progress import counts_passes
 from capgeo.cli.options import (
     SEED,
     batch_size_options,
@@ -54,7 +56,8 @@ def _profile_options(command):
     return command
 
 
-@click.command(short_help="One self-contained HTML report of DATA's caption geometry (opens offline).")
+@click.command(short_help="One self-contained HTML report of DATA's caption geometry (opens offline).",
+               epilog=epilog("report"))
 @dataset_options
 @encoder_options
 @_profile_options
@@ -78,6 +81,7 @@ def _profile_options(command):
               callback=writable_output, metavar="FILE",
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
 @ray_option
+@counts_passes
 def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, leak, fill_missing, save_profile,
            output, **options):
     """Write one self-contained HTML report of DATA's caption geometry: summary, alerts,
@@ -106,6 +110,24 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
         click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
                    + ", ".join("--" + name.replace("_", "-") for name in written.ignored_options), err=True)
     _wrote(written.path, written.notes)
+
+
+def _print_side_by_side(profiles, labels) -> None:
+    """The compare page's headline numbers as a short table on the terminal, one column per profile."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from capgeo.cli import terminal
+    from capgeo.display import visible
+    from capgeo.report.summary import headline_rows
+
+    table = Table(title="Side by side (the page has the figures)", title_justify="left")
+    table.add_column("")
+    for label in labels:
+        table.add_column(terminal.shown(label), overflow="fold")
+    for label, values in headline_rows(profiles):   # plain text holding dataset names: never markup
+        table.add_row(Text(label), *(Text(visible(value)) for value in values))
+    terminal.console().print(table)
 
 
 @click.command(short_help="Several profiles or datasets side by side on one HTML page.")
@@ -143,7 +165,8 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
             sources, output, encoders=encoders, limit=limit, labels=labels, batch_sizes=batch_sizes,
             n_batches=n_batches, seed=seed, device=options["device"], cache_dir=options["cache_dir"],
             use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
-            before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches))
+            before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches),
+            on_profiles=_print_side_by_side)
     if defaulted:
         notes = [f"{DEFAULT_COMPARE_OUTPUT} is the default name; -o FILE writes elsewhere", *notes]
     _wrote(path, notes)
