@@ -7,10 +7,9 @@ import sys
 
 import click
 
-from capgeo.cli.examples import epilog
-from capgeo.progress import counts_passes
 from capgeo._atomic import is_standard_output, refuse_redirected_to_a_file
 from capgeo.cli import terminal
+from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -32,6 +31,7 @@ from capgeo.cli.terminal import shown
 from capgeo.defaults import KEEP_POLICIES
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.display import visible
+from capgeo.progress import counts_passes
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
 #: rich styles; differing words are also underlined so the two kinds differ without colour

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.examples import epilog
-from capgeo.progress import counts_passes
 from capgeo.cli import terminal
+from capgeo.cli.examples import epilog
 from capgeo.cli.terminal import shown
 from capgeo.display import counted
 from capgeo.cli.options import (
@@ -23,6 +22,7 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     reproduce_command,
 )
+from capgeo.progress import counts_passes
 
 
 def _parse_grid(ctx, param, value):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.examples import epilog
 from capgeo.cli import terminal
+from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     FiniteFloatRange,
     check_options_before_encoding,
@@ -18,6 +18,7 @@ from capgeo.cli.options import (
 )
 from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
 from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
+from capgeo.progress import counts_passes
 
 
 @click.command("leak", short_help="Evaluation captions with an exact or near twin among the training captions.",
@@ -37,6 +38,7 @@ from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, help="Write the training ids to drop (one per line) to FILE, atomically.")
 @json_option
+@counts_passes
 def leak(train, evals, threshold, top, block_size, output, json_out, **options):
     """Captions of the evaluation sets EVAL that have an exact or near-duplicate in the
     training set TRAIN (cosine >= --threshold under one encoder), per evaluation set: how many,

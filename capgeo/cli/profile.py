@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli.examples import epilog
-from capgeo.progress import counts_passes
 from capgeo.cli import terminal
+from capgeo.cli.examples import epilog
 from capgeo.cli.terminal import shown
 from capgeo.display import counted, visible
 from capgeo.cli.options import (
@@ -31,6 +30,7 @@ from capgeo.cli.pass_options import block_size_option, precision_option
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.defaults import PER_CAPTION_SUFFIXES as TABLE_SUFFIXES
 from capgeo.geometry.typed_profile import BatchStatistics, known, profile_section
+from capgeo.progress import counts_passes
 
 MODES = ("auto", "exact", "sampled")
 

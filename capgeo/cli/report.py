@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.examples import epilog
-from capgeo.progress import counts_passes
 from capgeo.cli.options import (
     SEED,
     batch_size_options,
@@ -21,6 +20,7 @@ from capgeo.cli.options import (
     writable_default_output,
     writable_output,
 )
+from capgeo.progress import counts_passes
 
 
 def _default_output(source: str) -> str:
