@@ -251,3 +251,10 @@ def test_the_offline_error_gives_the_command_and_the_file_to_pass(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("Error: "), result.stderr
     assert "`hf download BeichenZhang/LongCLIP-L longclip-L.pt`" in lines[0]
     assert "~/.cache/huggingface/hub" in lines[0] and "--encoder /path/to/longclip-L.pt" in lines[0]
+
+
+def test_compare_to_standard_output_keeps_the_table_off_the_page(tmp_path):
+    profiles = [REPORTS / "docci_sample.profile.json", REPORTS / "coco_sample.profile.json"]
+    result = CliRunner().invoke(main, ["compare", *map(str, profiles), "-o", "/dev/stdout"])
+    assert result.exit_code == 0, result.output
+    assert "Side by side" in result.stderr and "Side by side" not in result.stdout

@@ -112,8 +112,9 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     _wrote(written.path, written.notes)
 
 
-def _print_side_by_side(profiles, labels) -> None:
-    """The compare page's headline numbers as a short table on the terminal, one column per profile."""
+def _print_side_by_side(profiles, labels, stderr: bool = False) -> None:
+    """The compare page's headline numbers as a short table on the terminal, one column per profile
+    (on stderr where the page itself goes to standard output)."""
     from rich.table import Table
     from rich.text import Text
 
@@ -127,7 +128,7 @@ def _print_side_by_side(profiles, labels) -> None:
         table.add_column(terminal.shown(label), overflow="fold")
     for label, values in headline_rows(profiles):   # plain text holding dataset names: never markup
         table.add_row(Text(label), *(Text(visible(value)) for value in values))
-    terminal.console().print(table)
+    terminal.console(stderr=stderr).print(table)
 
 
 @click.command(short_help="Several profiles or datasets side by side on one HTML page.")
@@ -153,6 +154,7 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
     SOURCES are profile JSON files and/or datasets (profiled with each --encoder);
     for example `capgeo compare docci.json coco.json` or
     `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
+    from capgeo._atomic import is_standard_output
     from capgeo.report.build import write_compare
 
     defaulted = output is None
@@ -166,7 +168,8 @@ def compare(sources, encoders, limit, labels, batch_sizes, n_batches, seed, outp
             n_batches=n_batches, seed=seed, device=options["device"], cache_dir=options["cache_dir"],
             use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
             before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches),
-            on_profiles=_print_side_by_side)
+            on_profiles=lambda profiles, shown: _print_side_by_side(profiles, shown,
+                                                                    stderr=is_standard_output(output)))
     if defaulted:
         notes = [f"{DEFAULT_COMPARE_OUTPUT} is the default name; -o FILE writes elsewhere", *notes]
     _wrote(path, notes)

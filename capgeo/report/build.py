@@ -402,7 +402,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                   on_profiles: Callable | None = None) -> tuple[Path, list[str]]:
     """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
     the embedded one) on one HTML page. Returns the page's path and notes for the user;
-    ``on_profiles(profiles, labels)`` is given what the page shows, as the page names it."""
+    ``on_profiles(profiles, labels)`` is given what the page shows, as the page names it, once it is written."""
     check_output_paths({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
     loaded, notes, saved_profiles = [], [], []
     given = [option for option, value in (("--encoder", encoders), ("--limit", limit), ("--batch-size", batch_sizes),
@@ -452,10 +452,10 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
         named.setdefault((source, note), []).append(shown_labels[index])
     changed = [f"{', '.join(names)}: {note}" for (_, note), names in named.items()]
     with _drawing_saved_profiles(saved_profiles):
-        if on_profiles is not None:
-            on_profiles(profiles, shown_labels)
-        return build_compare(profiles, output, labels=labels or None, command=command, notes=changed), \
-            [*notes, *changed]
+        page = build_compare(profiles, output, labels=labels or None, command=command, notes=changed)
+    if on_profiles is not None:  # once the page is written: a failed write is the one line said
+        on_profiles(profiles, shown_labels)
+    return page, [*notes, *changed]
 
 
 def _checked_encoders(specs, datasets, *, device: str | None, cache_dir: str | None) -> list:

@@ -170,7 +170,6 @@ def shown(value) -> str:
     return "?" if value is ABSENT else str(value)
 
 
-
 #: the rows `capgeo compare` prints on the terminal, by the start of their labels (a batch size's row
 #: names its B): the headline numbers, one line each
 HEADLINE_ROWS = ("Captions / groups (images)", "Mean pairwise cosine (different images)",
