@@ -1,4 +1,10 @@
-"""Progress bars that show on a terminal and stay quiet otherwise."""
+"""Progress bars that show on a terminal and stay quiet otherwise.
+
+A command of several passes says which one each bar is: ``with labelled(pass_label("length 64", 2, 6)):``
+prefixes every bar opened inside (``length 64 (2/6): Encoding with ...``), and a command wrapped in
+:func:`counts_passes` numbers its bars (``[pass 3] pairs: pairwise cosines``). A new bar is a new pass,
+so none reads as the one before running backwards. :func:`progress_bar` keeps its signature.
+"""
 
 from __future__ import annotations
 
