@@ -20,3 +20,11 @@ def visible(text: str) -> str:
         return text
     return _NOT_SHOWN.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"),
                           text.replace("\r\n", "\n"))
+
+
+def counted(number: int | float, singular: str, plural: str | None = None) -> str:
+    """A count and its noun in one voice across commands: thousands separators, and the noun's
+    singular for exactly one ("1 pair", "1,999 pairs"). ``plural`` for a noun that does not
+    take an "s" ("1 match", "2 matches")."""
+    noun = singular if number == 1 else (plural or f"{singular}s")
+    return f"{number:,} {noun}"

@@ -148,9 +148,13 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
 
     def embedded(captions, role: str):
         # the spec, not a loaded model, goes to embed: a set found in the cache loads no model
+        from capgeo.progress import labelled
+
         try:
-            return embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                         max_tokens=max_tokens, progress=progress)
+            # several sets are encoded in turn: each bar says whose captions it counts
+            with labelled(f"{role} {Path(str(captions.source)).name}"):
+                return embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                             max_tokens=max_tokens, progress=progress)
         except EncoderError as error:
             # one encoder embeds every set: say which set it failed on (vectors:FILE fits one set at most)
             raise EncoderError(f"{role} {captions.source}: {error}") from error

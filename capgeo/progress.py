@@ -1,8 +1,16 @@
-"""Progress bars that show on a terminal and stay quiet otherwise."""
+"""Progress bars that show on a terminal and stay quiet otherwise.
+
+A command of several passes says which one each bar is: ``with labelled(pass_label("length 64", 2, 6)):``
+prefixes every bar opened inside (``length 64 (2/6): Encoding with ...``), and a command wrapped in
+:func:`counts_passes` numbers its bars (``[pass 3] pairs: pairwise cosines``). A new bar is a new pass,
+so none reads as the one before running backwards. :func:`progress_bar` keeps its signature.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import functools
 import sys
 from typing import Iterator, Protocol
 
@@ -51,6 +59,67 @@ def numbers_width(total: float | None) -> int:
     return 2 * digits + 1 + 12 + 8 + 4 + 8 + 4
 
 
+#: the passes a bar opened here belongs to, outermost first (:func:`labelled`)
+_labels: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("capgeo_progress_labels", default=())
+#: the overall count of passes, where a command runs several (:func:`counted_passes`)
+_count: contextvars.ContextVar[list | None] = contextvars.ContextVar("capgeo_progress_count", default=None)
+
+
+def pass_label(name: str, index: int, count: int) -> str:
+    """One pass of several known ones, as every bar names it: ``length 64 (2/6)``."""
+    return f"{name} ({index}/{count})"
+
+
+@contextlib.contextmanager
+def labelled(label: str) -> Iterator[None]:
+    """Every bar opened inside the block says which pass it is ("exact copies: pairwise cosines"),
+    so that a new bar with a smaller count reads as the next pass, not as one running backwards.
+    Labels nest: ``length 64 (2/6): pairs: pairwise cosines``."""
+    token = _labels.set((*_labels.get(), label))
+    try:
+        yield
+    finally:
+        _labels.reset(token)
+
+
+@contextlib.contextmanager
+def counted_passes(total: int | None = None) -> Iterator[None]:
+    """Number every bar opened inside the block, ``[2/4]`` (``[pass 2]`` where how many passes
+    will run is not known ahead, as when a cache hit skips the encoding): an overall count for a
+    command of several passes. A block inside another counts in the outer one."""
+    if _count.get() is not None:
+        yield
+        return
+    token = _count.set([0, total])
+    try:
+        yield
+    finally:
+        _count.reset(token)
+
+
+def counts_passes(function):
+    """A command whose bars are numbered by :func:`counted_passes` (put next to its ``def``)."""
+    @functools.wraps(function)
+    def counting(*args, **kwargs):
+        with counted_passes():
+            return function(*args, **kwargs)
+
+    return counting
+
+
+def bar_description(description: str) -> str:
+    """``description`` with its pass: the overall count, then the labels of :func:`labelled`.
+    Each call (one per bar) takes the next number of :func:`counted_passes`."""
+    labels = _labels.get()
+    text = ": ".join((*labels, description))
+    count = _count.get()
+    if count is None:
+        return text
+    count[0] += 1
+    number = f"{count[0]}/{count[1]}" if count[1] else f"pass {count[0]}"
+    return f"[{number}] {text}"
+
+
 def show_progress() -> bool:
     """Progress is shown only when stderr is a terminal."""
     return sys.stderr.isatty()
@@ -64,6 +133,7 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
     """
     if enabled is None:
         enabled = show_progress()
+    description = bar_description(description)  # numbered whether shown or not: the count stays true
     if not enabled:
         yield _Silent()
         return

@@ -91,6 +91,8 @@ def test_the_caution_and_both_views_are_shown_everywhere(runs):
         assert section["margin_matched_gamma"] == pytest.approx(0.42 / section["batches"][0]["mean_cosine"])
     for output in shown.values():
         assert "Caution:" in output and "--encoder longclip-L" in output
-        assert f"{suggested:.2f}" in output and "argin-matched gamma" in output and "83.86" in output
+        assert f"{suggested:.2f}" in output and "83.86" in output
+    # one gamma on profile's screen (issue #30); the margin view is `capgeo gamma`'s
+    assert "argin-matched gamma" in shown["gamma"] and "argin-matched" not in shown["profile"]
     assert 'data-alert="encoder_caution"' in html or "encoder_caution" in html
     assert f"Suggested gamma {suggested:.2f}" in html and "83.86" in html

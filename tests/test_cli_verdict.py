@@ -38,7 +38,10 @@ def test_terminal_profile_ends_with_every_alert_of_the_report(tmp_path):
     verdict_at = result.output.index("Verdict:")
     assert verdict_at > result.output.index("Near-duplicates (cosine >= 0.95)")
     warnings = sum(alert.level == "warning" for alert in alerts)
-    assert f"Verdict: {warnings} warning(s), {len(alerts) - warnings} notice(s)" in result.output
+    # counted in the singular for one (issue #30: "1 warning(s)")
+    words = [f"{warnings} warning{'s' if warnings != 1 else ''}",
+             f"{len(alerts) - warnings} notice{'s' if len(alerts) - warnings != 1 else ''}"]
+    assert f"Verdict: {words[0]}, {words[1]}" in result.output
     # every alert, in the report's order, each title beside its level word; no line is wider than 80
     position = verdict_at
     for alert in alerts:

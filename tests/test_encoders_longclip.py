@@ -192,7 +192,9 @@ def test_missing_hub_weights_offline_say_what_to_do(monkeypatch, tmp_path):
     with pytest.raises(EncoderError) as caught:
         load_longclip_encoder("longclip-L", device="cpu")
     message = str(caught.value)
-    assert "BeichenZhang/LongCLIP-L/longclip-L.pt" in message and "--encoder /path/to/longclip-L.pt" in message
+    assert "longclip-L.pt of BeichenZhang/LongCLIP-L" in message and "--encoder /path/to/longclip-L.pt" in message
+    # the one command that fetches it ahead of time, and where it lands (issue #30)
+    assert "`hf download BeichenZhang/LongCLIP-L longclip-L.pt`" in message and "~/.cache/huggingface/hub" in message
     assert "\n" not in message
 
 

@@ -178,11 +178,16 @@ def test_longclip_file_given_as_open_clip_is_redirected(tmp_path, tiny_model_nam
         load_open_clip_encoder(f"{tiny_model_name}@{tmp_path / 'longclip-x.pt'}", device="cpu")
 
 
-@pytest.mark.parametrize("spec, missing", [
-    ("ViT-B-32/laion2b_s34b_b79k", "weights of ViT-B-32/laion2b_s34b_b79k"),
-    ("hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "config of hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K"),
+@pytest.mark.parametrize("spec, missing, fetch, offline", [
+    ("ViT-B-32/laion2b_s34b_b79k", "weights of ViT-B-32/laion2b_s34b_b79k",
+     "`hf download laion/CLIP-ViT-B-32-laion2B-s34B-b79K open_clip_model.safetensors`",
+     "--encoder ViT-B-32@/path/to/open_clip_model.safetensors"),
+    ("hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K", "config of hf-hub:laion/CLIP-ViT-B-32-laion2B-s34B-b79K",
+     "`hf download laion/CLIP-ViT-B-32-laion2B-s34B-b79K open_clip_config.json open_clip_model.safetensors`",
+     "--encoder local-dir:"),
 ])
-def test_missing_weights_offline_say_which_and_how_to_pass_a_file(monkeypatch, tmp_path, spec, missing):
+def test_missing_weights_offline_say_which_and_how_to_pass_a_file(monkeypatch, tmp_path, spec, missing, fetch,
+                                                                  offline):
     import huggingface_hub
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
@@ -191,7 +196,8 @@ def test_missing_weights_offline_say_which_and_how_to_pass_a_file(monkeypatch, t
         load_open_clip_encoder(spec, device="cpu")
     message = str(caught.value)
     assert missing in message and "HF_HUB_OFFLINE" in message
-    assert "@/path/to/checkpoint.pt" in message and "local-dir:" in message
+    # the command that fetches the files ahead of time, and the spec that reads a copied one (issue #30)
+    assert fetch in message and offline in message
     assert "\n" not in message
 
 

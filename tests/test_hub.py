@@ -50,7 +50,8 @@ def test_missing_longclip_weights_fail_at_once_naming_the_cause(hub_offline_by_n
     # failing at once means no connection attempt at all (each would wait and retry)
     attempts = []
     monkeypatch.setattr(socket.socket, "connect", lambda self, address: attempts.append(address))
-    with pytest.raises(EncoderError, match="cannot be reached.*pass its path: --encoder /path/to/longclip-L.pt"):
+    with pytest.raises(EncoderError, match="cannot be reached.*`hf download BeichenZhang/LongCLIP-L longclip-L.pt`.*"
+                                         "pass --encoder /path/to/longclip-L.pt"):
         load_longclip_encoder("longclip-L")
     assert attempts == []
 
@@ -58,7 +59,9 @@ def test_missing_longclip_weights_fail_at_once_naming_the_cause(hub_offline_by_n
 def test_missing_open_clip_weights_fail_at_once_naming_the_cause(hub_offline_by_network):
     from capgeo.encoders.openclip import load_open_clip_encoder
 
-    with pytest.raises(EncoderError, match=r"ViT-B-32/laion2b_s34b_b79k.*cannot be reached.*ViT-B-32@/path/to"):
+    with pytest.raises(EncoderError, match=r"ViT-B-32/laion2b_s34b_b79k.*cannot be reached.*`hf download "
+                                         r"laion/CLIP-ViT-B-32-laion2B-s34B-b79K open_clip_model.safetensors`.*"
+                                         r"ViT-B-32@/path/to"):
         load_open_clip_encoder("ViT-B-32/laion2b_s34b_b79k")
 
 

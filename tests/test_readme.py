@@ -43,3 +43,22 @@ def test_python_example_runs_and_agrees_with_brute_force(monkeypatch):
     # the suggested gamma, recomputed by brute force on the same in-batch rows
     assert not profile["gamma"]["batches"][0]["suggestion"]["clipped"]
     check_suggestion(profile["gamma"], embeddings.vectors, captions.group_codes)
+
+
+@pytest.mark.slow
+def test_the_end_of_what_command_1_prints_is_the_readme_block(tmp_path):
+    """The block under "The end of what README command 1 prints" is that command's output at 110
+    columns, to the character (trailing spaces aside)."""
+    from click.testing import CliRunner
+
+    from capgeo.cli import main
+
+    block = README.split("The end of what README command 1 prints", 1)[1].split("```\n", 2)[1]
+    command = README.split("## Set up", 1)[1].split("```bash\n", 1)[1].splitlines()[1]
+    data = command.split("capgeo profile ", 1)[1].split()[0]
+    result = CliRunner().invoke(main, ["profile", str(ROOT / data), "--cache-dir", str(tmp_path / "cache")],
+                                env={"COLUMNS": "110"})
+    assert result.exit_code == 0, result.output
+    printed = [line.rstrip() for line in result.stdout.splitlines()]
+    expected = [line.rstrip() for line in block.splitlines()]
+    assert printed[-len(expected):] == expected

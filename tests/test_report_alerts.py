@@ -52,9 +52,13 @@ def test_exact_duplicate_thresholds(base):
     assert levels(with_exact(base, 1, 0), "exact_duplicates") == ["notice"]
     many = int(alerts.EXACT_DUPLICATE_WARNING * n) + 1
     assert levels(with_exact(base, 1, many), "exact_duplicates") == ["warning"]
-    # n_redundant_cross_group counts recurrences of a text across images, neither captions nor images
+    # n_redundant_cross_group (recurrences of a text across images, neither captions nor images) sets
+    # the level; the message names one number, the pairs, in the singular for one
     alert = alerts.exact_duplicate_alert(with_exact(base, 1, many))
-    assert f"recurs in another image {many:,} times" in alert.message
+    assert alert.message.startswith("1 pair of identical captions describes different images.")
+    assert f"{many:,}" not in alert.message.replace("1 pair", "")
+    alert = alerts.exact_duplicate_alert(with_exact(base, 1_234, many))
+    assert alert.message.startswith("1,234 pairs of identical captions describe different images.")
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS, 0), "exact_duplicates") == ["warning"]
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS - 1, 0), "exact_duplicates") == ["notice"]
 

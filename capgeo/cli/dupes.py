@@ -9,6 +9,7 @@ import click
 
 from capgeo._atomic import is_standard_output, refuse_redirected_to_a_file
 from capgeo.cli import terminal
+from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -30,6 +31,7 @@ from capgeo.cli.terminal import shown
 from capgeo.defaults import KEEP_POLICIES
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.display import visible
+from capgeo.progress import counts_passes
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
 #: rich styles; differing words are also underlined so the two kinds differ without colour
@@ -45,7 +47,8 @@ DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 ROW_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
-@click.command("dupes", short_help="Near-duplicate caption pairs of different images, shared words marked.")
+@click.command("dupes", short_help="Near-duplicate caption pairs of different images, shared words marked.",
+               epilog=epilog("dupes"))
 @dataset_options
 @encoder_options
 @click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
@@ -87,6 +90,7 @@ ROW_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
                    "FILE gets those rows unless --output-format says otherwise (then they must agree).")
 @json_option
 @ray_option
+@counts_passes
 def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbours, group_components, keep, drop_list,
           seed, top_k, block_size, output_format, output, json_out, **options):
     """The most similar caption pairs of DATA: pairs of different images (groups) whose

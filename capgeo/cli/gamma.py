@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
+from capgeo.cli.examples import epilog
 from capgeo.cli.terminal import shown
+from capgeo.display import counted
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -20,6 +22,7 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     reproduce_command,
 )
+from capgeo.progress import counts_passes
 
 
 def _parse_grid(ctx, param, value):
@@ -34,7 +37,8 @@ def _parse_grid(ctx, param, value):
     return grid
 
 
-@click.command(short_help="A starting HN-CLIP gamma for DATA, with its reasons and numbers.")
+@click.command(short_help="A starting HN-CLIP gamma for DATA, with its reasons and numbers.",
+               epilog=epilog("gamma"))
 @dataset_options
 @encoder_options
 @click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True), default=None, metavar="S",
@@ -51,6 +55,7 @@ def _parse_grid(ctx, param, value):
               help="Image vectors of the same CLIP: .npy with one row per group in the dataset's group order "
                    "(first appearance), or .npz/.parquet with group ids. Adds the loss at initialisation.")
 @json_option
+@counts_passes
 def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embeddings, json_out, **options):
     """Suggest an HN-CLIP gamma for this dataset, encoder, logit scale and batch size.
 
@@ -89,7 +94,7 @@ def _print(profile: dict) -> None:
     from rich.padding import Padding
     from rich.text import Text
 
-    from capgeo.findings.gamma import describe_margins
+    from capgeo.findings.gamma import MARGIN_VIEW_NOTE, describe_margins
 
     console = terminal.console()
     from capgeo.geometry.typed_profile import known, profile_section
@@ -97,8 +102,9 @@ def _print(profile: dict) -> None:
     section = profile["gamma"]
     dataset, encoder = profile_section(profile, "dataset"), profile_section(profile, "encoder")
     reference = section["reference"]
-    console.print(f"[bold]HN-CLIP gamma[/bold] for {shown(known(dataset.source))} ({known(dataset.n_captions)} "
-                  f"captions, {known(dataset.n_groups)} groups), encoder {shown(known(encoder.spec))} "
+    console.print(f"[bold]HN-CLIP gamma[/bold] for {shown(known(dataset.source))} "
+                  f"({counted(known(dataset.n_captions, 0), 'caption')}, {counted(known(dataset.n_groups, 0), 'group')}), "
+                  f"encoder {shown(known(encoder.spec))} "
                   f"({shown(known(encoder.name))})")
     console.print(f"  logit scale s = {section['logit_scale']:g}  (from {section['logit_scale_source']})")
     console.print(f"  reference: gamma {reference['gamma']}, s {reference['logit_scale']:g}, B {reference['batch_size']}"
@@ -114,7 +120,7 @@ def _print(profile: dict) -> None:
         role = "headline" if index == 0 else "extra row"
         console.print(f"[bold]B = {entry['batch_size']}[/bold] ({role}): within-row spread of caption cosine "
                       f"{entry['within_row_spread']:.4f} (mean in-batch cosine {entry['mean_cosine']:.3f}, "
-                      f"{entry['n_batches']} batches)")
+                      f"{counted(entry['n_batches'], 'batch', 'batches')})")
         low, high = suggestion["range"]
         console.print(f"  [bold green]suggested gamma {suggestion['gamma']:.2f}[/bold green] (concentration view; "
                       f"range {low:.2f}-{high:.2f})")
@@ -122,6 +128,8 @@ def _print(profile: dict) -> None:
             console.print(f"  [yellow]clipped:[/yellow] {suggestion['clip_note']}")
         console.print(Padding(Text(f"why: {entry['why']}"), (0, 0, 0, 2)))  # wrapped at the width, indented
         console.print(Padding(Text(describe_margins(entry['margins'], suggestion['gamma_exact'])), (0, 0, 0, 2)))
+        if index == 0:
+            console.print(Padding(Text(MARGIN_VIEW_NOTE), (0, 0, 0, 2)))
         console.print(_grid_table(entry, section["hard_edge"]))
     console.print(f"Evidence: {section['paper_sweep_note']}. The paper swept gamma in steps of 0.25, so differences "
                   f"below that are within its plateau.")

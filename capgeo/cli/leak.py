@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
+from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     FiniteFloatRange,
     check_options_before_encoding,
@@ -21,9 +22,11 @@ from capgeo.cli.options import (
 from capgeo.defaults import LEAK_NORMALIZE, LEAK_NORMALIZE_RULES
 from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
 from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
+from capgeo.progress import counts_passes
 
 
-@click.command("leak", short_help="Evaluation captions with an exact or near twin among the training captions.")
+@click.command("leak", short_help="Evaluation captions with an exact or near twin among the training captions.",
+               epilog=epilog("leak"))
 @click.argument("train", type=click.Path(dir_okay=True, path_type=str))
 @click.argument("evals", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str),
                 metavar="EVAL [EVAL ...]")
@@ -43,6 +46,7 @@ from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, help="Write the training ids to drop (one per line) to FILE, atomically.")
 @json_option
+@counts_passes
 def leak(train, evals, threshold, top, normalize, block_size, output, json_out, **options):
     """Captions of the evaluation sets EVAL that have an exact or near-duplicate in the
     training set TRAIN (cosine >= --threshold under one encoder), per evaluation set: how many,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from capgeo.cli import terminal
+from capgeo.cli.examples import epilog
 from capgeo.cli.terminal import shown
-from capgeo.display import visible
+from capgeo.display import counted, visible
 from capgeo.cli.options import (
     SEED,
     FiniteFloatRange,
@@ -29,11 +30,13 @@ from capgeo.cli.pass_options import block_size_option, precision_option
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.defaults import PER_CAPTION_SUFFIXES as TABLE_SUFFIXES
 from capgeo.geometry.typed_profile import BatchStatistics, known, profile_section
+from capgeo.progress import counts_passes
 
 MODES = ("auto", "exact", "sampled")
 
 
-@click.command(short_help="The caption geometry of DATA in one terminal summary (and JSON).")
+@click.command(short_help="The caption geometry of DATA in one terminal summary (and JSON).",
+               epilog=epilog("profile"))
 @dataset_options
 @encoder_options
 @click.option("--max-tokens", type=click.IntRange(min=2), default=None,
@@ -77,6 +80,7 @@ MODES = ("auto", "exact", "sampled")
                    "Parquet, CSV or JSONL by suffix, atomically.")
 @json_option
 @ray_option
+@counts_passes
 def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets,
             relative_quantiles, top_k, block_size, precision, seed, near_duplicate_threshold, mode, sampled_above,
             sampled_pairs, companions, no_companions,
@@ -212,11 +216,14 @@ def print_profile(result: dict, console=None) -> None:
 
     exact = profile_section(result, "exact_duplicates")
     near = profile_section(result, "near_duplicates")
-    console.print(f"[bold]Exact duplicates:[/bold] {exact.n_sets:,} texts repeated, {exact.n_captions:,} captions; "
-                  f"{exact.n_pairs_cross_group:,} pairs across images, {exact.n_pairs_within_group:,} within one")
+    console.print(f"[bold]Exact duplicates:[/bold] {counted(exact.n_pairs_cross_group, 'pair')} of identical "
+                  f"captions across images, {exact.n_pairs_within_group:,} within one "
+                  f"({counted(exact.n_sets, 'text')} {'occurs' if exact.n_sets == 1 else 'occur'} more than once)")
     console.print(f"[bold]Near-duplicates (cosine >= {near.threshold:g}):[/bold] "
-                  f"{near.n_pairs_cross_group:,} pairs across images{_near_duplicate_precision(result, near)}"
-                  f"; {near.n_captions_hardest_above:,} captions have one")
+                  f"{counted(near.n_pairs_cross_group, 'pair')} across images"
+                  f"{_near_duplicate_precision(result, near)}; "
+                  f"{counted(near.n_captions_hardest_above, 'caption')} "
+                  f"{'has' if near.n_captions_hardest_above == 1 else 'have'} one")
     gamma = profile_section(result, "gamma")
     left_out = result.get("gamma_left_out")
     if left_out:
@@ -224,7 +231,7 @@ def print_profile(result: dict, console=None) -> None:
 
         left_out = escape(left_out)
     if gamma:
-        console.print(_gamma_line(gamma))
+        console.print(_gamma_line(gamma, result))
         if left_out:
             console.print(left_out)
     elif left_out:
@@ -250,7 +257,7 @@ def print_verdict(result: dict, console) -> None:
                       f"{shown(profile_section(result, 'encoder').name)}.")
         return
     warnings = sum(alert.level == "warning" for alert in alerts)
-    console.print(f"[bold]Verdict:[/bold] {warnings} warning(s), {len(alerts) - warnings} notice(s) "
+    console.print(f"[bold]Verdict:[/bold] {counted(warnings, 'warning')}, {counted(len(alerts) - warnings, 'notice')} "
                   f"for training on these captions")
     for alert in alerts:
         word, style = LEVEL_MARKS.get(alert.level, (alert.level.upper(), "bold"))
@@ -269,27 +276,24 @@ def _near_duplicate_precision(result: dict, near) -> str:
     return ""
 
 
-def _gamma_line(gamma: dict) -> str:
-    """The headline gamma (extra batch sizes after it), the margin-matched gamma, the encoder
-    caution and the paper's sweep (details: `capgeo gamma`)."""
+def _gamma_line(gamma: dict, result: dict) -> str:
+    """The headline gamma (extra batch sizes after it), where s came from, the paper's sweep and,
+    where it applies, the encoder caution, whose full words are the verdict's first WARNING. One
+    gamma: the margin view is `capgeo gamma`'s."""
     from rich.markup import escape
 
+    from capgeo.report.summary import encoder_geometry, headline_gamma_text
+
     entries = gamma["batches"]
-    headline = entries[0]["suggestion"]
-    low, high = headline["range"]
-    line = (f"[bold]Suggested gamma:[/bold] {headline['gamma']:.2f} (range {low:.2f}-{high:.2f}) at "
-            f"B={entries[0]['batch_size']}, s = {gamma['logit_scale']:g} ({gamma['logit_scale_source']})")
-    if headline.get("clip_note"):  # the same words `capgeo gamma` prints: a clipped gamma is a bound, not a match
-        line += f" [yellow](clipped: {escape(headline['clip_note'])})[/yellow]"
+    line = (f"[bold]Suggested gamma:[/bold] {escape(headline_gamma_text(gamma))}, s = {gamma['logit_scale']:g} "
+            f"({escape(gamma['logit_scale_source'])})")
     extra = [f"{entry['suggestion']['gamma']:.2f} at B={entry['batch_size']}" for entry in entries[1:]]
     if extra:
         line += f"; other batch sizes: {', '.join(extra)}"
-    matched = gamma.get("margin_matched_gamma")
-    if matched is not None:
-        line += f". Margin-matched gamma: {matched:.2f}"
-    line += f". Evidence: {gamma['paper_sweep_note']}. Why and the numbers behind it: `capgeo gamma`."
+    line += f". Evidence: {gamma['paper_sweep_note']}. Why, and the margin view: `capgeo gamma`."
     if gamma.get("encoder_caution"):
-        line += f"\n[bold yellow]Caution:[/bold yellow] {shown(gamma['encoder_caution'])}"
+        line += (f"\n[bold yellow]Caution:[/bold yellow] this gamma is for {shown(encoder_geometry(result))}, "
+                 f"not the tower training fine-tunes: see the first WARNING below.")
     return line
 
 

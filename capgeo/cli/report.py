@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     SEED,
     batch_size_options,
@@ -21,6 +22,7 @@ from capgeo.cli.options import (
     writable_default_output,
     writable_output,
 )
+from capgeo.progress import counts_passes
 
 
 def _default_output(source: str) -> str:
@@ -67,7 +69,8 @@ def _profile_options(command):
     return command
 
 
-@click.command(short_help="One self-contained HTML report of DATA's caption geometry (opens offline).")
+@click.command(short_help="One self-contained HTML report of DATA's caption geometry (opens offline).",
+               epilog=epilog("report"))
 @dataset_options
 @encoder_options
 @_profile_options
@@ -92,6 +95,7 @@ def _profile_options(command):
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
 @force_option
 @ray_option
+@counts_passes
 def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, leak, fill_missing, save_profile,
            output, **options):
     """Write one self-contained HTML report of DATA's caption geometry: summary, alerts,
@@ -125,6 +129,25 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
     _wrote(written.path, written.notes)
 
 
+def _print_side_by_side(profiles, labels, stderr: bool = False) -> None:
+    """The compare page's headline numbers as a short table on the terminal, one column per profile
+    (on stderr where the page itself goes to standard output)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from capgeo.cli import terminal
+    from capgeo.display import visible
+    from capgeo.report.summary import headline_rows
+
+    table = Table(title="Side by side (the page has the figures)", title_justify="left")
+    table.add_column("")
+    for label in labels:
+        table.add_column(terminal.shown(label), overflow="fold")
+    for label, values in headline_rows(profiles):   # plain text holding dataset names: never markup
+        table.add_row(Text(label), *(Text(visible(value)) for value in values))
+    terminal.console(stderr=stderr).print(table)
+
+
 @click.command(short_help="Several profiles or datasets side by side on one HTML page.")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=str))
 @_profile_options
@@ -149,6 +172,7 @@ def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **o
     SOURCES are profile JSON files and/or datasets (profiled with each --encoder, read with
     the dataset options --format, --text-column, ..., --limit, which apply to each dataset); for example `capgeo compare docci.json coco.json` or
     `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
+    from capgeo._atomic import is_standard_output
     from capgeo.report.build import write_compare
 
     defaulted = output is None
@@ -162,7 +186,9 @@ def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **o
             batch_sizes=batch_sizes,
             n_batches=n_batches, seed=seed, device=options["device"], cache_dir=options["cache_dir"],
             use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
-            before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches))
+            before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches),
+            on_profiles=lambda profiles, shown: _print_side_by_side(profiles, shown,
+                                                                    stderr=is_standard_output(output)))
     if defaulted:
         notes = [f"{DEFAULT_COMPARE_OUTPUT} is the default name; -o FILE writes elsewhere", *notes]
     _wrote(path, notes)

@@ -54,3 +54,22 @@ def unavailable_reason() -> str:
     if os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0"):
         return "HF_HUB_OFFLINE is set"
     return "the Hugging Face hub cannot be reached from this machine"
+
+
+#: where huggingface_hub keeps what it downloads, as the docs and messages name it
+HUB_CACHE = "$HF_HOME/hub, by default ~/.cache/huggingface/hub"
+
+
+def fetch_command(repo: str, files: tuple[str, ...] = ()) -> str:
+    """The one command that puts a hub repository's files in the Hugging Face cache ahead of time.
+    ``hf`` is huggingface_hub's command line since 1.0 (before it: ``huggingface-cli download``,
+    with the same arguments)."""
+    return " ".join(("hf download", repo, *files))
+
+
+def fetch_advice(spec: str, repo: str, files: tuple[str, ...], offline_spec: str) -> str:
+    """What to do when ``spec``'s files are neither cached nor downloadable, in one sentence: the
+    command that fetches them, where they land, and the spec that reads a copied file."""
+    return (f"fetch them where a network exists with `{fetch_command(repo, files)}` (into the Hugging Face "
+            f"cache, {HUB_CACHE}; --encoder {spec} then finds them offline, also in that folder copied "
+            f"here), or copy the file here and pass --encoder {offline_spec}; `capgeo docs encoders` says more")

@@ -28,15 +28,12 @@ from pathlib import Path
 from capgeo.encoders.base import EncoderInfo, missing_file_reason
 from capgeo.encoders.checkpoint import read_state_dict, state_dict_mismatch
 from capgeo.encoders.open_clip_import import import_open_clip
+from capgeo.encoders.registry import LONGCLIP_REPOS
 from capgeo.encoders.weight_memo import check_unchanged, record_of, version_of, weight_facts, weight_fingerprint
 from capgeo.errors import EncoderError
 
 LONGCLIP_CONTEXT = 248
 LONGCLIP_SHORT_ROWS = 20          # rows taken from `positional_embedding`; the rest from `_res`
-LONGCLIP_REPOS = {
-    "longclip-b": ("BeichenZhang/LongCLIP-B", "longclip-B.pt", "Long-CLIP-B"),
-    "longclip-l": ("BeichenZhang/LongCLIP-L", "longclip-L.pt", "Long-CLIP-L"),
-}
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,7 @@ def _resolve(spec: str) -> tuple[Path, str | None]:
             raise EncoderError(f"Long-CLIP checkpoint {path} {missing_file_reason(path)} (or use longclip-B / longclip-L)")
         return path, None
     repo, filename, name = known
-    from capgeo.encoders.hub import cache_only_when_unreachable, unavailable_reason
+    from capgeo.encoders.hub import cache_only_when_unreachable, fetch_advice, unavailable_reason
 
     online = True
     try:
@@ -125,9 +122,8 @@ def _resolve(spec: str) -> tuple[Path, str | None]:
     except Exception as error:  # offline, no network, not in the cache
         why = type(error).__name__ if online else f"{unavailable_reason()}: {type(error).__name__}"
         raise EncoderError(
-            f"Long-CLIP weights {repo}/{filename} are not in the Hugging Face cache and could not be "
-            f"downloaded ({why}); download {filename} where a network exists and pass "
-            f"its path: --encoder /path/to/{filename}") from error
+            f"Long-CLIP weights {filename} of {repo} are not in the Hugging Face cache and could not be "
+            f"downloaded ({why}): {fetch_advice(spec, repo, (filename,), f'/path/to/{filename}')}") from error
 
 
 def infer_text_architecture(state_dict: dict, source: str = "checkpoint") -> TextArchitecture:

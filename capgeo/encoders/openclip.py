@@ -403,8 +403,9 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
         spec = prefix + spec.split(":", 1)[1]          # open_clip expects the prefixes in lower case
     if spec.startswith("hf-hub:"):
         repo = spec[len("hf-hub:"):]
-        config_file = _download(lambda: _hf_file(repo, "open_clip_config.json"), f"config of {spec}", spec)
-        weights = _download(lambda: _hf_file(repo, None), f"weights of {spec}", spec)
+        hub = (repo, ("open_clip_config.json", "open_clip_model.safetensors"), "local-dir:/path/to/the-folder")
+        config_file = _download(lambda: _hf_file(repo, "open_clip_config.json"), f"config of {spec}", spec, hub=hub)
+        weights = _download(lambda: _hf_file(repo, None), f"weights of {spec}", spec, hub=hub)
         return _config_from_json(config_file), Path(weights), False, spec, spec
     if spec.startswith("local-dir:"):
         folder = Path(spec[len("local-dir:"):]).expanduser()
@@ -457,9 +458,15 @@ def _resolve(spec: str) -> tuple[dict, Path, bool, str, str]:
     quick_gelu = bool(pretrained_cfg.get("quick_gelu", False))
     source = pretrained_cfg.get("hf_hub") or pretrained_cfg.get("url") or ""
     local_name = model_name if not quick_gelu or model_name.endswith("-quickgelu") else f"{model_name}-quickgelu"
+    hub = None
+    if pretrained_cfg.get("hf_hub"):
+        # "org/repo/file", or "org/repo/" for open_clip's default weights name (its safetensors first)
+        org, name, *rest = pretrained_cfg["hf_hub"].split("/")
+        filename = "/".join(rest) or "open_clip_model.safetensors"
+        hub = (f"{org}/{name}", (filename,), f"{local_name}@/path/to/{filename}")
     weights = _download(lambda: open_clip.download_pretrained(pretrained_cfg),
                         f"weights of {spec} ({source.rstrip('/')})" if source else f"weights of {spec}", spec,
-                        model_name=local_name)
+                        model_name=local_name, hub=hub)
     return config, Path(weights), quick_gelu, model_name, model_name
 
 
@@ -514,9 +521,11 @@ def _hf_file(repo: str, filename: str | None) -> str:
     return download_pretrained_from_hf(repo, filename=filename)
 
 
-def _download(fetch, what: str, spec: str, model_name: str | None = None) -> str:
-    """Run a download; a failure (no network, HF_HUB_OFFLINE=1, not in the cache) becomes a one-line EncoderError."""
-    from capgeo.encoders.hub import cache_only_when_unreachable, unavailable_reason
+def _download(fetch, what: str, spec: str, model_name: str | None = None,
+              hub: tuple[str, tuple[str, ...], str] | None = None) -> str:
+    """Run a download; a failure (no network, HF_HUB_OFFLINE=1, not in the cache) becomes a one-line EncoderError.
+    ``hub``: (repository, files, the spec that reads a copied file) for the command that fetches them."""
+    from capgeo.encoders.hub import cache_only_when_unreachable, fetch_advice, unavailable_reason
 
     online = True
     try:
@@ -525,6 +534,9 @@ def _download(fetch, what: str, spec: str, model_name: str | None = None) -> str
     except Exception as error:  # huggingface_hub / urllib raise many kinds; all mean "not available here"
         offline = "" if online else f" ({unavailable_reason()})"
         example = f"{model_name or 'MODEL'}@/path/to/checkpoint.pt"
+        if hub is not None:
+            raise EncoderError(f"{what}: not in the local cache and could not be downloaded{offline}: "
+                               f"{type(error).__name__}; {fetch_advice(spec, *hub)}") from error
         raise EncoderError(
             f"{what}: not in the local cache and could not be downloaded{offline}: "
             f"{type(error).__name__}. Download them where a network exists, or pass a local file: "

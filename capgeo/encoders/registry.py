@@ -146,3 +146,52 @@ def _optional_loader(module_name: str, function_name: str, kind: str):
             raise EncoderError(f"{kind} encoders are not available in this build of capgeo") from error
         raise EncoderError(f"{kind} encoders need the Python package {error.name!r}, which is not installed") from error
     return getattr(module, function_name)
+
+
+#: Long-CLIP's published checkpoints (github.com/beichenzbc/Long-CLIP): spec -> (hub repository, file, name)
+LONGCLIP_REPOS = {
+    "longclip-b": ("BeichenZhang/LongCLIP-B", "longclip-B.pt", "Long-CLIP-B"),
+    "longclip-l": ("BeichenZhang/LongCLIP-L", "longclip-L.pt", "Long-CLIP-L"),
+}
+
+
+@dataclass(frozen=True)
+class Download:
+    """One row of `capgeo encoders`' downloads: what a spec fetches on first use."""
+
+    spec: str
+    repo: str
+    files: tuple[str, ...]
+    what: str
+    offline_spec: str
+
+    def to_dict(self) -> dict:
+        from capgeo.encoders.hub import HUB_CACHE, fetch_command
+
+        return {"spec": self.spec, "repository": self.repo, "files": list(self.files), "what": self.what,
+                "cache": HUB_CACHE, "fetch_command": fetch_command(self.repo, self.files),
+                "offline_spec": self.offline_spec}
+
+
+def _longclip_download(spec: str) -> Download:
+    repo, filename, name = LONGCLIP_REPOS[spec.lower()]
+    return Download(spec, repo, (filename,), f"{name}'s state dict (both towers; only the text tower is read)",
+                    f"/path/to/{filename}")
+
+
+DOWNLOADS = (
+    _longclip_download("longclip-L"),
+    _longclip_download("longclip-B"),
+    # open_clip's pretrained registry: hf_hub "timm/vit_large_patch14_clip_224.openai/", whose weights
+    # open_clip reads as open_clip_model.safetensors (open_clip_pytorch_model.bin where that is missing)
+    Download("ViT-L-14/openai", "timm/vit_large_patch14_clip_224.openai", ("open_clip_model.safetensors",),
+             "OpenAI's ViT-L/14 weights as open_clip's pretrained registry names them (both towers)",
+             "ViT-L-14-quickgelu@/path/to/open_clip_model.safetensors"),
+    Download("hf-hub:ORG/REPO", "ORG/REPO", ("open_clip_config.json", "open_clip_model.safetensors"),
+             "an open_clip model's config and weights (open_clip_pytorch_model.bin where the repository has "
+             "no safetensors)", "local-dir:/path/to/folder-with-both-files"),
+)
+
+
+def list_downloads() -> list[Download]:
+    return list(DOWNLOADS)

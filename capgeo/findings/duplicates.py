@@ -15,6 +15,7 @@ other and never reported.
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.geometry.row_norms import row_norms
 from capgeo.preflight import check_pair_threshold
-from capgeo.progress import progress_bar
+from capgeo.progress import labelled, progress_bar
 
 SCHEMA = "capgeo.dupes/1"
 
@@ -212,8 +213,10 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
     blocks = np.unique(rows // grid.block_size).tolist()
     tiles = {(min(block, other), max(block, other)) for block in blocks for other in range(grid.blocks)}
     try:
-        partial = tile_partial(matrix, groups, grid, tiles, top_k=per_row or 0, histograms=False,
-                               threshold=None if per_row else cutoff, max_pairs=None if per_row else max_links)
+        # its tiles are a part of the whole pass's: named, or its bar reads as that one running backwards
+        with labelled(f"re-searching {len(rows):,} crowded captions"):
+            partial = tile_partial(matrix, groups, grid, tiles, top_k=per_row or 0, histograms=False,
+                                   threshold=None if per_row else cutoff, max_pairs=None if per_row else max_links)
     except TooManyPairs as error:
         raise CapgeoError(f"{error}; raise --threshold or set a --top limit") from None
     if per_row:
@@ -466,8 +469,9 @@ def _without_exact_copies(mine, texts, limit: int | None) -> tuple[list[Pair], i
     Exact copies sit at the top of the list, so the list is mined deeper until
     ``limit`` others are found or no pairs are left."""
     ask = limit
-    while True:
-        mined = mine(ask)
+    for round_ in itertools.count(1):
+        with labelled(f"exact copies left out, round {round_}"):
+            mined = mine(ask)
         kept = [pair for pair in mined if not is_exact_duplicate(texts[pair.index_a], texts[pair.index_b])]
         if limit is None or len(kept) >= limit or len(mined) < ask:
             passed_over = len(mined) - len(kept) if limit is None else _copies_before(mined, kept, limit)
@@ -507,7 +511,8 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
     elif vectors is not None:
         # one scan serves the pairs, the examples and the components
         needed = max(top_k, (limit or 0) if pairs else 0, neighbours if examples else 0)
-        _, scan = _resolve(captions, vectors, needed, block_size, device=device)
+        with labelled("pairs"):
+            _, scan = _resolve(captions, vectors, needed, block_size, device=device)
     notes: list[str] = []
 
     def collecting_warnings(function, *args, **kwargs):
@@ -536,19 +541,23 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
         if skip_exact:
             mined, section["n_exact_skipped"] = _without_exact_copies(mine, captions.texts, limit)
         else:
-            mined = mine(limit)
+            with labelled("most similar pairs"):
+                mined = mine(limit)
         section["pairs"] = pair_rows(captions, mined)
         section["skip_exact"] = skip_exact
-        section["near_duplicates"] = collecting_warnings(near_duplicate_totals, captions, source,
-                                                         near_duplicate_threshold, max_pairs=max_pairs, **shared)
+        with labelled("near-duplicate totals"):
+            section["near_duplicates"] = collecting_warnings(near_duplicate_totals, captions, source,
+                                                             near_duplicate_threshold, max_pairs=max_pairs, **shared)
     if examples:
-        chosen = examples_at_quantiles(captions, source, quantiles, n_per_quantile=n_per_quantile,
-                                       neighbours=neighbours, **shared)
+        with labelled("examples"):
+            chosen = examples_at_quantiles(captions, source, quantiles, n_per_quantile=n_per_quantile,
+                                           neighbours=neighbours, **shared)
         section["quantiles"] = [float(q) for q in quantiles]
         section["examples"] = _grouped_examples(captions, chosen)
     if components_threshold is not None:
-        found = collecting_warnings(near_duplicate_components, captions, source, components_threshold,
-                                    max_pairs=max_pairs, **shared)
+        with labelled("near-duplicate sets"):
+            found = collecting_warnings(near_duplicate_components, captions, source, components_threshold,
+                                        max_pairs=max_pairs, **shared)
         section["components"] = component_rows(captions, found, components_threshold)
         # a pair, or a set whose every two members are at or above the threshold, does not chain
         if any(component.size > 2 and (component.min_member_cosine is None

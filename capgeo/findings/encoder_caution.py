@@ -8,7 +8,9 @@ and the report's alert list all show its line.
 
 from __future__ import annotations
 
-HOW_TO_GET_THE_REAL_ONE = ("for the real one use --encoder longclip-L, --encoder MODEL@your-checkpoint.pt, "
+HOW_TO_GET_THE_REAL_ONE = ("for the real one use --encoder longclip-L (fetched ahead of time with "
+                           "`hf download BeichenZhang/LongCLIP-L longclip-L.pt`; `capgeo encoders` lists the "
+                           "others and how to use them offline), --encoder MODEL@your-checkpoint.pt, "
                            "or vectors from the tower you will fine-tune")
 
 

@@ -284,6 +284,14 @@ def margin_view(rows: np.ndarray, mean_cosine: float, suggested_gamma: float,
     }
 
 
+#: why the margin view's gamma can be far from the headline, in one sentence (`capgeo gamma` and the
+#: report's gamma section print it beside the margin view)
+MARGIN_VIEW_NOTE = ("The margin view is a second reading, not a second suggestion: it follows the encoder's "
+                    "cosine level, which differs between encoders for the same captions, while the headline "
+                    "(concentration view) depends only on how cosines differ within a batch row, so the "
+                    "headline is the gamma to start from.")
+
+
 def describe_margins(margins: dict, gamma: float) -> str:
     """The margin view in one line: gamma * G at the median, p90 and hardest in-batch negative,
     the paper default's on its DOCCI geometry, and the margin-matched gamma."""

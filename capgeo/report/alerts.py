@@ -19,7 +19,8 @@ Rules and why
   in a batch. Warning when the recurrences of a text in another image (n_redundant_cross_group)
   reach EXACT_DUPLICATE_WARNING (1%) of the caption count, or when there are
   >= EXACT_DUPLICATE_MIN_PAIRS (10) cross-group pairs; otherwise a notice for any
-  cross-group pair.
+  cross-group pair. The message gives one number, the pairs across images: the count
+  `capgeo dupes` heads its list with and the one a batch meets.
 - ``near_twin_batches``: per batch size, the share of batches with at least one
   in-batch pair at cosine >= the near-duplicate threshold. >= NEAR_TWIN_WARNING (0.5)
   -> warning ("batches almost always contain a near-twin" when >= 0.9).
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from capgeo.display import counted
 from capgeo.findings.encoder_caution import encoder_caution
 from capgeo.geometry.typed_profile import (Dataset, Distribution, ExactDuplicates, Lengths, NearDuplicates, Profile,
                                            known, plain, profile_section)
@@ -113,15 +115,16 @@ def exact_duplicate_alert(profile: Profile | dict) -> Alert | None:
     n = (profile_section(profile, "dataset") or Dataset()).n_captions or 0
     # repeats inside one image are positives and harmless: count only texts shared across images.
     # n_redundant_cross_group sums, over the repeated texts, the images beyond the first that hold
-    # one: neither a count of captions nor of images (one image sharing five texts counts five)
+    # one: neither a count of captions nor of images (one image sharing five texts counts five), so
+    # it decides the level and the message names one number only, the pairs
     redundant = duplicates.n_redundant_cross_group or 0
     share = redundant / n if n else 0.0
-    detail = (f"{cross:,} pairs of identical captions describe different images (a caption's text recurs "
-              f"in another image {redundant:,} times, {_pct(share)} of the caption count). "
-              f"In a batch such a pair is a false negative: the loss pushes apart two identical texts.")
+    detail = (f"{counted(cross, 'pair')} of identical captions {'describes' if cross == 1 else 'describe'} "
+              f"different images. In a batch such a pair is a false negative: the loss pushes apart two "
+              f"identical texts.")
     if share >= EXACT_DUPLICATE_WARNING or cross >= EXACT_DUPLICATE_MIN_PAIRS:
         return Alert("exact_duplicates", WARNING, "Many exact duplicate captions across images",
-                     detail + " Deduplicate or group them before training.")
+                     detail + " Deduplicate or group them before training (`capgeo dupes` lists them).")
     return Alert("exact_duplicates", NOTICE, "A few exact duplicate captions across images", detail)
 
 
@@ -173,8 +176,9 @@ def near_duplicate_caption_alert(profile: Profile | dict) -> Alert | None:
     share = known(near.share_captions_hardest_above)
     if share is None or share < NEAR_DUPLICATE_CAPTIONS_WARNING:
         return None
+    n_captions = known(near.n_captions_hardest_above, 0)
     return Alert("near_duplicate_captions", WARNING, "Many captions have a near-duplicate of another image",
-                 f"{known(near.n_captions_hardest_above, 0):,} captions ({_pct(share)}) have a caption of another "
+                 f"{counted(n_captions, 'caption')} ({_pct(share)}) {'has' if n_captions == 1 else 'have'} a caption of another "
                  f"image at cosine >= {known(near.threshold)}; `capgeo dupes` lists the pairs.")
 
 
@@ -196,7 +200,8 @@ def skipped_alert(profile: Profile | dict) -> Alert | None:
     if not total:
         return None
     reasons = "; ".join(f"{item.get('reason')} ({item.get('count')})" for item in skipped[:3])
-    return Alert("skipped", NOTICE, f"{total:,} rows were left out while loading", reasons)
+    return Alert("skipped", NOTICE, f"{counted(total, 'row')} {'was' if total == 1 else 'were'} left out while loading",
+                 reasons)
 
 
 def alerts_for(profile: Profile | dict) -> list[Alert]:

@@ -428,9 +428,11 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                   batch_sizes: Sequence[int] | None = None, n_batches: int = 200, seed: int = 0,
                   device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
                   command: str | None = None, on_skipped: Callable | None = None,
-                  before_encoding: Callable | None = None) -> tuple[Path, list[str]]:
+                  before_encoding: Callable | None = None,
+                  on_profiles: Callable | None = None) -> tuple[Path, list[str]]:
     """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
-    the embedded one) on one HTML page. Returns the page's path and notes for the user.
+    the embedded one) on one HTML page. Returns the page's path and notes for the user;
+    ``on_profiles(profiles, labels)`` is given what the page shows, as the page names it, once it is written.
 
     ``load_options`` (load_captions' keyword arguments; ``limit`` is one of them) apply to each dataset."""
     check_output_paths({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
@@ -485,8 +487,10 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
         named.setdefault((source, note), []).append(shown_labels[index])
     changed = [f"{', '.join(names)}: {note}" for (_, note), names in named.items()]
     with _drawing_saved_profiles(saved_profiles):
-        return build_compare(profiles, output, labels=labels or None, command=command, notes=changed), \
-            [*notes, *changed]
+        page = build_compare(profiles, output, labels=labels or None, command=command, notes=changed)
+    if on_profiles is not None:  # once the page is written: a failed write is the one line said
+        on_profiles(profiles, shown_labels)
+    return page, [*notes, *changed]
 
 
 def _checked_encoders(specs, datasets, *, device: str | None, cache_dir: str | None) -> list:

@@ -8,7 +8,9 @@ escapes them. A missing section gives "not computed" rather than an error.
 from __future__ import annotations
 
 from pathlib import PurePath
+from typing import Sequence
 
+from capgeo.display import counted
 from capgeo.geometry.typed_profile import ABSENT, Dataset, Encoder, Profile, as_profile, known, profile_section
 
 MISSING = "not computed"
@@ -28,6 +30,10 @@ def _general(value) -> str:
 
 def _count(value) -> str:
     return MISSING if value is None else f"{int(value):,}"
+
+
+def _counted(value, noun: str) -> str:
+    return MISSING if value is None else counted(int(value), noun)
 
 
 def dataset_label(profile: Profile | dict) -> str:
@@ -106,31 +112,85 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
     # one label whatever the threshold, so compare lines profiles up in one row (the threshold in
     # the label would give a "not computed" row beside the computed one)
     rows.append(("Near-duplicate pairs",
-                 f"{_count(known(near.n_pairs_cross_group))} pairs at cosine >= {shown(near.threshold)}; "
-                 f"{_count(known(near.n_captions_hardest_above))} captions have one" if near else MISSING))
-    rows.append(("Exact duplicates",
-                 f"{_count(known(exact.n_sets))} sets, {_count(known(exact.n_pairs_cross_group))} pairs across images"
+                 f"{_counted(known(near.n_pairs_cross_group), 'pair')} at cosine >= {shown(near.threshold)}; "
+                 f"{_counted(known(near.n_captions_hardest_above), 'caption')} "
+                 f"{'has' if known(near.n_captions_hardest_above) == 1 else 'have'} one" if near else MISSING))
+    # one number, the pairs of identical captions of different images, as the alert gives it
+    rows.append(("Exact duplicates", f"{_counted(known(exact.n_pairs_cross_group), 'pair')} across images"
                  if exact else MISSING))
-    value, low_high = gamma_suggestion(profile.gamma)
+    value, _ = gamma_suggestion(profile.gamma)
     gamma = known(profile.gamma) or {}
-    headline_batch = gamma.get("headline_batch_size")
-    rows.append(("Suggested gamma", MISSING if value is None else
-                 f"{value:.2f}" + (f" (range {low_high[0]:.2f}-{low_high[1]:.2f})" if low_high else "")
-                 + (f" at B={headline_batch}" if headline_batch else "")))
+    headline = headline_gamma_text(gamma)
+    if headline and gamma.get("encoder_caution"):
+        headline += f" (for {encoder_geometry(profile)}, not the tower training fine-tunes)"
+    rows.append(("Suggested gamma", headline or MISSING))
     if value is not None and gamma.get("logit_scale") is not None:
         # gamma and s act only through s * gamma: the same captions suggest 0.19 at s = 100 and 0.96 at s = 20
         rows.append(("Logit scale s behind the gamma",
                      f"{gamma['logit_scale']:g}" + (f" ({shown(gamma['logit_scale_source'])})"
                                                     if gamma.get("logit_scale_source") else "")))
-    matched = gamma.get("margin_matched_gamma")
-    if matched is not None:
-        rows.append(("Margin-matched gamma", f"{matched:.2f}"))
-    elif value is not None:  # computed, and undefined: not "not computed"
-        rows.append(("Margin-matched gamma", "none (mean negative cosine is not positive)"))
+    # the margin view (margin-matched gamma) is in the gamma section, beside what it means: one
+    # gamma here, as on the terminal
     return rows
+
+
+def headline_gamma_text(gamma: dict) -> str | None:
+    """The headline gamma as every first screen gives it: "0.13 (range 0.06-0.19) at B=128", with
+    which end of the range the clip interval cuts, or why the gamma itself is at its end. None
+    without a suggestion."""
+    value, low_high = gamma_suggestion(gamma)
+    if value is None:
+        return None
+    entries = gamma.get("batches") or [{}]
+    suggestion = entries[0].get("suggestion") or {}
+    batch_size = gamma.get("headline_batch_size") or entries[0].get("batch_size")
+    text = f"{value:.2f}"
+    if low_high:
+        ends = suggestion.get("range_clipped") or (False, False)
+        clipped = ("" if suggestion.get("clipped") or not any(ends) else
+                   "; both ends clipped" if all(ends) else "; lower end clipped" if ends[0] else "; upper end clipped")
+        text += f" (range {low_high[0]:.2f}-{low_high[1]:.2f}{clipped})"
+    if batch_size:
+        text += f" at B={batch_size}"
+    if suggestion.get("clipped") and suggestion.get("clip_note"):
+        text += f", clipped: {suggestion['clip_note']}"
+    return text
+
+
+def encoder_geometry(profile: Profile | dict) -> str:
+    """Whose geometry a cautioned gamma is for, in a few words."""
+    encoder = profile_section(profile, "encoder") or Encoder()
+    if known(encoder.kind) == "sentence-transformers":
+        return f"{shown(encoder.name)}'s geometry"
+    return "the geometry of vectors of unknown origin"
 
 
 def shown(value) -> str:
     """A field as text, "?" when the profile does not have it."""
     return "?" if value is ABSENT else str(value)
 
+
+#: the rows `capgeo compare` prints on the terminal, by the start of their labels (a batch size's row
+#: names its B): the headline numbers, one line each
+HEADLINE_ROWS = ("Captions / groups (images)", "Mean pairwise cosine (different images)",
+                 "Mean hardest-companion cosine", "In-batch negatives", "Near-duplicate pairs", "Suggested gamma")
+
+
+def headline_rows(profiles: Sequence[Profile | dict]) -> list[tuple[str, list[str]]]:
+    """(label, one value per profile) for :data:`HEADLINE_ROWS`: each profile's first row of each
+    kind (its headline batch size); where profiles name that row differently (B=128 beside B=60),
+    the row takes the kind's name and each value starts with what its label adds ("B=60: ...")."""
+    per_profile = [summary_rows(profile) for profile in profiles]
+    table = []
+    for wanted in HEADLINE_ROWS:
+        found = [next(((label, value) for label, value in rows if label.startswith(wanted)), None)
+                 for rows in per_profile]
+        labels = {item[0] for item in found if item is not None}
+        if not labels:
+            continue
+        if len(labels) == 1:
+            table.append((labels.pop(), [item[1] if item else MISSING for item in found]))
+            continue
+        table.append((wanted, [MISSING if item is None else
+                               f"{item[0][len(wanted):].strip(' ,')}: {item[1]}" for item in found]))
+    return table
