@@ -201,3 +201,20 @@ def test_values_on_an_edge_count_in_the_bucket_above():
     assert result["near_duplicate"]["share_batches"] == 1.0  # 6 captions over 3 directions always collide
     assert result["hardest_in_batch"]["mean"] == pytest.approx(reference["hardest"].mean())
     assert set(np.unique(reference["hardest"])) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("width, batch_size", [(384, 16), (384, 128), (768, 256)])
+def test_batch_products_are_torch_bmm_bit_for_bit(width, batch_size):
+    """The in-batch cosines are numpy's float32 products, the very bits torch.bmm gives (so a profile
+    is the same with or without torch loaded), and the statistics are read from them."""
+    torch = pytest.importorskip("torch")
+    vectors = clip_like_vectors(300, 2, width, seed=3)
+    batches = sample_batches(np.repeat(np.arange(300), 2), batch_size, 6, seed=5)
+    members = vectors[batches]
+    expected = torch.bmm(torch.from_numpy(members), torch.from_numpy(members).transpose(1, 2)).numpy()
+    assert np.array_equal(np.matmul(members, members.transpose(0, 2, 1)), expected)
+    result = inbatch_statistics(vectors, np.repeat(np.arange(300), 2), batch_size, n_batches=6, seed=5)
+    diagonal = np.arange(batch_size)
+    expected[:, diagonal, diagonal] = -np.inf
+    assert result["hardest_in_batch"]["max"] == float(expected.max())
+    assert result["hardest_in_batch"]["mean"] == float(expected.max(axis=2).astype(np.float64).mean())

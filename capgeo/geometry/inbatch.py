@@ -134,8 +134,6 @@ def inbatch_statistics(
     pairwise quantiles. Raises CapgeoError when B exceeds the number of groups.
     Deterministic for a seed. See docs/profile-schema.md, section ``batches``.
     """
-    import torch
-
     edges = check_edges(edges)
     if n_batches < 1:
         raise CapgeoError(f"number of batches must be at least 1, got {n_batches}")
@@ -163,10 +161,10 @@ def inbatch_statistics(
     chunk = max(1, min(_CHUNK_ENTRIES // (B * B), _CHUNK_ENTRIES // (B * vectors.shape[1])))
     for start in range(0, n_batches, chunk):
         stop = min(start + chunk, n_batches)
-        members = torch.from_numpy(vectors[batches[start:stop]])     # (c, B, d)
-        # torch's batched matmul runs the c products in BLAS; numpy's stacked
-        # matmul on a transposed view is several times slower
-        similarity = torch.bmm(members, members.transpose(1, 2)).numpy()  # (c, B, B)
+        members = vectors[batches[start:stop]]                      # (c, B, d)
+        # numpy's stacked float32 product, one sgemm a batch: bit for bit what torch.bmm computes
+        # (tests/test_inbatch.py), without importing torch for it
+        similarity = np.matmul(members, members.transpose(0, 2, 1))  # (c, B, B)
         if example is None:
             example = _example_matrix(similarity[0], batches[0], caption_ids, group_ids)
         # each unordered pair once (the float32 product need not be exactly symmetric);
