@@ -218,3 +218,22 @@ def test_batch_products_are_torch_bmm_bit_for_bit(width, batch_size):
     expected[:, diagonal, diagonal] = -np.inf
     assert result["hardest_in_batch"]["max"] == float(expected.max())
     assert result["hardest_in_batch"]["mean"] == float(expected.max(axis=2).astype(np.float64).mean())
+
+
+def test_one_blas_thread_gives_the_products_of_several():
+    """The in-batch products run on one BLAS thread (capgeo.blas): the same bits as BLAS's own threading,
+    in float32 (the in-batch section) and float64 (the gamma rows)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from capgeo.blas import one_blas_thread
+
+    vectors = clip_like_vectors(400, 2, 384, seed=4)
+    members = vectors[sample_batches(np.repeat(np.arange(400), 2), 256, 4, seed=1)]
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        several = np.matmul(members, members.transpose(0, 2, 1))
+        several64 = members[0].astype(np.float64) @ members[0].astype(np.float64).T
+    with one_blas_thread():
+        assert all(entry["num_threads"] == 1 for entry in threadpoolctl.threadpool_info()
+                   if entry["user_api"] == "blas")
+        one = np.matmul(members, members.transpose(0, 2, 1))
+        one64 = members[0].astype(np.float64) @ members[0].astype(np.float64).T
+    assert np.array_equal(one, several) and np.array_equal(one64, several64)

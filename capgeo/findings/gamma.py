@@ -23,6 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from capgeo.blas import one_blas_thread
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
@@ -284,13 +285,15 @@ def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values:
     rows_per_batch = int(min(batch_size, max(1, max_values // (n_batches * (batch_size - 1)))))
     off_diagonal = ~np.eye(batch_size, dtype=bool)[:rows_per_batch]
     out = np.empty((n_batches * rows_per_batch, batch_size - 1), dtype=np.float32)
-    for b, batch in enumerate(batches):
-        # in float64, rounded to float32 on the way out: a float32 product's last bits depend on
-        # how many threads BLAS splits it over, and the softmax statistics made that visible (the
-        # JSON changed with OMP_NUM_THREADS); float64's differences are far below float32's rounding
-        batch_vectors = vectors[batch].astype(np.float64)
-        cosine = batch_vectors[:rows_per_batch] @ batch_vectors.T
-        out[b * rows_per_batch:(b + 1) * rows_per_batch] = cosine[off_diagonal].reshape(rows_per_batch, batch_size - 1)
+    with one_blas_thread():
+        for b, batch in enumerate(batches):
+            # in float64, rounded to float32 on the way out: a float32 product's last bits depend on
+            # how many threads BLAS splits it over, and the softmax statistics made that visible (the
+            # JSON changed with OMP_NUM_THREADS); float64's differences are far below float32's rounding
+            batch_vectors = vectors[batch].astype(np.float64)
+            cosine = batch_vectors[:rows_per_batch] @ batch_vectors.T
+            out[b * rows_per_batch:(b + 1) * rows_per_batch] = cosine[off_diagonal].reshape(rows_per_batch,
+                                                                                           batch_size - 1)
     return out
 
 
