@@ -66,7 +66,8 @@ def run(command: list[str]) -> tuple[float, float, str, str]:
     """(wall seconds, CPU seconds, stdout, stderr) of one child process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cpu, wall = child_cpu(), time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    # from the checkout: `python -m` puts the working folder first on the path, ahead of PYTHONPATH
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT)
     wall, cpu = time.perf_counter() - wall, child_cpu() - cpu
     if done.returncode != 0:
         sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")

@@ -274,7 +274,7 @@ def emit(result: dict, json_out: str | None, show) -> None:
 def print_json(payload: dict, destination: str) -> None:
     """Write JSON to stdout ('-') or atomically to a file."""
     from capgeo._atomic import is_standard_output
-    from capgeo._json import dumps
+    from capgeo._json_write import dumps
 
     text = dumps(payload)   # json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False), faster
     if is_standard_output(destination):  # "-", /dev/stdout, /dev/fd/1

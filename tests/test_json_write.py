@@ -1,4 +1,4 @@
-"""capgeo._json.dumps against json.dumps(indent=2, ensure_ascii=False, allow_nan=False): the same bytes,
+"""capgeo._json_write.dumps against json.dumps(indent=2, ensure_ascii=False, allow_nan=False): the same bytes,
 and the same errors."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from enum import IntEnum
 import numpy as np
 import pytest
 
-from capgeo._json import dumps
+from capgeo._json_write import dumps
 
 
 def reference(value, indent: int = 2) -> str:
