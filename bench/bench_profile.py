@@ -139,8 +139,9 @@ def main() -> None:
                      **{f"{name}_wall_s": wall for name, (wall, cpu) in timings.items()},
                      **{f"{name}_cpu_s": cpu for name, (wall, cpu) in timings.items()}}
             results["sizes"].append(entry)
-            print(f"N = {n:,}, width {width}: baseline {baseline:.2f} s wall, {baseline_cpu:.2f} s CPU (faiss top-{TOP_K} "
-                  f"{best['search_s']:.2f} s + histogram of {best['pairs']:,} pairs {best['histogram_s']:.2f} s)")
+            print(f"N = {n:,}, width {width}: baseline {baseline:.2f} s wall, {baseline_cpu:.2f} s CPU "
+                  f"(faiss top-{TOP_K} {best['search_s']:.2f} s + histogram of {best['pairs']:,} pairs "
+                  f"{best['histogram_s']:.2f} s)")
             for name, (wall, cpu) in timings.items():
                 print(f"  {name:<9} {wall:6.2f} s wall ({wall / baseline:4.1f}x), {cpu:6.2f} s CPU "
                       f"({cpu / baseline_cpu:4.1f}x)")

@@ -151,7 +151,7 @@ def _profile_imports(arguments: list[str], cache: Path) -> dict[str, list[str]]:
 
     env = {**os.environ, "CAPGEO_CACHE": str(cache), "PYTHONPATH": str(PACKAGE.parent)}
     done = subprocess.run([sys.executable, "-c", _WATCH_IMPORTS, "profile", *arguments], capture_output=True,
-                          text=True, timeout=600, env=env)
+                          text=True, timeout=600, env=env, cwd=PACKAGE.parent)  # -c puts the folder first
     assert done.returncode == 0, done.stderr
     return json.loads(done.stderr.rsplit("IMPORTS ", 1)[1])
 
