@@ -20,7 +20,7 @@ def logsumexp(values, axis=-1, keepdims: bool = False) -> np.ndarray:
     """log(sum(exp(values))) along ``axis``, computed as scipy.special.logsumexp computes it, to the
     bit (tests/test_hnclip_loss.py): the terms equal to the maximum m (c of them) leave the sum, and
     the result is log1p(sum(exp(x - m)) / c) + log(c) + m. Importing scipy.special takes most of a
-    second, several times the work of a profile's gamma grid."""
+    second, about as long as a profile's whole gamma grid takes to compute."""
     values = np.asarray(values)
     if values.dtype.kind != "f":
         values = values.astype(np.float64)
