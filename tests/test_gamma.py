@@ -424,3 +424,54 @@ def test_gamma_section_does_not_depend_on_the_blas_thread_count(tmp_path):
         outputs.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                                       check=True, timeout=300).stdout)
     assert json.loads(outputs[0]) == json.loads(outputs[1])
+
+
+# ---------------------------------------------------------------- scipy's numbers without scipy
+
+def test_root_search_takes_scipy_brentqs_steps_to_the_bit():
+    optimize = pytest.importorskip("scipy.optimize")
+    rng = np.random.default_rng(7)
+    functions = [lambda x: math.cos(x) - x, lambda x: x ** 3 - 2 * x - 5, lambda x: math.exp(-x) - 0.3,
+                 lambda x: math.atan(x - 1.7) * 1e-3, lambda x: (x - 0.4) ** 5]
+    for function in functions:
+        for _ in range(20):
+            low, high = -rng.random() * 3, 1 + rng.random() * 4
+            if function(low) * function(high) >= 0:
+                continue
+            for xtol, rtol in ((1e-6, 1e-8), (2e-12, 4 * np.finfo(float).eps)):
+                try:
+                    expected = optimize.brentq(function, low, high, xtol=xtol, rtol=rtol)
+                except RuntimeError:  # no convergence in 100 steps: not in 100 steps here either
+                    with pytest.raises(CapgeoError, match="did not converge"):
+                        gamma_module.brent_root(function, low, high, function(low), function(high),
+                                                xtol=xtol, rtol=rtol)
+                    continue
+                assert gamma_module.brent_root(function, low, high, function(low), function(high),
+                                               xtol=xtol, rtol=rtol) == expected
+
+
+def test_the_rule_solves_to_the_root_scipy_finds():
+    """On real in-batch rows: the scaled gamma is scipy's brentq root of the same share curve."""
+    optimize = pytest.importorskip("scipy.optimize")
+    vectors = common_direction_vectors(600, 40, rho_sd=0.05, seed=2)
+    rows = in_batch_negative_rows(vectors, sample_batches(np.arange(600), 64, 20, seed=1))
+    target = reference_share(0.5)
+    expected = optimize.brentq(lambda g: mean_effective_share(rows, g) - target, 5.0, 200.0, xtol=1e-6, rtol=1e-8)
+    assert gamma_module.solve_scaled_gamma(rows, target, 5.0, 200.0) == (expected, None)
+
+
+def test_stored_reference_constants_are_what_scipy_computes():
+    special = pytest.importorskip("scipy.special")
+    stats = pytest.importorskip("scipy.stats")
+    for (kind, argument), stored in gamma_module._REFERENCE_CONSTANTS.items():
+        if kind == "expected_max":
+            gamma_module.expected_max_standard_normal.cache_clear()
+            x = np.linspace(-10.0, 12.0, 220_001)
+            density = argument * np.exp(-0.5 * x * x - 0.5 * math.log(2 * math.pi)
+                                        + (argument - 1) * special.log_ndtr(x))
+            assert stored == float(np.trapezoid(x * density, x))
+        else:
+            assert stored == float(stats.norm.ppf(argument))
+    assert gamma_module.REFERENCE.n_captions - 1 == 5099 and gamma_module.REFERENCE.share_at_least_0_8 == 0.9
+    # a reference of another size computes its own
+    assert gamma_module.expected_max_standard_normal(100) == pytest.approx(2.5076, abs=1e-4)

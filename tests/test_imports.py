@@ -98,3 +98,103 @@ def test_help_imports_no_numerical_library():
                                 capture_output=True, text=True, timeout=120)
         assert loaded.returncode == 0, loaded.stderr
         assert loaded.stdout.strip() == "", f"capgeo {command} --help imported {loaded.stdout.strip()}"
+
+
+#: the modules that may import torch in a profile on CPU: the pairwise pass's own
+PASS_MODULES = ("capgeo.geometry.pairwise", "capgeo.geometry.cross", "capgeo.geometry.precision")
+
+#: run in a fresh interpreter: records which capgeo module each import of a heavy library comes from (an
+#: import statement calls builtins.__import__ even when the module is loaded, so every importer is seen).
+#: An import made while a pass module runs (itself or a helper it calls) is the pass's; any other counts
+#: against the innermost capgeo code on the stack (a third-party module's import against its caller)
+_WATCH_IMPORTS = r"""
+import builtins, json, sys
+HEAVY = ("torch", "open_clip", "transformers", "sentence_transformers", "scipy")
+PASS = %r
+importers = {}
+original = builtins.__import__
+
+def capgeo_caller():
+    innermost = None
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__") or ""
+        if name in PASS:
+            return name
+        if innermost is None and (name == "capgeo" or name.startswith("capgeo.")):
+            innermost = name
+        frame = frame.f_back
+    return innermost or "(outside capgeo)"
+
+def watching(name, globals=None, locals=None, fromlist=(), level=0):
+    if level == 0 and name.split(".")[0] in HEAVY:
+        importers.setdefault(name.split(".")[0], set()).add(capgeo_caller())
+    return original(name, globals, locals, fromlist, level)
+
+builtins.__import__ = watching
+from capgeo.__main__ import run
+sys.argv = ["capgeo", *sys.argv[1:]]
+try:
+    run()
+except SystemExit as ended:
+    assert not ended.code, ended.code
+loaded = {name: sorted(importers.get(name, ())) for name in HEAVY if name in sys.modules}
+sys.stderr.write("IMPORTS " + json.dumps(loaded) + "\n")
+""" % (PASS_MODULES,)
+
+
+def _profile_imports(arguments: list[str], cache: Path) -> dict[str, list[str]]:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CAPGEO_CACHE": str(cache), "PYTHONPATH": str(PACKAGE.parent)}
+    done = subprocess.run([sys.executable, "-c", _WATCH_IMPORTS, "profile", *arguments], capture_output=True,
+                          text=True, timeout=600, env=env, cwd=PACKAGE.parent)  # -c puts the folder first
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stderr.rsplit("IMPORTS ", 1)[1])
+
+
+def _check_cpu_profile_imports(loaded: dict[str, list[str]]) -> None:
+    for name in ("open_clip", "transformers", "sentence_transformers"):
+        assert name not in loaded, f"{name} imported by {loaded[name]}"
+    # scipy's import takes most of a second; the exact pass and the gamma section need none of it
+    assert "scipy" not in loaded, f"scipy imported by {loaded['scipy']}"
+    outside = [module for module in loaded.get("torch", []) if module not in PASS_MODULES]
+    assert outside == [], f"torch imported outside the pairwise pass, by {outside}"
+
+
+def test_a_vectors_profile_imports_no_model_library_and_torch_only_for_the_pass(tmp_path):
+    """`capgeo profile --encoder vectors:FILE`, gamma and JSON included, on CPU."""
+    import numpy as np
+
+    rows = np.random.default_rng(0).standard_normal((120, 16)).astype(np.float32)
+    np.save(tmp_path / "vectors.npy", rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    (tmp_path / "captions.txt").write_text("".join(f"caption number {i}\n" for i in range(120)))
+    loaded = _profile_imports([str(tmp_path / "captions.txt"), "--encoder", f"vectors:{tmp_path / 'vectors.npy'}",
+                               "--batch-size", "64", "--device", "cpu", "--json", str(tmp_path / "p.json")],
+                              tmp_path / "cache")
+    _check_cpu_profile_imports(loaded)
+
+
+def test_a_cache_hit_profile_imports_no_model_library_and_torch_only_for_the_pass(tmp_path, monkeypatch):
+    """A profile whose vectors are all in the cache (the embedded default encoder, written there by a stand-in
+    for its model) builds no model: no sentence_transformers, transformers or open_clip, no torch but the pass's."""
+    import numpy as np
+
+    from capgeo.captions import load_captions
+    from capgeo.encoders import embed
+    from capgeo.encoders.minilm import MiniLMEncoder
+
+    def stand_in_vectors(self, texts, **options):
+        rows = np.random.default_rng(len(texts)).standard_normal((len(texts), self.info.width))
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+    monkeypatch.setattr(MiniLMEncoder, "encode", stand_in_vectors)
+    monkeypatch.setattr(MiniLMEncoder, "token_counts", lambda self, texts: np.asarray([len(t.split()) for t in texts]))
+    (tmp_path / "captions.txt").write_text("".join(f"caption number {i}\n" for i in range(120)))
+    assert embed(load_captions(tmp_path / "captions.txt"), None, cache_dir=tmp_path / "cache").origin == "encoded"
+    loaded = _profile_imports([str(tmp_path / "captions.txt"), "--batch-size", "64", "--device", "cpu",
+                               "--cache-dir", str(tmp_path / "cache")], tmp_path / "cache")
+    _check_cpu_profile_imports(loaded)

@@ -201,3 +201,39 @@ def test_values_on_an_edge_count_in_the_bucket_above():
     assert result["near_duplicate"]["share_batches"] == 1.0  # 6 captions over 3 directions always collide
     assert result["hardest_in_batch"]["mean"] == pytest.approx(reference["hardest"].mean())
     assert set(np.unique(reference["hardest"])) <= {0.0, 1.0}
+
+
+@pytest.mark.parametrize("width, batch_size", [(384, 16), (384, 128), (768, 256)])
+def test_batch_products_are_torch_bmm_bit_for_bit(width, batch_size):
+    """The in-batch cosines are numpy's float32 products, the very bits torch.bmm gives (so a profile
+    is the same with or without torch loaded), and the statistics are read from them."""
+    torch = pytest.importorskip("torch")
+    vectors = clip_like_vectors(300, 2, width, seed=3)
+    batches = sample_batches(np.repeat(np.arange(300), 2), batch_size, 6, seed=5)
+    members = vectors[batches]
+    expected = torch.bmm(torch.from_numpy(members), torch.from_numpy(members).transpose(1, 2)).numpy()
+    assert np.array_equal(np.matmul(members, members.transpose(0, 2, 1)), expected)
+    result = inbatch_statistics(vectors, np.repeat(np.arange(300), 2), batch_size, n_batches=6, seed=5)
+    diagonal = np.arange(batch_size)
+    expected[:, diagonal, diagonal] = -np.inf
+    assert result["hardest_in_batch"]["max"] == float(expected.max())
+    assert result["hardest_in_batch"]["mean"] == float(expected.max(axis=2).astype(np.float64).mean())
+
+
+def test_one_blas_thread_gives_the_products_of_several():
+    """The in-batch products run on one BLAS thread (capgeo.blas): the same bits as BLAS's own threading,
+    in float32 (the in-batch section) and float64 (the gamma rows)."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from capgeo.blas import one_blas_thread
+
+    vectors = clip_like_vectors(400, 2, 384, seed=4)
+    members = vectors[sample_batches(np.repeat(np.arange(400), 2), 256, 4, seed=1)]
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        several = np.matmul(members, members.transpose(0, 2, 1))
+        several64 = members[0].astype(np.float64) @ members[0].astype(np.float64).T
+    with one_blas_thread():
+        assert all(entry["num_threads"] == 1 for entry in threadpoolctl.threadpool_info()
+                   if entry["user_api"] == "blas")
+        one = np.matmul(members, members.transpose(0, 2, 1))
+        one64 = members[0].astype(np.float64) @ members[0].astype(np.float64).T
+    assert np.array_equal(one, several) and np.array_equal(one64, several64)

@@ -111,3 +111,20 @@ def test_bad_per_caption_file_is_an_error_before_any_work(dataset, tmp_path, nam
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
     assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+def test_captions_with_fewer_companions_than_k_list_only_those_they_have():
+    """Missing companions (None in the profile's lists) are left out of a row's lists, row by row, whether
+    the other rows are complete or not; the fields keep their Python types (what the writers see)."""
+    captions = caption_set(["a", "b", "c", "d"])
+    emb = embeddings(np.eye(4) + 0.1, token_counts=[3, 4, 5, 90], max_tokens=77)
+    companions = {"top_ids": [["c0001", "c0002"], ["c0000", None], [None, None], ["c0000", "c0001"]],
+                  "top_cosines": [[0.5, 0.25], [0.5, None], [None, None], [0.125, 0.0625]]}
+    rows = per_caption_rows(captions, emb, companions, 0.95)
+    assert [r["top_ids"] for r in rows] == [["c0001", "c0002"], ["c0000"], [], ["c0000", "c0001"]]
+    assert [r["top_cosines"] for r in rows] == [[0.5, 0.25], [0.5], [], [0.125, 0.0625]]
+    assert [(r["hardest_id"], r["hardest_cosine"]) for r in rows] == [("c0001", 0.5), ("c0000", 0.5), (None, None),
+                                                                      ("c0000", 0.125)]
+    assert [r["hardness_quantile"] for r in rows] == [1.0, 1.0, None, 1 / 3]
+    assert [(type(r["token_count"]), type(r["truncated"])) for r in rows] == [(int, bool)] * 4
+    assert all(type(c) is float for r in rows for c in r["top_cosines"])

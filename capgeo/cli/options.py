@@ -319,11 +319,10 @@ def emit(result: dict, json_out: str | None, show) -> None:
 
 def print_json(payload: dict, destination: str) -> None:
     """Write JSON to stdout ('-') or atomically to a file."""
-    import json
-
     from capgeo._atomic import is_standard_output
+    from capgeo._json_write import dumps
 
-    text = json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False)
+    text = dumps(payload)   # json.dumps(payload, indent=2, ensure_ascii=False, allow_nan=False), faster
     if is_standard_output(destination):  # "-", /dev/stdout, /dev/fd/1
         import sys
 

@@ -22,13 +22,12 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import logsumexp
 
+from capgeo.blas import one_blas_thread
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
-from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
+from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid, logsumexp
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 from capgeo.geometry.row_norms import first_non_finite_row, row_norms
 
@@ -70,6 +69,12 @@ class ReferenceGeometry:
 
 REFERENCE = ReferenceGeometry()
 
+#: E[max of n standard normals] (expected_max_standard_normal) and the standard normal quantile
+#: (scipy.stats.norm.ppf) at the default reference's n - 1 and share, as scipy computes them
+#: (tests/test_gamma.py recomputes both): every profile needs them, and importing scipy for two
+#: constants took longer than all of the gamma section's arithmetic
+_REFERENCE_CONSTANTS = {("expected_max", 5099): 3.682584554444196, ("normal_quantile", 0.9): 1.2815515655446004}
+
 
 # ---------------------------------------------------------------- reference geometry
 
@@ -77,6 +82,9 @@ REFERENCE = ReferenceGeometry()
 def expected_max_standard_normal(n: int) -> float:
     """E[max of n independent standard normals]: the integral of x * n * phi(x) * Phi(x)^(n-1),
     by the trapezoid rule on a fine grid (the integrand is smooth and negligible outside [-10, 12])."""
+    known = _REFERENCE_CONSTANTS.get(("expected_max", int(n)))
+    if known is not None:
+        return known
     from scipy.special import log_ndtr
 
     x = np.linspace(-10.0, 12.0, 220_001)
@@ -97,11 +105,18 @@ def reference_within_row_spread(reference: ReferenceGeometry = REFERENCE) -> flo
 def reference_between_row_spread(reference: ReferenceGeometry = REFERENCE) -> float:
     """Standard deviation of the row means that, with the within-row spread, puts
     ``share_at_least_0_8`` of all pairs at cosine >= 0.8 (used to build look-alike data)."""
-    from scipy import stats
-
-    total = (reference.mean_pairwise - 0.8) / stats.norm.ppf(reference.share_at_least_0_8)
+    total = (reference.mean_pairwise - 0.8) / _normal_quantile(reference.share_at_least_0_8)
     within = reference_within_row_spread(reference)
     return math.sqrt(max(total ** 2 - within ** 2, 0.0))
+
+
+def _normal_quantile(share: float) -> float:
+    known = _REFERENCE_CONSTANTS.get(("normal_quantile", float(share)))
+    if known is not None:
+        return known
+    from scipy.special import ndtri  # what scipy.stats.norm.ppf computes
+
+    return float(ndtri(share))
 
 
 @lru_cache(maxsize=8)
@@ -132,43 +147,125 @@ def _row_chunks(rows: np.ndarray, max_values: int = 1 << 20):
         yield rows[start:start + step].astype(np.float64, copy=False)
 
 
+class _ShareCurve:
+    """Mean effective share of one set of rows as a function of the scaled gamma.
+
+    Each row less its maximum, in float64, is kept from one evaluation to the next, and each
+    scaled gamma's share is remembered: the rule solves three times on the same rows, from the
+    same two interval ends. The arithmetic per evaluation is the one ``effective_negatives``
+    states, in the same order, so every share is the same to the bit."""
+
+    #: values per chunk: each row's arithmetic is its own, so the chunk size changes no bit, and
+    #: a chunk this small stays in the CPU's cache through the five passes over it
+    CHUNK_VALUES = 1 << 15
+
+    def __init__(self, rows: np.ndarray):
+        rows = np.asarray(rows)
+        self.n_rows, self.n_negatives = rows.shape
+        # logits shifted by the row maximum: z <= 0, so exp never overflows
+        self.centred = [chunk - chunk.max(axis=1, keepdims=True) for chunk in _row_chunks(rows, self.CHUNK_VALUES)]
+        self.shares: dict[float, float] = {}
+
+    def effective(self, scaled_gamma: float) -> np.ndarray:
+        out = np.empty(self.n_rows)
+        if not self.centred:
+            return out
+        shifted, unnormalised = np.empty_like(self.centred[0]), np.empty_like(self.centred[0])
+        start = 0
+        for centred in self.centred:
+            z, weights = shifted[:len(centred)], unnormalised[:len(centred)]
+            np.multiply(scaled_gamma, centred, out=z)
+            np.exp(z, out=weights)
+            total = weights.sum(axis=1)
+            # entropy of w = e^z / sum: log(sum) - sum(w z)
+            entropy = np.log(total) - np.multiply(weights, z, out=z).sum(axis=1) / total
+            np.exp(entropy, out=out[start:start + len(centred)])
+            start += len(centred)
+        return out
+
+    def share(self, scaled_gamma: float) -> float:
+        scaled_gamma = float(scaled_gamma)
+        if scaled_gamma not in self.shares:
+            self.shares[scaled_gamma] = float(self.effective(scaled_gamma).mean() / self.n_negatives)
+        return self.shares[scaled_gamma]
+
+
 def effective_negatives(rows: np.ndarray, scaled_gamma: float) -> np.ndarray:
     """exp(entropy) of each row's softmax of scaled_gamma * cosine over its negatives; shape (R,).
 
     Equals the number of negatives (row length) at scaled_gamma = 0 and falls towards 1
     as the softmax concentrates on the row's most similar caption."""
-    out = []
-    for chunk in _row_chunks(np.asarray(rows)):
-        # logits shifted by the row maximum: z <= 0, so exp never overflows
-        shifted = scaled_gamma * (chunk - chunk.max(axis=1, keepdims=True))
-        unnormalised = np.exp(shifted)
-        total = unnormalised.sum(axis=1)
-        # entropy of w = e^z / sum: log(sum) - sum(w z)
-        entropy = np.log(total) - (unnormalised * shifted).sum(axis=1) / total
-        out.append(np.exp(entropy))
-    return np.concatenate(out) if out else np.empty(0)
+    return _ShareCurve(rows).effective(scaled_gamma)
 
 
 def mean_effective_share(rows: np.ndarray, scaled_gamma: float) -> float:
     """Mean over rows of effective negatives / negatives per row. Decreasing in scaled_gamma:
     d(entropy)/d(scaled_gamma) = -scaled_gamma * (weighted variance of the row's cosines)."""
-    rows = np.asarray(rows)
-    return float(effective_negatives(rows, scaled_gamma).mean() / rows.shape[1])
+    return _ShareCurve(rows).share(scaled_gamma)
 
 
-def solve_scaled_gamma(rows: np.ndarray, target_share: float, low: float, high: float) -> tuple[float, str | None]:
+def solve_scaled_gamma(rows, target_share: float, low: float, high: float) -> tuple[float, str | None]:
     """The scaled gamma in [low, high] whose mean effective share is ``target_share``.
 
+    ``rows`` are the in-batch rows (or their _ShareCurve, to solve several targets on them).
     Returns (value, None), or the interval end and "low"/"high" when the target lies
     outside what the interval reaches (the caller reports it as clipped)."""
-    def excess(scaled_gamma):
-        return mean_effective_share(rows, scaled_gamma) - target_share
+    curve = rows if isinstance(rows, _ShareCurve) else _ShareCurve(rows)
 
-    if excess(low) <= 0:
+    def excess(scaled_gamma):
+        return curve.share(scaled_gamma) - target_share
+
+    at_low = excess(low)
+    if at_low <= 0:
         return low, "low"
-    if excess(high) >= 0:
+    at_high = excess(high)
+    if at_high >= 0:
         return high, "high"
-    return float(brentq(excess, low, high, xtol=1e-6, rtol=1e-8)), None
+    return brent_root(excess, low, high, at_low, at_high, xtol=1e-6, rtol=1e-8), None
+
+
+def brent_root(function, low: float, high: float, at_low: float, at_high: float, *, xtol: float, rtol: float,
+               max_iterations: int = 100) -> float:
+    """The root of ``function`` between ``low`` and ``high`` (where it is ``at_low`` and ``at_high``,
+    of opposite signs) by Brent's method, step for step as scipy.optimize.brentq takes it (the same
+    root to the bit, tests/test_gamma.py): scipy.optimize takes most of a second to import, and
+    brentq would evaluate the function at both ends again."""
+    previous, current, f_previous, f_current = float(low), float(high), float(at_low), float(at_high)
+    if f_previous == 0:
+        return previous
+    if f_current == 0:
+        return current
+    block = f_block = step_before = step = 0.0
+    for _ in range(max_iterations):
+        if f_previous * f_current < 0:
+            block, f_block = previous, f_previous
+            step_before = step = current - previous
+        if abs(f_block) < abs(f_current):
+            previous, current, block = current, block, current
+            f_previous, f_current, f_block = f_current, f_block, f_current
+        delta = (xtol + rtol * abs(current)) / 2
+        bisection = (block - current) / 2
+        if f_current == 0 or abs(bisection) < delta:
+            return current
+        if abs(step_before) > delta and abs(f_current) < abs(f_previous):
+            if previous == block:  # interpolate
+                trial = -f_current * (current - previous) / (f_current - f_previous)
+            else:  # extrapolate (inverse quadratic)
+                d_previous = (f_previous - f_current) / (previous - current)
+                d_block = (f_block - f_current) / (block - current)
+                trial = -f_current * (f_block * d_block - f_previous * d_previous) / (
+                    d_block * d_previous * (f_block - f_previous))
+            if 2 * abs(trial) < min(abs(step_before), 3 * abs(bisection) - delta):
+                step_before, step = step, trial
+            else:
+                step_before = step = bisection
+        else:
+            step_before = step = bisection
+        previous, f_previous = current, f_current
+        current += step if abs(step) > delta else (delta if bisection > 0 else -delta)
+        f_current = float(function(current))
+    raise CapgeoError(f"the gamma rule's root search did not converge in {max_iterations} steps "
+                      f"between {low} and {high}")
 
 
 def shown_gamma(value: float) -> float:
@@ -188,25 +285,30 @@ def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values:
     rows_per_batch = int(min(batch_size, max(1, max_values // (n_batches * (batch_size - 1)))))
     off_diagonal = ~np.eye(batch_size, dtype=bool)[:rows_per_batch]
     out = np.empty((n_batches * rows_per_batch, batch_size - 1), dtype=np.float32)
-    for b, batch in enumerate(batches):
-        # in float64, rounded to float32 on the way out: a float32 product's last bits depend on
-        # how many threads BLAS splits it over, and the softmax statistics made that visible (the
-        # JSON changed with OMP_NUM_THREADS); float64's differences are far below float32's rounding
-        batch_vectors = vectors[batch].astype(np.float64)
-        cosine = batch_vectors[:rows_per_batch] @ batch_vectors.T
-        out[b * rows_per_batch:(b + 1) * rows_per_batch] = cosine[off_diagonal].reshape(rows_per_batch, batch_size - 1)
+    with one_blas_thread():
+        for b, batch in enumerate(batches):
+            # in float64, rounded to float32 on the way out: a float32 product's last bits depend on
+            # how many threads BLAS splits it over, and the softmax statistics made that visible (the
+            # JSON changed with OMP_NUM_THREADS); float64's differences are far below float32's rounding
+            batch_vectors = vectors[batch].astype(np.float64)
+            cosine = batch_vectors[:rows_per_batch] @ batch_vectors.T
+            out[b * rows_per_batch:(b + 1) * rows_per_batch] = cosine[off_diagonal].reshape(rows_per_batch,
+                                                                                           batch_size - 1)
     return out
 
 
-def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: float) -> list[dict]:
+def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: float, *,
+                     cosines: dict | None = None) -> list[dict]:
     """For each gamma: how concentrated the caption-geometry part of each row's softmax is.
 
     Row i's weights over its negatives are w_ij ∝ exp(s * gamma * G_ij) (S is unknown at
-    initialisation without image embeddings, so it is left out)."""
+    initialisation without image embeddings, so it is left out). ``cosines``: the rows'
+    margin_cosines, when the caller has them."""
     rows = np.asarray(rows)
     n_negatives = rows.shape[1]
     top_count = max(1, math.ceil(0.1 * n_negatives))
     sums = {key: np.zeros(len(gammas)) for key in ("effective", "hard_mass", "top_mass")}
+    # (the chunk size sets how the masses are summed: changing it would change their last bits)
     for chunk in _row_chunks(rows, 1 << 19):
         # exactly top_count negatives a row: a threshold test (>= the k-th largest) would take in every
         # negative tied with it (100% of the mass on a dataset of equal cosines). Tied negatives
@@ -214,15 +316,16 @@ def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: fl
         in_top = np.zeros(chunk.shape, dtype=bool)
         np.put_along_axis(in_top, np.argpartition(-chunk, top_count - 1, axis=1)[:, :top_count], True, axis=1)
         in_hard = chunk >= hard_edge
+        log_weights, weights = np.empty_like(chunk), np.empty_like(chunk)
         for k, gamma in enumerate(gammas):
-            logits = logit_scale * gamma * chunk
-            log_weights = logits - logsumexp(logits, axis=1, keepdims=True)
-            weights = np.exp(log_weights)
-            sums["effective"][k] += np.exp(-(weights * log_weights).sum(axis=1)).sum()
-            sums["hard_mass"][k] += (weights * in_hard).sum()
-            sums["top_mass"][k] += (weights * in_top).sum()
+            logits = np.multiply(logit_scale * gamma, chunk, out=log_weights)
+            logits -= logsumexp(logits, axis=1, keepdims=True)
+            np.exp(log_weights, out=weights)
+            sums["effective"][k] += np.exp(-np.multiply(weights, log_weights, out=log_weights).sum(axis=1)).sum()
+            sums["hard_mass"][k] += np.multiply(weights, in_hard, out=log_weights).sum()
+            sums["top_mass"][k] += np.multiply(weights, in_top, out=log_weights).sum()
     n_rows = rows.shape[0]
-    cosines = margin_cosines(rows)
+    cosines = margin_cosines(rows) if cosines is None else cosines
     median, hardest = cosines["median"], cosines["hardest"]
     out = []
     for k, gamma in enumerate(gammas):
@@ -267,13 +370,14 @@ def paper_margin(reference: ReferenceGeometry = REFERENCE) -> float:
 
 
 def margin_view(rows: np.ndarray, mean_cosine: float, suggested_gamma: float,
-                reference: ReferenceGeometry = REFERENCE) -> dict:
+                reference: ReferenceGeometry = REFERENCE, *, cosines: dict | None = None) -> dict:
     """The margin reading of gamma beside the concentration rule: margins gamma * G at the
     suggested gamma on these rows, the paper default's on the reference rows, and the
     *margin-matched gamma* whose margin at this dataset's mean negative cosine equals
-    the paper default's on DOCCI (None when the mean cosine is not positive)."""
+    the paper default's on DOCCI (None when the mean cosine is not positive). ``cosines``: the
+    rows' margin_cosines, when the caller has them."""
     target = paper_margin(reference)
-    cosines = margin_cosines(rows)
+    cosines = margin_cosines(rows) if cosines is None else cosines
     return {
         "cosines": cosines,
         "suggested": margins_at(suggested_gamma, cosines),
@@ -340,10 +444,11 @@ def suggest_for_rows(rows: np.ndarray, logit_scale: float, reference: ReferenceG
     s * gamma: the scaled gamma is solved for, then divided by s."""
     low, high = logit_scale * clip[0], logit_scale * clip[1]
     target = reference_share(reference.gamma, reference)
-    scaled, clipped = solve_scaled_gamma(rows, target, low, high)
+    curve = _ShareCurve(rows)   # three solves on the same rows
+    scaled, clipped = solve_scaled_gamma(curve, target, low, high)
     ends, ends_clipped = [], []
     for reference_gamma in reference.range_gammas:
-        end, end_clipped = solve_scaled_gamma(rows, reference_share(reference_gamma, reference), low, high)
+        end, end_clipped = solve_scaled_gamma(curve, reference_share(reference_gamma, reference), low, high)
         ends.append(end / logit_scale)
         ends_clipped.append(end_clipped is not None)
     gamma_exact = scaled / logit_scale
@@ -499,7 +604,8 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
             suggestion = suggest_for_rows(rows, scale, reference)
             mean_cosine = float(rows.mean(dtype=np.float64))
             bar.advance(1)
-            grid_rows = grid_diagnostics(rows, scale, grid, hard_edge)
+            cosines = margin_cosines(rows)   # read by the grid and the margin view
+            grid_rows = grid_diagnostics(rows, scale, grid, hard_edge, cosines=cosines)
             bar.advance(1)
             entry = {
                 "batch_size": batch_size,
@@ -509,7 +615,7 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
                 "mean_cosine": mean_cosine,
                 "within_row_spread": spread,
                 "suggestion": suggestion,
-                "margins": margin_view(rows, mean_cosine, suggestion["gamma_exact"], reference),
+                "margins": margin_view(rows, mean_cosine, suggestion["gamma_exact"], reference, cosines=cosines),
                 # closed form if rows were normal: the effective share depends on s*gamma*sigma only
                 "gaussian_approximation": reference.gamma * reference.logit_scale / scale
                 * reference_within_row_spread(reference) / spread if spread > 0 else None,

@@ -7,14 +7,47 @@ there is no gradient anyway) and s the logit scale. The loss is the cross-entrop
 with target i in both directions (rows: image -> text, columns: text -> image),
 averaged. gamma = 0 is plain InfoNCE.
 
-numpy + scipy (no torch) so the CLI can use it without importing torch; the tests
-check it against torch.nn.functional.cross_entropy.
+numpy alone (no torch, no scipy) so the CLI can use it without importing either; the
+tests check it against torch.nn.functional.cross_entropy and scipy.special.logsumexp.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
+
+
+def logsumexp(values, axis=-1, keepdims: bool = False) -> np.ndarray:
+    """log(sum(exp(values))) along ``axis``, computed as scipy.special.logsumexp computes it, to the
+    bit (tests/test_hnclip_loss.py): the terms equal to the maximum m (c of them) leave the sum, and
+    the result is log1p(sum(exp(x - m)) / c) + log(c) + m. Importing scipy.special takes most of a
+    second, about as long as a profile's whole gamma grid takes to compute."""
+    values = np.asarray(values)
+    if values.dtype.kind != "f":
+        values = values.astype(np.float64)
+    values = values.reshape(1) if values.ndim == 0 else values
+    if values.size == 0:
+        shape = list(values.shape)
+        shape[axis] = 1
+        out = np.full(shape, -np.inf, dtype=values.dtype)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):  # log(0): the NaN/inf rows are redone below
+            largest = values.max(axis=axis, keepdims=True)
+            at_largest = values == largest
+            # (scipy sums the 0/1 mask as floats: the same whole number)
+            count = np.count_nonzero(at_largest, axis=axis, keepdims=True).astype(values.dtype)
+            terms = np.exp(values - largest)
+            terms[at_largest] = 0.0   # exp(-inf), as scipy sets those terms
+            rest = np.sum(terms, axis=axis, keepdims=True, dtype=values.dtype)
+            rest = np.where(rest == 0, rest, rest / count)
+            out = np.log1p(rest) + np.log(count) + largest
+        finite = np.isfinite(out)
+        if not finite.all():
+            # an infinite or NaN term: the plain formula gives what IEEE arithmetic says
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                plain = np.log(np.sum(np.exp(values), axis=axis, keepdims=True))
+            out = np.where(finite, out, plain)
+    out = out if keepdims else np.squeeze(out, axis=axis)
+    return out[()] if out.ndim == 0 else out
 
 
 def boosted_caption_cosine(text_vectors: np.ndarray) -> np.ndarray:

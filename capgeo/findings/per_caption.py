@@ -88,23 +88,38 @@ def per_caption_rows(captions, embeddings, companions: dict, threshold: float, *
     hardest = scan.companion_cosine[:, 0] if scan.companion_cosine.size else np.full(len(ids), np.nan)
     quantiles = hardness_quantiles(hardest)
     duplicate_of = exact_duplicate_of(captions.texts, ids)
-    rows = []
-    for row, caption_id in enumerate(ids):
-        finite = np.isfinite(scan.companion_cosine[row])
-        top_ids = [ids[j] for j in scan.companion_index[row][finite]]
-        top_cosines = [float(c) for c in scan.companion_cosine[row][finite]]
-        rows.append({
-            "caption_id": caption_id, "group_id": groups[row],
-            "token_count": int(counts[row]) if known else None,
-            "truncated": bool(counts[row] > embeddings.max_tokens) if known else None,
-            "hardest_id": top_ids[0] if top_ids else None,
-            "hardest_cosine": top_cosines[0] if top_cosines else None,
-            "top_ids": top_ids, "top_cosines": top_cosines,
-            "exact_duplicate_of": duplicate_of[row],
-            "near_duplicate_set": int(set_of[row]) or None,
-            "hardness_quantile": float(quantiles[row]) if np.isfinite(quantiles[row]) else None,
-        })
-    return rows
+    top_ids, top_cosines = _companion_lists(ids, scan.companion_index, scan.companion_cosine)
+    # whole columns as Python values first: one conversion each, not one per row and field
+    token_counts = counts.tolist() if known else [None] * len(ids)
+    truncated = (counts > embeddings.max_tokens).tolist() if known else [None] * len(ids)
+    sets = [number or None for number in set_of.tolist()]
+    quantile_values = np.where(np.isfinite(quantiles), quantiles, np.nan).tolist()
+    return [{
+        "caption_id": caption_id, "group_id": group_id, "token_count": token_count, "truncated": cut,
+        "hardest_id": row_ids[0] if row_ids else None,
+        "hardest_cosine": row_cosines[0] if row_cosines else None,
+        "top_ids": row_ids, "top_cosines": row_cosines,
+        "exact_duplicate_of": duplicate, "near_duplicate_set": number,
+        "hardness_quantile": None if quantile != quantile else quantile,   # NaN: no companion
+    } for caption_id, group_id, token_count, cut, row_ids, row_cosines, duplicate, number, quantile
+        in zip(ids, groups, token_counts, truncated, top_ids, top_cosines, duplicate_of, sets, quantile_values)]
+
+
+def _companion_lists(ids, index: np.ndarray, cosine: np.ndarray) -> tuple[list, list]:
+    """Each caption's companion ids and cosines as lists, the missing ones (NaN) left out."""
+    n = len(ids)
+    if index.size == 0:
+        return [[] for _ in range(n)], [[] for _ in range(n)]
+    finite = np.isfinite(cosine)
+    id_array = np.array(list(ids), dtype=object)
+    complete = finite.all(axis=1)
+    top_ids = id_array[np.where(finite, index, 0)].tolist()
+    top_cosines = cosine.tolist()
+    for row in np.flatnonzero(~complete).tolist():   # rows with fewer than k companions
+        keep = finite[row]
+        top_ids[row] = id_array[index[row][keep]].tolist()
+        top_cosines[row] = cosine[row][keep].tolist()
+    return top_ids, top_cosines
 
 
 def write_per_caption(captions, embeddings, profile: dict, output: str) -> int:

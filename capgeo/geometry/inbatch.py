@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
+from capgeo.blas import one_blas_thread
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batches import sample_batches
@@ -134,8 +135,6 @@ def inbatch_statistics(
     pairwise quantiles. Raises CapgeoError when B exceeds the number of groups.
     Deterministic for a seed. See docs/profile-schema.md, section ``batches``.
     """
-    import torch
-
     edges = check_edges(edges)
     if n_batches < 1:
         raise CapgeoError(f"number of batches must be at least 1, got {n_batches}")
@@ -161,28 +160,29 @@ def inbatch_statistics(
 
     # bound both the (c, B, B) cosines and the (c, B, d) gathered vectors
     chunk = max(1, min(_CHUNK_ENTRIES // (B * B), _CHUNK_ENTRIES // (B * vectors.shape[1])))
-    for start in range(0, n_batches, chunk):
-        stop = min(start + chunk, n_batches)
-        members = torch.from_numpy(vectors[batches[start:stop]])     # (c, B, d)
-        # torch's batched matmul runs the c products in BLAS; numpy's stacked
-        # matmul on a transposed view is several times slower
-        similarity = torch.bmm(members, members.transpose(1, 2)).numpy()  # (c, B, B)
-        if example is None:
-            example = _example_matrix(similarity[0], batches[0], caption_ids, group_ids)
-        # each unordered pair once (the float32 product need not be exactly symmetric);
-        # it is a negative of both its rows, hence the factor 2 for per-row counts
-        negatives = similarity[:, upper]                             # (c, B*(B-1)/2)
-        for e, edge in enumerate(edges):
-            absolute_above[e] += 2 * int(np.count_nonzero(negatives >= edge))
-        if relative is not None:
-            for e, edge in enumerate(relative):
-                relative_above[e] += 2 * int(np.count_nonzero(negatives >= edge))
-        near_pairs[start:stop] = np.count_nonzero(negatives >= near_duplicate_threshold, axis=1)
-        diagonal = np.arange(B)
-        similarity[:, diagonal, diagonal] = -np.inf
-        hardest[start:stop] = similarity.max(axis=2)
-        if progress is not None:
-            progress.advance(stop - start)
+    with one_blas_thread():   # one sgemm a batch: small products, each on one thread
+        for start in range(0, n_batches, chunk):
+            stop = min(start + chunk, n_batches)
+            members = vectors[batches[start:stop]]                      # (c, B, d)
+            # numpy's stacked float32 product, one sgemm a batch: bit for bit what torch.bmm computes
+            # (tests/test_inbatch.py), without importing torch for it
+            similarity = np.matmul(members, members.transpose(0, 2, 1))  # (c, B, B)
+            if example is None:
+                example = _example_matrix(similarity[0], batches[0], caption_ids, group_ids)
+            # each unordered pair once (the float32 product need not be exactly symmetric);
+            # it is a negative of both its rows, hence the factor 2 for per-row counts
+            negatives = similarity[:, upper]                             # (c, B*(B-1)/2)
+            for e, edge in enumerate(edges):
+                absolute_above[e] += 2 * int(np.count_nonzero(negatives >= edge))
+            if relative is not None:
+                for e, edge in enumerate(relative):
+                    relative_above[e] += 2 * int(np.count_nonzero(negatives >= edge))
+            near_pairs[start:stop] = np.count_nonzero(negatives >= near_duplicate_threshold, axis=1)
+            diagonal = np.arange(B)
+            similarity[:, diagonal, diagonal] = -np.inf
+            hardest[start:stop] = similarity.max(axis=2)
+            if progress is not None:
+                progress.advance(stop - start)
 
     return {
         "batch_size": int(B),
