@@ -270,6 +270,14 @@ def _mined_links(captions, vectors_or_scan, threshold, limit, top_k, block_size,
     """:func:`near_duplicate_pairs` as (low, high, cosine) arrays, in its order."""
     if len(captions) < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    if limit is None and scan is None and _vectors_of(vectors_or_scan) is not None:
+        # every pair at or above the threshold: one pass that keeps them (at most max_pairs), no top-k lists
+        vectors = _vectors_of(vectors_or_scan)
+        _check_sizes(captions, vectors, None)
+        every = np.arange(len(captions))
+        links = _exact_links(vectors, np.asarray(captions.group_codes), every, threshold, None, block_size,
+                             max_pairs, device, exclude_codes)
+        return _ordered_links(links, threshold, None)
     vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan, device,
                              exclude_codes)
     links = _scan_candidates(scan, threshold, limit)

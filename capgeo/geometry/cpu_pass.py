@@ -19,11 +19,14 @@ kept from one tile to the next; tiles of whole arithmetic blocks are written in 
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
 
 from capgeo.errors import CapgeoError
 from capgeo.geometry.distribution import bin_scale_offset
-from capgeo.geometry.partials import Moments, PairPartial, exact_units
+from capgeo.geometry.partials import Moments, PairPartial, TooManyPairs, exact_units
 
 #: rows of the vectors in one arithmetic block: every cosine is one entry of an A x A product.
 #: 256 costs nothing measurable against one product per 2048-row tile on a 2-core CPU
@@ -48,7 +51,8 @@ def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
     matrix = np.ascontiguousarray(matrix, dtype=np.float32)
     # a row holding NaN or inf has a non-finite sum; a finite row can still overflow its sum,
     # so the suspects are checked element by element
-    suspects = np.flatnonzero(~np.isfinite(matrix.sum(axis=1)))
+    with np.errstate(over="ignore", invalid="ignore"):
+        suspects = np.flatnonzero(~np.isfinite(matrix.sum(axis=1)))
     if suspects.size:
         finite = np.isfinite(matrix[suspects]).all(axis=1)
         if not finite.all():
@@ -83,12 +87,38 @@ def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
     return matrix, codes.astype(np.int64)
 
 
+@contextlib.contextmanager
+def block_threads(threads: int | None = None):
+    """A thread pool for the arithmetic blocks, with BLAS on one thread inside it.
+
+    Each block product is small (256 x 256): a multithreaded BLAS call per block wakes and syncs
+    its threads every time, which on shared cores cost 5-20x the product (measured under load on
+    the 2-core machine). Whole blocks run side by side on ``threads`` Python threads instead
+    (numpy releases the GIL in matmul), each product on one BLAS thread: also the same kernel
+    for every block, whatever the thread count. Yields the pool (None for one thread).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if threads is None:
+        blas = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
+        threads = max(blas) if blas else (os.cpu_count() or 1)
+    with threadpool_limits(1, user_api="blas"):
+        if threads <= 1:
+            yield None
+            return
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            yield pool
+
+
 class BlockProducts:
     """Cosines of a unit float32 ``matrix`` (or of ``matrix`` rows against ``other`` rows),
     every one from an arithmetic block of one shape (:data:`ARITHMETIC_BLOCK` squared)."""
 
-    def __init__(self, matrix: np.ndarray, other: np.ndarray | None = None, size: int = ARITHMETIC_BLOCK):
-        self.size = size
+    def __init__(self, matrix: np.ndarray, other: np.ndarray | None = None, size: int | None = None, pool=None):
+        self.size = ARITHMETIC_BLOCK if size is None else size
+        self.pool = pool  # from :func:`block_threads`: whole blocks of a tile run on it side by side
         self.rows = matrix
         self.columns = matrix if other is None else other
         self.symmetric = other is None
@@ -130,7 +160,7 @@ class BlockProducts:
         """Cosines of rows [row_start, row_end) against columns [column_start, column_end) into ``out``."""
         size = self.size
         diagonal = self.symmetric and row_start == column_start and row_end == column_end
-        mirrored = []
+        mirrored, whole_blocks = [], []
         for row_block in range(row_start // size, -(-row_end // size)):
             low, high = max(row_start, row_block * size), min(row_end, (row_block + 1) * size)
             for column_block in range(column_start // size, -(-column_end // size)):
@@ -140,11 +170,16 @@ class BlockProducts:
                 if whole and diagonal and row_block > column_block:
                     mirrored.append((target, out[left - row_start:right - row_start, low - column_start:high - column_start]))
                 elif whole:
-                    self.product_into(row_block, column_block, target)
+                    whole_blocks.append((row_block, column_block, target))
                 else:
                     block = self.product(row_block, column_block)
                     target[...] = block[low - row_block * size:high - row_block * size,
                                         left - column_block * size:right - column_block * size]
+        if self.pool is None or len(whole_blocks) < 2:
+            for job in whole_blocks:
+                self.product_into(*job)
+        else:
+            list(self.pool.map(lambda job: self.product_into(*job), whole_blocks))
         for target, upper in mirrored:
             target[...] = upper.T
 
@@ -157,12 +192,12 @@ class ArrayScanState:
     """The numpy twin of :class:`capgeo.geometry.pairwise._ScanState` (fp32 only)."""
 
     def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, max_pairs=None,
-                 count_threshold=None, exclude_codes=None):
+                 count_threshold=None, exclude_codes=None, pool=None):
         self.grid, self.matrix, self.groups = grid, matrix, groups
         self.top_k, self.bins, self.histograms_on, self.threshold = top_k, bins, histograms, threshold
         self.max_pairs, self.count_threshold = max_pairs, count_threshold
         self.exclude = exclude_codes
-        self.products = BlockProducts(matrix)
+        self.products = BlockProducts(matrix, pool=pool)
         n, size = grid.n, self.products.size
         # padded group codes of the arithmetic blocks: padding rows belong to no group
         self._block_count = -(-n // size)
@@ -331,8 +366,6 @@ class ArrayScanState:
             self.negative_range = [min(self.negative_range[0], low), max(self.negative_range[1], high)]
 
     def _collect_pairs(self, counted, row_start, column_start) -> None:
-        from capgeo.geometry.pairwise import TooManyPairs
-
         rows, columns = np.nonzero(counted >= self.threshold)
         if not rows.size:
             return
@@ -359,7 +392,8 @@ class ArrayScanState:
             if columns > k:
                 kth = np.partition(tile[open_rows], columns - k, axis=1)[:, columns - k]
             # at or above the k-th, and never a masked cell (-inf)
-            floor[open_rows] = np.nextafter(np.maximum(kth, -np.finfo(np.float32).max), np.float32(-np.inf))
+            with np.errstate(over="ignore"):
+                floor[open_rows] = np.nextafter(kth, np.float32(-np.inf))
         query, candidate = np.nonzero(tile > floor[:, None])
         if not query.size:
             return

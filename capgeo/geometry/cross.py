@@ -125,8 +125,8 @@ def _too_many_pairs(max_pairs, threshold, asked_threshold) -> CapgeoError:
     # the threshold the user gave, not the candidates' margin below it (0.949997 for 0.95)
     asked = threshold if asked_threshold is None else asked_threshold
     # `report --leak` has no --threshold of its own: the advice names the command that does
-    return CapgeoError(f"more than {max_pairs:,} pairs reach cosine {asked:g}; the pass stops there: raise the "
-                       "twin threshold (`capgeo leak --threshold T`)")
+    return CapgeoError(f"more than {max_pairs:,} pairs reach cosine {asked:g}; raise the twin threshold "
+                       "(`capgeo leak --threshold T`)")
 
 
 def _result(found_query, found_reference, found_cosine, best_index, best_cosine, threshold) -> CrossScan:
@@ -159,9 +159,16 @@ def _row_topk(tile, k):
 def _scan_cross_numpy(query_matrix, reference_matrix, *, threshold, top_k, block_size, max_pairs, progress,
                       asked_threshold) -> CrossScan:
     """:func:`scan_cross` on the CPU, in numpy (no torch)."""
-    from capgeo.geometry.cpu_pass import BlockProducts
+    from capgeo.geometry.cpu_pass import BlockProducts, block_threads
 
-    products = BlockProducts(query_matrix, reference_matrix)
+    with block_threads() as pool:
+        return _walk_cross(BlockProducts(query_matrix, reference_matrix, pool=pool), threshold=threshold,
+                           top_k=top_k, block_size=block_size, max_pairs=max_pairs, progress=progress,
+                           asked_threshold=asked_threshold)
+
+
+def _walk_cross(products, *, threshold, top_k, block_size, max_pairs, progress, asked_threshold) -> CrossScan:
+    query_matrix, reference_matrix = products.rows, products.columns
     m, n = query_matrix.shape[0], reference_matrix.shape[0]
     k = min(top_k, n)
     found_query, found_reference, found_cosine = [], [], []

@@ -39,7 +39,7 @@ from capgeo.geometry.distribution import (
     bin_indices_torch,
     summarize_values,
 )
-from capgeo.geometry.partials import Moments, PairPartial, exact_units, sorted_pairs
+from capgeo.geometry.partials import Moments, PairPartial, TooManyPairs, exact_units, sorted_pairs
 from capgeo.geometry.precision import (
     ReducedProducts,
     check_precision,
@@ -212,14 +212,6 @@ def same_group_pair_count(group_codes) -> int:
     return int((sizes * (sizes - 1) // 2).sum())
 
 
-class TooManyPairs(CapgeoError):
-    """More pairs reach the threshold than the caller allowed."""
-
-    def __init__(self, limit: int, threshold: float):
-        super().__init__(f"more than {limit:,} caption pairs reach cosine {threshold:.4f}")
-        self.limit, self.threshold = limit, threshold
-
-
 @dataclass(frozen=True)
 class TileGrid:
     """The pass's tiles: rows ``[b * block_size, (b + 1) * block_size)`` form block ``b``;
@@ -256,6 +248,7 @@ def scan_pairs(
     bookkeeping_threads: int | None = 1,
     count_at_or_above: float | None = None,
     exclude_codes=None,
+    max_pairs: int | None = None,
 ) -> PairScan:
     """Exact pairwise statistics of unit caption embeddings in one blockwise pass.
 
@@ -272,6 +265,8 @@ def scan_pairs(
     tf32 / bf16), without keeping them (``PairScan.extra["count_at_or_above"]``).
     ``exclude_codes``: (N,) integers; pairs of equal codes are no companions and no threshold
     pairs (the histograms still count them): `dupes --skip-exact` passes one code per text.
+    ``max_pairs``: with ``threshold``, raise :class:`TooManyPairs` (a :class:`CapgeoError`) as
+    soon as more pairs than this reach it, so the pairs kept stay bounded.
     ``progress``: None shows a bar on a terminal only. ``bookkeeping_threads``: CPU
     threads for everything but the matmuls (histogram, top-k, merges); None keeps
     torch's setting. One is the default because these memory-bound steps gain little
@@ -293,7 +288,7 @@ def scan_pairs(
         return runner(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
                       progress=progress, histograms=histograms, threshold=threshold, precision=precision,
                       bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
-                      exclude_codes=exclude_codes)
+                      exclude_codes=exclude_codes, max_pairs=max_pairs)
     started = time.perf_counter()
     check_precision(precision)
     matrix, groups, device = prepare_inputs(vectors, group_codes, device, precision=precision)
@@ -301,7 +296,7 @@ def scan_pairs(
     partial = tile_partial(matrix, groups, grid, grid.tiles(), top_k=top_k, bins=bins, histograms=histograms,
                            threshold=threshold, precision=precision, progress=progress,
                            bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
-                           exclude_codes=exclude_codes)
+                           exclude_codes=exclude_codes, max_pairs=max_pairs)
     return finish_scan(partial, group_codes, device=device, seconds=time.perf_counter() - started)
 
 
@@ -342,11 +337,11 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
             raise CapgeoError(f"exclusion codes must have one entry per caption ({grid.n}), got shape "
                               f"{exclude_codes.shape}")
     if isinstance(matrix, np.ndarray) and check_precision(precision) == "fp32":
-        from capgeo.geometry.cpu_pass import ArrayScanState
+        from capgeo.geometry.cpu_pass import ArrayScanState, block_threads
 
-        state = ArrayScanState(grid, matrix, np.asarray(groups), top_k, bins, histograms, threshold, max_pairs,
-                               count_at_or_above, exclude_codes)
-        with progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
+        with block_threads() as pool, progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
+            state = ArrayScanState(grid, matrix, np.asarray(groups), top_k, bins, histograms, threshold, max_pairs,
+                                   count_at_or_above, exclude_codes, pool)
             for row_block, column_block in tiles:
                 state.add_tile(row_block, column_block)
                 bar.advance(1)

@@ -33,7 +33,7 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
                       device=None, progress: bool | None = None, histograms: bool = True,
                       threshold: float | None = None, precision: str = "fp32",
                       bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None,
-                      exclude_codes=None):
+                      exclude_codes=None, max_pairs: int | None = None):
     """:func:`capgeo.geometry.pairwise.scan_pairs`, with the tiles run as Ray tasks of ``session``
     (a :class:`capgeo.scale.session.RaySession`, which installs this function as the engine's runner)."""
     from capgeo.geometry.pairwise import finish_scan, make_grid, prepare_inputs
@@ -55,7 +55,7 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
     # the whole matrix), a cost per task that fp32 does not have
     options = dict(top_k=top_k, bins=bins, histograms=histograms, threshold=threshold, precision=precision,
                    bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
-                   exclude_codes=exclude_codes)
+                   exclude_codes=exclude_codes, max_pairs=max_pairs)
     # SPREAD: tiles go round the nodes, not first to fill the driver's node (Ray's default)
     tile_task = ray.remote(_tile_task).options(num_returns=2, max_retries=RETRIES, scheduling_strategy="SPREAD",
                                                **resources)
@@ -85,6 +85,10 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
                 batch, ready = ready[:MERGE_FAN_IN], ready[MERGE_FAN_IN:]
                 pending[merge_task.remote(*batch)] = False
     partial = ray.get(ready[0])
+    if max_pairs is not None and threshold is not None and partial.pair_rows.size > max_pairs:
+        from capgeo.geometry.partials import TooManyPairs
+
+        raise TooManyPairs(max_pairs, threshold)  # each task checked its own tile; this is the whole pass
     nodes = set(ray.get(node_refs))
     session.nodes_used |= nodes
     session.tasks += len(tiles)
