@@ -13,6 +13,10 @@ Methods:
           (+ in-batch statistics at B=128 when capgeo.geometry.inbatch is present)
   faiss   IndexFlatIP add + search(k + 1): the k nearest neighbours only, no histogram
   numpy   blockwise float32 matmul + argpartition (k + 1) per row, no histogram
+  capgeo-one-product
+          the same pass with the fixed arithmetic shape off: one product per tile (its
+          arithmetic block set to the tile), which is what the fixed 256-row shape costs
+          against (`--methods capgeo,capgeo-one-product` measures it, issue #31 item 6)
 Seconds are wall time; CPU seconds (user + system) show the work done when other
 jobs share the cores. "data MB" is the worker's peak after loading the vectors and
 importing its library (torch alone is ~600 MB of resident libraries).
@@ -101,14 +105,22 @@ def run_numpy(vectors, groups, args) -> dict:
     return {}
 
 
-METHODS = {"capgeo": run_capgeo, "faiss": run_faiss, "numpy": run_numpy}
+def run_capgeo_one_product(vectors, groups, args) -> dict:
+    from capgeo.geometry import cpu_pass
+
+    cpu_pass.ARITHMETIC_BLOCK = args.block_size  # one arithmetic block per tile: no fixed shape
+    return run_capgeo(vectors, groups, args)
+
+
+METHODS = {"capgeo": run_capgeo, "capgeo-one-product": run_capgeo_one_product, "faiss": run_faiss,
+           "numpy": run_numpy}
 
 
 def worker(args) -> None:
     vectors, groups = load_vectors(args)
     # warm up the libraries (imports, thread pools) outside the timing
-    if args.worker == "capgeo":
-        import torch  # noqa: F401
+    if args.worker.startswith("capgeo"):
+        import capgeo.geometry.pairwise  # noqa: F401  (the CPU pass is numpy's: no torch to warm)
     elif args.worker == "faiss":
         import faiss  # noqa: F401
     baseline = peak_memory_mb()

@@ -186,6 +186,13 @@ def brute_force_companions(vectors, groups, k):
     return index
 
 
+def torch_engine_scan(vectors, groups, *, block_size, **options):
+    """The torch engine's scan on the CPU (at fp32 the CPU pass is numpy's; cuda runs this one)."""
+    matrix, codes, device = prepare_inputs(vectors, groups, "cpu", precision="tf32")  # torch tensors
+    grid = make_grid(len(vectors), block_size, device, top_k=options["top_k"])
+    return finish_scan(tile_partial(matrix, codes, grid, grid.tiles(), **options), groups)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16"])
 def test_companions_merged_from_cells_above_the_kth_equal_the_dense_top_k(monkeypatch, precision):
     # ties everywhere (cosines are multiples of 1/8), groups scattered over the tiles, k larger
@@ -215,8 +222,8 @@ def test_companions_merged_from_cells_above_the_kth_equal_the_dense_top_k(monkey
                         ("default", default_limit)):
         monkeypatch.setattr(pairwise._ScanState, "_most_picks", limit)
         paths.clear()
-        scans[path] = scan_pairs(vectors, groups, top_k=7, block_size=24, device="cpu", threshold=0.5,
-                                 precision=precision)
+        scans[path] = torch_engine_scan(vectors, groups, top_k=7, block_size=24, threshold=0.5,
+                                        precision=precision)
         scans[path].paths = dict(paths)
     assert scans["dense"].paths.get("picked", 0) == 0 and scans["dense"].paths["dense"] > 0
     # forced picking: the dense path only where one caption's candidates would outgrow its table

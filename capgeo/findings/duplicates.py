@@ -15,7 +15,6 @@ other and never reported.
 
 from __future__ import annotations
 
-import itertools
 import json
 import warnings
 from dataclasses import dataclass
@@ -101,12 +100,14 @@ def _vectors_of(source) -> np.ndarray | None:
     return np.ascontiguousarray(vectors / norms)
 
 
-def _scan_pairs(vectors: np.ndarray, group_codes: np.ndarray, top_k: int, block_size: int, device=None):
+def _scan_pairs(vectors: np.ndarray, group_codes: np.ndarray, top_k: int, block_size: int, device=None,
+                exclude_codes=None):
     # imported here: the geometry engine is built alongside this module
     from capgeo.geometry.pairwise import scan_pairs
 
     # only the companion lists are needed here, not the distributions
-    return scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, device=device, histograms=False)
+    return scan_pairs(vectors, group_codes, top_k=top_k, block_size=block_size, device=device, histograms=False,
+                      exclude_codes=exclude_codes)
 
 
 def _check_sizes(captions, vectors: np.ndarray | None, scan) -> None:
@@ -121,7 +122,7 @@ def _check_sizes(captions, vectors: np.ndarray | None, scan) -> None:
             raise CapgeoError("pair scan: no companions per caption (top_k 0); scan with top_k >= 1")
 
 
-def _resolve(captions, source, top_k: int, block_size: int, scan=None, device=None):
+def _resolve(captions, source, top_k: int, block_size: int, scan=None, device=None, exclude_codes=None):
     """(vectors or None, a scan): ``scan`` when given, else one of ``top_k`` columns computed from the vectors."""
     vectors = _vectors_of(source)
     if vectors is None:
@@ -130,7 +131,7 @@ def _resolve(captions, source, top_k: int, block_size: int, scan=None, device=No
         _check_sizes(captions, vectors, None)
         if scan is None:
             k = max(1, min(top_k, len(captions) - 1))
-            scan = _scan_pairs(vectors, np.asarray(captions.group_codes), k, block_size, device)
+            scan = _scan_pairs(vectors, np.asarray(captions.group_codes), k, block_size, device, exclude_codes)
     _check_sizes(captions, None, scan)
     return vectors, scan
 
@@ -171,22 +172,20 @@ def _unique_links(rows: np.ndarray, columns: np.ndarray, values: np.ndarray):
     return low[first], high[first], values[first]
 
 
-def _ordered(links, threshold: float | None, limit: int | None) -> list[Pair]:
+def _ordered_links(links, threshold: float | None, limit: int | None):
+    """The links at or above ``threshold``, cosine descending, ties by caption indices ascending,
+    the first ``limit``: (low, high, cosine) arrays."""
     low, high, values = links
     if threshold is not None:
         keep = values >= threshold
         low, high, values = low[keep], high[keep], values[keep]
-    # cosine descending, ties by caption indices ascending
     order = np.lexsort((high, low, -values))[:limit]
-    return [Pair(int(a), int(b), float(c)) for a, b, c in zip(low[order], high[order], values[order])]
+    return low[order], high[order], values[order]
 
 
-def _cutoff(pairs: list[Pair], threshold: float | None, limit: int | None) -> float:
-    """Cosine a missed pair would need to reach to belong in the answer."""
-    cutoff = -np.inf if threshold is None else threshold
-    if limit is not None and len(pairs) >= limit:
-        cutoff = max(cutoff, pairs[limit - 1].cosine)
-    return cutoff
+def _ordered(links, threshold: float | None, limit: int | None) -> list[Pair]:
+    low, high, values = _ordered_links(links, threshold, limit)
+    return [Pair(int(a), int(b), float(c)) for a, b, c in zip(low.tolist(), high.tolist(), values.tolist())]
 
 
 def _rows_that_may_hide_pairs(scan, cutoff: float) -> np.ndarray:
@@ -199,7 +198,7 @@ def _rows_that_may_hide_pairs(scan, cutoff: float) -> np.ndarray:
 
 
 def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray, cutoff: float,
-                 per_row: int | None, block_size: int | None, max_links: int, device=None):
+                 per_row: int | None, block_size: int | None, max_links: int, device=None, exclude_codes=None):
     """All other-group links of ``rows`` with cosine >= cutoff (at most ``per_row`` best per row), exactly.
 
     One pass of the all-pairs engine over the tiles that hold these rows: with ``per_row``
@@ -216,7 +215,8 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
         # its tiles are a part of the whole pass's: named, or its bar reads as that one running backwards
         with labelled(f"re-searching {len(rows):,} crowded captions"):
             partial = tile_partial(matrix, groups, grid, tiles, top_k=per_row or 0, histograms=False,
-                                   threshold=None if per_row else cutoff, max_pairs=None if per_row else max_links)
+                                   threshold=None if per_row else cutoff, max_pairs=None if per_row else max_links,
+                                   exclude_codes=exclude_codes)
     except TooManyPairs as error:
         raise CapgeoError(f"{error}; raise --threshold or set a --top limit") from None
     if per_row:
@@ -233,7 +233,7 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
 
 def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None = None, limit: int | None = 50,
                          top_k: int = 10, block_size: int | None = None, max_pairs: int = 1_000_000,
-                         scan=None, device: str | None = None) -> list[Pair]:
+                         scan=None, device: str | None = None, exclude_codes=None) -> list[Pair]:
     """Caption pairs of different groups, most similar first, each unordered pair once.
 
     ``vectors_or_scan`` is the captions' normalised vectors (an array or an Embeddings) or
@@ -247,35 +247,62 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
     :class:`IncompleteMiningWarning` gives the number of rows that may hide pairs.
     ``scan``: a scan of these vectors to reuse instead of scanning again (any k:
     crowded rows are re-searched either way). ``device``: where the pass runs (default: the best available).
+    ``exclude_codes``: (N,) integers; pairs of equal codes are left out by the pass itself (with
+    vectors only; a given ``scan`` is then not reused). ``limit`` is at most ``max_pairs``: the
+    pass keeps at most that many pairs in memory whatever the data.
     """
     if threshold is None and limit is None:
         raise CapgeoError("near-duplicate mining needs a threshold, a limit, or both")
     if limit is not None and limit < 1:
         raise CapgeoError(f"limit: expected a positive number of pairs, got {limit}")
+    if limit is not None and limit > max_pairs:
+        raise CapgeoError(f"limit: at most {max_pairs:,} pairs are listed (each end of a pair keeps a list of "
+                          f"that length), got {limit:,}")
+    if exclude_codes is not None:
+        scan = None
     if threshold is not None:
         check_pair_threshold(threshold)
+    low, high, values = _mined_links(captions, vectors_or_scan, threshold, limit, top_k, block_size, max_pairs,
+                                     scan, device, exclude_codes)
+    return [Pair(int(a), int(b), float(c)) for a, b, c in zip(low.tolist(), high.tolist(), values.tolist())]
+
+
+def _mined_links(captions, vectors_or_scan, threshold, limit, top_k, block_size, max_pairs, scan, device,
+                 exclude_codes):
+    """:func:`near_duplicate_pairs` as (low, high, cosine) arrays, in its order."""
     if len(captions) < 2:
-        return []
-    vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan, device)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    if limit is None and scan is None and _vectors_of(vectors_or_scan) is not None:
+        # every pair at or above the threshold: one pass that keeps them (at most max_pairs), no top-k lists
+        vectors = _vectors_of(vectors_or_scan)
+        _check_sizes(captions, vectors, None)
+        every = np.arange(len(captions))
+        links = _exact_links(vectors, np.asarray(captions.group_codes), every, threshold, None, block_size,
+                             max_pairs, device, exclude_codes)
+        return _ordered_links(links, threshold, None)
+    vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan, device,
+                             exclude_codes)
     links = _scan_candidates(scan, threshold, limit)
-    pairs = _ordered(links, threshold, limit)
-    cutoff = _cutoff(pairs, threshold, limit)
+    ordered = _ordered_links(links, threshold, limit)
+    cutoff = -np.inf if threshold is None else threshold
+    if limit is not None and ordered[2].size >= limit:
+        cutoff = max(cutoff, float(ordered[2][limit - 1]))
     crowded = _rows_that_may_hide_pairs(scan, cutoff)
     if len(crowded) == 0:
-        return pairs
+        return ordered
     if vectors is None:
         k = np.asarray(scan.companion_index).shape[1]
         warnings.warn(IncompleteMiningWarning(
             f"{len(crowded):,} captions have {k} or more other-group companions at cosine >= {cutoff:.4f}: "
-            f"pairs among them may be missing; scan with a larger top_k (> {k}) or pass the vectors"), stacklevel=2)
-        return pairs
+            f"pairs among them may be missing; scan with a larger top_k (> {k}) or pass the vectors"), stacklevel=3)
+        return ordered
     extra = _exact_links(vectors, np.asarray(captions.group_codes), crowded, cutoff, limit, block_size, max_pairs,
-                         device)
+                         device, exclude_codes)
     merged = _unique_links(*(np.concatenate([known, found]) for known, found in zip(links, extra)))
     if threshold is not None and limit is None and int((merged[2] >= threshold).sum()) > max_pairs:
         raise CapgeoError(f"more than {max_pairs:,} caption pairs reach cosine {threshold:.4f}; "
                           "raise --threshold or set a --top limit")
-    return _ordered(merged, threshold, limit)
+    return _ordered_links(merged, threshold, limit)
 
 
 # --------------------------------------------------------------------------- examples
@@ -443,15 +470,17 @@ def near_duplicate_totals(captions, source, threshold: float = DEFAULT_NEAR_DUPL
                           max_pairs: int = 1_000_000, **mining) -> dict:
     """How many pairs of different groups are near-duplicates (cosine >= ``threshold``), and how
     many of those are exact copies: the totals behind any top-N list (exact given the vectors)."""
+    check_pair_threshold(threshold)
     try:
-        found = near_duplicate_pairs(captions, source, threshold=threshold, limit=None, max_pairs=max_pairs,
-                                     **mining)
+        low, high, _ = _mined_links(captions, source, threshold, None, mining.get("top_k", 10),
+                                    mining.get("block_size"), max_pairs, mining.get("scan"), mining.get("device"),
+                                    None)
     except CapgeoError:  # too many to list: say so rather than stop the command that asked for a top N
         return {"threshold": float(threshold), "n_pairs": None, "more_than": max_pairs, "n_exact_duplicate_pairs": None}
-    texts = captions.texts
-    exact = sum(is_exact_duplicate(texts[pair.index_a], texts[pair.index_b]) for pair in found)
-    return {"threshold": float(threshold), "n_pairs": len(found), "more_than": None,
-            "n_exact_duplicate_pairs": int(exact)}
+    codes = text_codes(captions.texts)  # each text normalised once, not once per pair
+    exact = int(np.count_nonzero(codes[low] == codes[high]))
+    return {"threshold": float(threshold), "n_pairs": int(low.size), "more_than": None,
+            "n_exact_duplicate_pairs": exact}
 
 
 def near_duplicate_total_text(near: dict) -> str:
@@ -463,28 +492,53 @@ def near_duplicate_total_text(near: dict) -> str:
     return head + f"{near['n_pairs']:,} pairs of different images in all{copies}."
 
 
-def _without_exact_copies(mine, texts, limit: int | None) -> tuple[list[Pair], int]:
-    """The most similar ``limit`` pairs that are not exact copies, and how many copies were passed over.
+def text_codes(texts: Sequence[str]) -> np.ndarray:
+    """One integer per caption, equal for exact copies (:func:`capgeo.findings.highlight.is_exact_duplicate`)."""
+    from capgeo.captions.exact_duplicates import normalize_text
 
-    Exact copies sit at the top of the list, so the list is mined deeper until
-    ``limit`` others are found or no pairs are left."""
-    ask = limit
-    for round_ in itertools.count(1):
-        with labelled(f"exact copies left out, round {round_}"):
-            mined = mine(ask)
-        kept = [pair for pair in mined if not is_exact_duplicate(texts[pair.index_a], texts[pair.index_b])]
-        if limit is None or len(kept) >= limit or len(mined) < ask:
-            passed_over = len(mined) - len(kept) if limit is None else _copies_before(mined, kept, limit)
-            return (kept if limit is None else kept[:limit]), passed_over
-        ask = max(2 * ask, limit + 2 * (len(mined) - len(kept)))
+    seen: dict[str, int] = {}
+    return np.array([seen.setdefault(normalize_text(text), len(seen)) for text in texts], dtype=np.int64)
 
 
-def _copies_before(mined: list[Pair], kept: list[Pair], limit: int) -> int:
-    # copies ranked above the last pair shown: those the list really skipped
-    if len(kept) < limit:
-        return len(mined) - len(kept)
-    last = mined.index(kept[limit - 1])
-    return last + 1 - limit
+#: rows of exact copies compared at a time when counting those skipped (a float64 block of this many
+#: rows against one text's distinct vectors)
+COPY_ROWS = 2048
+
+
+def exact_copies_at_or_above(vectors: np.ndarray, group_codes, codes: np.ndarray, cutoff: float) -> int:
+    """Pairs of exact copies (equal ``codes``) of different groups whose cosine is >= ``cutoff``.
+
+    Counted per text from its distinct vectors and their multiplicities (an exact copy is
+    usually the same vector), in blocks of :data:`COPY_ROWS` rows: memory stays bounded
+    however many copies there are (20,000 identical captions are one vector)."""
+    from scipy.sparse import csr_matrix
+
+    groups = np.asarray(group_codes)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.flatnonzero(np.diff(codes[order])) + 1
+    total = 0
+    for members in np.split(order, bounds):
+        if members.size < 2 or np.unique(groups[members]).size < 2:
+            continue
+        distinct, which = np.unique(vectors[members], axis=0, return_inverse=True)
+        which = which.reshape(-1)
+        _, local_groups = np.unique(groups[members], return_inverse=True)
+        # per distinct vector: its captions in each group (sparse: one entry per caption at most)
+        by_group = csr_matrix((np.ones(members.size), (which, local_groups.reshape(-1))),
+                              shape=(len(distinct), int(local_groups.max()) + 1))
+        counts = np.asarray(by_group.sum(axis=1)).ravel()
+        unit = distinct.astype(np.float64)
+        unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+        for start in range(0, len(distinct), COPY_ROWS):
+            rows = slice(start, start + COPY_ROWS)
+            reaches = unit[rows] @ unit.T >= cutoff
+            # c_a c_b less those of one group: each pair of two vectors' captions; for a vector with
+            # itself every pair is counted twice, and so halved
+            pairs = counts[rows, None] * counts[None, :] - (by_group[rows] @ by_group.T).toarray()
+            local = np.arange(len(distinct))[None, :] - np.arange(start, start + pairs.shape[0])[:, None]
+            weight = np.where(local > 0, 1.0, np.where(local == 0, 0.5, 0.0))
+            total += int(round(float((pairs * weight * reaches).sum())))
+    return total
 
 
 def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = 50,
@@ -538,8 +592,21 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
             return collecting_warnings(near_duplicate_pairs, captions, source, threshold=threshold, limit=count,
                                        max_pairs=max_pairs, **shared)
 
-        if skip_exact:
-            mined, section["n_exact_skipped"] = _without_exact_copies(mine, captions.texts, limit)
+        if skip_exact and vectors is not None:
+            # the pass itself leaves copies out, so the list is mined once, at its length
+            codes = text_codes(captions.texts)
+            with labelled("most similar pairs, exact copies left out"):
+                mined = collecting_warnings(near_duplicate_pairs, captions, source, threshold=threshold, limit=limit,
+                                            max_pairs=max_pairs, exclude_codes=codes,
+                                            **{**shared, "scan": None})
+            cutoff = mined[-1].cosine if limit is not None and len(mined) == limit else threshold
+            section["n_exact_skipped"] = exact_copies_at_or_above(vectors, captions.group_codes, codes,
+                                                                  -np.inf if cutoff is None else cutoff)
+        elif skip_exact:  # a scan only: the copies among its pairs are dropped (the list may come out shorter)
+            found = mine(limit)
+            mined = [pair for pair in found if not is_exact_duplicate(captions.texts[pair.index_a],
+                                                                      captions.texts[pair.index_b])]
+            section["n_exact_skipped"] = len(found) - len(mined)
         else:
             with labelled("most similar pairs"):
                 mined = mine(limit)

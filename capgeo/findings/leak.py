@@ -86,7 +86,7 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
     # and a listed pair is never below the threshold), the margin covering float32's rounding
     width = np.shape(eval_vectors)[1]
     margin = width * 2.0 ** -22 + 1e-6
-    scan = scan_cross(eval_vectors, train_vectors, threshold=max(-1.0, threshold - margin), top_k=1,
+    scan = scan_cross(eval_vectors, train_vectors, threshold=max(-1.0, threshold - margin), top_k=0,
                       block_size=block_size, device=device, progress=progress, asked_threshold=threshold)
     scan_cosine = _cosines64(eval_vectors, train_vectors, scan.pair_query, scan.pair_reference)
     near = scan_cosine >= threshold

@@ -216,6 +216,10 @@ class NearDuplicates:
     truncation_only: list           # (index_a, index_b, cosine at L, cosine at full), best ``keep``, cosine at L desc
 
 
+#: near-duplicate pairs at one length the pass keeps at most (then it stops with an error naming the limit)
+TWIN_PAIRS_KEPT = 5_000_000
+
+
 def near_duplicates_at_length(vectors: np.ndarray, full_vectors: np.ndarray, group_codes: np.ndarray,
                               cut: np.ndarray, threshold: float, *, keep: int,
                               block_size: int | None = None, device=None) -> NearDuplicates:
@@ -229,7 +233,7 @@ def near_duplicates_at_length(vectors: np.ndarray, full_vectors: np.ndarray, gro
     from capgeo.geometry.pairwise import scan_pairs
 
     scan = scan_pairs(vectors, group_codes, top_k=0, block_size=block_size, device=device, histograms=False,
-                      threshold=threshold)
+                      threshold=threshold, max_pairs=TWIN_PAIRS_KEPT)
     return near_duplicates_from_pairs(scan.extra["pairs"], full_vectors, cut, threshold, keep=keep)
 
 
@@ -274,7 +278,7 @@ def length_statistics(captions, vectors: np.ndarray, full_vectors: np.ndarray, t
     k = max(1, min(top_k, len(captions) - 1))
     # one pass: distributions, companions and the near-duplicate pairs from the same tiles
     scan = scan_pairs(vectors, group_codes, top_k=k, block_size=block_size, device=device, progress=progress,
-                      threshold=threshold)
+                      threshold=threshold, max_pairs=TWIN_PAIRS_KEPT)
     # captions of which the reference sees more than L tokens
     more_seen = np.minimum(token_counts, reference_length) > length
     near = near_duplicates_from_pairs(scan.extra["pairs"], full_vectors, more_seen, threshold, keep=keep)

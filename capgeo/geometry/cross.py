@@ -7,8 +7,10 @@ reference columns in blocks, one matmul per tile, never the whole M x N matrix.
 
 From each tile it keeps (1) every pair with cosine >= ``threshold`` and (2) each query's
 ``top_k`` most similar references. Both are exact: no pair is skipped or estimated, and the
-result does not depend on the block size or the device. Equal cosines are ordered by the
-lower reference index first, as in pairwise.py, so results are reproducible.
+result does not depend on the block size: on the CPU (numpy) every cosine comes from an
+arithmetic block of one shape (:class:`capgeo.geometry.cpu_pass.BlockProducts`), whatever the
+tile. Equal cosines are ordered by the lower reference index first, as in pairwise.py, so
+results are reproducible. ``--device cuda`` / mps run the same walk in torch.
 """
 
 from __future__ import annotations
@@ -53,14 +55,13 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
     """Exact cosines of every query row against every reference row, blockwise.
 
     ``queries`` (M, d) and ``references`` (N, d) are normalised here. Keeps the pairs
-    with cosine >= ``threshold`` and each query's ``top_k`` best references.
+    with cosine >= ``threshold`` (raising past ``max_pairs`` of them, so memory stays
+    bounded) and each query's ``top_k`` best references (none with ``top_k=0``).
     """
-    import torch
-
     if not -1.0 <= threshold <= 1.0:
         raise CapgeoError(f"threshold: expected a cosine between -1 and 1, got {threshold}")
-    if top_k < 1 or block_size < 1:
-        raise CapgeoError(f"top_k and block_size must be at least 1, got {top_k} and {block_size}")
+    if top_k < 0 or block_size < 1:
+        raise CapgeoError(f"top_k must be at least 0 and block_size at least 1, got {top_k} and {block_size}")
     query_matrix = _unit_rows(queries, "query vectors")
     reference_matrix = _unit_rows(references, "reference vectors")
     if query_matrix.shape[1] != reference_matrix.shape[1]:
@@ -69,11 +70,19 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
     from capgeo.device import check_device
 
     check_device(device)  # a cache hit loads no model, which would have asked for the hardware
+    from capgeo.geometry.pairwise import runs_on_numpy
+
+    if runs_on_numpy(device):
+        return _scan_cross_numpy(query_matrix, reference_matrix, threshold=threshold, top_k=top_k,
+                                 block_size=block_size, max_pairs=max_pairs, progress=progress,
+                                 asked_threshold=asked_threshold)
+    import torch
+
     torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     query_rows = torch.from_numpy(query_matrix).to(torch_device)
     reference_rows = torch.from_numpy(reference_matrix).to(torch_device)
     m, n = query_rows.shape[0], reference_rows.shape[0]
-    k = min(top_k, n)
+    k = max(min(top_k, n), 1)
     found_query, found_reference, found_cosine = [], [], []
     found = 0
     best_cosine = np.empty((m, k), dtype=np.float32)
@@ -92,11 +101,7 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
                 hit_rows, hit_columns = torch.nonzero(tile >= threshold, as_tuple=True)
                 found += int(hit_rows.numel())
                 if found > max_pairs:
-                    # the threshold the user gave, not the candidates' margin below it (0.949997 for 0.95)
-                    asked = threshold if asked_threshold is None else asked_threshold
-                    # `report --leak` has no --threshold of its own: the advice names the command that does
-                    raise CapgeoError(f"more than {max_pairs:,} pairs reach cosine {asked:g}; raise the twin "
-                                      "threshold (`capgeo leak --threshold T`)")
+                    raise _too_many_pairs(max_pairs, threshold, asked_threshold)
                 if hit_rows.numel():
                     found_query.append((hit_rows + query_start).cpu().numpy())
                     found_reference.append((hit_columns + reference_start).cpu().numpy())
@@ -112,6 +117,19 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
                 bar.advance(1)
             best_cosine[query_start:query_start + rows.shape[0]] = running_cosine.cpu().numpy()
             best_index[query_start:query_start + rows.shape[0]] = running_index.cpu().numpy()
+    return _result(found_query, found_reference, found_cosine, best_index[:, :top_k], best_cosine[:, :top_k],
+                   threshold)
+
+
+def _too_many_pairs(max_pairs, threshold, asked_threshold) -> CapgeoError:
+    # the threshold the user gave, not the candidates' margin below it (0.949997 for 0.95)
+    asked = threshold if asked_threshold is None else asked_threshold
+    # `report --leak` has no --threshold of its own: the advice names the command that does
+    return CapgeoError(f"more than {max_pairs:,} pairs reach cosine {asked:g}; raise the twin threshold "
+                       "(`capgeo leak --threshold T`)")
+
+
+def _result(found_query, found_reference, found_cosine, best_index, best_cosine, threshold) -> CrossScan:
     pair_query = np.concatenate(found_query) if found_query else np.zeros(0, dtype=np.int64)
     pair_reference = np.concatenate(found_reference) if found_reference else np.zeros(0, dtype=np.int64)
     pair_cosine = np.concatenate(found_cosine) if found_cosine else np.zeros(0, dtype=np.float32)
@@ -136,3 +154,77 @@ def _row_topk(tile, k):
         values[rows], positions[rows] = (part[:, :width] for part in
                                          torch.sort(tile[rows], dim=1, descending=True, stable=True))
     return values[:, :k], positions[:, :k]
+
+
+def _scan_cross_numpy(query_matrix, reference_matrix, *, threshold, top_k, block_size, max_pairs, progress,
+                      asked_threshold) -> CrossScan:
+    """:func:`scan_cross` on the CPU, in numpy (no torch)."""
+    from capgeo.geometry.cpu_pass import BlockProducts, block_threads
+
+    with block_threads() as pool:
+        return _walk_cross(BlockProducts(query_matrix, reference_matrix, pool=pool), threshold=threshold,
+                           top_k=top_k, block_size=block_size, max_pairs=max_pairs, progress=progress,
+                           asked_threshold=asked_threshold)
+
+
+def _walk_cross(products, *, threshold, top_k, block_size, max_pairs, progress, asked_threshold) -> CrossScan:
+    query_matrix, reference_matrix = products.rows, products.columns
+    m, n = query_matrix.shape[0], reference_matrix.shape[0]
+    k = min(top_k, n)
+    found_query, found_reference, found_cosine = [], [], []
+    found = 0
+    best_cosine = np.full((m, k), -np.inf, dtype=np.float32)
+    best_index = np.full((m, k), -1, dtype=np.int64)
+    buffer = np.empty(min(block_size, m) * min(block_size, n), dtype=np.float32)
+    query_starts = range(0, m, block_size)
+    reference_starts = range(0, n, block_size)
+    with progress_bar("train x eval cosines", len(query_starts) * len(reference_starts), enabled=progress) as bar:
+        for query_start in query_starts:
+            query_end = min(query_start + block_size, m)
+            for reference_start in reference_starts:
+                reference_end = min(reference_start + block_size, n)
+                tile = buffer[:(query_end - query_start) * (reference_end - reference_start)].reshape(
+                    query_end - query_start, reference_end - reference_start)
+                products.tile_into(query_start, query_end, reference_start, reference_end, tile)
+                hit_rows, hit_columns = np.nonzero(tile >= threshold)
+                found += int(hit_rows.size)
+                if found > max_pairs:
+                    raise _too_many_pairs(max_pairs, threshold, asked_threshold)
+                if hit_rows.size:
+                    found_query.append(hit_rows + query_start)
+                    found_reference.append(hit_columns + reference_start)
+                    found_cosine.append(tile[hit_rows, hit_columns])
+                if k:
+                    _merge_top(best_cosine[query_start:query_end], best_index[query_start:query_end], tile,
+                               reference_start)
+                bar.advance(1)
+    return _result(found_query, found_reference, found_cosine, best_index, best_cosine, threshold)
+
+
+def _merge_top(best_cosine, best_index, tile, column_start):
+    """Merge a tile into running top-k lists (in place): cosine descending, lower index first.
+    Later tiles hold larger indices, so a stable sort (running list first) keeps ties in order."""
+    k = best_cosine.shape[1]
+    if k == 1:  # argmax takes the first of equal values: the lowest index
+        position = np.argmax(tile, axis=1)
+        value = tile[np.arange(tile.shape[0]), position]
+        better = value > best_cosine[:, 0]
+        best_cosine[better, 0] = value[better]
+        best_index[better, 0] = position[better] + column_start
+        return
+    width = min(k, tile.shape[1])
+    if tile.shape[1] > width:
+        kth = np.partition(tile, tile.shape[1] - width, axis=1)[:, tile.shape[1] - width]
+        rows, columns = np.nonzero(tile >= kth[:, None])
+    else:
+        rows, columns = np.nonzero(np.ones(tile.shape, dtype=bool))
+    values = np.concatenate([best_cosine.ravel(), tile[rows, columns]])
+    ids = np.concatenate([best_index.ravel(), columns + column_start])
+    owner = np.concatenate([np.repeat(np.arange(tile.shape[0]), k), rows])
+    order = np.lexsort((np.where(ids < 0, np.iinfo(np.int64).max, ids), -values, owner))
+    owner, values, ids = owner[order], values[order], ids[order]
+    starts = np.searchsorted(owner, np.arange(tile.shape[0]))
+    rank = np.arange(owner.size) - starts[owner]
+    keep = rank < k
+    best_cosine[owner[keep], rank[keep]] = values[keep]
+    best_index[owner[keep], rank[keep]] = ids[keep]

@@ -123,6 +123,10 @@ def estimate_pairs(
         raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {companions!r}")
     started = time.perf_counter()
     matrix, _, device = prepare_inputs(vectors, group_codes, device)
+    if isinstance(matrix, np.ndarray):  # the CPU pass's numpy inputs: the sampled pairs are binned with torch
+        import torch
+
+        matrix, device = torch.from_numpy(matrix), torch.device("cpu")
     codes = np.asarray(group_codes).astype(np.int64)
     n = len(codes)
     rng = np.random.default_rng(seed)

@@ -39,7 +39,7 @@ from capgeo.geometry.distribution import (
     bin_indices_torch,
     summarize_values,
 )
-from capgeo.geometry.partials import Moments, PairPartial, exact_units, sorted_pairs
+from capgeo.geometry.partials import Moments, PairPartial, TooManyPairs, exact_units, sorted_pairs
 from capgeo.geometry.precision import (
     ReducedProducts,
     check_precision,
@@ -132,15 +132,32 @@ class PairScan:
         return summary
 
 
-def prepare_inputs(vectors, group_codes, device=None):
-    """Check and move inputs: (unit float32 vectors on device, int64 group codes on device, device)."""
-    import torch
+def runs_on_numpy(device, precision: str = "fp32") -> bool:
+    """Whether the pass runs in numpy (the CPU at fp32) rather than torch (cuda, mps, tf32, bf16)."""
+    from capgeo.device import default_device
 
+    name = default_device() if device is None else str(device)
+    return precision == "fp32" and name.split(":")[0] == "cpu"
+
+
+def prepare_inputs(vectors, group_codes, device=None, *, precision: str = "fp32"):
+    """Check and move inputs: (unit float32 vectors on device, int64 group codes on device, device).
+
+    On the CPU at fp32 these are numpy arrays and the device is ``"cpu"`` (the numpy pass of
+    :mod:`capgeo.geometry.cpu_pass`, no torch); elsewhere torch tensors and a torch.device.
+    """
     from capgeo.device import check_device, default_device
 
     # the hardware is asked for here, not only when a model loads: a run whose vectors all come
     # from the cache loads none, and still runs this pass on --device
     check_device(device)
+    if runs_on_numpy(device, precision):
+        from capgeo.geometry.cpu_pass import prepare_arrays
+
+        matrix, groups = prepare_arrays(vectors, group_codes)
+        return matrix, groups, "cpu"
+    import torch
+
     device = torch.device(device if device is not None else default_device())
     matrix = torch.as_tensor(vectors)
     if matrix.ndim != 2:
@@ -195,14 +212,6 @@ def same_group_pair_count(group_codes) -> int:
     return int((sizes * (sizes - 1) // 2).sum())
 
 
-class TooManyPairs(CapgeoError):
-    """More pairs reach the threshold than the caller allowed."""
-
-    def __init__(self, limit: int, threshold: float):
-        super().__init__(f"more than {limit:,} caption pairs reach cosine {threshold:.4f}")
-        self.limit, self.threshold = limit, threshold
-
-
 @dataclass(frozen=True)
 class TileGrid:
     """The pass's tiles: rows ``[b * block_size, (b + 1) * block_size)`` form block ``b``;
@@ -238,6 +247,8 @@ def scan_pairs(
     precision: str = "fp32",
     bookkeeping_threads: int | None = 1,
     count_at_or_above: float | None = None,
+    exclude_codes=None,
+    max_pairs: int | None = None,
 ) -> PairScan:
     """Exact pairwise statistics of unit caption embeddings in one blockwise pass.
 
@@ -252,6 +263,10 @@ def scan_pairs(
     ``PairScan.extra["precision"]`` (:mod:`capgeo.geometry.precision`). ``count_at_or_above``:
     also count the different-group pairs with cosine >= that value, exactly (re-scored under
     tf32 / bf16), without keeping them (``PairScan.extra["count_at_or_above"]``).
+    ``exclude_codes``: (N,) integers; pairs of equal codes are no companions and no threshold
+    pairs (the histograms still count them): `dupes --skip-exact` passes one code per text.
+    ``max_pairs``: with ``threshold``, raise :class:`TooManyPairs` (a :class:`CapgeoError`) as
+    soon as more pairs than this reach it, so the pairs kept stay bounded.
     ``progress``: None shows a bar on a terminal only. ``bookkeeping_threads``: CPU
     threads for everything but the matmuls (histogram, top-k, merges); None keeps
     torch's setting. One is the default because these memory-bound steps gain little
@@ -272,13 +287,16 @@ def scan_pairs(
     if runner is not None:  # e.g. inside a --ray command (capgeo.scale): the same tiles and merge, elsewhere
         return runner(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
                       progress=progress, histograms=histograms, threshold=threshold, precision=precision,
-                      bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above)
+                      bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
+                      exclude_codes=exclude_codes, max_pairs=max_pairs)
     started = time.perf_counter()
-    matrix, groups, device = prepare_inputs(vectors, group_codes, device)
+    check_precision(precision)
+    matrix, groups, device = prepare_inputs(vectors, group_codes, device, precision=precision)
     grid = make_grid(matrix.shape[0], block_size, device, top_k=top_k)
     partial = tile_partial(matrix, groups, grid, grid.tiles(), top_k=top_k, bins=bins, histograms=histograms,
                            threshold=threshold, precision=precision, progress=progress,
-                           bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above)
+                           bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
+                           exclude_codes=exclude_codes, max_pairs=max_pairs)
     return finish_scan(partial, group_codes, device=device, seconds=time.perf_counter() - started)
 
 
@@ -298,7 +316,8 @@ def make_grid(n: int, block_size: int | None, device, *, top_k: int = DEFAULT_TO
 def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_TOP_K, bins: int = DEFAULT_BINS,
                  histograms: bool = True, threshold: float | None = None, precision: str = "fp32",
                  max_pairs: int | None = None, progress: bool | None = None,
-                 bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None) -> PairPartial:
+                 bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None,
+                 exclude_codes=None) -> PairPartial:
     """What ``tiles`` ((row block, column block) pairs, row <= column) contribute to the pass.
 
     ``matrix``, ``groups``: from :func:`prepare_inputs` (unit float32 vectors and int64
@@ -306,13 +325,35 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
     order whatever order they are given in (the running top-k relies on it). Host work
     per tile is a fixed number of torch calls; group membership is tested on the device.
     ``max_pairs``: raise :class:`TooManyPairs` as soon as more pairs than this reach
-    ``threshold`` (memory stays bounded however low the threshold).
+    ``threshold`` (memory stays bounded however low the threshold). Numpy inputs (from
+    :func:`prepare_inputs` on the CPU) run the numpy pass at fp32, torch's at tf32 / bf16.
     """
-    import torch
-
     tiles = sorted({(int(row), int(column)) for row, column in tiles})
     if any(not 0 <= row <= column < grid.blocks for row, column in tiles):
         raise ValueError(f"tiles must satisfy 0 <= row block <= column block < {grid.blocks}")
+    if exclude_codes is not None:
+        exclude_codes = np.asarray(exclude_codes, dtype=np.int64)
+        if exclude_codes.shape != (grid.n,):
+            raise CapgeoError(f"exclusion codes must have one entry per caption ({grid.n}), got shape "
+                              f"{exclude_codes.shape}")
+    if isinstance(matrix, np.ndarray) and check_precision(precision) == "fp32":
+        from capgeo.geometry.cpu_pass import ArrayScanState, block_threads
+
+        with block_threads() as pool, progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
+            state = ArrayScanState(grid, matrix, np.asarray(groups), top_k, bins, histograms, threshold, max_pairs,
+                                   count_at_or_above, exclude_codes, pool)
+            for row_block, column_block in tiles:
+                state.add_tile(row_block, column_block)
+                bar.advance(1)
+        return state.partial()
+    import torch
+
+    if isinstance(matrix, np.ndarray):
+        import warnings
+
+        with warnings.catch_warnings():  # (Ray's object-store arrays are read-only; the tiles only read them)
+            warnings.simplefilter("ignore", UserWarning)
+            matrix, groups = torch.from_numpy(matrix), torch.from_numpy(np.asarray(groups))
     device = matrix.device
     reduced = precision_error = None
     with torch.inference_mode():
@@ -321,7 +362,8 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
             precision_error = {"cosine_error_bound": reduced.bound, "product": reduced.product_kind,
                                **reduced.measure(bins)}
         state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles), reduced,
-                           max_pairs, count_at_or_above)
+                           max_pairs, count_at_or_above,
+                           None if exclude_codes is None else torch.from_numpy(exclude_codes).to(device))
     threads = _CpuThreads(device, bookkeeping_threads)
     with torch.inference_mode(), matmul_precision(precision), _threads_for_tiles(device, grid.block_size), \
             progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
@@ -427,9 +469,10 @@ class _ScanState:
     """
 
     def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, n_tiles, reduced=None,
-                 max_pairs=None, count_threshold=None):
+                 max_pairs=None, count_threshold=None, exclude_codes=None):
         import torch
 
+        self.exclude = exclude_codes
         self.torch = torch
         self.grid, self.matrix, self.groups = grid, matrix, groups
         self.top_k, self.bins, self.histograms_on, self.threshold = top_k, bins, histograms, threshold
@@ -493,10 +536,11 @@ class _ScanState:
             if shares_groups:
                 # the same-group cells as (rows, columns): few, so indexing them beats masking whole tiles
                 same = _true_cells(self.groups[row_start:row_end, None] == self.groups[None, column_start:column_end])
-            self._accumulate(tile, row_start, column_start, same, diagonal)
+            self._accumulate(tile, row_start, column_start, same, diagonal,
+                             row_end=row_end, column_end=column_end)
         self._tile_number += 1
 
-    def _accumulate(self, tile, row_start, column_start, same, diagonal):
+    def _accumulate(self, tile, row_start, column_start, same, diagonal, *, row_end, column_end):
         rows, columns = tile.shape
         self._touched[row_start:row_start + rows] = True
         self._touched[column_start:column_start + columns] = True
@@ -511,6 +555,9 @@ class _ScanState:
         # exclude self-pairs and same-group pairs from companions and from the pairs kept
         if same is not None:
             tile.index_put_(same, tile.new_tensor(float("-inf")))
+        if self.exclude is not None:
+            excluded = self.exclude[row_start:row_end, None] == self.exclude[None, column_start:column_end]
+            tile.masked_fill_(excluded, float("-inf"))
         if diagonal:
             tile.fill_diagonal_(float("-inf"))
         if self.threshold is not None:
@@ -886,12 +933,14 @@ def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_
     measure the recall of approximate companions on a sample of captions.
     Returns (index (q, k) int64, cosine (q, k) float32) with -1 / NaN where missing.
     """
-    import torch
-
     matrix, groups, device = prepare_inputs(vectors, group_codes, device)
-    queries = torch.as_tensor(np.asarray(queries, dtype=np.int64), device=device)
     n = matrix.shape[0]
     block_size = make_grid(n, block_size, device).block_size
+    if isinstance(matrix, np.ndarray):
+        return _query_companions_numpy(matrix, groups, np.asarray(queries, dtype=np.int64), top_k, block_size)
+    import torch
+
+    queries = torch.as_tensor(np.asarray(queries, dtype=np.int64), device=device)
     best_cosine = torch.full((len(queries), top_k), float("-inf"), device=device)
     best_index = torch.full((len(queries), top_k), -1, dtype=torch.int64, device=device)
     with torch.inference_mode():
@@ -910,3 +959,26 @@ def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_
     missing = ~np.isfinite(cosine)
     cosine[missing], index[missing] = np.nan, -1
     return index, cosine
+
+
+def _query_companions_numpy(matrix, groups, queries, top_k, block_size):
+    """:func:`query_companions` on the CPU: block by block, merged by (cosine descending, index ascending)."""
+    n = matrix.shape[0]
+    best_cosine = np.full((len(queries), top_k), -np.inf, dtype=np.float32)
+    best_index = np.full((len(queries), top_k), -1, dtype=np.int64)
+    rows = matrix[queries]
+    for start in range(0, n, block_size):
+        end = min(start + block_size, n)
+        tile = rows @ matrix[start:end].T
+        columns = np.arange(start, end)
+        tile[(groups[queries, None] == groups[None, start:end]) | (queries[:, None] == columns[None, :])] = -np.inf
+        values = np.concatenate([best_cosine, tile], axis=1)
+        ids = np.concatenate([best_index, np.broadcast_to(columns, tile.shape)], axis=1)
+        # per row: cosine descending, then index ascending (-1 placeholders sort last among -inf)
+        order = np.lexsort((np.where(ids < 0, n, ids), -values), axis=1)[:, :top_k]
+        best_cosine = np.take_along_axis(values, order, 1)
+        best_index = np.take_along_axis(ids, order, 1)
+    cosine = best_cosine.astype(np.float32)
+    missing = ~np.isfinite(cosine)
+    cosine[missing], best_index[missing] = np.nan, -1
+    return best_index, cosine

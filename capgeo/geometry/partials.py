@@ -29,6 +29,8 @@ from typing import Iterable
 
 import numpy as np
 
+from capgeo.errors import CapgeoError
+
 # 2**-1074 is float64's smallest positive step, so every finite float64 is an integer
 # multiple of it: sums of such integers are exact and order-independent
 _EXACT_SCALE = 1 << 1074
@@ -43,6 +45,14 @@ def exact_units(value: float) -> int:
 def from_exact_units(units: int) -> float:
     """The float nearest to ``units`` * 2**-1074 (correctly rounded)."""
     return float(Fraction(units, _EXACT_SCALE))
+
+
+class TooManyPairs(CapgeoError):
+    """More pairs reach the threshold than the caller allowed (the pass stops there)."""
+
+    def __init__(self, limit: int, threshold: float):
+        super().__init__(f"more than {limit:,} caption pairs reach cosine {threshold:.4f}")
+        self.limit, self.threshold = limit, threshold
 
 
 @dataclass

@@ -32,7 +32,8 @@ WAIT_SECONDS = 0.2
 def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
                       device=None, progress: bool | None = None, histograms: bool = True,
                       threshold: float | None = None, precision: str = "fp32",
-                      bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None):
+                      bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None,
+                      exclude_codes=None, max_pairs: int | None = None):
     """:func:`capgeo.geometry.pairwise.scan_pairs`, with the tiles run as Ray tasks of ``session``
     (a :class:`capgeo.scale.session.RaySession`, which installs this function as the engine's runner)."""
     from capgeo.geometry.pairwise import finish_scan, make_grid, prepare_inputs
@@ -41,7 +42,7 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
     session.release_actors()  # encoder actors would hold the CPUs/GPUs the tiles need
     started = time.perf_counter()
     # checked and normalised once, on the driver; every task reads the same unit vectors
-    matrix, groups, _ = prepare_inputs(vectors, group_codes, "cpu")
+    matrix, groups, _ = prepare_inputs(vectors, group_codes, "cpu")  # numpy arrays
     use_gpus = session.uses_gpus(device)
     worker_device = str(device) if device is not None else ("cuda" if use_gpus else "cpu")
     resources = {"num_gpus": 1} if use_gpus else {"num_cpus": 1}
@@ -49,11 +50,12 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
         block_size = ray.get(ray.remote(_block_size_on_worker).options(**resources).remote(
             matrix.shape[0], worker_device, top_k))
     grid = make_grid(matrix.shape[0], block_size, "cpu", top_k=top_k)
-    matrix_ref, groups_ref = ray.put(matrix.numpy()), ray.put(groups.numpy())
+    matrix_ref, groups_ref = ray.put(matrix), ray.put(groups)
     # tf32 / bf16: every task prepares the reduced-precision vectors again (the tile API takes
     # the whole matrix), a cost per task that fp32 does not have
     options = dict(top_k=top_k, bins=bins, histograms=histograms, threshold=threshold, precision=precision,
-                   bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above)
+                   bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
+                   exclude_codes=exclude_codes, max_pairs=max_pairs)
     # SPREAD: tiles go round the nodes, not first to fill the driver's node (Ray's default)
     tile_task = ray.remote(_tile_task).options(num_returns=2, max_retries=RETRIES, scheduling_strategy="SPREAD",
                                                **resources)
@@ -83,6 +85,10 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
                 batch, ready = ready[:MERGE_FAN_IN], ready[MERGE_FAN_IN:]
                 pending[merge_task.remote(*batch)] = False
     partial = ray.get(ready[0])
+    if max_pairs is not None and threshold is not None and partial.pair_rows.size > max_pairs:
+        from capgeo.geometry.partials import TooManyPairs
+
+        raise TooManyPairs(max_pairs, threshold)  # each task checked its own tile; this is the whole pass
     nodes = set(ray.get(node_refs))
     session.nodes_used |= nodes
     session.tasks += len(tiles)
@@ -93,9 +99,11 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
 
 def _block_size_on_worker(n: int, device: str, top_k: int) -> int:
     """The block size the local pass would choose on a worker's device."""
-    import torch
-
     from capgeo.geometry.pairwise import make_grid
+
+    if device.split(":")[0] == "cpu":
+        return make_grid(n, None, "cpu", top_k=top_k).block_size
+    import torch
 
     return make_grid(n, None, torch.device(device), top_k=top_k).block_size
 
@@ -121,14 +129,14 @@ _gpu_inputs: tuple | None = None
 def _inputs_on_device(matrix: np.ndarray, groups: np.ndarray, device: str, pass_id: str):
     import warnings
 
+    global _gpu_inputs
+    if device.split(":")[0] == "cpu":  # the numpy pass (and torch's tf32 / bf16, which wraps these arrays)
+        return matrix, groups
     import torch
 
-    global _gpu_inputs
     with warnings.catch_warnings():
-        # object-store arrays are read-only; the tile code only reads them, so no copy on the CPU
+        # object-store arrays are read-only; the tile code only reads them
         warnings.simplefilter("ignore", UserWarning)
-        if torch.device(device).type == "cpu":
-            return torch.from_numpy(matrix), torch.from_numpy(groups)
         if _gpu_inputs is None or _gpu_inputs[0] != pass_id:
             _gpu_inputs = None  # free the previous pass's copy first
             _gpu_inputs = (pass_id, torch.from_numpy(matrix).to(device), torch.from_numpy(groups).to(device))

@@ -1,0 +1,465 @@
+"""The pairwise pass on the CPU, in numpy: the same tiles, partials and merge as the torch
+engine of :mod:`capgeo.geometry.pairwise`, without importing torch.
+
+Tile-independent arithmetic. ``block_size`` only schedules the work (how many cosines are
+held at once). Every cosine is computed in an *arithmetic block* of one fixed shape,
+:data:`ARITHMETIC_BLOCK` rows of the vectors against as many rows (the last block of the
+vectors zero-padded), always at the same position in it: the cosine of captions i < j is
+entry ``(i % A, j % A)`` of the product of block ``i // A`` with block ``j // A``, and the
+pair (j, i) reads that same float. A matrix product of one shape runs one kernel in one
+order, so every cosine, and so every histogram bin, top-k list and threshold pair, is the
+same float whatever the tile size. The float64 sums are taken per arithmetic block (rows
+of one block summed in float32, the block's rows added in float64) and added exactly, so
+they do not depend on the tile size either; each arithmetic block's sums are added by the
+one tile that holds its first cell.
+
+Small tiles (narrower than an arithmetic block) copy their part out of the block product,
+kept from one tile to the next; tiles of whole arithmetic blocks are written in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+from capgeo.errors import CapgeoError
+from capgeo.geometry.distribution import bin_scale_offset
+from capgeo.geometry.partials import Moments, PairPartial, TooManyPairs, exact_units
+
+#: rows of the vectors in one arithmetic block: every cosine is one entry of an A x A product.
+#: 256 costs nothing measurable against one product per 2048-row tile on a 2-core CPU
+#: (bench/bench_geometry.py --fixed-shape), and pads small datasets less than 512 would
+ARITHMETIC_BLOCK = 256
+
+UNIT_NORM_TOLERANCE = 1e-6  # capgeo.encoders.base's, repeated here: that module imports more
+
+
+def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
+    """Checked inputs for the numpy pass: (unit float32 vectors, int64 group codes)."""
+    if hasattr(vectors, "detach"):  # a torch tensor from a library caller
+        vectors = vectors.detach().cpu().numpy()
+    matrix = np.asarray(vectors)
+    if matrix.ndim != 2:
+        raise CapgeoError(f"caption embeddings must be a 2-D array (captions x width), got shape {tuple(matrix.shape)}")
+    n = int(matrix.shape[0])
+    if n < 2:
+        raise CapgeoError(f"pairwise statistics need at least 2 captions, got {n}")
+    if matrix.shape[1] < 1:
+        raise CapgeoError("caption embeddings have width 0")
+    matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+    # a row holding NaN or inf has a non-finite sum; a finite row can still overflow its sum,
+    # so the suspects are checked element by element
+    with np.errstate(over="ignore", invalid="ignore"):
+        suspects = np.flatnonzero(~np.isfinite(matrix.sum(axis=1)))
+    if suspects.size:
+        finite = np.isfinite(matrix[suspects]).all(axis=1)
+        if not finite.all():
+            raise CapgeoError(f"caption embedding {int(suspects[np.flatnonzero(~finite)[0]])} contains NaN or "
+                              "infinite values")
+    with np.errstate(over="ignore", under="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))[:, None]
+    # embeddings already of unit length are used as given: no copy
+    if bool((np.abs(norms - 1) > UNIT_NORM_TOLERANCE).any()):
+        original = matrix
+        with np.errstate(divide="ignore", invalid="ignore"):
+            matrix = matrix / norms
+        # a float32 norm can overflow or underflow: those rows are normalised in float64
+        extreme = np.flatnonzero(~np.isfinite(norms[:, 0]) | (norms[:, 0] == 0))
+        if extreme.size:
+            rows = original[extreme].astype(np.float64)
+            scale = np.abs(rows).max(axis=1, keepdims=True)
+            if bool((scale == 0).any()):
+                bad = int(extreme[np.flatnonzero(scale[:, 0] == 0)[0]])
+                raise CapgeoError(f"caption embedding {bad} is all zeros: its cosine is undefined")
+            rows = rows / scale
+            matrix[extreme] = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+    codes = np.asarray(group_codes)
+    if codes.shape != (n,):
+        raise CapgeoError(f"group codes must have one entry per caption ({n}), got shape {codes.shape}")
+    if not np.issubdtype(codes.dtype, np.integer):
+        raise CapgeoError(f"group codes must be integers, got dtype {codes.dtype}")
+    if np.unique(codes).size < 2:
+        raise CapgeoError(
+            "all captions belong to one group (image): there are no pairs of different groups to compare"
+        )
+    return matrix, codes.astype(np.int64)
+
+
+@contextlib.contextmanager
+def block_threads(threads: int | None = None):
+    """A thread pool for the arithmetic blocks, with BLAS on one thread inside it.
+
+    Each block product is small (256 x 256): a multithreaded BLAS call per block wakes and syncs
+    its threads every time, which on shared cores cost 5-20x the product (measured under load on
+    the 2-core machine). Whole blocks run side by side on ``threads`` Python threads instead
+    (numpy releases the GIL in matmul), each product on one BLAS thread: also the same kernel
+    for every block, whatever the thread count. Yields the pool (None for one thread).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if threads is None:
+        blas = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
+        threads = max(blas) if blas else (os.cpu_count() or 1)
+    with threadpool_limits(1, user_api="blas"):
+        if threads <= 1:
+            yield None
+            return
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            yield pool
+
+
+class BlockProducts:
+    """Cosines of a unit float32 ``matrix`` (or of ``matrix`` rows against ``other`` rows),
+    every one from an arithmetic block of one shape (:data:`ARITHMETIC_BLOCK` squared)."""
+
+    def __init__(self, matrix: np.ndarray, other: np.ndarray | None = None, size: int | None = None, pool=None):
+        self.size = ARITHMETIC_BLOCK if size is None else size
+        self.pool = pool  # from :func:`block_threads`: whole blocks of a tile run on it side by side
+        self.rows = matrix
+        self.columns = matrix if other is None else other
+        self.symmetric = other is None
+        self._padded: dict = {}
+        self._kept = None  # (key, block product) of the last block a small tile read
+
+    def block(self, vectors: np.ndarray, index: int) -> np.ndarray:
+        """Rows ``index * A`` .. of ``vectors``, zero-padded to A rows (contiguous)."""
+        start = index * self.size
+        part = vectors[start:start + self.size]
+        if part.shape[0] == self.size:
+            return part
+        key = (id(vectors), index)
+        if key not in self._padded:
+            padded = np.zeros((self.size, vectors.shape[1]), dtype=np.float32)
+            padded[:part.shape[0]] = part
+            self._padded[key] = padded
+        return self._padded[key]
+
+    def product_into(self, row_block: int, column_block: int, out: np.ndarray) -> None:
+        """The A x A product of row block and column block into ``out`` (row <= column when symmetric)."""
+        np.matmul(self.block(self.rows, row_block), self.block(self.columns, column_block).T, out=out)
+        if self.symmetric and row_block == column_block:
+            # the pair (j, i) reads the float of (i, j), so a caption meets the same cosine from either side
+            lower = np.tril_indices(self.size, -1)
+            out[lower] = out.T[lower]
+
+    def product(self, row_block: int, column_block: int) -> np.ndarray:
+        """The A x A block (a view of the transposed upper block below the diagonal), kept for the next call."""
+        flip = self.symmetric and row_block > column_block
+        key = (column_block, row_block) if flip else (row_block, column_block)
+        if self._kept is None or self._kept[0] != key:
+            out = np.empty((self.size, self.size), dtype=np.float32)
+            self.product_into(*key, out)
+            self._kept = (key, out)
+        return self._kept[1].T if flip else self._kept[1]
+
+    def tile_into(self, row_start: int, row_end: int, column_start: int, column_end: int, out: np.ndarray) -> None:
+        """Cosines of rows [row_start, row_end) against columns [column_start, column_end) into ``out``."""
+        size = self.size
+        diagonal = self.symmetric and row_start == column_start and row_end == column_end
+        mirrored, whole_blocks = [], []
+        for row_block in range(row_start // size, -(-row_end // size)):
+            low, high = max(row_start, row_block * size), min(row_end, (row_block + 1) * size)
+            for column_block in range(column_start // size, -(-column_end // size)):
+                left, right = max(column_start, column_block * size), min(column_end, (column_block + 1) * size)
+                target = out[low - row_start:high - row_start, left - column_start:right - column_start]
+                whole = high - low == size and right - left == size
+                if whole and diagonal and row_block > column_block:
+                    mirrored.append((target, out[left - row_start:right - row_start, low - column_start:high - column_start]))
+                elif whole:
+                    whole_blocks.append((row_block, column_block, target))
+                else:
+                    block = self.product(row_block, column_block)
+                    target[...] = block[low - row_block * size:high - row_block * size,
+                                        left - column_block * size:right - column_block * size]
+        if self.pool is None or len(whole_blocks) < 2:
+            for job in whole_blocks:
+                self.product_into(*job)
+        else:
+            list(self.pool.map(lambda job: self.product_into(*job), whole_blocks))
+        for target, upper in mirrored:
+            target[...] = upper.T
+
+
+# slots of the exact sums: every counted pair, then the same-group pairs among them
+_ALL_SUM, _ALL_SQUARES, _SAME_SUM, _SAME_SQUARES = range(4)
+
+
+class ArrayScanState:
+    """The numpy twin of :class:`capgeo.geometry.pairwise._ScanState` (fp32 only)."""
+
+    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, max_pairs=None,
+                 count_threshold=None, exclude_codes=None, pool=None):
+        self.grid, self.matrix, self.groups = grid, matrix, groups
+        self.top_k, self.bins, self.histograms_on, self.threshold = top_k, bins, histograms, threshold
+        self.max_pairs, self.count_threshold = max_pairs, count_threshold
+        self.exclude = exclude_codes
+        self.products = BlockProducts(matrix, pool=pool)
+        n, size = grid.n, self.products.size
+        # padded group codes of the arithmetic blocks: padding rows belong to no group
+        self._block_count = -(-n // size)
+        padded = np.full(self._block_count * size, -1, dtype=np.int64)
+        padded[:n] = groups
+        self._padded_groups = padded
+        self._block_low = [int(groups[start:start + size].min()) for start in range(0, n, size)]
+        self._block_high = [int(groups[start:start + size].max()) for start in range(0, n, size)]
+        spans = [grid.span(block) for block in range(grid.blocks)]
+        self._code_low = [int(groups[start:end].min()) for start, end in spans]
+        self._code_high = [int(groups[start:end].max()) for start, end in spans]
+        if exclude_codes is not None:
+            self._exclude_low = [int(exclude_codes[start:end].min()) for start, end in spans]
+            self._exclude_high = [int(exclude_codes[start:end].max()) for start, end in spans]
+        cells = grid.block_size * grid.block_size
+        self._tile = np.empty(cells, dtype=np.float32)
+        self._position = np.empty(cells, dtype=np.float32) if histograms else None
+        self._index = np.empty(cells, dtype=np.intp) if histograms else None
+        self._scratch = np.empty(size * size, dtype=np.float32)
+        self._upper = np.triu(np.ones((size, size), dtype=np.float32), 1)
+        self._upper_mask = self._upper.astype(bool)
+        # the lower triangle and diagonal of a diagonal tile: pairs counted elsewhere, or self-pairs
+        self._lower = np.tri(grid.block_size, dtype=bool)
+        scale, offset = bin_scale_offset(bins)
+        self._scale, self._offset = np.float32(scale), np.float32(offset)
+        self.negative_counts = np.zeros(bins + 1, dtype=np.int64)
+        self.same_counts = np.zeros(bins + 1, dtype=np.int64)
+        self._sums = [0, 0, 0, 0]
+        self.negative_range = [np.inf, -np.inf]
+        self.same_range = [np.inf, -np.inf]
+        self.best_cosine = np.full((n, top_k), -np.inf, dtype=np.float32)
+        self.best_index = np.full((n, top_k), -1, dtype=np.int64)
+        self._touched = np.zeros(n, dtype=bool)
+        self._pairs: list = []
+        self._pair_count = 0
+        self._n_at_or_above = 0
+        self._tiles = 0
+
+    # ------------------------------------------------------------------ one tile
+
+    def add_tile(self, row_block: int, column_block: int) -> None:
+        row_start, row_end = self.grid.span(row_block)
+        column_start, column_end = self.grid.span(column_block)
+        rows, columns = row_end - row_start, column_end - column_start
+        tile = self._tile[:rows * columns].reshape(rows, columns)
+        self.products.tile_into(row_start, row_end, column_start, column_end, tile)
+        diagonal = row_block == column_block
+        self._touched[row_start:row_end] = True
+        self._touched[column_start:column_end] = True
+        same = None
+        if self._code_low[row_block] <= self._code_high[column_block] and \
+                self._code_low[column_block] <= self._code_high[row_block]:
+            same = np.nonzero(self.groups[row_start:row_end, None] == self.groups[None, column_start:column_end])
+        if self.histograms_on:
+            self._add_block_sums(tile, row_start, row_end, column_start, column_end)
+            self._histogram(tile, same, diagonal)
+        # self-pairs, same-group pairs (and pairs of equal exclusion codes) are no companions
+        if same is not None:
+            tile[same] = -np.inf
+        if self.exclude is not None and self._exclude_low[row_block] <= self._exclude_high[column_block] and \
+                self._exclude_low[column_block] <= self._exclude_high[row_block]:
+            tile[self.exclude[row_start:row_end, None] == self.exclude[None, column_start:column_end]] = -np.inf
+        if diagonal:
+            np.fill_diagonal(tile, -np.inf)
+        if self.threshold is not None or self.count_threshold is not None:
+            counted = tile
+            if diagonal:
+                counted = tile.copy()
+                np.copyto(counted, -np.inf, where=self._lower[:rows, :columns])
+            if self.threshold is not None:
+                self._collect_pairs(counted, row_start, column_start)
+            if self.count_threshold is not None:
+                self._n_at_or_above += int(np.count_nonzero(counted >= self.count_threshold))
+        if self.top_k:
+            self._update(tile, row_start, column_start)
+            if not diagonal:
+                self._update(tile.T, column_start, row_start)
+        self._tiles += 1
+
+    def _add_block_sums(self, tile, row_start, row_end, column_start, column_end) -> None:
+        """Exact sums of the arithmetic blocks whose first counted cell lies in this tile."""
+        size, n = self.products.size, self.grid.n
+        counted = self._scratch.reshape(size, size)
+        for row_block in range(row_start // size, -(-row_end // size)):
+            first_row = row_block * size
+            if not row_start <= first_row < row_end:
+                continue
+            last_row = min(first_row + size, n)
+            for column_block in range(max(row_block, column_start // size), -(-column_end // size)):
+                first_column = column_block * size
+                if not column_start <= first_column + (column_block == row_block) < min(column_end, n):
+                    continue
+                last_column = min(first_column + size, n)
+                if last_row <= row_end and last_column <= column_end:  # the block's every real cell is here
+                    if last_row - first_row < size or last_column - first_column < size:
+                        counted.fill(0.0)
+                    counted[:last_row - first_row, :last_column - first_column] = \
+                        tile[first_row - row_start:last_row - row_start, first_column - column_start:last_column - column_start]
+                else:
+                    counted[...] = self.products.product(row_block, column_block)
+                self._block_sums(counted, row_block, column_block)
+
+    def _block_sums(self, counted, row_block, column_block) -> None:
+        """Add one arithmetic block's sums (``counted``: its cosines, a scratch it may change)."""
+        size = self.products.size
+        if row_block == column_block:
+            np.multiply(counted, self._upper, out=counted)
+        same = None
+        if self._block_low[row_block] <= self._block_high[column_block] and \
+                self._block_low[column_block] <= self._block_high[row_block]:
+            codes = self._padded_groups
+            rows = codes[row_block * size:(row_block + 1) * size]
+            columns = codes[column_block * size:(column_block + 1) * size]
+            same = (rows[:, None] == columns[None, :]) & (rows[:, None] >= 0)
+            if row_block == column_block:
+                same &= self._upper_mask
+            if not same.any():
+                same = None
+        values = counted.copy() if same is not None else None
+        self._sums[_ALL_SUM] += exact_units(_block_total(counted))
+        self._sums[_ALL_SQUARES] += exact_units(_block_total(np.multiply(counted, counted, out=counted)))
+        if same is None:
+            return
+        np.multiply(values, same, out=values)
+        self._sums[_SAME_SUM] += exact_units(_block_total(values))
+        self._sums[_SAME_SQUARES] += exact_units(_block_total(np.multiply(values, values, out=values)))
+
+    def _histogram(self, tile, same, diagonal) -> None:
+        """Bin counts, min and max of the tile's pairs (the upper triangle of a diagonal tile).
+        Leaves the self-pairs and same-group cells at -inf."""
+        bins = self.bins
+        rows, columns = tile.shape
+        position = self._position[:rows * columns].reshape(rows, columns)
+        index = self._index[:rows * columns].reshape(rows, columns)
+        np.multiply(tile, self._scale, out=position)
+        np.add(position, self._offset, out=position)
+        np.clip(position, 0, bins - 1, out=position)
+        np.copyto(index, position, casting="unsafe")  # >= 0 after the clip, where truncation is floor
+        counted_same = same
+        if diagonal:
+            np.copyto(index, bins, where=self._lower[:rows, :columns])  # overflow bin, discarded
+            if same is not None:
+                upper = same[0] < same[1]
+                counted_same = same[0][upper], same[1][upper]
+        if counted_same is not None and counted_same[0].size:
+            inside = tile[counted_same]
+            self.same_counts += np.bincount(index[counted_same], minlength=bins + 1)
+            self.same_range = [min(self.same_range[0], float(inside.min())),
+                               max(self.same_range[1], float(inside.max()))]
+            index[counted_same] = bins
+        self.negative_counts += np.bincount(index.reshape(-1), minlength=bins + 1)
+        # extremes of the negatives: a diagonal tile's lower triangle mirrors its upper one, so only
+        # the self-pairs and the same-group cells are set to values that cannot win
+        if same is None and not diagonal:
+            low, high = float(tile.min()), float(tile.max())
+        else:
+            extremes = []
+            for fill, reduce in ((np.inf, np.min), (-np.inf, np.max)):
+                if same is not None:
+                    tile[same] = fill
+                if diagonal:
+                    np.fill_diagonal(tile, fill)
+                extremes.append(float(reduce(tile)))
+            low, high = extremes
+        if low <= high:  # (a diagonal tile of one caption holds no pair)
+            self.negative_range = [min(self.negative_range[0], low), max(self.negative_range[1], high)]
+
+    def _collect_pairs(self, counted, row_start, column_start) -> None:
+        rows, columns = np.nonzero(counted >= self.threshold)
+        if not rows.size:
+            return
+        self._pairs.append((rows + row_start, columns + column_start, counted[rows, columns]))
+        self._pair_count += int(rows.size)
+        if self.max_pairs is not None and self._pair_count > self.max_pairs:
+            raise TooManyPairs(self.max_pairs, self.threshold)
+
+    def _update(self, tile, query_start, candidate_start) -> None:
+        """Merge the tile's candidates into the running top-k of its rows (queries).
+
+        Tiles are walked in row-major order, so a tile's candidates all have larger indices than
+        those already in its queries' lists: only cells strictly above a full list's k-th can
+        enter it. Where a list is not full yet, the cells at or above the tile row's own k-th
+        can. Those cells are picked out and merged by (cosine descending, index ascending).
+        """
+        k = self.top_k
+        queries, columns = tile.shape
+        running = slice(query_start, query_start + queries)
+        floor = self.best_cosine[running, k - 1].copy()
+        open_rows = np.flatnonzero(floor == -np.inf)
+        if open_rows.size:
+            kth = np.full(open_rows.size, -np.inf, dtype=np.float32)
+            if columns > k:
+                kth = np.partition(tile[open_rows], columns - k, axis=1)[:, columns - k]
+            # at or above the k-th, and never a masked cell (-inf)
+            with np.errstate(over="ignore"):
+                floor[open_rows] = np.nextafter(kth, np.float32(-np.inf))
+        query, candidate = np.nonzero(tile > floor[:, None])
+        if not query.size:
+            return
+        values = tile[query, candidate]
+        self._merge(query + query_start, candidate + candidate_start, values)
+
+    def _merge(self, query, candidate, values) -> None:
+        k = self.top_k
+        rows = np.unique(query)
+        kept = self.best_cosine[rows] > -np.inf
+        old_query = np.repeat(rows, k)[kept.ravel()]
+        all_query = np.concatenate([old_query, query])
+        all_index = np.concatenate([self.best_index[rows][kept], candidate])
+        all_values = np.concatenate([self.best_cosine[rows][kept], values])
+        order = np.lexsort((all_index, -all_values, all_query))
+        all_query, all_index, all_values = all_query[order], all_index[order], all_values[order]
+        starts = np.searchsorted(all_query, rows)
+        rank = np.arange(all_query.size) - np.repeat(starts, np.diff(np.append(starts, all_query.size)))
+        keep = rank < k
+        self.best_cosine[rows] = -np.inf
+        self.best_index[rows] = -1
+        self.best_cosine[all_query[keep], rank[keep]] = all_values[keep]
+        self.best_index[all_query[keep], rank[keep]] = all_index[keep]
+
+    # ------------------------------------------------------------------ result
+
+    def partial(self) -> PairPartial:
+        negative_counts = self.negative_counts[:self.bins].copy()
+        same_counts = self.same_counts[:self.bins].copy()
+        sums = self._sums
+        negative = Moments(int(negative_counts.sum()), sums[_ALL_SUM] - sums[_SAME_SUM],
+                           sums[_ALL_SQUARES] - sums[_SAME_SQUARES], *map(float, self.negative_range))
+        same = Moments(int(same_counts.sum()), sums[_SAME_SUM], sums[_SAME_SQUARES], *map(float, self.same_range))
+        touched = np.flatnonzero(self._touched)
+        if self.top_k:
+            touched = touched[np.isfinite(self.best_cosine[touched, 0])]
+        if self._pairs:
+            pair_rows, pair_columns, pair_cosines = (np.concatenate(parts) for parts in zip(*self._pairs))
+        else:
+            pair_rows = pair_columns = np.zeros(0, np.int64)
+            pair_cosines = np.zeros(0, np.float32)
+        return PairPartial(
+            n=self.grid.n, top_k=self.top_k, bins=self.bins, block_size=self.grid.block_size,
+            histograms=self.histograms_on, threshold=self.threshold,
+            negative_counts=negative_counts, same_counts=same_counts, negative=negative, same=same,
+            companion_rows=touched.astype(np.int64),
+            companion_cosine=self.best_cosine[touched].astype(np.float32),
+            companion_index=self.best_index[touched].astype(np.int64),
+            pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
+            pair_cosines=pair_cosines.astype(np.float32), tiles=self._tiles,
+            count_threshold=self.count_threshold, n_at_or_above=self._n_at_or_above,
+        )
+
+
+def _block_total(block: np.ndarray) -> float:
+    """Sum of one A x A block: each row in float32 (numpy's pairwise order, fixed by A), rows in float64."""
+    return float(block.sum(axis=1, dtype=np.float32).astype(np.float64).sum())
+
+
+def rescored(matrix: np.ndarray, rows: np.ndarray, columns: np.ndarray, step: int = 1 << 14) -> np.ndarray:
+    """Float64 cosines of the pairs (rows[i], columns[i]) of ``matrix``, rounded to float32: the
+    same value on every device and for every tile size (the pass's own floats are float32
+    products, whose last bit depends on the device's kernel)."""
+    out = np.empty(rows.size, dtype=np.float32)
+    for start in range(0, rows.size, step):
+        left = matrix[rows[start:start + step]].astype(np.float64)
+        right = matrix[columns[start:start + step]].astype(np.float64)
+        out[start:start + step] = np.einsum("ij,ij->i", left, right)
+    return out

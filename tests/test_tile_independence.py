@@ -1,0 +1,83 @@
+"""Results that do not depend on the tile size: every cosine comes from an arithmetic block of one
+shape, so histograms, companions, threshold pairs and counts are the same bytes for any
+--block-size (tiny, odd, huge), and pairs excluded by code never appear."""
+
+import numpy as np
+import pytest
+
+from capgeo.geometry import cpu_pass
+from capgeo.geometry.pairwise import scan_pairs
+
+
+def clustered(n, width, seed, per_group=3):
+    """Unit vectors near a few centres (so cosines crowd and bins fill), groups of ``per_group``."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(max(n // 25, 2), width))
+    vectors = centres[rng.integers(0, len(centres), n)] + 0.5 * rng.normal(size=(n, width))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32), np.arange(n) // per_group
+
+
+def fingerprint(scan):
+    """Everything a scan reports, as bytes (its timings aside)."""
+    parts = []
+    for histogram in (scan.negatives, scan.same_group):
+        parts += [histogram.counts.tobytes(), np.float64([histogram.n, histogram.total, histogram.total_squares,
+                                                          histogram.min, histogram.max]).tobytes()]
+    parts += [scan.companion_index.tobytes(), scan.companion_cosine.tobytes()]
+    parts += [np.asarray(part).tobytes() for part in scan.extra["pairs"]]
+    parts.append(str(scan.extra["count_at_or_above"]).encode())
+    return parts
+
+
+def scan(vectors, groups, block_size, **options):
+    return scan_pairs(vectors, groups, top_k=6, block_size=block_size, device="cpu", threshold=0.55,
+                      count_at_or_above=0.5, **options)
+
+
+def test_tiny_odd_and_huge_tiles_give_the_same_bytes():
+    vectors, groups = clustered(700, 40, seed=11)
+    reference = fingerprint(scan(vectors, groups, None))
+    for block_size in (7, 61, 255, 256, 300, 10_000):
+        assert fingerprint(scan(vectors, groups, block_size)) == reference, block_size
+
+
+def test_the_same_bytes_with_small_arithmetic_blocks_and_one_caption_tiles(monkeypatch):
+    # a block of 8 rows: tiles of 1 and 5 rows cut through blocks, tiles of 24 and 37 hold several
+    monkeypatch.setattr(cpu_pass, "ARITHMETIC_BLOCK", 8)
+    vectors, groups = clustered(90, 12, seed=12)
+    reference = fingerprint(scan(vectors, groups, 90))
+    for block_size in (1, 5, 8, 24, 37):
+        assert fingerprint(scan(vectors, groups, block_size)) == reference, block_size
+
+
+def test_float64_moments_and_counts_match_numpy():
+    vectors, groups = clustered(500, 24, seed=13)
+    result = scan(vectors, groups, 61)
+    cosine = vectors.astype(np.float64) @ vectors.astype(np.float64).T
+    rows, columns = np.triu_indices(len(vectors), 1)
+    different = groups[rows] != groups[columns]
+    values = cosine[rows, columns][different]
+    assert result.negatives.n == values.size
+    assert result.negatives.mean == pytest.approx(values.mean(), abs=1e-7)
+    assert result.negatives.std == pytest.approx(values.std(), abs=1e-7)
+    counts, _ = np.histogram(values, bins=result.negatives.bins, range=(-1, 1))
+    # float32 cosines may sit one bin away from the float64 ones at an edge
+    assert np.abs(result.negatives.counts - counts).sum() <= 0.001 * values.size
+    sure = int((values >= 0.5 + 1e-6).sum())
+    assert sure <= result.extra["count_at_or_above"]["pairs"] <= int((values >= 0.5 - 1e-6).sum())
+
+
+def test_excluded_pairs_are_no_companions_and_no_threshold_pairs():
+    vectors, groups = clustered(300, 16, seed=14)
+    codes = np.random.default_rng(0).integers(0, 40, len(vectors))
+    result = scan_pairs(vectors, groups, top_k=4, block_size=37, device="cpu", threshold=0.5, exclude_codes=codes)
+    cosine = vectors.astype(np.float64) @ vectors.astype(np.float64).T
+    banned = (groups[:, None] == groups[None, :]) | (codes[:, None] == codes[None, :])
+    cosine[banned] = -np.inf
+    for row in range(len(vectors)):
+        expected = np.argsort(-cosine[row], kind="stable")[:4]
+        np.testing.assert_array_equal(result.companion_index[row], expected)
+    rows, columns, _ = result.extra["pairs"]
+    assert rows.size and not np.any(codes[rows] == codes[columns])
+    assert result.negatives.n == len(vectors) * (len(vectors) - 1) // 2 - result.same_group_pairs_total
