@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 from capgeo.errors import EncoderError
 
+#: device files that a Linux machine with a GPU torch can use has (NVIDIA, WSL2's GPU bridge, ROCm)
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/dxg", "/dev/kfd")
+
 
 def default_device() -> str:
-    """"cuda", then "mps", then "cpu": the first that this torch build can use."""
+    """"cuda", then "mps", then "cpu": the first that this torch build can use.
+
+    A Linux machine with none of :data:`GPU_DEVICE_FILES` runs on the CPU whatever torch says,
+    so that a run that needs no model (a cache hit, precomputed vectors) never imports torch."""
+    if "torch" not in sys.modules and sys.platform.startswith("linux") and not any(
+            os.path.exists(path) for path in GPU_DEVICE_FILES):
+        return "cpu"
     import torch
 
     if torch.cuda.is_available():

@@ -23,7 +23,7 @@ MAX_SAMPLED_PAIRS = 50_000_000
 
 def check_has_negatives(captions, group_option: bool = True) -> None:
     """A dataset whose captions all describe one image has no negatives to measure. ``group_option``:
-    the command takes --group-column (compare, which reads datasets by detection only, does not)."""
+    the command takes --group-column (every command that reads a dataset does; a library caller may not)."""
     if int(captions.n_groups) < 2:
         advice = ("give --group-column if another column names the image" if group_option else
                   "profile it with `capgeo profile --group-column COLUMN` if another column names the image")

@@ -67,18 +67,21 @@ def test_negatives_k_is_bounded_and_capped_at_the_captions_there_are(vectors_dat
                                        "-o", str(tmp_path / "n.jsonl")])
     assert result.exit_code == 2 and "-k/--negatives: expected at most 1,000" in result.output
     assert not (tmp_path / "n.jsonl").exists()
-    result = CliRunner().invoke(main, ["negatives", str(data), "--encoder", encoder, "-k", "100",
-                                       "--min-cosine", "-1", "--max-cosine", "1", "-o", str(tmp_path / "n.jsonl"),
-                                       "--json", str(tmp_path / "n.json")])
-    assert result.exit_code == 0, result.output
-    summary = json.loads((tmp_path / "n.json").read_text())
-    assert summary["k"] == 38  # 40 captions, 2 an image: none has more than 38 of other images
-    assert summary["n_anchors_short"] == 0 and "capped at 38" in result.output
-    rows = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
-    assert all(len(row["negative_ids"]) == 38 for row in rows)
+    # 40 captions, 2 an image: none has more than 38 of other images, or 19 at one an image (the default)
+    for per_image, most in (("0", 38), ("1", 19), ("2", 38)):
+        result = CliRunner().invoke(main, ["negatives", str(data), "--encoder", encoder, "-k", "100",
+                                           "--min-cosine", "-1", "--max-cosine", "1", "--per-image", per_image,
+                                           "-o", str(tmp_path / "n.jsonl"), "--json", str(tmp_path / "n.json"),
+                                           "--force"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads((tmp_path / "n.json").read_text())
+        assert summary["k"] == most
+        assert summary["n_anchors_short"] == 0 and f"capped at {most}" in result.output
+        rows = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+        assert all(len(row["negative_ids"]) == most for row in rows)
 
 
-def test_a_one_image_dataset_in_compare_is_not_told_of_an_option_compare_lacks(vectors_dataset, tmp_path):
+def test_a_one_image_dataset_in_compare_is_told_of_its_group_column_option(vectors_dataset, tmp_path):
     data, _ = vectors_dataset
     one = tmp_path / "one.jsonl"
     one.write_text("".join(json.dumps({"id": f"o{i}", "image": "same", "caption": f"one {i}"}) + "\n"
@@ -87,7 +90,7 @@ def test_a_one_image_dataset_in_compare_is_not_told_of_an_option_compare_lacks(v
     result = CliRunner().invoke(main, ["compare", str(one), str(data), "--encoder", f"vectors:{tmp_path / 'one.npy'}",
                                        "-o", str(tmp_path / "c.html")])
     assert result.exit_code == 2 and "belong to one group" in result.output
-    assert "give --group-column" not in result.output and "capgeo profile --group-column" in result.output
+    assert "give --group-column" in result.output  # compare takes the dataset options too
     profile = CliRunner().invoke(main, ["profile", str(one), "--encoder", f"vectors:{tmp_path / 'one.npy'}"])
     assert profile.exit_code == 2 and "give --group-column" in profile.output
 
@@ -150,3 +153,23 @@ def test_device_names_torch_refuses_are_one_line_here(name):
 
     with pytest.raises(CapgeoError, match="expected cpu, cuda, cuda:N or mps"):
         check_device_name(name)
+
+
+def test_the_default_device_of_a_linux_machine_without_gpu_files_needs_no_torch(monkeypatch):
+    """With no GPU device file, default_device says cpu without importing torch; with one, it asks torch."""
+    import subprocess
+    import sys
+
+    import capgeo.device
+
+    code = ("import sys, capgeo.device as d; d.os.path.exists = lambda path: False; d.sys.platform = 'linux'; "
+            "print(d.default_device(), 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["cpu", "False"]
+    # torch is consulted once it is loaded, or where a GPU device file exists
+    import torch
+
+    expected = "cuda" if torch.cuda.is_available() else (
+        "mps" if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available() else "cpu")
+    monkeypatch.setattr(capgeo.device.os.path, "exists", lambda path: True)
+    assert capgeo.device.default_device() == expected

@@ -136,3 +136,28 @@ def test_a_summary_of_no_values_is_strict_json(values):
     summary = summarize_values(np.array(values))
     assert all(share is None for share in summary["share_at_or_above"].values())
     json.dumps(summary, allow_nan=False)
+
+
+def test_numpy_values_bin_as_torch_values_and_as_the_cpu_pass():
+    """Histogram.add bins a numpy array without torch, by the rule the CPU pass uses (value * scale,
+    then + offset, in the values' float type), with moments equal to float64 numpy's; a value off
+    the bin edges lands in the bin a tensor of it lands in (torch fuses the two steps, which can
+    move a value within one rounding of an edge)."""
+    import numpy as np
+    import torch
+
+    from capgeo.geometry.distribution import Histogram, bin_scale_offset
+
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.uniform(-1, 1, 50_000), np.linspace(-1, 1, 4001)]).astype(np.float32)
+    from_numpy, from_torch = Histogram().add(values), Histogram().add(torch.from_numpy(values))
+    scale, offset = bin_scale_offset(from_numpy.bins)
+    rule = np.clip(values * np.float32(scale) + np.float32(offset), 0, from_numpy.bins - 1).astype(np.int64)
+    assert np.array_equal(from_numpy.counts, np.bincount(rule, minlength=from_numpy.bins))
+    off_edges = rng.uniform(-1, 1, 50_000).astype(np.float32)
+    assert np.array_equal(Histogram().add(off_edges[np.abs(off_edges * 2000 - np.round(off_edges * 2000)) > 1e-3]).counts,
+                          Histogram().add(torch.from_numpy(off_edges[np.abs(off_edges * 2000 - np.round(off_edges * 2000)) > 1e-3])).counts)
+    assert from_torch.n == from_numpy.n
+    assert from_numpy.n == values.size and from_numpy.min == float(values.min()) and from_numpy.max == float(values.max())
+    assert abs(from_numpy.total - float(values.astype(np.float64).sum())) < 1e-9
+    assert abs(from_numpy.total_squares - float((values.astype(np.float64) ** 2).sum())) < 1e-9

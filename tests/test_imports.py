@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parents[1] / "capgeo"
 LAYERS = ("captions", "encoders", "geometry", "findings", "report", "cli")
 
@@ -100,17 +102,12 @@ def test_help_imports_no_numerical_library():
         assert loaded.stdout.strip() == "", f"capgeo {command} --help imported {loaded.stdout.strip()}"
 
 
-#: the modules that may import torch in a profile on CPU: the pairwise pass's own
-PASS_MODULES = ("capgeo.geometry.pairwise", "capgeo.geometry.cross", "capgeo.geometry.precision")
-
 #: run in a fresh interpreter: records which capgeo module each import of a heavy library comes from (an
-#: import statement calls builtins.__import__ even when the module is loaded, so every importer is seen).
-#: An import made while a pass module runs (itself or a helper it calls) is the pass's; any other counts
-#: against the innermost capgeo code on the stack (a third-party module's import against its caller)
+#: import statement calls builtins.__import__ even when the module is loaded, so every importer is seen),
+#: the innermost capgeo code on the stack (a third-party module's import counts against its caller)
 _WATCH_IMPORTS = r"""
 import builtins, json, sys
 HEAVY = ("torch", "open_clip", "transformers", "sentence_transformers", "scipy")
-PASS = %r
 importers = {}
 original = builtins.__import__
 
@@ -119,8 +116,6 @@ def capgeo_caller():
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_globals.get("__name__") or ""
-        if name in PASS:
-            return name
         if innermost is None and (name == "capgeo" or name.startswith("capgeo.")):
             innermost = name
         frame = frame.f_back
@@ -140,7 +135,7 @@ except SystemExit as ended:
     assert not ended.code, ended.code
 loaded = {name: sorted(importers.get(name, ())) for name in HEAVY if name in sys.modules}
 sys.stderr.write("IMPORTS " + json.dumps(loaded) + "\n")
-""" % (PASS_MODULES,)
+"""
 
 
 def _profile_imports(arguments: list[str], cache: Path) -> dict[str, list[str]]:
@@ -161,26 +156,34 @@ def _check_cpu_profile_imports(loaded: dict[str, list[str]]) -> None:
         assert name not in loaded, f"{name} imported by {loaded[name]}"
     # scipy's import takes most of a second; the exact pass and the gamma section need none of it
     assert "scipy" not in loaded, f"scipy imported by {loaded['scipy']}"
-    outside = [module for module in loaded.get("torch", []) if module not in PASS_MODULES]
-    assert outside == [], f"torch imported outside the pairwise pass, by {outside}"
+    # on a CPU the pass runs on numpy: torch's import alone is seconds
+    assert "torch" not in loaded, f"torch imported by {loaded['torch']}"
 
 
-def test_a_vectors_profile_imports_no_model_library_and_torch_only_for_the_pass(tmp_path):
-    """`capgeo profile --encoder vectors:FILE`, gamma and JSON included, on CPU."""
+def test_a_vectors_profile_imports_no_model_library_and_no_torch(tmp_path):
+    """`capgeo profile --encoder vectors:FILE`, gamma and JSON included, on a machine without a GPU
+    (no --device: the default device is found without torch)."""
+    import os
+
     import numpy as np
+
+    from capgeo.device import GPU_DEVICE_FILES
+
+    if any(os.path.exists(path) for path in GPU_DEVICE_FILES):
+        pytest.skip("this machine has a GPU: the default device is asked of torch")
 
     rows = np.random.default_rng(0).standard_normal((120, 16)).astype(np.float32)
     np.save(tmp_path / "vectors.npy", rows / np.linalg.norm(rows, axis=1, keepdims=True))
     (tmp_path / "captions.txt").write_text("".join(f"caption number {i}\n" for i in range(120)))
     loaded = _profile_imports([str(tmp_path / "captions.txt"), "--encoder", f"vectors:{tmp_path / 'vectors.npy'}",
-                               "--batch-size", "64", "--device", "cpu", "--json", str(tmp_path / "p.json")],
+                               "--batch-size", "64", "--json", str(tmp_path / "p.json")],
                               tmp_path / "cache")
     _check_cpu_profile_imports(loaded)
 
 
-def test_a_cache_hit_profile_imports_no_model_library_and_torch_only_for_the_pass(tmp_path, monkeypatch):
+def test_a_cache_hit_profile_imports_no_model_library_and_no_torch(tmp_path, monkeypatch):
     """A profile whose vectors are all in the cache (the embedded default encoder, written there by a stand-in
-    for its model) builds no model: no sentence_transformers, transformers or open_clip, no torch but the pass's."""
+    for its model) builds no model: no sentence_transformers, transformers or open_clip, and on a CPU no torch."""
     import numpy as np
 
     from capgeo.captions import load_captions

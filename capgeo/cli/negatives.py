@@ -65,8 +65,9 @@ def negatives(output, k, min_cosine, max_cosine, per_image, margin, block_size, 
                                per_image=per_image, margin=margin, block_size=block_size, device=device)
     click.echo(f"Wrote {output}", err=True)
     if summary["k"] < k:
+        each = "" if per_image is None else f", at most {per_image} of each (--per-image)"
         click.echo(f"Note: -k {k} capped at {summary['k']}, the most negatives any caption has (the captions of "
-                   f"other images)", err=True)
+                   f"other images{each})", err=True)
     emit(summary, json_out, print_negatives)
 
 

@@ -157,6 +157,15 @@ class _Rules:
         return out_index, out_cosine, found
 
 
+def most_negatives(group_codes, per_image: int | None) -> int:
+    """The most negatives any caption can have: the captions of the other images, at most
+    ``per_image`` of each (a caption of the smallest image has the most)."""
+    sizes = np.unique(np.asarray(group_codes), return_counts=True)[1]
+    if per_image is not None:
+        sizes = np.minimum(sizes, per_image)
+    return int(sizes.sum() - sizes.min())
+
+
 def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEFAULT_K,
                    min_cosine: float = DEFAULT_MIN_COSINE, max_cosine: float = DEFAULT_MAX_COSINE,
                    texts=None, per_image: int | None = DEFAULT_PER_IMAGE, margin: float | None = None,
@@ -165,7 +174,7 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     """(index (N, k) int64, cosine (N, k) float32): each caption's k hardest negatives (captions
     of other groups with min_cosine <= cosine < max_cosine that pass the rules of the module
     docstring; the text rules need ``texts``); -1 / NaN where fewer exist. ``k`` is capped at
-    the most any caption can have, N minus its image's captions (the smallest image's).
+    the most any caption can have (:func:`most_negatives`).
     ``device``: where the pass runs."""
     from capgeo.geometry.pairwise import scan_pairs
     from capgeo.geometry.row_norms import row_norms
@@ -180,8 +189,7 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     n = vectors.shape[0]
     if texts is not None and len(texts) != n:
         raise CapgeoError(f"texts: {len(texts)} for {n} vectors; expected one per vector")
-    smallest_group = int(np.unique(codes, return_counts=True)[1].min())
-    k = max(1, min(k, n - smallest_group))
+    k = max(1, min(k, most_negatives(codes, per_image)))
     rules = _Rules(codes, texts, per_image, margin, vectors)
     # the rules refuse some companions: more columns, so that a re-search stays rare
     columns = k + SCAN_SLACK if per_image is None and texts is None else 2 * k + SCAN_SLACK

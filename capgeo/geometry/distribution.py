@@ -95,6 +95,8 @@ class Histogram:
 
     def add(self, values) -> "Histogram":
         """Add a torch tensor or array-like of values (any shape)."""
+        if not type(values).__module__.startswith("torch"):
+            return self._add_array(np.asarray(values))
         import torch
 
         # binned on the CPU: values come in modest batches, and float64 moments are not
@@ -119,6 +121,26 @@ class Histogram:
             minimum=float(low_high.min),
             maximum=float(low_high.max),
         )
+        return self
+
+    def _add_array(self, values: np.ndarray) -> "Histogram":
+        """:meth:`add` for numpy values, binned as the CPU pass bins them (capgeo.geometry.cpu_pass):
+        ``value * scale`` then ``+ offset``, in the values' float type, clipped, truncated."""
+        if not np.issubdtype(values.dtype, np.floating):
+            values = values.astype(np.float64)
+        values = values.reshape(-1)
+        if values.size == 0:
+            return self
+        if not bool(np.isfinite(values).all()):
+            raise ValueError("histogram values must be finite")
+        scale, offset = bin_scale_offset(self.bins, self.low, self.high)
+        position = values * values.dtype.type(scale)
+        position += values.dtype.type(offset)
+        np.clip(position, 0, self.bins - 1, out=position)
+        as_double = values.astype(np.float64)
+        self.add_counts(np.bincount(position.astype(np.int64), minlength=self.bins), n=int(values.size),
+                        total=float(as_double.sum()), total_squares=float((as_double * as_double).sum()),
+                        minimum=float(values.min()), maximum=float(values.max()))
         return self
 
     def add_counts(self, counts, *, n: int, total: float, total_squares: float, minimum: float, maximum: float) -> None:
