@@ -23,6 +23,7 @@ from capgeo.defaults import NEGATIVES_K as DEFAULT_K
 from capgeo.defaults import NEGATIVES_MAX_COSINE as DEFAULT_MAX_COSINE
 from capgeo.defaults import NEGATIVES_MIN_COSINE as DEFAULT_MIN_COSINE
 from capgeo.defaults import NEGATIVES_PER_IMAGE as DEFAULT_PER_IMAGE
+from capgeo.progress import counts_passes
 
 
 @click.command("negatives", short_help="Each caption's K hardest negatives from other images, as training rows.")
@@ -46,6 +47,7 @@ from capgeo.defaults import NEGATIVES_PER_IMAGE as DEFAULT_PER_IMAGE
 @click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Rows per block of the pairwise pass; memory grows with it.")
 @json_option
+@counts_passes
 def negatives(output, k, min_cosine, max_cosine, per_image, margin, block_size, json_out, **options):
     """Each caption's K hardest companions from other images with --min-cosine <= cosine <
     --max-cosine, written as training rows, and the quantiles of anchor-negative cosine.

@@ -18,6 +18,7 @@ import polars as pl
 from capgeo.defaults import LEAK_NORMALIZE, LEAK_NORMALIZE_RULES, LEAK_THRESHOLD, LEAK_TOP
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair
+from capgeo.progress import labelled
 from capgeo.captions.exact_duplicates import normalized_texts
 
 SCHEMA = "capgeo.leak/1"
@@ -190,9 +191,10 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
         if None not in cut and cut[0] != cut[1]:
             raise CapgeoError(f"{eval_set.source}: embedded at {cut[1]} tokens, the training set at {cut[0]}; "
                               "leakage compares captions cut to one length")
-        sets.append(eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors,
-                              threshold=threshold, top=top, block_size=block_size, device=device,
-                              progress=progress, normalize=normalize))
+        with labelled(f"EVAL {eval_set.source.name}"):
+            sets.append(eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors,
+                                  threshold=threshold, top=top, block_size=block_size, device=device,
+                                  progress=progress, normalize=normalize))
     drop = sorted(set().union(*(entry["train_ids_to_drop"] for entry in sets)), key=_row_of(train))
     return {
         "schema": SCHEMA,

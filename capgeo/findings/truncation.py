@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from capgeo.errors import CapgeoError, EncoderError
+from capgeo.progress import labelled, pass_label
 
 #: Lengths compared when none are given (those above the encoder's context are left out).
 #: 77: CLIP's context; 248: Long-CLIP's; 32/64: where caption-trained encoders stop gaining.
@@ -381,12 +382,14 @@ def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, ba
     full_vectors = np.asarray(reference.vectors, dtype=np.float32)
     token_counter = encoder.token_counts if encoder is not None else None
     per_length, listed = [], []
-    for length in lengths:
+    for place, length in enumerate(lengths, start=1):
         vectors = np.asarray(embeddings_by_length[length].vectors, dtype=np.float32)
-        stats, near = length_statistics(
-            captions, vectors, full_vectors, token_counts, length, reference_length, batch_size=batch_size, n_batches=n_batches,
-            seed=seed, edges=edges, threshold=threshold, top_k=top_k, block_size=block_size, keep=max_listed,
-            device=device, progress=progress)
+        # one pass per length: each bar says which, or the next one reads as the first running again
+        with labelled(pass_label(f"cosines at length {length}", place, len(lengths))):
+            stats, near = length_statistics(
+                captions, vectors, full_vectors, token_counts, length, reference_length, batch_size=batch_size,
+                n_batches=n_batches, seed=seed, edges=edges, threshold=threshold, top_k=top_k, block_size=block_size,
+                keep=max_listed, device=device, progress=progress)
         stats["reference"] = length == reference_length
         cosine_to_full = movement(vectors, full_vectors)
         # captions of which the reference sees more than L tokens (none at the reference itself)
