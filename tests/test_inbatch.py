@@ -201,3 +201,24 @@ def test_values_on_an_edge_count_in_the_bucket_above():
     assert result["near_duplicate"]["share_batches"] == 1.0  # 6 captions over 3 directions always collide
     assert result["hardest_in_batch"]["mean"] == pytest.approx(reference["hardest"].mean())
     assert set(np.unique(reference["hardest"])) <= {0.0, 1.0}
+
+
+def test_hardest_in_batch_histogram_counts_each_row_once_against_brute_force():
+    """The histogram the report draws: one count per batch row, in the bin of that row's hardest
+    negative (numpy float64 loops, binned by floor((cosine + 1) / width)), on the profile's bin grid."""
+    vectors, groups = clip_like_vectors(60, 3, 64, 5), np.arange(180) // 3
+    batch_size, n_batches = 24, 25
+    result = inbatch_statistics(vectors, groups, batch_size, n_batches=n_batches, seed=4)
+    reference = brute_force(vectors, sample_batches(groups, batch_size, n_batches, 4), (0.8,), 0.95)["hardest"]
+    histogram = result["hardest_in_batch"]["histogram"]
+    width = histogram["width"]
+    assert width == pytest.approx(2 / 4000) and result["hardest_in_batch"]["bin_width"] == width
+    assert sum(histogram["counts"]) == n_batches * batch_size
+    assert len(histogram["edges"]) == len(histogram["counts"]) + 1
+    bins = np.floor((reference + 1.0) / width + 1e-9).astype(int)   # no reference value sits within 1e-9 of an edge
+    first = int(round((histogram["start"] + 1.0) / width))
+    expected = np.bincount(bins - first, minlength=len(histogram["counts"]))
+    np.testing.assert_array_equal(histogram["counts"], expected)
+    assert histogram["edges"][0] == pytest.approx(histogram["start"])
+    assert histogram["edges"][0] <= reference.min() < histogram["edges"][1]
+    assert histogram["edges"][-2] <= reference.max() < histogram["edges"][-1]
