@@ -8,7 +8,7 @@ with the embedded default encoder (all-MiniLM-L6-v2) on the samples in data/:
     capgeo report data/docci_sample.jsonlines --truncation --save-profile reports/docci_sample.profile.json --output reports/docci_sample.html
     capgeo report data/coco_sample.json --save-profile reports/coco_sample.profile.json --output TMP/coco_sample.html
 
-(only the DOCCI page is kept: each page inlines the same 4.8 MB of plotly.js; the COCO and
+(only the DOCCI page is kept: each page inlines the same plotly.js bundle; the COCO and
 compare pages are redrawn from the saved profiles by `capgeo report` / `capgeo compare`)
 
 then opens reports/docci_sample.html in headless Chromium (Debian: apt-get install

@@ -66,6 +66,7 @@ p.ok { color:#2b7a3d; }
 .figure { width:100%; min-height:420px; overflow-x:auto; }
 .figure > div { min-width:640px; }
 .notes li { color:var(--muted); }
+.map-search { margin:8px 0; } .map-search input { font:inherit; padding:2px 6px; }
 p.takeaway { margin:6px 0 0; font-size:0.9rem; border-left:3px solid var(--note); padding-left:10px; }
 .example { border-top:1px solid var(--line); padding:12px 0; }
 .example:first-of-type { border-top:none; }
@@ -130,6 +131,7 @@ class Page:
     title: str
     subtitle: str
     sections: list[Section] = field(default_factory=list)
+    scripts: list[str] = field(default_factory=list)  # the page's own scripts, after PAGE_SCRIPT
 
     def render(self, plotly_js: str) -> str:
         nav = "".join(f'<a href="#{escape(s.id)}">{escape(s.title)}</a>' for s in self.sections)
@@ -144,7 +146,8 @@ class Page:
             f"<header><h1>{escape(self.title)}</h1><p>{escape(self.subtitle)}</p><nav>{nav}</nav></header>\n"
             f"<main>\n{body}\n</main>\n"
             f"<footer>Made with capgeo. This file is self-contained: it loads nothing from the network.</footer>\n"
-            f"<script>{PAGE_SCRIPT}</script>\n</body>\n</html>\n"
+            + "".join(f"<script>{script}</script>\n" for script in (PAGE_SCRIPT, *self.scripts))
+            + "</body>\n</html>\n"
         )
 
 

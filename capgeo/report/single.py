@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from capgeo import __version__
 from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Profile, Provenance, as_profile,
                                            known, plain)
+from capgeo.map import MAP_FIGURE_ID
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.gallery import gallery_html
@@ -27,7 +28,8 @@ FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gam
 #: The hardest in-batch negative beside the hardest companion: drawn when the profile's batches record its
 #: histogram (profiles saved before capgeo recorded it have only its summary: the page says so).
 HARDEST_NEGATIVE_FIGURE_ID = "fig-hardest-negative"
-OPTIONAL_FIGURE_IDS = (HARDEST_NEGATIVE_FIGURE_ID,)
+#: The caption map (capgeo.map): drawn when the profile has a map section.
+OPTIONAL_FIGURE_IDS = (HARDEST_NEGATIVE_FIGURE_ID, MAP_FIGURE_ID)
 #: Drawn only when the profile has a truncation section (`capgeo truncation --json`).
 TRUNCATION_FIGURE_ID = "fig-truncation"
 #: Truncation-only pairs shown as text (the JSON holds them all).
@@ -251,6 +253,14 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     if profile.dupes:
         page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile.dupes),
                                      "Captions of different images that the encoder places closest together."))
+    if profile.map:
+        from capgeo.map import SEARCH_SCRIPT, map_body
+
+        page.sections.append(Section("map", "Caption map", map_body(profile.map),
+                                     "A 2-D projection of the caption embeddings (as `capgeo map` draws it, which "
+                                     "maps up to 100,000 captions): nearby points are captions the encoder places "
+                                     "close together. Hover a point for its caption; drag to zoom."))
+        page.scripts.append(SEARCH_SCRIPT)
     if profile.leak:
         from capgeo.report.leak import leak_html
 
@@ -259,6 +269,8 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     missing = list(notes or [])
     if not profile.dupes and not any("gallery" in note for note in missing):
         missing.append("Near-duplicate gallery: the profile has no dupes section.")
+    if not profile.map and not any(note.startswith("Caption map") for note in missing):
+        missing.append("Caption map: the profile has no map section (`capgeo report DATA` adds one).")
     if not profile.gamma and not any("amma" in note for note in missing):
         missing.append("Gamma diagnostics: the profile has no gamma section.")
     if profile.batches and not figures.hardest_in_batch_entries(profile.batches):
