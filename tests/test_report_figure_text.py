@@ -48,7 +48,8 @@ def test_labels_and_caption_ids_reach_the_figures_escaped():
     example["caption_ids"] = [f"<i>id{i}</i>&amp;" for i in range(size)]
     heatmap = figures.batch_heatmap_figure(example)
     assert "<i>" not in heatmap.layout.annotations[0].text
-    assert all("<i>" not in cell for row in heatmap.data[0].text for cell in row)
+    assert all("<i>" not in label for label in heatmap.data[0].x + heatmap.data[0].y)
+    assert heatmap.data[0].x[3] == "3 · " + figures.plotly_text(example["caption_ids"][3])
 
 
 def test_overlaid_means_are_in_the_legend_not_printed_over_each_other():
