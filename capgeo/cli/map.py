@@ -24,7 +24,8 @@ from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
 @click.option("--max-points", type=click.IntRange(min=1), default=None,
               help="Map at most this many captions, a random sample of them above it (default 100,000).")
 @click.option("--threshold", type=click.FloatRange(-1, 1), default=NEAR_DUPLICATE_THRESHOLD, show_default=True,
-              help="Cosine at or above which captions of different images form a near-duplicate set (marked).")
+              help="Cosine at or above which captions of different images form a near-duplicate set (marked), "
+                   "and at or above which a caption leaks into an --leak evaluation set.")
 @click.option("--leak", "leak", multiple=True, type=click.Path(exists=True, dir_okay=True, path_type=str),
               metavar="EVAL", help="Mark the captions of DATA with a twin in this evaluation set (`capgeo leak "
                                    "DATA EVAL`); repeat for several.")
