@@ -254,12 +254,12 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
         page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile.dupes),
                                      "Captions of different images that the encoder places closest together."))
     if profile.map:
-        from capgeo.map import SEARCH_SCRIPT, map_body
+        from capgeo.map import DEFAULT_MAX_POINTS, SEARCH_SCRIPT, map_body
 
         page.sections.append(Section("map", "Caption map", map_body(profile.map),
                                      "A 2-D projection of the caption embeddings (as `capgeo map` draws it, which "
-                                     "maps up to 100,000 captions): nearby points are captions the encoder places "
-                                     "close together. Hover a point for its caption; drag to zoom."))
+                                     f"maps up to {DEFAULT_MAX_POINTS:,} captions): nearby points are captions the "
+                                     "encoder places close together. Hover a point for its caption; drag to zoom."))
         page.scripts.append(SEARCH_SCRIPT)
     if profile.leak:
         from capgeo.report.leak import leak_html
