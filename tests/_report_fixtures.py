@@ -104,7 +104,7 @@ def make_profile(n_groups: int = 40, per_group: int = 2, width: int = 16, seed: 
                         "share_above": share_above,
                         "expected_above_per_row": [s * (batch_size - 1) for s in share_above]},
             "relative_buckets": None,
-            "hardest_in_batch": {k: v for k, v in _summary(hardest_all).items() if k not in ("histogram", "bin_width")},
+            "hardest_in_batch": _summary(hardest_all),
             "near_duplicate": {"threshold": threshold, "share_batches": float(np.mean(near_flags)),
                                "mean_pairs_per_batch": float(np.mean(near_pairs))},
             "example": {"caption_ids": [ids[i] for i in rows[0]], "group_ids": [group_ids[i] for i in rows[0]],

@@ -207,7 +207,8 @@ def test_values_on_an_edge_count_in_the_bucket_above():
 def test_batch_products_are_torch_bmm_bit_for_bit(width, batch_size):
     """The in-batch cosines are numpy's float32 products, the very bits torch.bmm gives (so a profile
     is the same with or without torch loaded), and the statistics are read from them."""
-    torch = pytest.importorskip("torch")
+    import torch
+
     vectors = clip_like_vectors(300, 2, width, seed=3)
     batches = sample_batches(np.repeat(np.arange(300), 2), batch_size, 6, seed=5)
     members = vectors[batches]
@@ -223,7 +224,8 @@ def test_batch_products_are_torch_bmm_bit_for_bit(width, batch_size):
 def test_one_blas_thread_gives_the_products_of_several():
     """The in-batch products run on one BLAS thread (capgeo.blas): the same bits as BLAS's own threading,
     in float32 (the in-batch section) and float64 (the gamma rows)."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import threadpoolctl
+
     from capgeo.blas import one_blas_thread
 
     vectors = clip_like_vectors(400, 2, 384, seed=4)
@@ -237,3 +239,24 @@ def test_one_blas_thread_gives_the_products_of_several():
         one = np.matmul(members, members.transpose(0, 2, 1))
         one64 = members[0].astype(np.float64) @ members[0].astype(np.float64).T
     assert np.array_equal(one, several) and np.array_equal(one64, several64)
+
+
+def test_hardest_in_batch_histogram_counts_each_row_once_against_brute_force():
+    """The histogram the report draws: one count per batch row, in the bin of that row's hardest
+    negative (numpy float64 loops, binned by floor((cosine + 1) / width)), on the profile's bin grid."""
+    vectors, groups = clip_like_vectors(60, 3, 64, 5), np.arange(180) // 3
+    batch_size, n_batches = 24, 25
+    result = inbatch_statistics(vectors, groups, batch_size, n_batches=n_batches, seed=4)
+    reference = brute_force(vectors, sample_batches(groups, batch_size, n_batches, 4), (0.8,), 0.95)["hardest"]
+    histogram = result["hardest_in_batch"]["histogram"]
+    width = histogram["width"]
+    assert width == pytest.approx(2 / 4000) and result["hardest_in_batch"]["bin_width"] == width
+    assert sum(histogram["counts"]) == n_batches * batch_size
+    assert len(histogram["edges"]) == len(histogram["counts"]) + 1
+    bins = np.floor((reference + 1.0) / width + 1e-9).astype(int)   # no reference value sits within 1e-9 of an edge
+    first = int(round((histogram["start"] + 1.0) / width))
+    expected = np.bincount(bins - first, minlength=len(histogram["counts"]))
+    np.testing.assert_array_equal(histogram["counts"], expected)
+    assert histogram["edges"][0] == pytest.approx(histogram["start"])
+    assert histogram["edges"][0] <= reference.min() < histogram["edges"][1]
+    assert histogram["edges"][-2] <= reference.max() < histogram["edges"][-1]

@@ -96,7 +96,7 @@ def test_cli_report_and_compare_on_real_data(tmp_path):
                                   "--n-batches", "10", "--save-profile", str(saved), "-o", str(report_path)])
     assert result.exit_code == 0, result.output
     parser = parse(report_path.read_text(encoding="utf-8"))
-    assert {"gallery", "gamma", "fig-gamma", "fig-buckets-relative"} <= set(parser.ids)
+    assert {"gallery", "gamma", "fig-gamma", "fig-hardest-negative"} <= set(parser.ids)
     profile = json.loads(saved.read_text(encoding="utf-8"))
     assert profile["dupes"] and profile["gamma"] and profile["dataset"]["n_groups"] == 12
     compare_path = tmp_path / "compare.html"

@@ -37,7 +37,7 @@ def test_labels_and_caption_ids_reach_the_figures_escaped():
     series = [(HOSTILE, a["pairwise"], a["hardest_companion"]), ("plain", b["pairwise"], b["hardest_companion"])]
     names = [trace.name for trace in figures.cosine_distribution_figure(series).data]
     assert all("<i>" not in name and "<br>" not in name for name in names)
-    assert figures.plotly_text(HOSTILE) + ": all pairs" in names
+    assert any(name.startswith(figures.plotly_text(HOSTILE) + ": all pairs (mean ") for name in names)
     lengths = figures.length_overlay_figure([(HOSTILE, a["lengths"]), ("plain", b["lengths"])])
     assert lengths.data[0].name == figures.plotly_text(HOSTILE) and "%{" not in lengths.data[0].hovertemplate[:40]
     bars = figures.bucket_composition_figure([(HOSTILE, a["batches"]), ("plain", b["batches"])])
@@ -48,18 +48,43 @@ def test_labels_and_caption_ids_reach_the_figures_escaped():
     example["caption_ids"] = [f"<i>id{i}</i>&amp;" for i in range(size)]
     heatmap = figures.batch_heatmap_figure(example)
     assert "<i>" not in heatmap.layout.annotations[0].text
-    assert all("<i>" not in cell for row in heatmap.data[0].text for cell in row)
+    assert all("<i>" not in label for label in heatmap.data[0].x + heatmap.data[0].y)
+    assert heatmap.data[0].x[3] == "3 · " + figures.plotly_text(example["caption_ids"][3])
 
 
-def test_overlaid_means_are_labelled_on_separate_rows():
+def test_overlaid_means_are_in_the_legend_not_printed_over_each_other():
+    """Compare pages put each mean in its line's legend entry: printed beside the lines, the labels of close
+    means (three profiles, two kinds each) overlapped."""
     profiles = [make_profile(source=f"data/{name}.jsonl", seed=seed)[0] for seed, name in enumerate("abc")]
     figure = figures.cosine_distribution_figure([(p["dataset"]["source"], p["pairwise"], p["hardest_companion"])
                                                  for p in profiles])
-    labels = [a for a in figure.layout.annotations if a.text.startswith("mean ")]
-    assert len(labels) == 6
-    for anchor in ("left", "right"):  # one kind per side of its line, each label on its own row
-        heights = [a.y for a in labels if a.xanchor == anchor]
-        assert len(heights) == 3 and len(set(heights)) == 3
+    assert not [a for a in figure.layout.annotations if a.text.startswith("mean ")]
+    names = [trace.name for trace in figure.data]
+    for profile in profiles:
+        label = profile["dataset"]["source"]
+        for kind, section in (("all pairs", "pairwise"), ("hardest companion", "hardest_companion")):
+            assert f"{label}: {kind} (mean {profile[section]['mean']:.3f})" in names
+    single = figures.cosine_distribution_figure([("a", profiles[0]["pairwise"], profiles[0]["hardest_companion"])])
+    labels = [a for a in single.layout.annotations if a.text.startswith("mean ")]
+    assert [a.xanchor for a in labels] == ["right", "left"]   # one dataset: the means beside their lines
+
+
+def test_hardest_negative_figure_draws_the_headline_batch_beside_the_hardest_companion():
+    profiles = [make_profile(source=f"data/{name}.jsonl", seed=seed)[0] for seed, name in enumerate("ab")]
+    overlay = figures.hardest_negative_figure([(p["dataset"]["source"], p["hardest_companion"], p["batches"])
+                                               for p in profiles])
+    first_b = profiles[0]["batches"][0]["batch_size"]
+    assert len(overlay.data) == 4   # per profile: hardest companion and the headline batch size only
+    assert overlay.data[1].name.startswith(f"data/a.jsonl: hardest in-batch negative, B={first_b} (mean ")
+    single = figures.hardest_negative_figure([("a", profiles[0]["hardest_companion"], profiles[0]["batches"])])
+    assert len(single.data) == 1 + len(profiles[0]["batches"])
+    # each line's shares sum to 100% of its values: one count per caption, or per batch row
+    for trace in single.data:
+        assert sum(trace.y[::2]) == pytest.approx(100)
+    saved_before = copy.deepcopy(profiles[0]["batches"])
+    for entry in saved_before:
+        entry["hardest_in_batch"].pop("histogram")
+    assert figures.hardest_in_batch_entries(saved_before) == []
 
 
 def test_bucket_legend_is_beside_the_bars_not_under_the_tick_labels():

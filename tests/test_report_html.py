@@ -20,7 +20,7 @@ from capgeo.report import figures
 from capgeo.report.build import build_compare, build_report, is_profile_file, save_profile
 from capgeo.report.compare import COMPARE_FIGURE_IDS, profile_labels, render_compare
 from capgeo.report.html import LONG_CAPTION_WORDS, CaptionIds, caption_html, highlight, plotly_javascript
-from capgeo.report.single import FIGURE_IDS, render_report
+from capgeo.report.single import FIGURE_IDS, HARDEST_NEGATIVE_FIGURE_ID, render_report
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 SECTIONS = ("summary", "alerts", "lengths", "distributions", "buckets", "batch-matrix", "gamma", "gallery", "provenance")
@@ -128,7 +128,7 @@ def test_report_is_well_formed_with_every_section_and_figure(full_page):
     parser = parse(full_page)
     for section in SECTIONS:
         assert section in parser.ids, f"section {section} missing"
-    for figure_id in FIGURE_IDS:
+    for figure_id in FIGURE_IDS + (HARDEST_NEGATIVE_FIGURE_ID,):
         assert figure_id in parser.ids, f"figure {figure_id} missing"
         assert re.search(rf'Plotly\.newPlot\(\s*"{figure_id}"', full_page), f"figure {figure_id} is never drawn"
     assert full_page.startswith("<!DOCTYPE html>")
@@ -195,7 +195,7 @@ def test_caption_text_is_escaped(full_page):
     assert "&lt;" in full_page and "&quot;" in full_page and "&#x27;" in full_page
     rest = outside_plotly(full_page)
     # the only script elements are the page's own: plotly figures and the expand-button script
-    assert rest.count("<script") == len(FIGURE_IDS) + 1
+    assert rest.count("<script") == len(FIGURE_IDS) + 2   # and the hardest-negative figure
     # every caption reads back character for character from the page's text
     shown = caption_texts(full_page)
     for text in NASTY_CAPTIONS:

@@ -70,7 +70,7 @@ def outline(page: str) -> PageOutline:
 
 def test_every_committed_page_has_its_profile():
     pages = sorted(REPORTS.glob("*.html"))
-    assert len(pages) <= 1, "keep at most one example page: each inlines the same 4.8 MB of plotly.js"
+    assert len(pages) <= 1, "keep at most one example page: each inlines the same plotly.js bundle"
     for page in pages:
         assert (REPORTS / f"{page.stem}.profile.json").exists(), page
 

@@ -12,8 +12,8 @@ with the embedded default encoder (all-MiniLM-L6-v2) on the samples in data/:
 The profiles are rewritten as compact JSON (same content, no indentation: half the bytes) before
 the last command, which draws the kept page from its saved profile, as tests/test_reports_examples.py
 redraws it (a page drawn from the dataset adds notes on the batch sizes that a profile does not hold).
-Only the COCO page is kept (each page inlines the same 4.8 MB of plotly.js, and reports/ holds
-6 MB at most); the DOCCI and compare pages are redrawn from the saved profiles by `capgeo report`
+Only the COCO page is kept (each page inlines the same compressed plotly.js bundle, and reports/
+holds 6 MB at most); the DOCCI and compare pages are redrawn from the saved profiles by `capgeo report`
 / `capgeo compare`. The DOCCI page is opened in headless Chromium (Debian: apt-get install
 chromium) and a 1280x1800 screenshot of its top saved as docs/report.png. Results are
 deterministic for the seed (0) apart from dates. Takes a few minutes on a laptop CPU.

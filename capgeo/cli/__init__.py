@@ -33,6 +33,7 @@ COMMANDS = {
     "truncation": "capgeo.cli.truncation:truncation",
     "report": "capgeo.cli.report:report",
     "compare": "capgeo.cli.report:compare",
+    "map": "capgeo.cli.map:map_command",
     "docs": "capgeo.cli.docs:docs",
 }
 

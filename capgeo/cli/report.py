@@ -78,6 +78,7 @@ def _profile_options(command):
               help="Cut captions to this many tokens (default: the encoder's context length).")
 @click.option("--no-dupes", is_flag=True, help="Leave out the near-duplicate gallery.")
 @click.option("--no-gamma", is_flag=True, help="Leave out the gamma diagnostics.")
+@click.option("--no-map", is_flag=True, help="Leave out the caption map (`capgeo map`).")
 @click.option("--truncation", is_flag=True,
               help="Add the context-length section of `capgeo truncation` (embeds DATA again at 32, 64, 77, 128, "
                    "248 tokens, those below the encoder's context).")
@@ -96,7 +97,7 @@ def _profile_options(command):
 @force_option
 @ray_option
 @counts_passes
-def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncation, leak, fill_missing, save_profile,
+def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map, truncation, leak, fill_missing, save_profile,
            output, **options):
     """Write one self-contained HTML report of DATA's caption geometry: summary, alerts,
     figures, near-duplicate gallery, gamma diagnostics and provenance.
@@ -116,7 +117,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, truncat
         written = write_report(
             source, output, load_options=pop_load_options(options),
             encoder=options["encoder"], batch_sizes=batch_sizes, n_batches=n_batches, seed=seed, max_tokens=max_tokens,
-            dupes=not no_dupes, gamma=not no_gamma, truncation=truncation, leak=leak,
+            dupes=not no_dupes, gamma=not no_gamma, caption_map=not no_map, truncation=truncation, leak=leak,
             fill_missing_sections=fill_missing, save_profile_to=save_profile, device=options["device"],
             on_saved=lambda path: click.echo(f"Wrote {path}", err=True),
             cache_dir=options["cache_dir"], use_cache=not options["no_cache"], command=reproduce_command(),

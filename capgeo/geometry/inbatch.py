@@ -18,7 +18,7 @@ from capgeo.blas import one_blas_thread
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batches import sample_batches
-from capgeo.geometry.distribution import QUANTILE_PERCENTS
+from capgeo.geometry.distribution import QUANTILE_PERCENTS, Histogram
 
 DEFAULT_BUCKET_EDGES = (0.7, 0.8, 0.9)
 #: Pairwise quantile levels used as bucket edges with --relative-buckets.
@@ -77,6 +77,20 @@ def summarize_sample(values: np.ndarray, levels: Sequence[float] = QUANTILE_LEVE
         "max": float(values.max()),
         "quantiles": {quantile_key(level): float(q) for level, q in zip(levels, quantiles)},
     }
+
+
+def hardest_in_batch_histogram(values: np.ndarray) -> dict:
+    """The ``histogram`` (and ``bin_width``) of each batch row's hardest negative, on the fine bins of the
+    profile's other cosine histograms (width 0.0005, the pairwise pass's bin rule), so the report draws it
+    beside the hardest companion on one grid. Counts are exact: one per batch row."""
+    histogram = Histogram()
+    values = np.asarray(values, dtype=np.float32).reshape(-1)
+    if values.size:
+        histogram.add(values)
+    compact = histogram.compact()
+    start, width, counts = compact["start"], compact["width"], compact["counts"]
+    edges = np.round(start + width * np.arange(len(counts) + 1), 10).tolist() if counts else []
+    return {"histogram": {"edges": edges, "counts": counts, "start": start, "width": width}, "bin_width": width}
 
 
 def _composition(kind: str, edges: Sequence[float], above_counts: np.ndarray, n_entries: int,
@@ -194,7 +208,7 @@ def inbatch_statistics(
             "relative", relative.tolist(), relative_above, n_entries, n_rows, relative_levels,
             labels=_relative_labels(relative_levels),
         ),
-        "hardest_in_batch": summarize_sample(hardest.ravel()),
+        "hardest_in_batch": {**summarize_sample(hardest.ravel()), **hardest_in_batch_histogram(hardest.ravel())},
         "near_duplicate": {
             "threshold": float(near_duplicate_threshold),
             "share_batches": float(np.count_nonzero(near_pairs) / n_batches),

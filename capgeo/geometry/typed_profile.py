@@ -241,7 +241,7 @@ class Provenance(Section):
 @dataclass(frozen=True)
 class Profile(Section):
     """A whole profile. Sections a writer did not include are ABSENT (gamma and truncation
-    write only their own); ``dupes``, ``gamma``, ``truncation`` and ``leak`` stay read-only
+    write only their own); ``dupes``, ``gamma``, ``truncation``, ``leak`` and ``map`` stay read-only
     mappings (each is read by the one report part that draws it)."""
 
     schema: str = _field()
@@ -261,6 +261,7 @@ class Profile(Section):
     gamma: Mapping[str, Any] = _field()
     truncation: Mapping[str, Any] = _field()
     leak: Mapping[str, Any] = _field()
+    map: Mapping[str, Any] = _field()
     gamma_left_out: str = _field()
 
     @classmethod

@@ -97,13 +97,15 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
                    n_batches: int = DEFAULT_N_BATCHES, dupes: bool = True, gamma: bool = True, device: str | None = None,
                    cache_dir: str | None = None, use_cache: bool = True, max_tokens: int | None = None,
                    progress: bool | None = None, command: str | None = None,
-                   embeddings=None, truncation: bool = False, leak: Sequence[str | Path] = ()) -> ReportInput:
+                   embeddings=None, truncation: bool = False, leak: Sequence[str | Path] = (),
+                   caption_map: bool = True) -> ReportInput:
     """Embed and profile ``captions`` (a CaptionSet or a path) and add the dupes and gamma sections.
 
     ``encoder`` is a spec, a loaded encoder or None (the embedded default); pass
     ``embeddings`` to reuse vectors already computed for these captions. With
     ``truncation`` the ``truncation`` section (`capgeo truncation`) is added too; with
     ``leak`` (evaluation datasets) the ``leak`` section (`capgeo leak`, this dataset as training set).
+    With ``caption_map`` the ``map`` section (capgeo.map; left out with a note without openTSNE).
     """
     from capgeo.geometry.batch_size import resolve_batch_sizes
     from capgeo.geometry.profile import build_profile
@@ -141,7 +143,31 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
         profile["leak"] = leak_datasets(captions, leak, encoder, device=device, cache_dir=cache_dir,
                                         use_cache=use_cache, progress=progress, train_embeddings=embeddings,
                                         max_tokens=max_tokens)
+    if caption_map:
+        notes += add_map_section(profile, captions, embeddings, scan=scans[0] if scans else None, seed=seed,
+                                 device=device, progress=progress)
+    else:
+        notes.append(NO_MAP_NOTE)
     return ReportInput(profile, notes)
+
+
+NO_MAP_NOTE = "Caption map: left out (--no-map)."
+
+
+def add_map_section(profile: dict, captions, embeddings, *, scan=None, seed: int = 0, device: str | None = None,
+                    progress: bool | None = None) -> list[str]:
+    """Add the ``map`` section (at most capgeo.map.REPORT_MAX_POINTS captions, with the profile's leak
+    marked); without openTSNE, a note saying what to install instead."""
+    from capgeo.map import REPORT_MAX_POINTS, MapUnavailable, dataset_map
+
+    threshold = (profile.get("options") or {}).get("near_duplicate_threshold")
+    try:
+        profile["map"] = dataset_map(captions, embeddings.vectors, scan=scan, leak=profile.get("leak"), seed=seed,
+                                     max_points=REPORT_MAX_POINTS, device=device, progress=progress,
+                                     **({} if threshold is None else {"near_duplicate_threshold": threshold}))
+    except MapUnavailable as error:
+        return [f"Caption map: left out: {error}."]
+    return []
 
 
 def load_saved_profile(path: str | Path, *, dupes: bool = True, gamma: bool = True) -> ReportInput:
@@ -343,7 +369,8 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
                  leak: Sequence[str | Path] = (), fill_missing_sections: bool = False, save_profile_to: str | Path | None = None,
                  device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
                  command: str | None = None, on_skipped: Callable | None = None,
-                 before_encoding: Callable | None = None, on_saved: Callable | None = None) -> WrittenReport:
+                 before_encoding: Callable | None = None, on_saved: Callable | None = None,
+                 caption_map: bool = True) -> WrittenReport:
     """`capgeo report`: a dataset (profiled, with dupes, gamma and optionally truncation) or a saved
     profile (drawn as it is, or with ``fill_missing_sections`` completed from its dataset) to one HTML file.
 
@@ -391,7 +418,7 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
         report_input = report_dataset(
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens,
             batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=dupes, gamma=gamma,
-            truncation=truncation, leak=eval_sets, command=command)
+            truncation=truncation, leak=eval_sets, command=command, caption_map=caption_map)
         if fill_missing_sections:
             report_input.notes.append("--fill-missing completes saved profiles; DATA is a dataset, so every section "
                                       "was computed anyway")

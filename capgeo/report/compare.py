@@ -19,8 +19,8 @@ from capgeo.report.summary import MISSING, shown, dataset_label, encoder_label, 
 
 #: Element ids of the compare figures, in page order.
 COMPARE_FIGURE_IDS = ("fig-compare-cosines", "fig-compare-buckets", "fig-compare-lengths")
-#: Drawn only when some profile has relative buckets.
-COMPARE_OPTIONAL_FIGURE_IDS = ("fig-compare-buckets-relative",)
+#: Drawn only when some profile records the hardest in-batch negative's histogram.
+COMPARE_OPTIONAL_FIGURE_IDS = ("fig-compare-hardest-negative",)
 
 
 def profile_labels(profiles: Sequence[Profile | dict]) -> list[str]:
@@ -124,16 +124,20 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
     series = [(label, p.pairwise, p.hardest_companion) for label, p in zip(labels, typed)]
     page.sections.append(Section("distributions", "Pairwise and hardest-companion cosine",
                                  figure_div(figures.cosine_distribution_figure(series), "fig-compare-cosines"), lead))
+    in_batch = [(label, p.hardest_companion, p.batches) for label, p in zip(labels, typed)
+                if figures.hardest_in_batch_entries(p.batches)]
+    if in_batch:
+        page.sections.append(Section(
+            "hardest-negative", "Hardest negative in a batch",
+            figure_div(figures.hardest_negative_figure(in_batch), "fig-compare-hardest-negative"),
+            "Each caption's hardest negative in random batches of each profile's headline batch size (dashed; the "
+            "entry HN-CLIP's Gbar boosts most) beside its hardest companion in the whole dataset (solid)"
+            + ("; profiles saved before capgeo recorded it are left out." if len(in_batch) < len(typed) else ".")))
     buckets = [(label, p.batches) for label, p in zip(labels, typed)]
-    body = figure_div(figures.bucket_composition_figure(buckets), "fig-compare-buckets")
-    lead = "Share of in-batch negatives per caption-cosine bucket, per profile and batch size."
-    if any((entry.relative_buckets or {}).get("shares") for p in typed for entry in p.batches or ()):
-        body += figure_div(figures.bucket_composition_figure(
-            buckets, kind="relative_buckets", title="In-batch negatives by each dataset's own pairwise quantiles"),
-            "fig-compare-buckets-relative")
-        lead += (" The second chart cuts each profile at its own pairwise quantiles, so encoders whose cosines live "
-                 "on different scales compare fairly (profiles without relative buckets are left out of it).")
-    page.sections.append(Section("buckets", "In-batch negatives by hardness", body, lead))
+    page.sections.append(Section("buckets", "In-batch negatives by hardness",
+                                 figure_div(figures.bucket_composition_figure(buckets), "fig-compare-buckets"),
+                                 "Share of in-batch negatives per caption-cosine bucket, per profile and batch size "
+                                 "(HN-CLIP's Figure A6C)."))
     # precomputed vectors have no tokenizer: their lengths section says so (known: false) and is not drawn
     lengths = [(label, p.lengths if p.lengths and p.lengths.histogram and known(p.lengths.known, True) else None)
                for label, p in zip(labels, typed)]

@@ -114,55 +114,121 @@ def context_limit(lengths: Lengths) -> int | None:
 HEADROOM = 1.25
 
 
-def cosine_distribution_figure(series: Sequence[tuple[str, Distribution | dict, Distribution | dict]],
-                               title: str = "Caption cosine: all pairs vs hardest companion") -> go.Figure:
-    """Distribution of all negative pairwise cosines and of hardest-companion cosines, means marked.
+def _share_steps(summary: Distribution) -> tuple[np.ndarray, np.ndarray] | None:
+    """A distribution's display histogram as step-line points (x, share per display bin in %)."""
+    if not summary or not summary.histogram:
+        return None
+    edges, counts = rebin(summary.histogram)
+    if counts.size == 0:
+        return None
+    shares = counts / counts.sum()
+    return np.repeat(edges, 2)[1:-1], np.repeat(100 * shares, 2)
 
-    ``series`` holds ``(label, pairwise_summary, hardest_companion_summary)``; one entry
-    gives the HN-CLIP Figure 1 view, several overlay datasets or encoders. The y-axis is the
-    share of values per display bin, so datasets with different N are comparable.
+
+def _distribution_lines(figure: go.Figure, lines: Sequence[tuple[str, Distribution | dict, str, str, bool]],
+                        labelled_means: bool) -> float:
+    """Draw ``(name, summary, colour, dash, fill)`` step lines with their means dashed; returns the tallest share.
+
+    ``labelled_means``: print each mean beside its line (one or two lines: the first left of its mean, the
+    others right of theirs, a row lower each). With more lines the mean goes into the legend instead,
+    where labels of close means cannot print over each other.
     """
-    figure = go.Figure()
-    overlay = len(series) > 1
     tallest = 0.0
-    mean_labels: list[tuple[str, float, str]] = []  # (kind, mean, colour), labelled once the lines are drawn
-    for index, (label, pairwise, hardest) in enumerate(series):
-        label = plotly_text(label)
-        colour = PALETTE[index % len(PALETTE)]
-        for kind, summary, dash in (("all pairs", pairwise, "dot"), ("hardest companion", hardest, "solid")):
-            summary = as_section(summary, Distribution)
-            if not summary or not summary.histogram:
-                continue
-            edges, counts = rebin(summary.histogram)
-            if counts.size == 0:
-                continue
-            shares = counts / counts.sum()
-            tallest = max(tallest, 100 * float(shares.max()))
-            name = f"{label}: {kind}" if overlay else kind
-            line_colour = colour if overlay else ("#636efa" if kind == "all pairs" else "#ef553b")
-            figure.add_trace(go.Scatter(
-                x=np.repeat(edges, 2)[1:-1], y=np.repeat(100 * shares, 2), mode="lines", name=name,
-                line=dict(color=line_colour, width=2, dash="solid" if not overlay else dash),
-                fill=None if overlay else "tozeroy", opacity=0.9,
-                hovertemplate=f"{name}<br>cosine %{{x:.3f}}<br>%{{y:.2f}}% per {DISPLAY_BIN_WIDTH} bin<extra></extra>",
-            ))
-            mean = known(summary.mean)
-            if mean is not None:
-                figure.add_vline(x=mean, line=dict(color=line_colour, width=1.5, dash="dash"))
-                mean_labels.append((kind, mean, line_colour))
-    # all-pairs means are labelled left of their line, hardest-companion means right of it, each one a
-    # row lower than the last of its kind, so overlaid datasets with close means do not print over each other
-    rows = {"all pairs": 0, "hardest companion": 0}
-    for kind, mean, colour in mean_labels:
-        figure.add_annotation(x=mean, y=1 - 0.07 * rows[kind], xref="x", yref="paper", text=f"mean {mean:.3f}",
-                              showarrow=False, xanchor="right" if kind == "all pairs" else "left", yanchor="top",
-                              font=dict(color=colour, size=11))
-        rows[kind] += 1
+    drawn: list[tuple[float, str]] = []
+    for name, summary, colour, dash, fill in lines:
+        summary = as_section(summary, Distribution)
+        steps = _share_steps(summary)
+        if steps is None:
+            continue
+        x, y = steps
+        tallest = max(tallest, float(y.max()))
+        mean = known(summary.mean)
+        shown = name if labelled_means or mean is None else f"{name} (mean {mean:.3f})"
+        figure.add_trace(go.Scatter(
+            x=x, y=y, mode="lines", name=shown, line=dict(color=colour, width=2, dash=dash),
+            fill="tozeroy" if fill else None, opacity=0.9,
+            hovertemplate=f"{shown}<br>cosine %{{x:.3f}}<br>%{{y:.2f}}% per {DISPLAY_BIN_WIDTH} bin<extra></extra>",
+        ))
+        if mean is not None:
+            figure.add_vline(x=mean, line=dict(color=colour, width=1.5, dash="dash"))
+            drawn.append((mean, colour))
+    if labelled_means:
+        for row, (mean, colour) in enumerate(drawn):
+            figure.add_annotation(x=mean, y=1 - 0.07 * max(0, row - 1), xref="x", yref="paper",
+                                  text=f"mean {mean:.3f}", showarrow=False, xanchor="right" if row == 0 else "left",
+                                  yanchor="top", font=dict(color=colour, size=11))
+    return tallest
+
+
+def _distribution_layout(figure: go.Figure, title: str, tallest: float) -> go.Figure:
     figure.update_layout(title=title, xaxis_title="caption-caption cosine similarity",
                          yaxis_title=f"share of values per {DISPLAY_BIN_WIDTH} bin (%)",
                          legend=dict(orientation="h", y=-0.2), **_LAYOUT)
     figure.update_yaxes(range=[0, HEADROOM * (tallest or 1)])
     return figure
+
+
+def cosine_distribution_figure(series: Sequence[tuple[str, Distribution | dict, Distribution | dict]],
+                               title: str = "Caption cosine: all pairs vs hardest companion") -> go.Figure:
+    """Distribution of all negative pairwise cosines and of hardest-companion cosines, means marked.
+
+    ``series`` holds ``(label, pairwise_summary, hardest_companion_summary)``; one entry
+    gives the HN-CLIP Figure 1 view, several overlay datasets or encoders (dotted: all
+    pairs, solid: hardest companion, each mean in the legend). The y-axis is the share of
+    values per display bin, so datasets with different N are comparable.
+    """
+    figure = go.Figure()
+    overlay = len(series) > 1
+    lines = []
+    for index, (label, pairwise, hardest) in enumerate(series):
+        label = plotly_text(label)
+        colour = PALETTE[index % len(PALETTE)]
+        for kind, summary, dash, single_colour in (("all pairs", pairwise, "dot", "#636efa"),
+                                                   ("hardest companion", hardest, "solid", "#ef553b")):
+            if overlay:
+                lines.append((f"{label}: {kind}", summary, colour, dash, False))
+            else:
+                lines.append((kind, summary, single_colour, "solid", True))
+    return _distribution_layout(figure, title, _distribution_lines(figure, lines, labelled_means=not overlay))
+
+
+def hardest_in_batch_entries(batches: Sequence[BatchStatistics | dict] | None) -> list[BatchStatistics]:
+    """The batch entries whose hardest in-batch negative has a histogram (profiles saved before
+    capgeo recorded it have only its summary), headline batch size first."""
+    entries = [as_section(entry, BatchStatistics) for entry in batches or ()]
+    return [entry for entry in entries
+            if entry.hardest_in_batch and as_section(entry.hardest_in_batch, Distribution).histogram]
+
+
+def hardest_negative_figure(series: Sequence[tuple[str, Distribution | dict | None, Sequence | None]],
+                            headline_only: bool | None = None,
+                            title: str = "Hardest negative: in a training batch vs in the whole dataset") -> go.Figure:
+    """Each caption's hardest in-batch negative (the entry HN-CLIP's Gbar boosts most) beside its
+    hardest companion in the whole dataset.
+
+    ``series`` holds ``(label, hardest_companion_summary, batches_section)``. One dataset draws
+    every batch size; several (``headline_only``, the default for more than one) draw each one's
+    headline batch size, coloured per dataset: solid the hardest companion, dashed the hardest in-batch
+    negative. Shares per display bin, so datasets of different sizes sit on one axis.
+    """
+    overlay = len(series) > 1
+    headline_only = overlay if headline_only is None else headline_only
+    in_batch_dashes = ("dash", "dot", "dashdot", "longdash")
+    lines = []
+    for index, (label, hardest, batches) in enumerate(series):
+        label = plotly_text(label)
+        colour = PALETTE[index % len(PALETTE)]
+        entries = hardest_in_batch_entries(batches)[:1 if headline_only else None]
+        prefix = f"{label}: " if overlay else ""
+        lines.append((f"{prefix}hardest companion (dataset)", hardest, colour if overlay else "#ef553b", "solid",
+                      not overlay))
+        for number, entry in enumerate(entries):
+            lines.append((f"{prefix}hardest in-batch negative, B={entry.batch_size}", entry.hardest_in_batch,
+                          colour if overlay else PALETTE[(number + 2) % len(PALETTE)],
+                          in_batch_dashes[number % len(in_batch_dashes)] if overlay else "solid", False))
+    figure = go.Figure()
+    tallest = _distribution_lines(figure, lines, labelled_means=False)
+    return _distribution_layout(figure, title, tallest)
 
 
 def _level_name(level: float) -> str:
@@ -253,10 +319,12 @@ def batch_heatmap_figure(example: dict, batch_size: int | None = None,
                       dtype=np.float64)
     size = matrix.shape[0]
     ids = [plotly_text(i) for i in example.get("caption_ids", range(size))]
-    hover = [[f"{ids[i]} × {ids[j]}" for j in range(size)] for i in range(size)]
+    # each row and column named "index · id" on category axes, so the hover reads both from the axes: a
+    # text per cell (B x B strings) was 0.6 MB of a 128-caption batch's page
+    labels = [f"{index} · {caption_id}" for index, caption_id in enumerate(ids)]
     figure = go.Figure(go.Heatmap(
-        z=matrix, colorscale="Viridis", colorbar=dict(title=dict(text="cosine")), text=hover,
-        hovertemplate="row %{y}, column %{x}<br>%{text}<br>cosine %{z:.3f}<extra></extra>", hoverongaps=False,
+        z=matrix, x=labels, y=labels, colorscale="Viridis", colorbar=dict(title=dict(text="cosine")),
+        hovertemplate="row %{y}<br>column %{x}<br>cosine %{z:.3f}<extra></extra>", hoverongaps=False,
     ))
     if size >= 2 and np.isfinite(matrix).any():
         row, column, value = largest_off_diagonal(matrix)
@@ -265,11 +333,12 @@ def batch_heatmap_figure(example: dict, batch_size: int | None = None,
                               font=dict(color="#ffffff", size=12), bgcolor="rgba(0,0,0,0.6)")
     shown = f" (first {size} of B={batch_size})" if batch_size and batch_size > size else ""
     layout = dict(_LAYOUT, height=560)
-    figure.update_layout(title=title + shown, xaxis_title="caption in batch (index)",
-                         yaxis_title="caption in batch (index)", **layout)
+    figure.update_layout(title=title + shown, xaxis_title="caption in batch (hover for index and id)",
+                         yaxis_title="caption in batch (hover for index and id)", **layout)
     # fixed ranges: the wide "max" label would otherwise stretch the autorange past the matrix
-    figure.update_yaxes(range=[size - 0.5, -0.5], scaleanchor="x", constrain="domain")
-    figure.update_xaxes(range=[-0.5, size - 0.5], constrain="domain")
+    figure.update_yaxes(range=[size - 0.5, -0.5], scaleanchor="x", constrain="domain", type="category",
+                        showticklabels=False)
+    figure.update_xaxes(range=[-0.5, size - 0.5], constrain="domain", type="category", showticklabels=False)
     return figure
 
 

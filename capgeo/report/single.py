@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from capgeo import __version__
 from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Profile, Provenance, as_profile,
                                            known, plain)
+from capgeo.map import MAP_FIGURE_ID
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.gallery import gallery_html
@@ -24,8 +25,11 @@ from capgeo.report.summary import dataset_label, encoder_label, summary_rows
 
 #: Element ids of the figures, in page order (tests check each is present).
 FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gamma")
-#: Drawn only when the profile has relative buckets (`capgeo report DATA` always computes them).
-OPTIONAL_FIGURE_IDS = ("fig-buckets-relative",)
+#: The hardest in-batch negative beside the hardest companion: drawn when the profile's batches record its
+#: histogram (profiles saved before capgeo recorded it have only its summary: the page says so).
+HARDEST_NEGATIVE_FIGURE_ID = "fig-hardest-negative"
+#: The caption map (capgeo.map): drawn when the profile has a map section.
+OPTIONAL_FIGURE_IDS = (HARDEST_NEGATIVE_FIGURE_ID, MAP_FIGURE_ID)
 #: Drawn only when the profile has a truncation section (`capgeo truncation --json`).
 TRUNCATION_FIGURE_ID = "fig-truncation"
 #: Truncation-only pairs shown as text (the JSON holds them all).
@@ -78,6 +82,59 @@ def truncation_pairs_html(truncation: dict) -> str:
     return "".join(parts)
 
 
+def takeaway(text: str | None) -> str:
+    """The one line under a chart that says what it means for training."""
+    return f'<p class="takeaway">{escape(text)}</p>' if text else ""
+
+
+def hardest_negative_line(profile: Profile, entry: BatchStatistics) -> str | None:
+    """What the hardest in-batch negative means for training, at the headline batch size."""
+    in_batch = entry.hardest_in_batch
+    median = known((in_batch.quantiles or {}).get("p50"))
+    companion = profile.hardest_companion
+    companion_median = known((companion.quantiles or {}).get("p50")) if companion else None
+    if median is None:
+        return None
+    line = (f"For training: at B={entry.batch_size} the median caption's hardest in-batch negative has cosine "
+            f"{median:.3f}")
+    if companion_median is not None:
+        gap = companion_median - median
+        line += (f", {gap:.3f} below its hardest companion in the whole dataset ({companion_median:.3f}): "
+                 + ("random batches rarely hold a caption's near-twin, so Gbar's largest boost lands on negatives "
+                    "this far from the twins that decide Recall@1" if gap >= 0.05 else
+                    "a random batch already holds negatives nearly as close as a caption's nearest twin, so Gbar "
+                    "boosts hard negatives at every step"))
+    gamma = profile.gamma or {}
+    suggested, scale = gamma.get("suggested_gamma"), gamma.get("logit_scale")
+    if suggested is not None and scale:
+        line += f"; at the suggested gamma {suggested:.2f} that boost is s·γ·G = {scale * suggested * median:.1f} logits"
+    return line + "."
+
+
+def buckets_line(batches) -> str | None:
+    """What the fixed cosine buckets mean for training, at the headline batch size."""
+    entry = next((entry for entry in batches if (entry.buckets or {}).get("shares")), None)
+    if entry is None:
+        return None
+    buckets = entry.buckets
+    edges, above = buckets.get("edges") or [], buckets.get("share_above") or []
+    per_row = buckets.get("expected_above_per_row") or []
+    if not edges or not above:
+        return None
+    hardest_edge, share = edges[-1], above[-1]
+    line = (f"For training: at B={entry.batch_size}, {100 * share:.1f}% of a row's {entry.negatives_per_row} "
+            f"negatives have cosine >= {hardest_edge:g}")
+    if per_row:
+        line += f" ({per_row[-1]:.1f} per row)"
+    if above[0] < 0.05:
+        line += (f" and {100 * above[0]:.1f}% >= {edges[0]:g}: under this encoder the fixed edges sit above almost "
+                 "every negative, so read the hardest-negative chart above (HN-CLIP's batches under Long-CLIP-L hold "
+                 "86-99% at >= 0.8)")
+    else:
+        line += f"; {100 * above[0]:.1f}% have cosine >= {edges[0]:g} (HN-CLIP's batches under Long-CLIP-L: 86-99% >= 0.8)"
+    return line + "."
+
+
 def figure_sections(profile: Profile) -> list[Section]:
     sections = []
     if profile.pairwise or profile.hardest_companion:
@@ -87,21 +144,22 @@ def figure_sections(profile: Profile) -> list[Section]:
                                 "All pairs are captions of different images; a caption's hardest companion is its most "
                                 "similar caption of another image (as in HN-CLIP's Figure 1). Dashed lines: means."))
     batches = profile.batches or ()
+    in_batch = figures.hardest_in_batch_entries(batches)
+    if in_batch:
+        label = dataset_label(profile)
+        figure = figures.hardest_negative_figure([(label, profile.hardest_companion, batches)])
+        sections.append(Section("hardest-negative", "Hardest negative in a batch",
+                                figure_div(figure, HARDEST_NEGATIVE_FIGURE_ID)
+                                + takeaway(hardest_negative_line(profile, in_batch[0])),
+                                "Each caption's hardest negative in random training batches (the entry HN-CLIP's "
+                                "Gbar boosts most) beside its hardest companion in the whole dataset, on the same "
+                                "batches as every in-batch number here. Dashed lines: means."))
     if any((entry.buckets or {}).get("shares") for entry in batches):
         series = [(dataset_label(profile), batches)]
-        body = figure_div(figures.bucket_composition_figure(series), "fig-buckets")
-        lead = ("Random training batches of captions of distinct images: the share of each row's negatives in each "
-                "caption-cosine bucket, per batch size.")
-        if any((entry.relative_buckets or {}).get("shares") for entry in batches):
-            relative = figure_div(figures.bucket_composition_figure(
-                series, kind="relative_buckets", title="In-batch negatives by the dataset's own pairwise quantiles"),
-                "fig-buckets-relative")
-            # when the fixed edges put (almost) every negative in the lowest bucket, the relative view says more
-            uninformative = all((entry.buckets or {}).get("shares", [0])[0] >= 0.95 for entry in batches)
-            body = relative + body if uninformative else body + relative
-            lead += (f" The {'first' if uninformative else 'second'} chart cuts at this dataset's pairwise quantiles "
-                     "instead of fixed cosines, which compares across encoders whose cosines live on different scales.")
-        sections.append(Section("buckets", "In-batch negatives by hardness", body, lead))
+        body = figure_div(figures.bucket_composition_figure(series), "fig-buckets") + takeaway(buckets_line(batches))
+        sections.append(Section("buckets", "In-batch negatives by hardness", body,
+                                "Random training batches of captions of distinct images: the share of each row's "
+                                "negatives in each caption-cosine bucket, per batch size (HN-CLIP's Figure A6C)."))
     entry = heatmap_batch(profile)
     if entry is not None:
         figure = figures.batch_heatmap_figure(entry.example, entry.batch_size)
@@ -195,6 +253,14 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     if profile.dupes:
         page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile.dupes),
                                      "Captions of different images that the encoder places closest together."))
+    if profile.map:
+        from capgeo.map import DEFAULT_MAX_POINTS, SEARCH_SCRIPT, map_body
+
+        page.sections.append(Section("map", "Caption map", map_body(profile.map),
+                                     "A 2-D projection of the caption embeddings (as `capgeo map` draws it, which "
+                                     f"maps up to {DEFAULT_MAX_POINTS:,} captions): nearby points are captions the "
+                                     "encoder places close together. Hover a point for its caption; drag to zoom."))
+        page.scripts.append(SEARCH_SCRIPT)
     if profile.leak:
         from capgeo.report.leak import leak_html
 
@@ -203,8 +269,13 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     missing = list(notes or [])
     if not profile.dupes and not any("gallery" in note for note in missing):
         missing.append("Near-duplicate gallery: the profile has no dupes section.")
+    if not profile.map and not any(note.startswith("Caption map") for note in missing):
+        missing.append("Caption map: the profile has no map section (`capgeo report DATA` adds one).")
     if not profile.gamma and not any("amma" in note for note in missing):
         missing.append("Gamma diagnostics: the profile has no gamma section.")
+    if profile.batches and not figures.hardest_in_batch_entries(profile.batches):
+        missing.append("Hardest negative in a batch: the profile was saved before capgeo recorded the hardest "
+                       "in-batch negative's histogram; profile the dataset again to draw it.")
     if profile.lengths and not known(profile.lengths.known, True):
         missing.append("Caption length: the encoder has no tokenizer capgeo can run (precomputed vectors), "
                        "so token counts are unknown.")

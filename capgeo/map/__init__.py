@@ -1,0 +1,353 @@
+"""A caption map: a 2-D projection of the caption embeddings, one point per caption.
+
+:func:`map_section` projects the embeddings (above ``max_points`` captions, a seeded
+random sample, stated in the section) with openTSNE after a PCA to
+:data:`PCA_DIMENSIONS` dimensions, and records, per point, what the page shows: the
+caption's id, image (group) and text, its hardest-companion cosine (the colour), the
+near-duplicate set it belongs to, and whether it leaks into an evaluation set
+(``leaked_ids``, from `capgeo leak`). The section is JSON (``capgeo.profile/1``, ``map``),
+so a report saved with ``--save-profile`` redraws its map without recomputing it.
+:func:`map_figure` draws it as a WebGL scatter; :func:`map_page` is `capgeo map`'s page, with a
+search box. Deterministic for a seed. Why openTSNE, and the measurements: docs/report.md.
+
+openTSNE is an optional extra (``pip install -e '.[map]'``): :func:`require_projection`
+raises :class:`MapUnavailable` (a CapgeoError naming the extra) without it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
+from capgeo.errors import CapgeoError
+
+#: `capgeo map` projects at most this many captions; above it, a seeded random sample of this many.
+DEFAULT_MAX_POINTS = 100_000
+#: the report's map holds at most this many points, so the page stays under 2 MB
+REPORT_MAX_POINTS = 2_000
+#: characters of each caption the map carries (hover text and search); longer captions end in "…"
+TEXT_CHARS = 300
+#: the projection works on this many principal components of the embeddings (openTSNE's advice for speed)
+PCA_DIMENSIONS = 50
+#: openTSNE's perplexity (its default); smaller datasets get a smaller one (it needs 3 x perplexity neighbours)
+PERPLEXITY = 30.0
+#: above this many points openTSNE approximates the gradient by FFT interpolation and the neighbours by Annoy
+FFT_ABOVE = 10_000
+#: element id of the map's figure on a page
+MAP_FIGURE_ID = "fig-map"
+#: what to install for the map, in the one line that says it is missing
+INSTALL_HINT = "pip install -e '.[map]' (or: pip install openTSNE)"
+
+
+class MapUnavailable(CapgeoError):
+    """The projection library (openTSNE) is not installed."""
+
+
+def require_projection() -> None:
+    """Raise MapUnavailable, naming the extra to install, when openTSNE is missing."""
+    try:
+        import openTSNE  # noqa: F401
+    except ImportError as error:
+        raise MapUnavailable(f"the caption map needs openTSNE, which is not installed: {INSTALL_HINT}") from error
+
+
+def sample_rows(n: int, max_points: int, seed: int) -> np.ndarray:
+    """Rows of the captions the map shows: all of them, or a sorted seeded random sample of ``max_points``."""
+    if max_points < 1:
+        raise CapgeoError(f"--max-points: expected 1 or more captions, got {max_points}")
+    if n <= max_points:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=max_points, replace=False))
+
+
+def project(vectors: np.ndarray, *, seed: int = 0, n_jobs: int | None = None) -> np.ndarray:
+    """(n, 2) float32 map coordinates of (n, d) embeddings: PCA to :data:`PCA_DIMENSIONS`, then openTSNE
+    (FFT gradients, PCA initialisation), deterministic for ``seed``."""
+    require_projection()
+    import openTSNE
+
+    vectors = np.asarray(vectors, dtype=np.float32)
+    n = vectors.shape[0]
+    if n < 2:
+        return np.zeros((n, 2), dtype=np.float32)
+    centred = vectors.astype(np.float64) - vectors.astype(np.float64).mean(axis=0)
+    dimensions = min(PCA_DIMENSIONS, n - 1, vectors.shape[1])
+    reduced = _principal_components(centred, dimensions)
+    if n < 8:  # too few points for t-SNE's neighbourhoods: the first two principal components
+        return np.ascontiguousarray(reduced[:, :2], dtype=np.float32) if dimensions >= 2 else \
+            np.column_stack([reduced[:, 0], np.zeros(n)]).astype(np.float32)
+    perplexity = min(PERPLEXITY, (n - 1) / 3.0)
+    # Barnes-Hut below FFT_ABOVE points (openTSNE's advice: FFT's fixed interpolation grid costs more there)
+    embedding = openTSNE.TSNE(perplexity=perplexity, n_jobs=n_jobs or _threads(), random_state=seed,
+                              initialization="pca", negative_gradient_method="fft" if n > FFT_ABOVE else "bh",
+                              neighbors="annoy" if n > FFT_ABOVE else "exact", verbose=False).fit(reduced)
+    return np.asarray(embedding, dtype=np.float32)
+
+
+def _principal_components(centred: np.ndarray, dimensions: int) -> np.ndarray:
+    """The first ``dimensions`` principal-component scores, from the eigenvectors of the d x d covariance
+    (float64; exact and fast for n >> d), each sign fixed so its largest loading is positive."""
+    covariance = centred.T @ centred
+    values, vectors = np.linalg.eigh(covariance)
+    top = vectors[:, np.argsort(-values)[:dimensions]]
+    signs = np.sign(top[np.argmax(np.abs(top), axis=0), np.arange(top.shape[1])])
+    signs[signs == 0] = 1
+    return (centred @ (top * signs)).astype(np.float32)
+
+
+def _threads() -> int:
+    import os
+
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def _short(text: str, chars: int = TEXT_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= chars else text[:chars - 1].rstrip() + "…"
+
+
+def map_section(captions, vectors, *, hardest: np.ndarray | None = None, components: Sequence | None = None,
+                leaked_ids: Sequence[str] = (), seed: int = 0, max_points: int = DEFAULT_MAX_POINTS,
+                near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD, progress: bool | None = None) -> dict:
+    """The ``map`` section: the projection of ``vectors`` (one per caption of ``captions``) and what each
+    point shows. ``hardest``: each caption's hardest-companion cosine (NaN without one); ``components``:
+    near-duplicate sets (capgeo.findings.duplicates.Component, members as caption rows); ``leaked_ids``:
+    training caption ids with an evaluation twin. Raises MapUnavailable without openTSNE."""
+    require_projection()
+    from capgeo.progress import progress_bar
+
+    vectors = np.asarray(vectors, dtype=np.float32)
+    n = len(captions)
+    if vectors.shape[0] != n:
+        raise CapgeoError(f"the map needs one vector per caption: {vectors.shape[0]} vectors for {n} captions")
+    rows = sample_rows(n, max_points, seed)
+    started = time.perf_counter()
+    with progress_bar(f"Projecting {rows.size:,} captions (openTSNE)", None, enabled=progress):
+        coordinates = project(vectors[rows], seed=seed)
+    seconds = time.perf_counter() - started
+    set_of = np.full(n, -1, dtype=np.int64)
+    for number, component in enumerate(components or (), start=1):
+        set_of[list(component.members)] = number
+    leaked = set(leaked_ids)
+    ids, groups, texts = captions.ids, captions.groups, captions.texts
+    return {
+        "method": "openTSNE",
+        "pca_dimensions": int(min(PCA_DIMENSIONS, max(1, rows.size - 1), vectors.shape[1])),
+        "seed": int(seed),
+        "n_captions": int(n),
+        "n_points": int(rows.size),
+        "sampled": bool(rows.size < n),
+        "seconds": round(seconds, 3),
+        "near_duplicate_threshold": float(near_duplicate_threshold),
+        "text_chars": TEXT_CHARS,
+        "x": [round(float(value), 4) for value in coordinates[:, 0]],
+        "y": [round(float(value), 4) for value in coordinates[:, 1]],
+        "caption_ids": [str(ids[row]) for row in rows],
+        "groups": [str(groups[row]) for row in rows],
+        "texts": [_short(texts[row]) for row in rows],
+        "hardest_companion": None if hardest is None else
+        [None if not np.isfinite(hardest[row]) else round(float(hardest[row]), 4) for row in rows],
+        "near_duplicate_set": [int(set_of[row]) if set_of[row] > 0 else None for row in rows],
+        "leaked": [str(ids[row]) in leaked for row in rows] if leaked else None,
+    }
+
+
+def sample_note(section) -> str:
+    """What the map shows: every caption, or a stated random sample."""
+    if section.get("sampled"):
+        return (f"A random sample of {section['n_points']:,} of the {section['n_captions']:,} captions "
+                f"(seed {section['seed']}).")
+    return f"All {section['n_captions']:,} captions."
+
+
+def map_figure(section, title: str = "Caption map") -> "go.Figure":  # noqa: F821
+    """WebGL scatter of a ``map`` section: colour the hardest-companion cosine; near-duplicate sets and
+    leaked captions as marked overlays; hover shows id, image, cosine and caption text."""
+    import plotly.graph_objects as go
+
+    from capgeo.report.figures import _LAYOUT, plotly_text
+
+    x = np.asarray(section["x"], dtype=np.float32)
+    y = np.asarray(section["y"], dtype=np.float32)
+    hardest = section.get("hardest_companion")
+    colour = None if hardest is None else np.array([np.nan if v is None else v for v in hardest], dtype=np.float32)
+    hover = [f"<b>{plotly_text(i)}</b> · image {plotly_text(g)}"
+             + ("" if colour is None or not np.isfinite(colour[k]) else f" · hardest companion {colour[k]:.3f}")
+             + "<br>" + _wrapped(plotly_text(t))
+             for k, (i, g, t) in enumerate(zip(section["caption_ids"], section["groups"], section["texts"]))]
+    marker = dict(size=4 if x.size > 20_000 else 6, opacity=0.8)
+    if colour is not None:
+        marker.update(color=colour, colorscale="Viridis", showscale=True,
+                      colorbar=dict(title=dict(text="hardest<br>companion<br>cosine")))
+    figure = go.Figure(go.Scattergl(x=x, y=y, mode="markers", name="captions", marker=marker, text=hover,
+                                    hovertemplate="%{text}<extra></extra>", showlegend=False))
+    overlays = []
+    sets = section.get("near_duplicate_set")
+    if sets and any(s is not None for s in sets):
+        overlays.append(([k for k, s in enumerate(sets) if s is not None],
+                         f"in a near-duplicate set (cosine >= {section.get('near_duplicate_threshold', 0.95):g})",
+                         dict(symbol="circle-open", size=11, color="#d62728", line=dict(width=2))))
+    leaked = section.get("leaked")
+    if leaked and any(leaked):
+        overlays.append(([k for k, flag in enumerate(leaked) if flag], "leaks into an evaluation set",
+                         dict(symbol="x", size=10, color="#000000")))
+    for points, name, style in overlays:
+        figure.add_trace(go.Scattergl(x=x[points], y=y[points], mode="markers", name=f"{name}: {len(points):,}",
+                                      marker=style, text=[hover[k] for k in points],
+                                      hovertemplate="%{text}<extra></extra>"))
+    # the search box's matches (capgeo map's page fills this trace)
+    figure.add_trace(go.Scattergl(x=[], y=[], mode="markers", name="search matches",
+                                  marker=dict(symbol="diamond", size=12, color="#ff7f0e",
+                                              line=dict(width=1, color="#000000")),
+                                  text=[], hovertemplate="%{text}<extra></extra>"))
+    layout = dict(_LAYOUT, height=640)
+    figure.update_layout(title=f"{title}: {sample_note(section)}", legend=dict(orientation="h", y=-0.08),
+                         hovermode="closest", **layout)
+    figure.update_xaxes(showticklabels=False, title_text="t-SNE 1", zeroline=False)
+    figure.update_yaxes(showticklabels=False, title_text="t-SNE 2", zeroline=False, scaleanchor="x")
+    return figure
+
+
+def _wrapped(text: str, width: int = 80) -> str:
+    """Hover text broken into lines of about ``width`` characters (plotly does not wrap it)."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    lines.append(line)
+    return "<br>".join(lines)
+
+
+def dataset_map(captions, vectors, *, scan=None, leak: dict | None = None, seed: int = 0,
+                max_points: int = DEFAULT_MAX_POINTS, near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
+                device: str | None = None, progress: bool | None = None) -> dict:
+    """:func:`map_section` with what it shows computed here: each caption's hardest companion and the
+    near-duplicate sets from ``scan`` (the exact pairwise pass, run here when None), the leaked training
+    captions from ``leak`` (a `capgeo leak` section: its ``train_ids_to_drop``)."""
+    require_projection()
+    from capgeo.findings.duplicates import near_duplicate_components
+
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if scan is None or scan.companion_mode != "exact" or not scan.top_k:
+        from capgeo.geometry.pairwise import scan_pairs
+
+        scan = scan_pairs(vectors, np.asarray(captions.group_codes), top_k=10, device=device, progress=progress)
+    hardest = np.asarray(scan.companion_cosine[:, 0], dtype=np.float64)
+    components = near_duplicate_components(captions, vectors, near_duplicate_threshold, scan=scan, device=device)
+    leaked = (leak or {}).get("train_ids_to_drop") or ()
+    return map_section(captions, vectors, hardest=hardest, components=components, leaked_ids=leaked, seed=seed,
+                       max_points=max_points, near_duplicate_threshold=near_duplicate_threshold, progress=progress)
+
+
+#: the search box: finds captions whose id, image or text holds what is typed, and marks them on the map
+SEARCH_SCRIPT = """
+(function () {
+  var box = document.getElementById('map-search'), count = document.getElementById('map-search-count');
+  var list = document.getElementById('map-search-results');
+  var plain = null;
+  function unmarked(text) {
+    return text.replace(/<br>/g, ' ').replace(/<[^>]+>/g, '').replace(/&lt;/g, '<').replace(/&gt;/g, '>')
+      .replace(/&#37;/g, '%').replace(/&amp;/g, '&').toLowerCase();
+  }
+  box.addEventListener('input', function () {
+    var plot = document.getElementById('MAP_FIGURE_ID');
+    if (!plot || !plot.data) return;
+    var points = plot.data[0], matches = plot.data.length - 1;
+    if (plain === null) plain = points.text.map(unmarked);
+    var query = box.value.trim().toLowerCase(), found = [];
+    if (query) for (var i = 0; i < plain.length; i++) if (plain[i].indexOf(query) !== -1) found.push(i);
+    Plotly.restyle(plot, {x: [found.map(function (i) { return points.x[i]; })],
+                          y: [found.map(function (i) { return points.y[i]; })],
+                          text: [found.map(function (i) { return points.text[i]; })]}, [matches]);
+    count.textContent = query ? found.length.toLocaleString() + ' caption(s) match' : '';
+    list.innerHTML = '';
+    found.slice(0, 20).forEach(function (i) {
+      var item = document.createElement('li');
+      item.textContent = plain[i].slice(0, 240);
+      list.appendChild(item);
+    });
+  });
+})();
+""".replace("MAP_FIGURE_ID", MAP_FIGURE_ID)
+
+
+def map_body(section, title: str = "Caption map") -> str:
+    """The map's figure, its search box and the line saying what it shows, as page HTML."""
+    from capgeo.report.html import escape, figure_div
+
+    legend = ("Colour: each caption's hardest-companion cosine (its most similar caption of another image); "
+              "red rings: captions in a near-duplicate set")
+    if section.get("leaked") is not None:
+        legend += "; black crosses: training captions with an evaluation twin (--leak)"
+    return (figure_div(map_figure(section, title), MAP_FIGURE_ID)
+            + '<div class="map-search"><label>Find a caption: <input id="map-search" type="search" '
+              'placeholder="words, an id or an image" size="40"></label> <span id="map-search-count"></span>'
+              '<ol id="map-search-results" class="stats"></ol></div>'
+            + f'<p class="takeaway">{escape(legend)}. {escape(sample_note(section))} Projection: '
+              f'{escape(section.get("method"))} after PCA to {section.get("pca_dimensions")} dimensions, seed '
+              f'{section.get("seed")}; hover text and search hold the first {section.get("text_chars")} characters '
+              "of each caption.</p>")
+
+
+def map_page(section, *, title: str, subtitle: str, provenance: Sequence[tuple[str, str]] = ()) -> str:
+    """`capgeo map`'s self-contained page: the map, its search box and provenance."""
+    from capgeo.report.html import Page, Section, plotly_javascript, table
+
+    page = Page(title, subtitle)
+    page.sections.append(Section("map", "Caption map", map_body(section),
+                                 "A 2-D projection of the caption embeddings: nearby points are captions the encoder "
+                                 "places close together. Hover a point for its caption; drag to zoom."))
+    if provenance:
+        page.sections.append(Section("provenance", "Provenance", table(provenance)))
+    page.scripts.append(SEARCH_SCRIPT)
+    return page.render(plotly_javascript())
+
+
+def write_map(captions, output, *, encoder=None, embeddings=None, device: str | None = None,
+              cache_dir: str | None = None, use_cache: bool = True, seed: int = 0,
+              max_points: int = DEFAULT_MAX_POINTS, threshold: float = NEAR_DUPLICATE_THRESHOLD,
+              leak: Sequence = (), command: str | None = None, progress: bool | None = None):
+    """All of `capgeo map`: embed ``captions`` (a CaptionSet), find the leaks into ``leak`` (evaluation
+    sets, paths or CaptionSets), map them and write the page atomically to ``output``. Returns its Path."""
+    from pathlib import Path
+
+    from capgeo import __version__
+    from capgeo._atomic import atomic_open
+    from capgeo.report.html import escape
+
+    require_projection()
+    sample_rows(len(captions), max_points, seed)   # a bad --max-points before the encoding
+    if embeddings is None:
+        from capgeo.encoders import embed
+
+        embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                           progress=progress)
+    leak_result = None
+    if leak:
+        from capgeo.pipeline import leak_datasets
+
+        leak_result = leak_datasets(captions, list(leak), encoder, device=device, cache_dir=cache_dir,
+                                    use_cache=use_cache, progress=progress, train_embeddings=embeddings,
+                                    threshold=threshold)
+    section = dataset_map(captions, embeddings.vectors, leak=leak_result, seed=seed, max_points=max_points,
+                          near_duplicate_threshold=threshold, device=device, progress=progress)
+    info = getattr(embeddings, "info", None)
+    encoder_name = getattr(info, "name", None) or getattr(info, "spec", None) or "default"
+    rows = [("Made with", f"capgeo {escape(__version__)}"),
+            ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>'),
+            ("Data file", escape(str(captions.source))), ("Encoder", escape(encoder_name)),
+            ("Projection", f"{escape(section['method'])}, {section['seconds']:.1f} s")]
+    if leak_result is not None:
+        rows.append(("Evaluation sets (--leak)", escape(", ".join(entry["source"] for entry in leak_result["evals"]))))
+    page = map_page(section, title=f"capgeo map: {Path(str(captions.source)).name}",
+                    subtitle=f"{len(captions):,} captions of {captions.n_groups:,} images · encoder {encoder_name}",
+                    provenance=rows)
+    with atomic_open(output) as handle:
+        handle.write(page)
+    return Path(output)
