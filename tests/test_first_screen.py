@@ -125,8 +125,9 @@ def test_bars_say_which_pass_and_count_them():
 
 
 def test_dupes_skip_exact_names_each_pass_and_no_bar_reads_as_another_running_backwards(monkeypatch):
-    """`dupes --skip-exact` went 22/36 -> 21/36 -> 14/36 under one name: the whole pass, then
-    re-searches of a few rows, then rounds past the exact copies."""
+    """`dupes --skip-exact` names each bar (the pairs, the pass that leaves exact copies out, a
+    re-search of crowded captions, the totals), numbered in order, so none reads as another running
+    backwards (22/36 -> 21/36 -> 14/36 under one name)."""
     import capgeo.progress as progress
     from capgeo.findings.duplicates import dupes_section
     from capgeo.progress import counted_passes
@@ -152,8 +153,8 @@ def test_dupes_skip_exact_names_each_pass_and_no_bar_reads_as_another_running_ba
     assert section["n_exact_skipped"] > 0
     labels = opened
     assert labels[0] == "[pass 1] pairs: pairwise cosines"
-    assert any("exact copies left out, round 2" in label for label in labels)
-    assert any("re-searching" in label and "crowded captions" in label for label in labels)
+    assert any("most similar pairs, exact copies left out" in label for label in labels)
+    assert any("re-searching" in label and "crowded caption" in label for label in labels)
     assert any("near-duplicate totals" in label for label in labels)
     # numbered in order, each name once: a new bar is a new pass
     assert [int(label.split("]")[0].split()[-1]) for label in labels] == list(range(1, len(labels) + 1))

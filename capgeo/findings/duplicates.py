@@ -22,6 +22,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from capgeo.display import counted
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
@@ -213,7 +214,7 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
     tiles = {(min(block, other), max(block, other)) for block in blocks for other in range(grid.blocks)}
     try:
         # its tiles are a part of the whole pass's: named, or its bar reads as that one running backwards
-        with labelled(f"re-searching {len(rows):,} crowded captions"):
+        with labelled(f"re-searching {counted(len(rows), 'crowded caption')}"):
             partial = tile_partial(matrix, groups, grid, tiles, top_k=per_row or 0, histograms=False,
                                    threshold=None if per_row else cutoff, max_pairs=None if per_row else max_links,
                                    exclude_codes=exclude_codes)
