@@ -215,6 +215,7 @@ def test_encoders_say_what_is_downloaded_where_and_how_to_fetch_it():
     downloads = {row["spec"]: row for row in json.loads(result.stdout)["downloads"]}
     assert downloads["longclip-L"]["repository"] == "BeichenZhang/LongCLIP-L"
     assert downloads["longclip-L"]["files"] == ["longclip-L.pt"]
+    assert downloads["longclip-L"]["size"].startswith("about 1.7 GB") and downloads["longclip-B"]["size"].startswith("about 0.6 GB")
 
 
 def test_the_vit_l_14_row_is_open_clips_own_registry_entry():

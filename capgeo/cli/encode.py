@@ -59,7 +59,7 @@ def encoders(json_out):
     for download in downloads:
         fields = download.to_dict()
         console.print(Padding(Text(f"--encoder {download.spec}: {', '.join(download.files)} of {download.repo}, "
-                                   f"{download.what}"), (0, 0, 0, 2)))
+                                   f"{download.what}; {download.size}"), (0, 0, 0, 2)))
         console.print("    fetch it ahead of time:", markup=False)
         for line in _command_lines(fields["fetch_command"], console.width, indent=6):
             console.print(line, markup=False, soft_wrap=True)

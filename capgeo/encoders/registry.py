@@ -164,19 +164,26 @@ class Download:
     files: tuple[str, ...]
     what: str
     offline_spec: str
+    #: how much it downloads, from the architecture: float32 weights of both towers
+    size: str
 
     def to_dict(self) -> dict:
         from capgeo.encoders.hub import HUB_CACHE, fetch_command
 
         return {"spec": self.spec, "repository": self.repo, "files": list(self.files), "what": self.what,
-                "cache": HUB_CACHE, "fetch_command": fetch_command(self.repo, self.files),
+                "size": self.size, "cache": HUB_CACHE, "fetch_command": fetch_command(self.repo, self.files),
                 "offline_spec": self.offline_spec}
+
+
+#: ViT-L/14 CLIP (428M parameters) and ViT-B/16 CLIP (150M) as float32 state dicts
+VIT_L_14_SIZE = "about 1.7 GB (428M float32 parameters)"
+VIT_B_16_SIZE = "about 0.6 GB (150M float32 parameters)"
 
 
 def _longclip_download(spec: str) -> Download:
     repo, filename, name = LONGCLIP_REPOS[spec.lower()]
     return Download(spec, repo, (filename,), f"{name}'s state dict (both towers; only the text tower is read)",
-                    f"/path/to/{filename}")
+                    f"/path/to/{filename}", VIT_L_14_SIZE if spec.lower().endswith("-l") else VIT_B_16_SIZE)
 
 
 DOWNLOADS = (
@@ -186,10 +193,10 @@ DOWNLOADS = (
     # open_clip reads as open_clip_model.safetensors (open_clip_pytorch_model.bin where that is missing)
     Download("ViT-L-14/openai", "timm/vit_large_patch14_clip_224.openai", ("open_clip_model.safetensors",),
              "OpenAI's ViT-L/14 weights as open_clip's pretrained registry names them (both towers)",
-             "ViT-L-14-quickgelu@/path/to/open_clip_model.safetensors"),
+             "ViT-L-14-quickgelu@/path/to/open_clip_model.safetensors", VIT_L_14_SIZE),
     Download("hf-hub:ORG/REPO", "ORG/REPO", ("open_clip_config.json", "open_clip_model.safetensors"),
              "an open_clip model's config and weights (open_clip_pytorch_model.bin where the repository has "
-             "no safetensors)", "local-dir:/path/to/folder-with-both-files"),
+             "no safetensors)", "local-dir:/path/to/folder-with-both-files", "the model's (the repository lists it)"),
 )
 
 
