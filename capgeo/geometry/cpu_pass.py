@@ -24,6 +24,7 @@ import os
 
 import numpy as np
 
+from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.geometry.distribution import bin_scale_offset
 from capgeo.geometry.partials import Moments, PairPartial, TooManyPairs, exact_units
@@ -33,7 +34,16 @@ from capgeo.geometry.partials import Moments, PairPartial, TooManyPairs, exact_u
 #: (bench/bench_geometry.py --fixed-shape), and pads small datasets less than 512 would
 ARITHMETIC_BLOCK = 256
 
-UNIT_NORM_TOLERANCE = 1e-6  # capgeo.encoders.base's, repeated here: that module imports more
+
+
+def check_embedding_shape(shape: tuple[int, ...]) -> None:
+    """Captions x width, at least 2 captions and width 1: what every engine of the pass takes."""
+    if len(shape) != 2:
+        raise CapgeoError(f"caption embeddings must be a 2-D array (captions x width), got shape {shape}")
+    if shape[0] < 2:
+        raise CapgeoError(f"pairwise statistics need at least 2 captions, got {shape[0]}")
+    if shape[1] < 1:
+        raise CapgeoError("caption embeddings have width 0")
 
 
 def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
@@ -41,13 +51,8 @@ def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
     if hasattr(vectors, "detach"):  # a torch tensor from a library caller
         vectors = vectors.detach().cpu().numpy()
     matrix = np.asarray(vectors)
-    if matrix.ndim != 2:
-        raise CapgeoError(f"caption embeddings must be a 2-D array (captions x width), got shape {tuple(matrix.shape)}")
+    check_embedding_shape(tuple(matrix.shape))
     n = int(matrix.shape[0])
-    if n < 2:
-        raise CapgeoError(f"pairwise statistics need at least 2 captions, got {n}")
-    if matrix.shape[1] < 1:
-        raise CapgeoError("caption embeddings have width 0")
     matrix = np.ascontiguousarray(matrix, dtype=np.float32)
     # a row holding NaN or inf has a non-finite sum; a finite row can still overflow its sum,
     # so the suspects are checked element by element

@@ -151,22 +151,17 @@ def prepare_inputs(vectors, group_codes, device=None, *, precision: str = "fp32"
     # the hardware is asked for here, not only when a model loads: a run whose vectors all come
     # from the cache loads none, and still runs this pass on --device
     check_device(device)
-    if runs_on_numpy(device, precision):
-        from capgeo.geometry.cpu_pass import prepare_arrays
+    from capgeo.geometry.cpu_pass import check_embedding_shape, prepare_arrays
 
+    if runs_on_numpy(device, precision):
         matrix, groups = prepare_arrays(vectors, group_codes)
         return matrix, groups, "cpu"
     import torch
 
     device = torch.device(device if device is not None else default_device())
     matrix = torch.as_tensor(vectors)
-    if matrix.ndim != 2:
-        raise CapgeoError(f"caption embeddings must be a 2-D array (captions x width), got shape {tuple(matrix.shape)}")
+    check_embedding_shape(tuple(matrix.shape))
     n = int(matrix.shape[0])
-    if n < 2:
-        raise CapgeoError(f"pairwise statistics need at least 2 captions, got {n}")
-    if matrix.shape[1] < 1:
-        raise CapgeoError("caption embeddings have width 0")
     matrix = matrix.to(device=device, dtype=torch.float32)
     # a row holding NaN or inf has a non-finite sum; checking row sums first avoids
     # torch.isfinite's temporaries (~5 bytes per element: 0.5 GB at 100,000 x 768)
