@@ -36,27 +36,12 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_encode import TOWERS  # noqa: E402
+from bench_encode import TOWERS, build_encoder  # noqa: E402
 
 
 def clip_encoder(args, context_length: int):
-    import open_clip
-    import torch
-
-    from capgeo.encoders.base import EncoderInfo
-    from capgeo.encoders.openclip import OpenClipTextEncoder
-
-    width, heads, layers, embed_dim = TOWERS[args.model]
-    torch.manual_seed(args.seed)
-    model = open_clip.CLIP(
-        embed_dim=embed_dim, quick_gelu=True,
-        vision_cfg={"image_size": 32, "layers": 1, "width": 64, "patch_size": 16, "head_width": 32},
-        text_cfg={"context_length": context_length, "width": width, "heads": heads,
-                  "layers": args.layers or layers}).eval()
-    model.visual = torch.nn.Identity()
-    info = EncoderInfo(spec="bench", kind="open_clip", name=f"{args.model} text tower (random)", width=embed_dim,
-                       context_length=context_length, logit_scale=None, fingerprint="random")
-    return OpenClipTextEncoder(model, open_clip.SimpleTokenizer(context_length=context_length), info, "cpu")
+    """bench_encode's random-weight tower, on the CPU."""
+    return build_encoder(argparse.Namespace(**vars(args), device="cpu"), context_length)[1]
 
 
 def best(repeats: int, work):
