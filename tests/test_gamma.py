@@ -429,7 +429,7 @@ def test_gamma_section_does_not_depend_on_the_blas_thread_count(tmp_path):
 # ---------------------------------------------------------------- scipy's numbers without scipy
 
 def test_root_search_takes_scipy_brentqs_steps_to_the_bit():
-    optimize = pytest.importorskip("scipy.optimize")
+    from scipy import optimize
     rng = np.random.default_rng(7)
     functions = [lambda x: math.cos(x) - x, lambda x: x ** 3 - 2 * x - 5, lambda x: math.exp(-x) - 0.3,
                  lambda x: math.atan(x - 1.7) * 1e-3, lambda x: (x - 0.4) ** 5]
@@ -452,7 +452,7 @@ def test_root_search_takes_scipy_brentqs_steps_to_the_bit():
 
 def test_the_rule_solves_to_the_root_scipy_finds():
     """On real in-batch rows: the scaled gamma is scipy's brentq root of the same share curve."""
-    optimize = pytest.importorskip("scipy.optimize")
+    from scipy import optimize
     vectors = common_direction_vectors(600, 40, rho_sd=0.05, seed=2)
     rows = in_batch_negative_rows(vectors, sample_batches(np.arange(600), 64, 20, seed=1))
     target = reference_share(0.5)
@@ -461,8 +461,8 @@ def test_the_rule_solves_to_the_root_scipy_finds():
 
 
 def test_stored_reference_constants_are_what_scipy_computes():
-    special = pytest.importorskip("scipy.special")
-    stats = pytest.importorskip("scipy.stats")
+    from scipy import special
+    from scipy import stats
     for (kind, argument), stored in gamma_module._REFERENCE_CONSTANTS.items():
         if kind == "expected_max":
             gamma_module.expected_max_standard_normal.cache_clear()
