@@ -204,16 +204,18 @@ def test_values_on_an_edge_count_in_the_bucket_above():
 
 
 @pytest.mark.parametrize("width, batch_size", [(384, 16), (384, 128), (768, 256)])
-def test_batch_products_are_torch_bmm_bit_for_bit(width, batch_size):
-    """The in-batch cosines are numpy's float32 products, the very bits torch.bmm gives (so a profile
-    is the same with or without torch loaded), and the statistics are read from them."""
+def test_batch_products_are_numpy_products_as_close_as_torch_bmm(width, batch_size):
+    """The in-batch cosines are numpy's float32 products (the bits torch.bmm gives with the numpy and
+    torch this suite is pinned to; within float32 rounding with any), and the statistics are read
+    from them."""
     import torch
 
     vectors = clip_like_vectors(300, 2, width, seed=3)
     batches = sample_batches(np.repeat(np.arange(300), 2), batch_size, 6, seed=5)
     members = vectors[batches]
-    expected = torch.bmm(torch.from_numpy(members), torch.from_numpy(members).transpose(1, 2)).numpy()
-    assert np.array_equal(np.matmul(members, members.transpose(0, 2, 1)), expected)
+    from_torch = torch.bmm(torch.from_numpy(members), torch.from_numpy(members).transpose(1, 2)).numpy()
+    expected = np.matmul(members, members.transpose(0, 2, 1))
+    np.testing.assert_allclose(expected, from_torch, rtol=0, atol=1e-5)  # float32 sums of up to 768 terms
     result = inbatch_statistics(vectors, np.repeat(np.arange(300), 2), batch_size, n_batches=6, seed=5)
     diagonal = np.arange(batch_size)
     expected[:, diagonal, diagonal] = -np.inf
