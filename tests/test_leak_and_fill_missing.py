@@ -176,6 +176,26 @@ def test_fill_missing_reads_the_dataset_from_where_the_profile_was_made(tmp_path
     assert result.exit_code == 0, result.output
 
 
+def test_fill_missing_reads_a_pattern_of_shards_from_where_the_profile_was_made(tmp_path, monkeypatch):
+    """A profile of a quoted glob of parquet shards is completed from another folder: the pattern is
+    the dataset, expanded where the profile's command ran."""
+    import polars as pl
+
+    made, elsewhere = tmp_path / "made", tmp_path / "elsewhere"
+    (made / "shards").mkdir(parents=True), elsewhere.mkdir()
+    for part in range(2):
+        rows = range(6 * part, 6 * part + 6)
+        pl.DataFrame({"id": [f"c{i}" for i in rows], "caption": [f"caption {i}" for i in rows]}).write_parquet(
+            made / "shards" / f"part-{part}.parquet")
+    np.save(made / "v.npy", unit(np.random.default_rng(0).normal(size=(12, 8))))
+    monkeypatch.chdir(made)
+    profile = _saved_profile(made, Path("shards/*.parquet"), "vectors:v.npy")
+    monkeypatch.chdir(elsewhere)
+    result = run("report", profile, "--fill-missing", "--no-dupes", "-o", elsewhere / "r.html")
+    assert result.exit_code == 0, result.output
+    assert (elsewhere / "r.html").exists()
+
+
 def test_fill_missing_says_why_a_profile_made_with_column_options_cannot_be_completed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "cols.csv").write_text("key,picture,desc\n" + "".join(f"k{i},p{i},caption {i}\n" for i in range(12)))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from capgeo.captions.shards import is_pattern
 from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
@@ -213,7 +214,7 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     dataset = profile_section(profile, "dataset") or Dataset()
     provenance = profile_section(profile, "provenance") or Provenance()
     source, spec = _made_from(profile)
-    if not source or not Path(source).exists():
+    if not source or not (Path(source).exists() or is_pattern(source)):
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not found (moved or deleted?); "
                           "run `capgeo report DATA` instead")
     encoder = profile_section(profile, "encoder") or Encoder()
@@ -286,7 +287,8 @@ def _as_made(path: str | None, made_in: str | None) -> str | None:
     if not path or Path(path).is_absolute() or not made_in:
         return path
     there = Path(made_in) / path
-    return str(there) if there.exists() else path
+    # a glob or brace pattern of shards was expanded in that folder
+    return str(there) if there.exists() or is_pattern(path) else path
 
 
 def _encoder_as_made(spec: str | None, made_in: str | None) -> str | None:
