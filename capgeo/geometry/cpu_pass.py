@@ -46,6 +46,20 @@ def check_embedding_shape(shape: tuple[int, ...]) -> None:
         raise CapgeoError("caption embeddings have width 0")
 
 
+def checked_group_codes(group_codes, n: int) -> np.ndarray:
+    """One integer group code per caption, of at least two groups, as int64: what every engine takes."""
+    codes = np.asarray(group_codes)
+    if codes.shape != (n,):
+        raise CapgeoError(f"group codes must have one entry per caption ({n}), got shape {codes.shape}")
+    if not np.issubdtype(codes.dtype, np.integer):
+        raise CapgeoError(f"group codes must be integers, got dtype {codes.dtype}")
+    if np.unique(codes).size < 2:
+        raise CapgeoError(
+            "all captions belong to one group (image): there are no pairs of different groups to compare"
+        )
+    return codes.astype(np.int64)
+
+
 def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
     """Checked inputs for the numpy pass: (unit float32 vectors, int64 group codes)."""
     if hasattr(vectors, "detach"):  # a torch tensor from a library caller
@@ -80,16 +94,7 @@ def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
                 raise CapgeoError(f"caption embedding {bad} is all zeros: its cosine is undefined")
             rows = rows / scale
             matrix[extreme] = (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
-    codes = np.asarray(group_codes)
-    if codes.shape != (n,):
-        raise CapgeoError(f"group codes must have one entry per caption ({n}), got shape {codes.shape}")
-    if not np.issubdtype(codes.dtype, np.integer):
-        raise CapgeoError(f"group codes must be integers, got dtype {codes.dtype}")
-    if np.unique(codes).size < 2:
-        raise CapgeoError(
-            "all captions belong to one group (image): there are no pairs of different groups to compare"
-        )
-    return matrix, codes.astype(np.int64)
+    return matrix, checked_group_codes(group_codes, n)
 
 
 @contextlib.contextmanager

@@ -151,7 +151,7 @@ def prepare_inputs(vectors, group_codes, device=None, *, precision: str = "fp32"
     # the hardware is asked for here, not only when a model loads: a run whose vectors all come
     # from the cache loads none, and still runs this pass on --device
     check_device(device)
-    from capgeo.geometry.cpu_pass import check_embedding_shape, prepare_arrays
+    from capgeo.geometry.cpu_pass import check_embedding_shape, checked_group_codes, prepare_arrays
 
     if runs_on_numpy(device, precision):
         matrix, groups = prepare_arrays(vectors, group_codes)
@@ -189,16 +189,7 @@ def prepare_inputs(vectors, group_codes, device=None, *, precision: str = "fp32"
                 raise CapgeoError(f"caption embedding {bad} is all zeros: its cosine is undefined")
             matrix[extreme] = (rows / row_norms).to(torch.float32)
 
-    codes = np.asarray(group_codes)
-    if codes.shape != (n,):
-        raise CapgeoError(f"group codes must have one entry per caption ({n}), got shape {codes.shape}")
-    if not np.issubdtype(codes.dtype, np.integer):
-        raise CapgeoError(f"group codes must be integers, got dtype {codes.dtype}")
-    if np.unique(codes).size < 2:
-        raise CapgeoError(
-            "all captions belong to one group (image): there are no pairs of different groups to compare"
-        )
-    groups = torch.as_tensor(codes.astype(np.int64), device=device)
+    groups = torch.as_tensor(checked_group_codes(group_codes, n), device=device)
     return matrix, groups, device
 
 
