@@ -7,6 +7,24 @@ would import both (about a second) only to show these numbers.
 
 #: two captions of different images at or above this cosine are near-duplicates (profile, dupes)
 NEAR_DUPLICATE_THRESHOLD = 0.95
+#: cosine edges of the in-batch hardness buckets
+BUCKET_EDGES = (0.7, 0.8, 0.9)
+#: pairwise quantile levels used as bucket edges with --relative-buckets
+RELATIVE_LEVELS = (0.5, 0.9, 0.99)
+#: companions (most similar captions of other groups) kept per caption by the pairwise pass
+TOP_K = 10
+#: bins of the pairwise pass's cosine histograms over [-1, 1]
+BINS = 4000
+#: how the pairwise pass is run, and what chooses between its modes
+PAIRWISE_MODES = ("auto", "exact", "sampled")
+#: with mode "auto", datasets above this many captions use the sampled estimate
+ESTIMATE_THRESHOLD = 200_000
+#: pairs drawn for the sampled estimate (DKW bound on every share: +-0.001 at 95%)
+SAMPLED_PAIRS = 2_000_000
+#: hardest companions in sampled mode: exact blockwise top-k, or approximate with faiss
+COMPANION_MODES = ("exact", "faiss")
+#: matrix products of the exact pass
+PRECISIONS = ("fp32", "tf32", "bf16")
 #: the highest pair threshold the float32 pass can honour: identical vectors' float32 cosine falls
 #: up to about 1e-6 below 1, so a threshold of 1 found no pair
 MAX_PAIR_THRESHOLD = 0.9999

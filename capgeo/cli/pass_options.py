@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from capgeo.defaults import PRECISIONS
+
 
 def block_size_option(command):
     return click.option(
@@ -15,7 +17,7 @@ def block_size_option(command):
 
 def precision_option(command):
     return click.option(
-        "--precision", type=click.Choice(["fp32", "tf32", "bf16"]), default="fp32", show_default=True,
+        "--precision", type=click.Choice(PRECISIONS), default=PRECISIONS[0], show_default=True,
         help="Matrix products of the pairwise pass. fp32: exact. tf32/bf16 (faster on big GPUs): companions "
              "stay exact (candidates near the k-th re-scored from the float32 vectors); the histograms' "
              "cosine error bound and measured error are printed and saved in the JSON.")(command)

@@ -22,7 +22,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-DEFAULT_BINS = 4000
+from capgeo.defaults import BINS as DEFAULT_BINS
+
 DEFAULT_SHARE_EDGES = (0.7, 0.8, 0.9)
 #: The quantiles every summary reports, in percent (keys p1..p99).
 QUANTILE_PERCENTS = (1, 5, 10, 25, 50, 75, 90, 95, 99)

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 
+from capgeo.defaults import COMPANION_MODES, ESTIMATE_THRESHOLD, PAIRWISE_MODES, SAMPLED_PAIRS
 from capgeo.errors import CapgeoError
 from capgeo.geometry.distribution import DEFAULT_BINS, QUANTILE_PERCENTS, Histogram
 from capgeo.geometry.pairwise import (
@@ -41,13 +42,10 @@ from capgeo.progress import progress_bar
 #: With mode="auto", datasets larger than this many captions use the sampled estimate:
 #: the exact pass costs N^2 / 2 dot products (100,000 captions take minutes on 2 CPU
 #: cores, 1,000,000 take hours).
-DEFAULT_ESTIMATE_THRESHOLD = 200_000
-#: Pairs drawn for the sampled estimate (DKW bound on every share: +-0.001 at 95%).
-DEFAULT_SAMPLED_PAIRS = 2_000_000
+DEFAULT_ESTIMATE_THRESHOLD = ESTIMATE_THRESHOLD
+DEFAULT_SAMPLED_PAIRS = SAMPLED_PAIRS
 DEFAULT_RECALL_QUERIES = 1000
 CONFIDENCE = 0.95
-COMPANION_MODES = ("exact", "faiss")
-PAIRWISE_MODES = ("auto", "exact", "sampled")
 #: pairs whose cosines are computed at once (two gathers of this many rows of the vectors)
 PAIR_CHUNK = 4096
 #: faiss looks past same-group captions: at most this many extra neighbours per caption

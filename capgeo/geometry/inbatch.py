@@ -15,14 +15,14 @@ from typing import Sequence
 import numpy as np
 
 from capgeo.blas import one_blas_thread
-from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
+from capgeo.defaults import BUCKET_EDGES, NEAR_DUPLICATE_THRESHOLD, RELATIVE_LEVELS
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batches import sample_batches
 from capgeo.geometry.distribution import QUANTILE_PERCENTS, Histogram
 
-DEFAULT_BUCKET_EDGES = (0.7, 0.8, 0.9)
+DEFAULT_BUCKET_EDGES = BUCKET_EDGES
 #: Pairwise quantile levels used as bucket edges with --relative-buckets.
-DEFAULT_RELATIVE_LEVELS = (0.5, 0.9, 0.99)
+DEFAULT_RELATIVE_LEVELS = RELATIVE_LEVELS
 #: Cosine at or above which two captions of different images count as near-duplicates.
 #: Chosen above the mean hardest companion of real long-caption benchmarks with
 #: CLIP-family encoders (0.92-0.94 in HN-CLIP Table A1), so it flags pairs that are

@@ -46,6 +46,7 @@ from capgeo.geometry.precision import (
     matmul_precision,
     rescored_cosines,
 )
+from capgeo.defaults import TOP_K
 from capgeo.progress import progress_bar
 
 DEFAULT_BLOCK_SIZE = None  # sized from the device and N: capgeo.geometry.tile_size
@@ -63,7 +64,7 @@ def running_passes_with(runner):
         yield
     finally:
         _pass_runner.reset(token)
-DEFAULT_TOP_K = 10
+DEFAULT_TOP_K = TOP_K
 SMALL_TILE = 256  # tiles narrower than this run on one CPU thread
 # a tile side where more than this share of cells may enter the top-k lists takes the
 # dense path (a top-k over every cell); below it the few are picked out and merged

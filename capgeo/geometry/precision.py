@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-PRECISIONS = ("fp32", "tf32", "bf16")
+from capgeo.defaults import PRECISIONS
 TF32_RELATIVE_ROUNDING = 2.0 ** -10
 FLOAT32_UNIT = 2.0 ** -24
 # bf16 keeps 8 significant bits: rounding to nearest moves a value by up to 2**-8 of itself

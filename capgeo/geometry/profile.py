@@ -76,11 +76,12 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
     with a single group (it has no negatives).
     """
     started = time.perf_counter()
-    options = dataclasses.replace(options or ProfileOptions(), **option_values)
+    options = ProfileOptions.of(options, **option_values)
     vectors = _checked_vectors(captions, embeddings)
-    # the headline first (capgeo.geometry.batch_size): default 128, or every image of a smaller dataset
-    resolved = resolve_batch_sizes(options.batch_sizes, captions.n_groups)
-    options = options.checked(resolved.sizes)
+    resolved = options.checked_for(captions.n_groups)
+    if resolved is None:  # not yet checked by the pipeline (a library call)
+        # the headline first (capgeo.geometry.batch_size): default 128, or every image of a smaller dataset
+        options, resolved = options.resolved(captions.n_groups)
 
     group_codes = np.asarray(captions.group_codes)
     caption_ids = captions.ids
