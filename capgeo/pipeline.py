@@ -1,50 +1,150 @@
-"""Dataset in, profile out: the path `capgeo profile` and `capgeo report` share."""
+"""Dataset in, profile out: the one path from captions to a profile, which `capgeo profile`,
+`report`, `compare` and :func:`capgeo.profile` share.
+
+What a run is asked for comes in two frozen objects, each checked once before the encoding:
+:class:`EncodeOptions` (how the captions become vectors) and
+:class:`capgeo.geometry.profile_options.ProfileOptions` (what is computed from them). Their
+fields' defaults are the only defaults of those options; the command line's --help reads them.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from capgeo.errors import CapgeoError
 
 
-def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
-                    use_cache: bool = True, max_tokens: int | None = None, progress: bool | None = None,
-                    command: str | None = None, gamma: bool = True, logit_scale: float | None = None,
-                    per_caption: str | Path | None = None, **profile_options) -> dict:
-    """Load (when given a path), embed and profile a dataset.
+@dataclass(frozen=True)
+class EncodeOptions:
+    """How captions become vectors: every command that encodes takes these (--encoder, --device,
+    --cache-dir, --no-cache, --max-tokens, --ray)."""
 
-    ``captions`` is a CaptionSet or a path read with ``load_captions`` (format
-    detected). ``encoder`` is a spec string, a loaded encoder, or None for the
-    embedded default. ``profile_options`` go to ``build_profile`` (batch_sizes,
-    buckets, relative_buckets, n_batches, top_k, block_size, seed,
-    near_duplicate_threshold, mode, include_companions, companion_lists, ...). Returns the
-    ``capgeo.profile/1`` dict (docs/profile-schema.md). With ``gamma`` (the
-    default) it also holds the ``gamma`` section (`capgeo gamma`, docs/gamma.md) at
-    the profile's batch sizes, with ``logit_scale`` overriding the checkpoint's.
-    ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL by
-    suffix; columns in docs/profile-schema.md).
-    """
-    from capgeo.encoders import embed
-    from capgeo.geometry.batch_size import resolve_batch_sizes
-    from capgeo.geometry.profile import build_profile
+    #: a spec string (`capgeo encoders`), a loaded encoder, or None: the embedded all-MiniLM-L6-v2
+    encoder: Any = None
+    #: cuda, mps or cpu; None: the best available
+    device: str | None = None
+    #: the embedding cache folder; None: $CAPGEO_CACHE or ~/.cache/capgeo
+    cache_dir: str | Path | None = None
+    #: read and write the embedding cache
+    use_cache: bool = True
+    #: cut captions to this many tokens (start and end tokens included); None: the encoder's context
+    max_tokens: int | None = None
+    #: encode and run the exact pass on Ray: "local", "auto" or host:port (docs/scale.md); None: no Ray
+    ray_address: str | None = None
 
-    if isinstance(captions, (str, Path)):
+    def checked(self) -> "EncodeOptions":
+        """These options, or one CapgeoError naming the field that is wrong."""
+        if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
+                                            or self.max_tokens < 2):
+            raise CapgeoError(f"max_tokens must be a whole number of at least 2 (the start and end tokens), "
+                              f"got {self.max_tokens!r}")
+        for name in ("device", "ray_address"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise CapgeoError(f"{name} must be a non-empty string or None, got {value!r}")
+        if self.cache_dir is not None and not isinstance(self.cache_dir, (str, Path)):
+            raise CapgeoError(f"cache_dir must be a folder path or None, got {self.cache_dir!r}")
+        if not isinstance(self.use_cache, bool):
+            raise CapgeoError(f"use_cache must be True or False, got {self.use_cache!r}")
+        return self
+
+    def embed(self, captions, *, progress: bool | None = None, encoder=None):
+        """The captions' Embeddings under these options (``encoder``: one already loaded from
+        :attr:`encoder`, so that its files are not read twice)."""
+        from capgeo.encoders import embed
+
+        return embed(captions, self.encoder if encoder is None else encoder, device=self.device,
+                     cache_dir=self.cache_dir, use_cache=self.use_cache, max_tokens=self.max_tokens,
+                     progress=progress)
+
+
+@dataclass
+class ProfileRun:
+    """What :func:`run_profile` made: the profile dict and what it was made from, for callers that
+    add sections of their own (the report's dupes, map, leak)."""
+
+    captions: Any
+    embeddings: Any
+    profile: dict
+    #: the resolved batch sizes (capgeo.geometry.batch_size.BatchSizes), with their notes
+    batch_sizes: Any
+    #: the all-pairs pass of these embeddings (a PairScan), or None
+    scan: Any = None
+
+
+@contextlib.contextmanager
+def _on_ray(address: str | None):
+    """Ray for the body when ``address`` is given and no command has joined it already (the CLI's
+    --ray opens the session, and prints its summary, around the whole command)."""
+    if address is None:
+        yield
+        return
+    from capgeo.scale.session import active_ray, ray_session
+
+    if active_ray() is not None:
+        yield
+        return
+    with ray_session(address):
+        yield
+
+
+def _loaded(captions, load_options: dict | None = None):
+    if isinstance(captions, (str, Path)) or not hasattr(captions, "group_codes"):
         from capgeo.captions import load_captions
 
-        captions = load_captions(captions)
-    resolve_batch_sizes(profile_options.get("batch_sizes"), captions.n_groups)   # fail before the (slow) encoding
-    embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                       max_tokens=max_tokens, progress=progress)
-    include_companions = profile_options.pop("include_companions", True)
-    # the per-caption file is built from the companion lists
-    companion_lists = profile_options.pop("companion_lists", True) or per_caption is not None
-    profile = build_profile(captions, embeddings, device=device, progress=progress, command=command,
-                            include_companions=include_companions or per_caption is not None,
-                            companion_lists=companion_lists, **profile_options)
+        return load_captions(captions, **(load_options or {}))
+    return captions
+
+
+def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
+                extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
+                per_caption: str | Path | None = None, companion_lists: bool = True,
+                progress: bool | None = None, command: str | None = None,
+                before_encoding: Callable | None = None) -> ProfileRun:
+    """Load (when given a path or data in memory), embed and profile a dataset: the one path from
+    captions to a profile.
+
+    ``captions``: a CaptionSet, or anything :func:`capgeo.captions.load_captions` reads (a path, a
+    DataFrame, a list of dicts, a ``datasets.Dataset``...). ``encode``: an :class:`EncodeOptions`;
+    ``options``: a ``ProfileOptions``; both checked here, once, before the encoding, with the batch
+    sizes resolved against the dataset (``extra_batch_sizes``: extra rows added when ``options``
+    names no batch size). ``embeddings``: vectors already computed for these captions (nothing is
+    encoded). With ``gamma`` the ``gamma`` section (`capgeo gamma`) at the profile's batch sizes,
+    ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
+    ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
+    by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
+    ``before_encoding``: called with the loaded captions after the options are checked.
+    """
+    from capgeo.geometry.profile import build_profile
+    from capgeo.geometry.profile_options import ProfileOptions
+
+    encode = (encode or EncodeOptions()).checked()
+    options = options or ProfileOptions()
+    captions = _loaded(captions)
+    # every check before the (slow) encoding, the batch sizes resolved once for the whole run
+    options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
+    if before_encoding is not None:
+        before_encoding(captions)
+    include_companions = options.include_companions
+    if per_caption is not None:
+        # the per-caption file is built from the companion lists; the JSON stays as small as asked
+        options = options.with_checked(include_companions=True)
+        companion_lists = True
+    scans = []
+    with _on_ray(encode.ray_address):
+        if embeddings is None:
+            embeddings = encode.embed(captions, progress=progress)
+        profile = build_profile(captions, embeddings, options, device=encode.device, progress=progress,
+                                command=command, companion_lists=companion_lists, on_scan=scans.append)
     if per_caption is not None:
         from capgeo.findings.per_caption import write_per_caption
 
         write_per_caption(captions, embeddings, profile, str(per_caption))
         if not include_companions:
-            # the file has them; the JSON stays as small as asked
             for key in ("top_ids", "top_cosines"):
                 profile["companions"].pop(key, None)
             profile["options"]["include_companions"] = False
@@ -52,7 +152,32 @@ def profile_dataset(captions, encoder=None, *, device: str | None = None, cache_
         left_out = add_gamma_section(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile["gamma_left_out"] = left_out
-    return profile
+    return ProfileRun(captions, embeddings, profile, resolved, scans[0] if scans else None)
+
+
+def profile_dataset(captions, encoder=None, options=None, *, device: str | None = None,
+                    cache_dir: str | Path | None = None, use_cache: bool = True, max_tokens: int | None = None,
+                    progress: bool | None = None, command: str | None = None, gamma: bool = True,
+                    logit_scale: float | None = None, per_caption: str | Path | None = None,
+                    companion_lists: bool = True, **profile_options) -> dict:
+    """Load, embed and profile a dataset (:func:`run_profile`); returns the ``capgeo.profile/1``
+    dict (docs/profile-schema.md).
+
+    ``encoder`` is an :class:`EncodeOptions`, or a spec string, a loaded encoder or None (the
+    embedded default) with ``device``, ``cache_dir``, ``use_cache`` and ``max_tokens`` beside it.
+    ``options`` is a ``ProfileOptions``, or its fields come as keyword arguments (batch_sizes,
+    buckets, relative_buckets, n_batches, top_k, block_size, seed, near_duplicate_threshold,
+    mode, include_companions, ...). With ``gamma`` (the default) it also holds the ``gamma``
+    section (`capgeo gamma`, docs/gamma.md) at the profile's batch sizes.
+    """
+    from capgeo.geometry.profile_options import ProfileOptions
+
+    if not isinstance(encoder, EncodeOptions):
+        encoder = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                                max_tokens=max_tokens)
+    options = ProfileOptions.of(options, **profile_options)
+    return run_profile(captions, encoder, options, gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
+                       companion_lists=companion_lists, progress=progress, command=command).profile
 
 
 def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float | None = None,

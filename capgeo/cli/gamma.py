@@ -9,7 +9,6 @@ from capgeo.cli.examples import epilog
 from capgeo.cli.terminal import shown
 from capgeo.display import counted
 from capgeo.cli.options import (
-    SEED,
     FiniteFloatRange,
     batch_size_options,
     check_options_before_encoding,
@@ -21,6 +20,7 @@ from capgeo.cli.options import (
     load_from_options,
     refuse_path_clashes,
     reproduce_command,
+    seed_option,
 )
 from capgeo.progress import counts_passes
 
@@ -47,7 +47,7 @@ def _parse_grid(ctx, param, value):
 @click.option("--grid", callback=_parse_grid, default=None, metavar="G1,G2,...",
               help="gamma values of the diagnostics table. Default: 0 to 1 in steps of 0.125.")
 @batch_size_options
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draw.")
+@seed_option("Seed of the batch draw.")
 @click.option("--hard-edge", type=FiniteFloatRange(-1, 1), default=0.9, show_default=True,
               help="Caption cosine at or above which an in-batch negative counts as hardest-bucket.")
 @click.option("--image-embeddings", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,

@@ -101,18 +101,27 @@ def encoder_options(command):
     return command
 
 
+def max_tokens_option(command):
+    """--max-tokens: cut captions to this many tokens (EncodeOptions.max_tokens)."""
+    return click.option("--max-tokens", type=click.IntRange(min=2), default=None,
+                        help="Cut captions to this many tokens (default: the encoder's context length).")(command)
+
+
+def encode_from_options(options: dict, max_tokens: int | None = None, *, encoder: bool = True):
+    """Pop the encoder options (--encoder unless ``encoder`` is False, --device, --cache-dir,
+    --no-cache) from a command's kwargs as one EncodeOptions, with --ray's address where the
+    command takes it (its session is opened around the command by :func:`ray_option`)."""
+    from capgeo.pipeline import EncodeOptions
+
+    params = click.get_current_context().params
+    return EncodeOptions(encoder=options.pop("encoder") if encoder else None, device=options.pop("device"),
+                         cache_dir=options.pop("cache_dir"), use_cache=not options.pop("no_cache"),
+                         max_tokens=max_tokens, ray_address=params.get("ray_address"))
+
+
 def embed_from_options(captions, options: dict, max_tokens: int | None = None):
     """Pop the encoder options from a command's kwargs and return the captions' Embeddings."""
-    from capgeo.encoders import embed
-
-    return embed(
-        captions,
-        options.pop("encoder"),
-        device=options.pop("device"),
-        cache_dir=options.pop("cache_dir"),
-        use_cache=not options.pop("no_cache"),
-        max_tokens=max_tokens,
-    )
+    return encode_from_options(options, max_tokens).embed(captions)
 
 
 def ray_option(command):
@@ -338,6 +347,11 @@ def print_json(payload: dict, destination: str) -> None:
     click.echo(f"Wrote {destination}", err=True)
 
 
+def floats_text(values) -> str:
+    """(0.7, 0.8, 0.9) -> '0.7,0.8,0.9': a default tuple as the command line writes it."""
+    return ",".join(f"{value:g}" for value in values)
+
+
 def comma_separated_floats(ctx, param, value):
     """click callback: '0.7,0.8,0.9' -> (0.7, 0.8, 0.9); None stays None."""
     if value is None:
@@ -385,6 +399,13 @@ class PairThreshold(FiniteFloatRange):
 SEED = click.IntRange(min=0)
 
 
+def seed_option(help: str):
+    """--seed, with ProfileOptions' default (the seed of every command's batch draws)."""
+    from capgeo.geometry.profile_options import ProfileOptions
+
+    return click.option("--seed", type=SEED, default=ProfileOptions().seed, show_default=True, help=help)
+
+
 def reproduce_command() -> str:
     """The command that reproduces the running one, rebuilt from its parsed parameters
     (defaults left out), so it is right however capgeo was started (console script,
@@ -425,9 +446,9 @@ BATCH_SIZE_HELP = ("Effective contrastive batch of your training run (all captio
 def batch_size_options(command):
     """--batch-size (repeatable) and --n-batches, with the one batch-size policy's defaults
     (capgeo.geometry.batch_size) and one help text for every command."""
-    from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
+    from capgeo.geometry.profile_options import ProfileOptions
 
-    command = click.option("--n-batches", type=click.IntRange(min=1), default=DEFAULT_N_BATCHES, show_default=True,
-                           help="Random batches drawn per batch size.")(command)
+    command = click.option("--n-batches", type=click.IntRange(min=1), default=ProfileOptions().n_batches,
+                           show_default=True, help="Random batches drawn per batch size.")(command)
     return click.option("--batch-size", "batch_sizes", type=click.IntRange(min=2), multiple=True, metavar="B",
                         help=BATCH_SIZE_HELP)(command)

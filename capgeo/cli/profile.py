@@ -9,7 +9,6 @@ from capgeo.cli.examples import epilog
 from capgeo.cli.terminal import shown
 from capgeo.display import counted, visible
 from capgeo.cli.options import (
-    SEED,
     FiniteFloatRange,
     PairThreshold,
     batch_size_options,
@@ -17,56 +16,63 @@ from capgeo.cli.options import (
     comma_separated_floats,
     dataset_options,
     emit,
+    encode_from_options,
     encoder_options,
+    floats_text,
     json_option,
     load_from_options,
+    max_tokens_option,
     ray_option,
     refuse_path_clashes,
     reproduce_command,
     row_file_output,
+    seed_option,
     unused_option_notes,
 )
 from capgeo.cli.pass_options import block_size_option, precision_option
-from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
+from capgeo.defaults import COMPANION_MODES, PAIRWISE_MODES
 from capgeo.defaults import PER_CAPTION_SUFFIXES as TABLE_SUFFIXES
+from capgeo.geometry.profile_options import ProfileOptions
 from capgeo.geometry.typed_profile import BatchStatistics, known, profile_section
 from capgeo.progress import counts_passes
 
-MODES = ("auto", "exact", "sampled")
+#: every option's default, read from the one place it lives (the dataclass field)
+DEFAULTS = ProfileOptions()
 
 
 @click.command(short_help="The caption geometry of DATA in one terminal summary (and JSON).",
                epilog=epilog("profile"))
 @dataset_options
 @encoder_options
-@click.option("--max-tokens", type=click.IntRange(min=2), default=None,
-              help="Cut captions to this many tokens (default: the encoder's context length).")
+@max_tokens_option
 @batch_size_options
-@click.option("--buckets", callback=comma_separated_floats, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
+@click.option("--buckets", callback=comma_separated_floats, default=floats_text(DEFAULTS.buckets), show_default=True,
+              metavar="EDGES",
               help="Cosine edges of the hardness buckets of in-batch negatives.")
 @click.option("--relative-buckets", is_flag=True,
               help="Also bucket by the dataset's own pairwise quantiles (p50, p90, p99): "
                    "comparable across encoders whose cosines live on different scales.")
 @click.option("--relative-quantiles", callback=comma_separated_floats, default=None, metavar="LEVELS",
-              help="Pairwise quantile levels of the relative bucket edges (default 0.5,0.9,0.99); "
+              help=f"Pairwise quantile levels of the relative bucket edges (default {floats_text(DEFAULTS.relative_quantiles)}); "
                    "implies --relative-buckets.")
-@click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--top-k", type=click.IntRange(min=1), default=DEFAULTS.top_k, show_default=True,
               help="Companions (most similar captions of other groups) kept per caption.")
 @block_size_option
 @precision_option
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws and of sampling.")
+@seed_option("Seed of the batch draws and of sampling.")
 @click.option("--near-duplicate-threshold", "--threshold", "near_duplicate_threshold", type=PairThreshold(),
-              default=DEFAULT_NEAR_DUPLICATE_THRESHOLD, show_default=True, metavar="T",
+              default=DEFAULTS.near_duplicate_threshold, show_default=True, metavar="T",
               help="Cosine at or above which two captions of different images count as near-duplicates "
                    "(--threshold, as in dupes, leak and truncation).")
-@click.option("--mode", type=click.Choice(MODES), default="auto", show_default=True,
+@click.option("--mode", type=click.Choice(PAIRWISE_MODES), default=DEFAULTS.mode, show_default=True,
               help="exact: all pairs; sampled: estimate from sampled pairs (large datasets); "
-                   "auto: sampled above 200,000 captions.")
-@click.option("--sampled-above", type=click.IntRange(min=2), default=200_000, show_default=True, metavar="N",
-              help="With --mode auto, estimate from sampled pairs above this many captions.")
-@click.option("--sampled-pairs", type=click.IntRange(min=2), default=2_000_000, show_default=True, metavar="N",
+                   f"auto: sampled above {DEFAULTS.sampled_above:,} captions.")
+@click.option("--sampled-above", type=click.IntRange(min=2), default=DEFAULTS.sampled_above, show_default=True,
+              metavar="N", help="With --mode auto, estimate from sampled pairs above this many captions.")
+@click.option("--sampled-pairs", type=click.IntRange(min=2), default=DEFAULTS.sampled_pairs, show_default=True,
+              metavar="N",
               help="Pairs drawn in sampled mode (every share is then within +-sqrt(ln 40 / 2N) at 95%).")
-@click.option("--companions", type=click.Choice(["exact", "faiss"]), default="exact", show_default=True,
+@click.option("--companions", type=click.Choice(COMPANION_MODES), default=DEFAULTS.companions, show_default=True,
               help="Hardest companions in sampled mode: exact blockwise top-k, or approximate with faiss "
                    "(recall measured on a sample and reported).")
 @click.option("--no-companions", is_flag=True,
@@ -87,22 +93,17 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
             **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
-    from capgeo.geometry.batch_size import resolve_batch_sizes
     from capgeo.geometry.profile_options import options_unused_by
-    from capgeo.pipeline import profile_dataset
+    from capgeo.pipeline import run_profile
 
     refuse_path_clashes()
-    profile_options = dict(
+    profile_options = ProfileOptions(
         batch_sizes=batch_sizes or None, n_batches=n_batches, buckets=buckets,
         relative_buckets=relative_buckets or relative_quantiles is not None, top_k=top_k, block_size=block_size,
-        precision=precision,
-        seed=seed, near_duplicate_threshold=near_duplicate_threshold, mode=mode, sampled_above=sampled_above,
-        sampled_pairs=sampled_pairs, companions=companions, include_companions=not no_companions,
-        # the terminal summary shows none of the N x k companion lists: built only for the JSON
-        companion_lists=json_out is not None,
-    )
-    if relative_quantiles is not None:
-        profile_options["relative_quantiles"] = relative_quantiles
+        precision=precision, seed=seed, near_duplicate_threshold=near_duplicate_threshold, mode=mode,
+        sampled_above=sampled_above, sampled_pairs=sampled_pairs, companions=companions,
+        include_companions=not no_companions,
+        **({} if relative_quantiles is None else {"relative_quantiles": relative_quantiles}))
     captions = load_from_options(options)
     from capgeo.geometry.estimate import pairwise_mode, resolved_mode
 
@@ -112,12 +113,13 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
                                   n_batches=n_batches, top_k=top_k,
                                   sampled_pairs=sampled_pairs if mode != "exact" else None,
                                   needs_faiss=companions == "faiss" and sampled)
-    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fails here, before encoding
-    result = profile_dataset(
-        captions, options.pop("encoder"), device=options.pop("device"), cache_dir=options.pop("cache_dir"),
-        use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
-        gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption, **profile_options,
+    run = run_profile(
+        captions, encode_from_options(options, max_tokens=max_tokens), profile_options, command=reproduce_command(),
+        gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption,
+        # the terminal summary shows none of the N x k companion lists: built only for the JSON
+        companion_lists=json_out is not None,
     )
+    result, resolved = run.profile, run.batch_sizes
     mode_used = result["options"]["mode_used"]
     unused = options_unused_by(mode_used, precision=precision, companions=companions, mode=mode)
     unused += unused_option_notes(

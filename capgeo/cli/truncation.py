@@ -7,19 +7,25 @@ import click
 from capgeo.cli import terminal
 from capgeo.display import visible
 from capgeo.cli.options import (
-    SEED,
     PairThreshold,
     check_options_before_encoding,
     comma_separated_floats,
     dataset_options,
     emit,
+    encode_from_options,
     encoder_options,
+    floats_text,
     json_option,
     load_from_options,
     refuse_path_clashes,
     reproduce_command,
+    seed_option,
 )
 from capgeo.cli.pass_options import block_size_option
+from capgeo.geometry.profile_options import ProfileOptions
+
+#: the defaults shared with `capgeo profile`, read from their one place (the dataclass fields)
+DEFAULTS = ProfileOptions()
 
 #: characters of the unseen part shown on the terminal (the JSON has the whole text)
 UNSEEN_SHOWN = 240
@@ -49,16 +55,17 @@ def _parse_lengths(ctx, param, value):
 @click.option("--batch-size", type=click.IntRange(min=2), default=None, metavar="B",
               help="Effective contrastive batch of the in-batch bucket composition (default 128, the paper's, "
                    "or every image of a smaller dataset). The same batches are used at every length.")
-@click.option("--n-batches", type=click.IntRange(min=1), default=200, show_default=True,
+@click.option("--n-batches", type=click.IntRange(min=1), default=DEFAULTS.n_batches, show_default=True,
               help="Random batches drawn (the same ones at every length).")
-@click.option("--buckets", callback=comma_separated_floats, default="0.7,0.8,0.9", show_default=True, metavar="EDGES",
+@click.option("--buckets", callback=comma_separated_floats, default=floats_text(DEFAULTS.buckets), show_default=True,
+              metavar="EDGES",
               help="Cosine edges of the in-batch hardness buckets.")
 @click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
               help="Near-duplicate cosine (pairs of different groups); default: the profile's, 0.95.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws.")
+@seed_option("Seed of the batch draws.")
 @click.option("--top", "max_listed", type=click.IntRange(min=0), default=20, show_default=True, metavar="N",
               help="Truncation-only near-duplicate pairs listed per length (0: none; all are counted).")
-@click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
+@click.option("--top-k", type=click.IntRange(min=1), default=DEFAULTS.top_k, show_default=True,
               help="Companions kept per caption in the pairwise pass.")
 @block_size_option
 @json_option
@@ -74,9 +81,10 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
     refuse_path_clashes()
     captions = load_from_options(options)
     check_options_before_encoding(captions, buckets=buckets, n_batches=n_batches, top_k=top_k)
+    encode = encode_from_options(options)
     result = truncation_profile(
-        captions, options.pop("encoder"), lengths=lengths, device=options.pop("device"),
-        cache_dir=options.pop("cache_dir"), use_cache=not options.pop("no_cache"), command=reproduce_command(),
+        captions, encode.encoder, lengths=lengths, device=encode.device, cache_dir=encode.cache_dir,
+        use_cache=encode.use_cache, command=reproduce_command(),
         batch_size=batch_size, n_batches=n_batches, edges=buckets, threshold=threshold, seed=seed,
         max_listed=max_listed, top_k=top_k, block_size=block_size,
     )
