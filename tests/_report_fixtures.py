@@ -241,9 +241,10 @@ def real_report_input(name: str):
 @__import__("functools").lru_cache(maxsize=None)
 def _real_report_input(name: str):
     from capgeo.captions import load_captions
+    from capgeo.geometry.profile_options import ProfileOptions
     from capgeo.report.build import report_dataset
 
     file_name, limit, batch_sizes = REAL_SLICES[name]
     captions = load_captions(REPO_DATA / file_name, limit=limit)
-    return report_dataset(captions, None, batch_sizes=batch_sizes, n_batches=20, seed=0,
+    return report_dataset(captions, None, ProfileOptions(batch_sizes=batch_sizes, n_batches=20, seed=0),
                           command=f"capgeo report data/{file_name} --limit {limit}")

@@ -34,15 +34,19 @@ def test_sets_cut_to_different_lengths_are_not_compared():
 
 def test_report_leak_cuts_the_evaluation_sets_as_the_training_set(tmp_path):
     from capgeo.pipeline import leak_datasets
-    from capgeo.report.build import report_dataset
+    from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.pipeline import EncodeOptions
+    from capgeo.report.build import ReportOptions, report_dataset
 
     long = ("a long caption about a red bus parked by the kerb on a rainy evening in the old town, with people "
             "under umbrellas walking past shop windows and a cyclist waiting at the lights")
     train = write_jsonl(tmp_path / "train.jsonl", [f"t{i}" for i in range(6)], [f"g{i}" for i in range(6)],
                         [f"{long} number {i}" for i in range(6)])
     evals = write_jsonl(tmp_path / "eval.jsonl", ["e0", "e1"], ["h0", "h1"], [f"{long} variant one", "a cat"])
-    cut = report_dataset(str(train), None, max_tokens=8, batch_sizes=(4,), n_batches=4, dupes=False, gamma=False,
-                         leak=[str(evals)], cache_dir=str(tmp_path / "cache"), progress=False).profile["leak"]
+    cut = report_dataset(str(train), EncodeOptions(max_tokens=8, cache_dir=str(tmp_path / "cache")),
+                         ProfileOptions(batch_sizes=(4,), n_batches=4),
+                         report=ReportOptions(dupes=False, gamma=False, leak=[str(evals)]),
+                         progress=False).profile["leak"]
     alone = leak_datasets(str(train), [str(evals)], None, max_tokens=8, cache_dir=str(tmp_path / "cache"),
                           progress=False)
     assert cut["evals"][0]["n_leaked"] == alone["evals"][0]["n_leaked"] == 1  # the same 8 tokens: a twin

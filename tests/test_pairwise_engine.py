@@ -152,7 +152,8 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
     from capgeo.captions.model import CaptionSet
     from capgeo.encoders import embed
     from capgeo.findings.duplicates import dupes_section
-    from capgeo.report.build import report_dataset
+    from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.report.build import ReportOptions, report_dataset
 
     vectors, groups = grouped_vectors(120, 16, seed=7, per_group=4)
     vectors[50] = vectors[10]  # one near-duplicate pair of different images
@@ -166,7 +167,8 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
     calls = []
     real_scan = pairwise.tile_partial
     monkeypatch.setattr(pairwise, "tile_partial", lambda *a, **k: calls.append(k) or real_scan(*a, **k))
-    report = report_dataset(captions, None, embeddings=embeddings, batch_sizes=[8], n_batches=5, gamma=False)
+    report = report_dataset(captions, None, ProfileOptions(batch_sizes=[8], n_batches=5),
+                            report=ReportOptions(gamma=False), embeddings=embeddings)
     assert len(calls) == 1 and calls[0]["histograms"]
     assert report.profile["dupes"]["pairs"] == expected["pairs"]
     assert report.profile["dupes"]["pairs"][0]["cosine"] == pytest.approx(1.0, abs=1e-6)

@@ -245,6 +245,8 @@ def test_library_writers_refuse_to_overwrite_their_inputs(tmp_path):
     from capgeo.captions import load_captions
     from capgeo.encoders import embed
     from capgeo.findings.negatives import export_negatives
+    from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.pipeline import EncodeOptions
     from capgeo.report.build import write_compare, write_report
 
     data = tmp_path / "coco.json"
@@ -252,9 +254,11 @@ def test_library_writers_refuse_to_overwrite_their_inputs(tmp_path):
     np.save(tmp_path / "v.npy", np.random.default_rng(0).normal(size=(300, 16)).astype(np.float32))
     before = data.read_bytes()
     with pytest.raises(CapgeoError, match="would overwrite the input DATA"):
-        write_report(data, data, encoder=f"vectors:{tmp_path / 'v.npy'}", batch_sizes=(8,))
+        write_report(data, data, encode=EncodeOptions(f"vectors:{tmp_path / 'v.npy'}"),
+                     options=ProfileOptions(batch_sizes=(8,)))
     with pytest.raises(CapgeoError, match="would overwrite the input --encoder"):
-        write_report(data, tmp_path / "v.npy", encoder=f"vectors:{tmp_path / 'v.npy'}", batch_sizes=(8,))
+        write_report(data, tmp_path / "v.npy", encode=EncodeOptions(f"vectors:{tmp_path / 'v.npy'}"),
+                     options=ProfileOptions(batch_sizes=(8,)))
     profile = tmp_path / "p.json"
     shutil.copy(REPO_DATA.parent / "reports" / "coco_sample.profile.json", profile)
     with pytest.raises(CapgeoError, match="would overwrite the input SOURCES"):

@@ -6,18 +6,20 @@ import click
 
 from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
-    SEED,
     batch_size_options,
     check_options_before_encoding,
     column_notes,
     dataset_options,
+    encode_from_options,
     encoder_options,
     force_option,
+    max_tokens_option,
     pop_load_options,
     ray_option,
     read_options,
     refuse_path_clashes,
     reproduce_command,
+    seed_option,
     warn_skipped,
     writable_default_output,
     writable_output,
@@ -59,7 +61,7 @@ def _wrote(path, notes) -> None:
 
 _shared_profile_options = [
     batch_size_options,
-    click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the batch draws."),
+    seed_option("Seed of the batch draws."),
 ]
 
 
@@ -74,8 +76,7 @@ def _profile_options(command):
 @dataset_options
 @encoder_options
 @_profile_options
-@click.option("--max-tokens", type=click.IntRange(min=2), default=None,
-              help="Cut captions to this many tokens (default: the encoder's context length).")
+@max_tokens_option
 @click.option("--no-dupes", is_flag=True, help="Leave out the near-duplicate gallery.")
 @click.option("--no-gamma", is_flag=True, help="Leave out the gamma diagnostics.")
 @click.option("--no-map", is_flag=True, help="Leave out the caption map (`capgeo map`).")
@@ -105,7 +106,8 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map,
     DATA is a dataset, or a profile saved with `capgeo profile --json FILE` (or
     --save-profile), which is drawn without recomputing anything it holds.
     The file opens offline: plotly's JavaScript is inlined once."""
-    from capgeo.report.build import write_report
+    from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.report.build import ReportOptions, write_report
 
     source = options.pop("data")
     defaults = () if output else ("--output",)
@@ -115,13 +117,12 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map,
                         **{"--output": output})
     with column_notes():
         written = write_report(
-            source, output, load_options=pop_load_options(options),
-            encoder=options["encoder"], batch_sizes=batch_sizes, n_batches=n_batches, seed=seed, max_tokens=max_tokens,
-            dupes=not no_dupes, gamma=not no_gamma, caption_map=not no_map, truncation=truncation, leak=leak,
-            fill_missing_sections=fill_missing, save_profile_to=save_profile, device=options["device"],
+            source, output, encode=encode_from_options(options, max_tokens=max_tokens),
+            options=ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
+            report=ReportOptions(dupes=not no_dupes, gamma=not no_gamma, caption_map=not no_map, truncation=truncation,
+                                 leak=leak, fill_missing=fill_missing, save_profile=save_profile),
+            load_options=pop_load_options(options), command=reproduce_command(), on_skipped=warn_skipped,
             on_saved=lambda path: click.echo(f"Wrote {path}", err=True),
-            cache_dir=options["cache_dir"], use_cache=not options["no_cache"], command=reproduce_command(),
-            on_skipped=warn_skipped,
             before_encoding=lambda captions: check_options_before_encoding(
                 captions, **({"n_batches": n_batches} if captions is not None else {"needs_negatives": False})))
     if written.ignored_options:
@@ -174,6 +175,7 @@ def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **o
     the dataset options --format, --text-column, ..., --limit, which apply to each dataset); for example `capgeo compare docci.json coco.json` or
     `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
     from capgeo._atomic import is_standard_output
+    from capgeo.geometry.profile_options import ProfileOptions
     from capgeo.report.build import write_compare
 
     defaulted = output is None
@@ -183,10 +185,10 @@ def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **o
     check_options_before_encoding(n_batches=n_batches, needs_negatives=False, cache=False)
     with column_notes():
         path, notes = write_compare(
-            sources, output, encoders=encoders, load_options=pop_load_options(options), labels=labels,
-            batch_sizes=batch_sizes,
-            n_batches=n_batches, seed=seed, device=options["device"], cache_dir=options["cache_dir"],
-            use_cache=not options["no_cache"], command=reproduce_command(), on_skipped=warn_skipped,
+            sources, output, encoders=encoders, encode=encode_from_options(options, encoder=False),
+            options=ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
+            load_options=pop_load_options(options), labels=labels, command=reproduce_command(),
+            on_skipped=warn_skipped,
             before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches),
             on_profiles=lambda profiles, shown: _print_side_by_side(profiles, shown,
                                                                     stderr=is_standard_output(output)))

@@ -1,8 +1,8 @@
 """Report orchestration: a dataset or a saved profile in, one HTML file out.
 
-- :func:`report_dataset` embeds and profiles a dataset and adds the ``dupes`` and
-  ``gamma`` sections (the library calls of `capgeo profile`, `capgeo dupes` and
-  `capgeo gamma`), returning one complete profile dict.
+- :func:`report_dataset` profiles a dataset (capgeo.pipeline.run_profile, the path of
+  `capgeo profile`) and adds the ``dupes`` and ``gamma`` sections (the library calls of
+  `capgeo dupes` and `capgeo gamma`), returning one complete profile dict.
 - :func:`load_report_source` reads a saved profile (never recomputing what it
   holds) or, given a dataset, calls :func:`report_dataset`.
 - :func:`build_report` / :func:`build_compare` render and write atomically.
@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +22,10 @@ from typing import Callable, Sequence
 from capgeo.captions.shards import is_pattern
 from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
-from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
+from capgeo.geometry.profile_options import ProfileOptions
 from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Provenance, known, profile_section
 from capgeo.paths import check_output_paths, encoder_input_file, encoder_input_files, result_schema
-from capgeo.pipeline import load_set
+from capgeo.pipeline import EncodeOptions, load_set
 
 #: Extra row the report adds when the caller gives no batch size: the paper's micro-batch. The
 #: headline is the policy's (capgeo.geometry.batch_size: 128, the paper's effective batch).
@@ -94,59 +95,69 @@ def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gam
     return notes
 
 
-def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None = None, seed: int = 0,
-                   n_batches: int = DEFAULT_N_BATCHES, dupes: bool = True, gamma: bool = True, device: str | None = None,
-                   cache_dir: str | None = None, use_cache: bool = True, max_tokens: int | None = None,
-                   progress: bool | None = None, command: str | None = None,
-                   embeddings=None, truncation: bool = False, leak: Sequence[str | Path] = (),
-                   caption_map: bool = True) -> ReportInput:
-    """Embed and profile ``captions`` (a CaptionSet or a path) and add the dupes and gamma sections.
+@dataclass(frozen=True)
+class ReportOptions:
+    """What a report holds beside the profile, and what else `capgeo report` writes."""
 
-    ``encoder`` is a spec, a loaded encoder or None (the embedded default); pass
-    ``embeddings`` to reuse vectors already computed for these captions. With
-    ``truncation`` the ``truncation`` section (`capgeo truncation`) is added too; with
-    ``leak`` (evaluation datasets) the ``leak`` section (`capgeo leak`, this dataset as training set).
-    With ``caption_map`` the ``map`` section (capgeo.map; left out with a note without openTSNE).
+    #: the near-duplicate gallery (`capgeo dupes`)
+    dupes: bool = True
+    #: the gamma diagnostics (`capgeo gamma`)
+    gamma: bool = True
+    #: the caption map (capgeo.map; left out with a note without openTSNE)
+    caption_map: bool = True
+    #: the context-length section (`capgeo truncation`): the dataset embedded again at several lengths
+    truncation: bool = False
+    #: evaluation datasets (paths or CaptionSets) of the train/eval leakage section (`capgeo leak`)
+    leak: Sequence = ()
+    #: for a saved profile: compute its missing dupes/gamma sections from the dataset it names
+    fill_missing: bool = False
+    #: also write the complete profile as JSON here, to redraw the report later
+    save_profile: str | Path | None = None
+
+
+def report_dataset(captions, encode: EncodeOptions | None = None, options: ProfileOptions | None = None, *,
+                   report: ReportOptions | None = None, embeddings=None, progress: bool | None = None,
+                   command: str | None = None) -> ReportInput:
+    """Profile ``captions`` (a CaptionSet or a path) and add the dupes and gamma sections.
+
+    ``encode`` (an EncodeOptions) says how to embed them; pass ``embeddings`` to reuse vectors
+    already computed for these captions. ``options`` is the profile's ProfileOptions (relative
+    buckets are always added; without a batch size, the extra row EXTRA_BATCH_SIZES too).
+    ``report`` says which sections to add: with ``truncation`` the ``truncation`` section
+    (`capgeo truncation`); with ``leak`` (evaluation datasets) the ``leak`` section (`capgeo leak`,
+    this dataset as training set); with ``caption_map`` the ``map`` section.
     """
-    from capgeo.geometry.batch_size import resolve_batch_sizes
-    from capgeo.geometry.profile import build_profile
+    from capgeo.pipeline import run_profile
 
-    if isinstance(captions, (str, Path)):
-        from capgeo.captions import load_captions
-
-        captions = load_captions(captions)
-    # before the (slow) encoding
-    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups, extra_defaults=EXTRA_BATCH_SIZES)
-    sizes, notes = resolved.sizes, [note[0].upper() + note[1:] for note in resolved.notes]
-    if embeddings is None:
-        from capgeo.encoders import embed
-
-        embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                           max_tokens=max_tokens, progress=progress)
+    encode = encode or EncodeOptions()
+    report = report or ReportOptions()
     # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
-    scans = []  # one all-pairs pass serves the profile and the dupes section
-    profile = build_profile(captions, embeddings, batch_sizes=sizes, seed=seed, n_batches=n_batches,
-                            relative_buckets=True, device=device, progress=progress, command=command,
-                            on_scan=scans.append)
-    notes += add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress,
-                          scan=scans[0] if scans else None)
-    if truncation:
+    options = ProfileOptions.of(options, relative_buckets=True)
+    run = run_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=EXTRA_BATCH_SIZES,
+                      gamma=False, progress=progress, command=command)
+    captions, embeddings, profile, scan = run.captions, run.embeddings, run.profile, run.scan
+    notes = [note[0].upper() + note[1:] for note in run.batch_sizes.notes]
+    # one all-pairs pass serves the profile and the dupes section
+    notes += add_sections(profile, captions, embeddings, dupes=report.dupes, gamma=report.gamma, progress=progress,
+                          scan=scan)
+    if report.truncation:
         # `capgeo truncation`: the same captions re-embedded at several lengths, on the same batches
         from capgeo.findings.truncation import truncation_profile
 
         profile["truncation"] = truncation_profile(
-            captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
-            batch_size=resolved.headline, n_batches=n_batches, seed=seed)["truncation"]
-    if leak:
+            captions, encode.encoder, device=encode.device, cache_dir=encode.cache_dir, use_cache=encode.use_cache,
+            progress=progress, batch_size=run.batch_sizes.headline, n_batches=options.n_batches,
+            seed=options.seed)["truncation"]
+    if report.leak:
         from capgeo.pipeline import leak_datasets
 
         # the evaluation sets cut to the training set's length: the same captions then compare alike
-        profile["leak"] = leak_datasets(captions, leak, encoder, device=device, cache_dir=cache_dir,
-                                        use_cache=use_cache, progress=progress, train_embeddings=embeddings,
-                                        max_tokens=max_tokens)
-    if caption_map:
-        notes += add_map_section(profile, captions, embeddings, scan=scans[0] if scans else None, seed=seed,
-                                 device=device, progress=progress)
+        profile["leak"] = leak_datasets(captions, report.leak, encode.encoder, device=encode.device,
+                                        cache_dir=encode.cache_dir, use_cache=encode.use_cache, progress=progress,
+                                        train_embeddings=embeddings, max_tokens=encode.max_tokens)
+    if report.caption_map:
+        notes += add_map_section(profile, captions, embeddings, scan=scan, seed=options.seed,
+                                 device=encode.device, progress=progress)
     else:
         notes.append(NO_MAP_NOTE)
     return ReportInput(profile, notes)
@@ -365,24 +376,24 @@ class WrittenReport:
     ignored_options: list[str] = field(default_factory=list)
 
 
-def write_report(source: str | Path, output: str | Path, *, load_options: dict | None = None, encoder=None,
-                 batch_sizes: Sequence[int] | None = None, n_batches: int = 200, seed: int = 0,
-                 max_tokens: int | None = None, dupes: bool = True, gamma: bool = True, truncation: bool = False,
-                 leak: Sequence[str | Path] = (), fill_missing_sections: bool = False, save_profile_to: str | Path | None = None,
-                 device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
-                 command: str | None = None, on_skipped: Callable | None = None,
-                 before_encoding: Callable | None = None, on_saved: Callable | None = None,
-                 caption_map: bool = True) -> WrittenReport:
+def write_report(source: str | Path, output: str | Path, *, encode: EncodeOptions | None = None,
+                 options: ProfileOptions | None = None, report: ReportOptions | None = None,
+                 load_options: dict | None = None, command: str | None = None, on_skipped: Callable | None = None,
+                 before_encoding: Callable | None = None, on_saved: Callable | None = None) -> WrittenReport:
     """`capgeo report`: a dataset (profiled, with dupes, gamma and optionally truncation) or a saved
-    profile (drawn as it is, or with ``fill_missing_sections`` completed from its dataset) to one HTML file.
+    profile (drawn as it is, or with ``report.fill_missing`` completed from its dataset) to one HTML file.
 
-    ``load_options`` are :func:`capgeo.captions.load_captions`'s keyword arguments; ``on_skipped``
-    is called with each :class:`~capgeo.captions.model.Skipped` as soon as the dataset is read;
+    ``encode``, ``options`` and ``report`` are the run's EncodeOptions, ProfileOptions and
+    ReportOptions. ``load_options`` are :func:`capgeo.captions.load_captions`'s keyword arguments;
+    ``on_skipped`` is called with each :class:`~capgeo.captions.model.Skipped` as soon as the dataset is read;
     ``before_encoding`` with the captions (None for a saved profile to complete) before anything is encoded,
-    so option checks fail before the slow part; ``on_saved`` with the path of ``save_profile_to`` once written."""
+    so option checks fail before the slow part; ``on_saved`` with the path of ``report.save_profile`` once written."""
+    encode = (encode or EncodeOptions()).checked()
+    options, report = options or ProfileOptions(), report or ReportOptions()
     load_options = dict(load_options or {})
+    leak, save_profile_to = list(report.leak), report.save_profile
     # what the command checks before any work, for library callers too: no output over an input
-    check_output_paths({"DATA": source, "--leak": list(leak), "--encoder": _encoder_files([encoder])},
+    check_output_paths({"DATA": source, "--leak": leak, "--encoder": _encoder_files([encode.encoder])},
                        {"output": output, "--save-profile": save_profile_to})
     ignored = []
     saved_profile = is_profile_file(source)
@@ -390,38 +401,38 @@ def write_report(source: str | Path, output: str | Path, *, load_options: dict |
         if leak:
             raise CapgeoError(f"--leak needs DATA to be a dataset, not a saved profile ({source}); "
                               "run `capgeo report DATASET --leak EVAL`")
-        given = {**load_options, "encoder": encoder, "max_tokens": max_tokens, "batch_size": batch_sizes,
-                 "format": load_options.get("format") not in (None, "auto"), "truncation": truncation,
-                 "seed": seed != 0, "n_batches": n_batches != DEFAULT_N_BATCHES}
+        defaults = ProfileOptions()
+        given = {**load_options, "encoder": encode.encoder, "max_tokens": encode.max_tokens,
+                 "batch_size": options.batch_sizes, "format": load_options.get("format") not in (None, "auto"),
+                 "truncation": report.truncation, "seed": options.seed != defaults.seed,
+                 "n_batches": options.n_batches != defaults.n_batches}
         ignored = [name for name in SAVED_PROFILE_IGNORES if given.get(name)]
         with _drawing_saved_profiles([source]):
-            report_input = load_saved_profile(source, dupes=dupes, gamma=gamma)
-        if fill_missing_sections:
+            report_input = load_saved_profile(source, dupes=report.dupes, gamma=report.gamma)
+        if report.fill_missing:
             if before_encoding:
                 before_encoding(None)
-            report_input = fill_missing(report_input, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                                        dupes=dupes, gamma=gamma,
+            report_input = fill_missing(report_input, device=encode.device, cache_dir=encode.cache_dir,
+                                        use_cache=encode.use_cache, dupes=report.dupes, gamma=report.gamma,
                                         outputs={"--output": output, "--save-profile": save_profile_to})
     else:
         captions = load_set(source, load_options, on_skipped)
         # what --truncation and --leak need is checked before the profile is computed, not after
-        if truncation:
+        if report.truncation:
             from capgeo.findings.truncation import check_encoder_spec
 
-            check_encoder_spec(encoder)
+            check_encoder_spec(encode.encoder)
         eval_sets = [load_set(path, {}, on_skipped, role="--leak EVAL", columns=False) for path in leak]
         if eval_sets:
             from capgeo.pipeline import vectors_for_different_sets
 
             # vectors aligned by row cannot embed the eval sets: refused now, not after the whole profile
-            vectors_for_different_sets(encoder, captions, eval_sets)
+            vectors_for_different_sets(encode.encoder, captions, eval_sets)
         if before_encoding:
             before_encoding(captions)
-        report_input = report_dataset(
-            captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens,
-            batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=dupes, gamma=gamma,
-            truncation=truncation, leak=eval_sets, command=command, caption_map=caption_map)
-        if fill_missing_sections:
+        report_input = report_dataset(captions, encode, options, report=dataclasses.replace(report, leak=eval_sets),
+                                      command=command)
+        if report.fill_missing:
             report_input.notes.append("--fill-missing completes saved profiles; DATA is a dataset, so every section "
                                       "was computed anyway")
     with _drawing_saved_profiles([source] if saved_profile else []):
@@ -453,9 +464,8 @@ def _drawing_saved_profiles(sources: Sequence[str | Path]):
 
 
 def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders: Sequence[str | None] = (),
-                  limit: int | None = None, load_options: dict | None = None, labels: Sequence[str] | None = None,
-                  batch_sizes: Sequence[int] | None = None, n_batches: int = 200, seed: int = 0,
-                  device: str | None = None, cache_dir: str | None = None, use_cache: bool = True,
+                  encode: EncodeOptions | None = None, options: ProfileOptions | None = None,
+                  load_options: dict | None = None, labels: Sequence[str] | None = None, limit: int | None = None,
                   command: str | None = None, on_skipped: Callable | None = None,
                   before_encoding: Callable | None = None,
                   on_profiles: Callable | None = None) -> tuple[Path, list[str]]:
@@ -463,15 +473,21 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
     the embedded one) on one HTML page. Returns the page's path and notes for the user;
     ``on_profiles(profiles, labels)`` is given what the page shows, as the page names it, once it is written.
 
-    ``load_options`` (load_captions' keyword arguments; ``limit`` is one of them) apply to each dataset."""
+    ``encode`` (its encoder aside: each of ``encoders`` in turn) and ``options`` are the
+    datasets' EncodeOptions and ProfileOptions. ``load_options`` (load_captions' keyword
+    arguments; ``limit`` is one of them) apply to each dataset."""
+    encode = (encode or EncodeOptions()).checked()
+    options = options or ProfileOptions()
+    defaults = ProfileOptions()
     check_output_paths({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
     loaded, notes, saved_profiles = [], [], []
     load_options = {**(load_options or {}), **({"limit": limit} if limit is not None else {})}
     read = [f"--{name.replace('_', '-')}" for name, value in load_options.items()
             if value is not None and not (name == "format" and value == "auto")]
     given = (["--encoder"] if encoders else []) + read + [
-        option for option, value in (("--batch-size", batch_sizes), ("--n-batches", n_batches != DEFAULT_N_BATCHES),
-                                     ("--seed", seed != 0)) if value]
+        option for option, value in (("--batch-size", options.batch_sizes),
+                                     ("--n-batches", options.n_batches != defaults.n_batches),
+                                     ("--seed", options.seed != defaults.seed)) if value]
     for source in sources:  # every source read and every option checked before anything is encoded
         if is_profile_file(source):
             if given:
@@ -490,17 +506,16 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                           "or one dataset with two or more --encoder")
     if labels and len(labels) != n_profiles:
         raise CapgeoError(f"--label given {len(labels)} times for {n_profiles} profiles")
-    checked = _checked_encoders(encoders or (None,), datasets, device=device, cache_dir=cache_dir) if datasets else []
+    checked = _checked_encoders(encoders or (None,), datasets, device=encode.device,
+                                cache_dir=encode.cache_dir) if datasets else []
     profiles, adapted = [], []
     for captions in loaded:
         if isinstance(captions, dict):
             profiles.append(captions)
             continue
         for encoder in checked:
-            made = report_dataset(
-                captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed, dupes=False, gamma=True,
-                command=command)
+            made = report_dataset(captions, dataclasses.replace(encode, encoder=encoder), options,
+                                  report=ReportOptions(dupes=False), command=command)
             profiles.append(made.profile)
             # compare draws no gallery, so its absence is no news
             adapted += [(len(profiles) - 1, Path(str(captions.source)).resolve(), note) for note in made.notes
