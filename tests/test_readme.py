@@ -31,18 +31,26 @@ def test_python_example_runs_and_agrees_with_brute_force(monkeypatch):
     monkeypatch.chdir(ROOT)
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
-    captions, embeddings, profile, pairs = (namespace[name] for name in ("captions", "embeddings", "profile", "pairs"))
+    profile = namespace["profile"]
 
+    from capgeo.captions import load_captions
+    from capgeo.encoders import embed
+    from capgeo.geometry.typed_profile import plain
+
+    captions = load_captions(ROOT / "data" / "docci_sample.jsonlines")
+    embeddings = embed(captions, None, progress=False)   # the snippet's, from the cache
     vectors = embeddings.vectors.astype(np.float64)
     similarity = vectors @ vectors.T
     groups = np.asarray(captions.group_codes)
     similarity[groups[:, None] == groups[None, :]] = -np.inf  # a caption's own image is no companion
-    assert abs(profile["hardest_companion"]["mean"] - similarity.max(axis=1).mean()) < 1e-5
+    assert abs(profile.hardest_companion.mean - similarity.max(axis=1).mean()) < 1e-5
     upper = np.triu(np.ones_like(similarity, dtype=bool), k=1) & np.isfinite(similarity)
-    assert len(pairs) == int((similarity[upper] >= 0.8).sum())
+    assert profile.near_duplicates.n_pairs_cross_group == int((similarity[upper] >= 0.95).sum())
+    assert [entry.batch_size for entry in profile.batches] == [128, 16]
     # the suggested gamma, recomputed by brute force on the same in-batch rows
-    assert not profile["gamma"]["batches"][0]["suggestion"]["clipped"]
-    check_suggestion(profile["gamma"], embeddings.vectors, captions.group_codes)
+    gamma = plain(profile.gamma)
+    assert not gamma["batches"][0]["suggestion"]["clipped"]
+    check_suggestion(gamma, embeddings.vectors, captions.group_codes)
 
 
 @pytest.mark.slow
