@@ -180,6 +180,62 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
                        companion_lists=companion_lists, progress=progress, command=command).profile
 
 
+def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, logit_scale: float | None = None,
+                  grid: Sequence[float] | None = None, hard_edge: float | None = None, image_embeddings=None,
+                  progress: bool | None = None, command: str | None = None) -> ProfileRun:
+    """`capgeo gamma` in one call: load, check, embed and suggest a gamma (docs/gamma.md).
+
+    ``options`` is a ProfileOptions, of which the gamma rule reads the batch sizes (each one it can
+    answer: at least capgeo.geometry.batch_size.MIN_GAMMA_BATCH_SIZE), ``n_batches`` and ``seed``;
+    ``grid`` and ``hard_edge`` default to gamma_section's. ``image_embeddings``: a path of image
+    vectors (read and checked before the encoding) for the loss at initialisation. The profile is
+    gamma's own ``capgeo.profile/1``-shaped dict, without the pairwise pass.
+    """
+    from capgeo.findings.gamma import DEFAULT_GRID, checked_image_embeddings, gamma_profile
+    from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
+    from capgeo.geometry.profile_options import ProfileOptions
+
+    encode = (encode or EncodeOptions()).checked()
+    options = options or ProfileOptions()
+    captions = _loaded(captions)
+    resolved = resolve_batch_sizes(options.batch_sizes, captions.n_groups)   # fail before the (slow) encoding
+    for size in resolved.sizes:
+        check_gamma_batch_size(size, captions.n_groups)
+    # read once, before the (slow) encoding; the profile names the file they came from
+    image_vectors = checked_image_embeddings(image_embeddings, captions) if image_embeddings is not None else None
+    with _on_ray(encode.ray_address):
+        embeddings = encode.embed(captions, progress=progress)
+    profile = gamma_profile(
+        captions, embeddings, image_embeddings=image_vectors, image_source=image_embeddings, command=command,
+        logit_scale=logit_scale, batch_sizes=resolved.sizes, grid=grid or DEFAULT_GRID, n_batches=options.n_batches,
+        seed=options.seed, progress=progress, **({} if hard_edge is None else {"hard_edge": hard_edge}))
+    return ProfileRun(captions, embeddings, profile, resolved)
+
+
+def truncation_dataset(captions, encode: EncodeOptions | None = None, options=None, *,
+                       lengths: Sequence[int] | None = None, threshold: float | None = None,
+                       max_listed: int | None = None, progress: bool | None = None,
+                       command: str | None = None) -> dict:
+    """`capgeo truncation` in one call: the geometry at several maximum token lengths
+    (docs/truncation.md), from ProfileOptions' first batch size (None: the policy's),
+    ``n_batches``, ``buckets``, ``seed``, ``top_k`` and ``block_size``. ``threshold``: the
+    near-duplicate cosine (None: the profile's default); ``max_listed``: truncation-only pairs
+    listed per length (None: the section's default). Each length is embedded from the encoder
+    itself (``encode.max_tokens`` does not apply: the lengths are the point)."""
+    from capgeo.findings.truncation import truncation_profile
+    from capgeo.geometry.profile_options import ProfileOptions
+
+    encode = (encode or EncodeOptions()).checked()
+    options = options or ProfileOptions()
+    with _on_ray(encode.ray_address):
+        return truncation_profile(
+            _loaded(captions), encode.encoder, lengths=lengths, device=encode.device, cache_dir=encode.cache_dir,
+            use_cache=encode.use_cache, progress=progress, command=command,
+            batch_size=options.batch_sizes[0] if options.batch_sizes else None, n_batches=options.n_batches,
+            edges=options.buckets, threshold=threshold, seed=options.seed, top_k=options.top_k,
+            block_size=options.block_size, **({} if max_listed is None else {"max_listed": max_listed}))
+
+
 def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float | None = None,
                       progress: bool | None = None) -> str | None:
     """Add the ``gamma`` section (`capgeo gamma`) at the profile's own batch sizes, batch

@@ -268,3 +268,40 @@ def test_profile_goes_through_the_pipeline(dataset, counted_runs):
     cli_json(data, "--encoder", f"vectors:{vectors}", "--batch-size", 8, "--n-batches", 3, "--top-k", 4)
     [(encode, options)] = counted_runs
     assert encode.encoder == f"vectors:{vectors}" and options.top_k == 4
+
+
+def test_gamma_goes_through_the_pipeline(dataset, monkeypatch):
+    import capgeo.pipeline as pipeline
+
+    _, data, vectors = dataset
+    calls = []
+    original = pipeline.gamma_dataset
+    monkeypatch.setattr(pipeline, "gamma_dataset", lambda *a, **k: calls.append((a, k)) or original(*a, **k))
+    result = CliRunner().invoke(main, ["gamma", str(data), "--encoder", f"vectors:{vectors}", "--batch-size", "8",
+                                       "--n-batches", "3", "--seed", "4", "--json"])
+    assert result.exit_code == 0, result.output
+    [(args, _)] = calls
+    assert args[1] == EncodeOptions(f"vectors:{vectors}")
+    assert (args[2].batch_sizes, args[2].n_batches, args[2].seed) == ((8,), 3, 4)
+    section = json.loads(result.stdout)["gamma"]
+    assert (section["n_batches"], section["seed"], section["batches"][0]["batch_size"]) == (3, 4, 8)
+
+
+def test_truncation_goes_through_the_pipeline(dataset, monkeypatch):
+    import capgeo.pipeline as pipeline
+
+    _, data, _ = dataset
+    calls = []
+
+    def stop(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise CapgeoError("stopped here")
+
+    monkeypatch.setattr(pipeline, "truncation_dataset", stop)
+    result = CliRunner().invoke(main, ["truncation", str(data), "--batch-size", "8", "--top-k", "3",
+                                       "--lengths", "8,16", "--no-cache"])
+    assert result.exit_code == 2 and "Error: stopped here" in result.output
+    [(args, kwargs)] = calls
+    assert args[1] == EncodeOptions(use_cache=False)
+    assert (args[2].batch_sizes, args[2].top_k, args[2].n_batches) == ((8,), 3, ProfileOptions().n_batches)
+    assert kwargs["lengths"] == [8, 16] or tuple(kwargs["lengths"]) == (8, 16)

@@ -13,8 +13,8 @@ from capgeo.cli.options import (
     batch_size_options,
     check_options_before_encoding,
     dataset_options,
-    embed_from_options,
     emit,
+    encode_from_options,
     encoder_options,
     json_option,
     load_from_options,
@@ -63,28 +63,17 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
     B 128) makes it on geometry like the paper's DOCCI statistics.
     """
-    from capgeo.findings.gamma import (
-        DEFAULT_GRID,
-        checked_image_embeddings,
-        gamma_profile,
-    )
-    from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
+    from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.pipeline import gamma_dataset
 
     refuse_path_clashes()
     captions = load_from_options(options)
     check_options_before_encoding(captions, n_batches=n_batches)
-    resolved = resolve_batch_sizes(batch_sizes, captions.n_groups)   # fail before the (slow) encoding
-    for size in resolved.sizes:
-        check_gamma_batch_size(size, captions.n_groups)
-    # read once, before the (slow) encoding; the profile names the file they came from
-    image_vectors = checked_image_embeddings(image_embeddings, captions) if image_embeddings is not None else None
-    embeddings = embed_from_options(captions, options)
-    profile = gamma_profile(
-        captions, embeddings, image_embeddings=image_vectors, image_source=image_embeddings,
-        command=reproduce_command(),
-        logit_scale=logit_scale, batch_sizes=resolved.sizes, grid=grid or DEFAULT_GRID,
-        n_batches=n_batches, seed=seed, hard_edge=hard_edge,
-    )
+    run = gamma_dataset(captions, encode_from_options(options),
+                        ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
+                        logit_scale=logit_scale, grid=grid, hard_edge=hard_edge, image_embeddings=image_embeddings,
+                        command=reproduce_command())
+    profile, resolved = run.profile, run.batch_sizes
     for note in resolved.notes:   # after the work, so that an error stays the only line
         click.echo(f"Note: {note}", err=True)
     emit(profile, json_out, _print)

@@ -76,18 +76,16 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
     the in-batch buckets and the near-duplicate pairs; the pairs that are near-duplicates
     only because of truncation, with the cut point in their text; and how far each
     caption's embedding moves when more of it is seen. See `capgeo docs truncation`."""
-    from capgeo.findings.truncation import truncation_profile
+    from capgeo.pipeline import truncation_dataset
 
     refuse_path_clashes()
     captions = load_from_options(options)
     check_options_before_encoding(captions, buckets=buckets, n_batches=n_batches, top_k=top_k)
-    encode = encode_from_options(options)
-    result = truncation_profile(
-        captions, encode.encoder, lengths=lengths, device=encode.device, cache_dir=encode.cache_dir,
-        use_cache=encode.use_cache, command=reproduce_command(),
-        batch_size=batch_size, n_batches=n_batches, edges=buckets, threshold=threshold, seed=seed,
-        max_listed=max_listed, top_k=top_k, block_size=block_size,
-    )
+    result = truncation_dataset(
+        captions, encode_from_options(options),
+        ProfileOptions(batch_sizes=None if batch_size is None else (batch_size,), n_batches=n_batches, buckets=buckets,
+                       seed=seed, top_k=top_k, block_size=block_size),
+        lengths=lengths, threshold=threshold, max_listed=max_listed, command=reproduce_command())
     emit(result, json_out, _render_on_terminal)
 
 
