@@ -29,6 +29,11 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 #: up to about 1e-6 below 1, so a threshold of 1 found no pair
 MAX_PAIR_THRESHOLD = 0.9999
 
+#: gamma: caption cosine at or above which an in-batch negative counts as hardest-bucket
+GAMMA_HARD_EDGE = 0.9
+#: truncation: truncation-only near-duplicate pairs listed per length (all are counted)
+TRUNCATION_LISTED_PAIRS = 20
+
 #: leak: an evaluation caption with a training caption at or above this cosine has a twin
 LEAK_THRESHOLD = 0.95
 #: leak: closest pairs shown per evaluation set

@@ -103,7 +103,8 @@ def test_no_command_repeats_a_profile_default():
             continue
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"n_batches: int = 200|default=200\b|top_k: int = 10|default=10\b|"
-                             r'default="0\.7,0\.8,0\.9"|default=0, show_default', text), path
+                             r'default="0\.7,0\.8,0\.9"|default=0, show_default|default=20, show_default|'
+                             r"default=0\.9, show_default", text), path
 
 
 # --------------------------------------------------------------------------- checked once, one error

@@ -22,6 +22,7 @@ from capgeo.cli.options import (
     reproduce_command,
     seed_option,
 )
+from capgeo.defaults import GAMMA_HARD_EDGE
 from capgeo.progress import counts_passes
 
 
@@ -48,7 +49,7 @@ def _parse_grid(ctx, param, value):
               help="gamma values of the diagnostics table. Default: 0 to 1 in steps of 0.125.")
 @batch_size_options
 @seed_option("Seed of the batch draw.")
-@click.option("--hard-edge", type=FiniteFloatRange(-1, 1), default=0.9, show_default=True,
+@click.option("--hard-edge", type=FiniteFloatRange(-1, 1), default=GAMMA_HARD_EDGE, show_default=True,
               help="Caption cosine at or above which an in-batch negative counts as hardest-bucket.")
 @click.option("--image-embeddings", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
               metavar="FILE",

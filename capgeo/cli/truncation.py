@@ -22,6 +22,7 @@ from capgeo.cli.options import (
     seed_option,
 )
 from capgeo.cli.pass_options import block_size_option
+from capgeo.defaults import TRUNCATION_LISTED_PAIRS
 from capgeo.geometry.profile_options import ProfileOptions
 
 #: the defaults shared with `capgeo profile`, read from their one place (the dataclass fields)
@@ -63,7 +64,8 @@ def _parse_lengths(ctx, param, value):
 @click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
               help="Near-duplicate cosine (pairs of different groups); default: the profile's, 0.95.")
 @seed_option("Seed of the batch draws.")
-@click.option("--top", "max_listed", type=click.IntRange(min=0), default=20, show_default=True, metavar="N",
+@click.option("--top", "max_listed", type=click.IntRange(min=0), default=TRUNCATION_LISTED_PAIRS, show_default=True,
+              metavar="N",
               help="Truncation-only near-duplicate pairs listed per length (0: none; all are counted).")
 @click.option("--top-k", type=click.IntRange(min=1), default=DEFAULTS.top_k, show_default=True,
               help="Companions kept per caption in the pairwise pass.")

@@ -24,6 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from capgeo.blas import one_blas_thread
+from capgeo.defaults import GAMMA_HARD_EDGE
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
@@ -542,7 +543,7 @@ def _sortable_codes(codes: np.ndarray) -> np.ndarray:
 
 def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, batch_sizes=None,
                   grid=DEFAULT_GRID, n_batches: int = DEFAULT_N_BATCHES, seed: int = 0,
-                  image_vectors: np.ndarray | None = None, hard_edge: float = 0.9, reference: ReferenceGeometry = REFERENCE,
+                  image_vectors: np.ndarray | None = None, hard_edge: float = GAMMA_HARD_EDGE, reference: ReferenceGeometry = REFERENCE,
                   image_source: str = "image embeddings", progress: bool | None = None) -> dict:
     """The `gamma` section of a profile: suggestion, range and grid diagnostics per batch size.
 

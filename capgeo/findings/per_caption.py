@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import polars as pl
 
-from capgeo.defaults import PER_CAPTION_SUFFIXES
+from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD, PER_CAPTION_SUFFIXES
 from capgeo.errors import CapgeoError
 from capgeo.captions.exact_duplicates import normalized_texts
 
@@ -130,7 +130,7 @@ def write_per_caption(captions, embeddings, profile: dict, output: str) -> int:
     fmt = table_format(output)
     options = profile.get("options") or {}
     rows = per_caption_rows(captions, embeddings, profile["companions"],
-                            float(options.get("near_duplicate_threshold", 0.95)),
+                            float(options.get("near_duplicate_threshold", NEAR_DUPLICATE_THRESHOLD)),
                             block_size=options.get("block_size_used") or options.get("block_size"))
     write_rows(rows, fmt, output, columns=COLUMNS, parquet_schema=SCHEMA)
     return len(rows)

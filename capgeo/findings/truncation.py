@@ -33,14 +33,16 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from capgeo.defaults import TOP_K, TRUNCATION_LISTED_PAIRS
 from capgeo.errors import CapgeoError, EncoderError
+from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
 from capgeo.progress import labelled, pass_label
 
 #: Lengths compared when none are given (those above the encoder's context are left out).
 #: 77: CLIP's context; 248: Long-CLIP's; 32/64: where caption-trained encoders stop gaining.
 DEFAULT_LENGTHS = (32, 64, 77, 128, 248)
 #: Truncation-only pairs listed per length (all are counted).
-DEFAULT_LISTED_PAIRS = 20
+DEFAULT_LISTED_PAIRS = TRUNCATION_LISTED_PAIRS
 #: Pairs whose full-context cosines are computed at once (memory: 2 x PAIR_CHUNK x width floats).
 PAIR_CHUNK = 65536
 #: Quantile levels of the per-length summaries (the profile's keys p1..p99).
@@ -348,8 +350,8 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
 
 
 def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, batch_size: int | None = None,
-                       n_batches: int = 200, seed: int = 0, threshold: float | None = None,
-                       edges: Sequence[float] | None = None, top_k: int = 10, block_size: int | None = None,
+                       n_batches: int = DEFAULT_N_BATCHES, seed: int = 0, threshold: float | None = None,
+                       edges: Sequence[float] | None = None, top_k: int = TOP_K, block_size: int | None = None,
                        max_listed: int = DEFAULT_LISTED_PAIRS, device=None, progress: bool | None = None) -> dict:
     """The ``truncation`` section (docs/truncation.md) from embeddings at several lengths.
 

@@ -17,6 +17,7 @@ import numpy as np
 from capgeo.blas import one_blas_thread
 from capgeo.defaults import BUCKET_EDGES, NEAR_DUPLICATE_THRESHOLD, RELATIVE_LEVELS
 from capgeo.errors import CapgeoError
+from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
 from capgeo.geometry.batches import sample_batches
 from capgeo.geometry.distribution import QUANTILE_PERCENTS, Histogram
 
@@ -131,7 +132,7 @@ def inbatch_statistics(
     group_codes: np.ndarray,
     batch_size: int,
     *,
-    n_batches: int = 200,
+    n_batches: int = DEFAULT_N_BATCHES,
     seed: int = 0,
     edges: Sequence[float] = DEFAULT_BUCKET_EDGES,
     relative_edges: Sequence[float] | None = None,
