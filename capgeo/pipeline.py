@@ -10,10 +10,9 @@ fields' defaults are the only defaults of those options; the command line's --he
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from capgeo.errors import CapgeoError
 
@@ -92,19 +91,19 @@ def _on_ray(address: str | None):
         yield
 
 
-def _loaded(captions, load_options: dict | None = None):
+def _loaded(captions):
+    """A CaptionSet as it is; anything else read by load_captions (format detected)."""
     if isinstance(captions, (str, Path)) or not hasattr(captions, "group_codes"):
         from capgeo.captions import load_captions
 
-        return load_captions(captions, **(load_options or {}))
+        return load_captions(captions)
     return captions
 
 
 def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                 per_caption: str | Path | None = None, companion_lists: bool = True,
-                progress: bool | None = None, command: str | None = None,
-                before_encoding: Callable | None = None) -> ProfileRun:
+                progress: bool | None = None, command: str | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
     captions to a profile.
 
@@ -117,7 +116,6 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
     ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
     by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
-    ``before_encoding``: called with the loaded captions after the options are checked.
     """
     from capgeo.geometry.profile import build_profile
     from capgeo.geometry.profile_options import ProfileOptions
@@ -127,8 +125,6 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     captions = _loaded(captions)
     # every check before the (slow) encoding, the batch sizes resolved once for the whole run
     options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
-    if before_encoding is not None:
-        before_encoding(captions)
     include_companions = options.include_companions
     if per_caption is not None:
         # the per-caption file is built from the companion lists; the JSON stays as small as asked
