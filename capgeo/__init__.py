@@ -12,3 +12,15 @@ inside the functions that need them, so importing capgeo stays fast.
 """
 
 __version__ = "0.1.0"
+
+#: the one-call functions of capgeo.api, imported when first used (capgeo.api imports little, but lazily
+#: ``import capgeo`` costs nothing for them)
+_API = ("near_duplicates", "leak", "suggest_gamma", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion")
+
+
+def __getattr__(name):
+    if name in _API:
+        from capgeo import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'capgeo' has no attribute {name!r}")
