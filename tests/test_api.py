@@ -156,3 +156,27 @@ def test_import_capgeo_stays_light_and_loads_the_api_when_asked():
     assert done.stdout.strip() == "[] True []"
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         capgeo.nothing_here
+
+
+@pytest.mark.slow
+def test_the_readme_block_runs_and_agrees_with_brute_force(monkeypatch):
+    from capgeo.captions import load_captions
+    from capgeo.encoders import embed
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    code = readme.split("## From Python", 1)[1].split("```python\n")[2].split("```", 1)[0]
+    assert "capgeo.near_duplicates" in code and "capgeo.leak" in code
+    monkeypatch.chdir(root)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    found, leaked = namespace["found"], namespace["leaked"]
+    docci = load_captions(root / "data/docci_sample.jsonlines")
+    vectors = embed(docci, None).vectors
+    expected = brute_pairs(vectors, list(docci.groups))
+    assert len(found.pairs) == sum(c >= 0.8 for c, _, _ in expected) > 0
+    coco = load_captions(root / "data/coco_sample.json")
+    cosine = vectors.astype(np.float64) @ embed(coco, None).vectors.astype(np.float64).T
+    exact = {" ".join(t.split()).casefold() for t in coco.texts}
+    assert leaked.evals[0].n_leaked == int(((cosine.max(axis=1) >= 0.95)
+                                            | [" ".join(t.split()).casefold() in exact for t in docci.texts]).sum())
