@@ -183,19 +183,18 @@ def test_examples_and_components(small_dataset, tmp_path):
     assert "near-duplicate sets" in result.stdout and "weakest" in result.stdout and "min pair" in result.stdout
 
 
-@pytest.mark.parametrize("command", ["dupes", "dupes-examples", "dupes-sets"])
-def test_no_command_refuses_a_combination_of_its_options(command):
+def test_no_command_refuses_a_combination_of_its_options():
     """Each mode is its own command: no path of the shell refuses, notes or explains options given together."""
     import inspect
 
     import capgeo.cli.dupes as module
+    from capgeo.cli import COMMANDS
 
     source = inspect.getsource(module)
     for word in ("unused_option_notes", "given(", "choose one of", "add --"):
         assert word not in source, word
-    from capgeo.cli import COMMANDS
-
-    assert COMMANDS[command].startswith("capgeo.cli.dupes:")
+    for command in ("dupes", "dupes-examples", "dupes-sets"):
+        assert COMMANDS[command].startswith("capgeo.cli.dupes:")
 
 
 def test_every_pair_without_a_threshold(small_dataset):
