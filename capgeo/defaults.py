@@ -44,7 +44,7 @@ LEAK_TOP = 20
 LEAK_NORMALIZE_RULES = ("none", "whitespace", "case", "period")
 LEAK_NORMALIZE = "case"
 
-#: dupes --keep: which caption of a near-duplicate set stays
+#: dupes-sets --keep: which caption of a near-duplicate set stays
 KEEP_POLICIES = ("first", "longest", "shortest", "random")
 
 #: negatives: hard negatives per caption, and the cosine range they are taken from; at or above the

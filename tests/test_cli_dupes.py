@@ -157,7 +157,7 @@ def test_text_output_flags_exact_duplicates_and_wraps(small_dataset, tmp_path):
 def test_examples_and_components(small_dataset, tmp_path):
     data, encoder, vectors, _ = small_dataset
     out = tmp_path / "examples.jsonl"
-    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--examples", "--quantile", 0.5,
+    result = run("dupes-examples", data, "--encoder", encoder, "--no-cache", "--quantile", 0.5,
                  "--quantile", 1.0, "--per-quantile", 1, "--neighbours", 2, "--output-format", "jsonl", "-o", out)
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
@@ -169,8 +169,7 @@ def test_examples_and_components(small_dataset, tmp_path):
 
     threshold = float(similarity[0, 2]) - 1e-3  # links img1-img2-img3 (the bus captions)
     out = tmp_path / "components.jsonl"
-    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--group-components", "--threshold", threshold,
-                 "--output-format", "jsonl", "-o", out)
+    result = run("dupes-sets", data, "--encoder", encoder, "--no-cache", "--threshold", threshold, "-o", out)
     assert result.exit_code == 0, result.output
     components = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert components[0]["groups"][:3] == ["img1", "img2", "img3"] and components[0]["size"] >= 3
@@ -179,22 +178,53 @@ def test_examples_and_components(small_dataset, tmp_path):
                  for c in components)
     assert ("Warning: components chain" in result.stderr) == chains
 
-    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--group-components", "--threshold", threshold)
+    result = run("dupes-sets", data, "--encoder", encoder, "--no-cache", "--threshold", threshold)
     assert result.exit_code == 0
     assert "near-duplicate sets" in result.stdout and "weakest" in result.stdout and "min pair" in result.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--output-format", "parquet"), "parquet needs an output file"),
-    (("--examples", "--group-components"), "choose one of --examples and --group-components"),
-    (("--top", "0"), "give --threshold too"),
-])
-def test_user_mistakes_are_one_line_errors(small_dataset, args, message):
+def test_no_command_refuses_a_combination_of_its_options():
+    """Each mode is its own command: no path of the shell refuses, notes or explains options given together."""
+    import inspect
+
+    import capgeo.cli.dupes as module
+    from capgeo.cli import COMMANDS
+
+    source = inspect.getsource(module)
+    for word in ("unused_option_notes", "given(", "choose one of", "add --"):
+        assert word not in source, word
+    for command in ("dupes", "dupes-examples", "dupes-sets"):
+        assert COMMANDS[command].startswith("capgeo.cli.dupes:")
+
+
+def test_every_pair_without_a_threshold(small_dataset):
+    """--top 0 lists every pair at or above --threshold; without one, every pair of different images."""
+    data, encoder, vectors, captions = small_dataset
+    groups = [group for _, group in captions]
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--top", 0, "--json")
+    assert result.exit_code == 0, result.output
+    section = json.loads(result.stdout)
+    n = len(vectors)
+    expected = sum(groups[i] != groups[j] for i in range(n) for j in range(i + 1, n))
+    assert len(section["pairs"]) == expected and section["threshold"] is None and section["limit"] is None
+
+
+def test_parquet_rows_go_to_a_redirected_stdout_and_never_to_a_terminal(small_dataset, tmp_path):
+    import io
+
     data, encoder, _, _ = small_dataset
-    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--no-cache", *args])
-    assert result.exit_code == 2
-    assert result.stderr.startswith("Error: ") and message in result.stderr
-    assert "Traceback" not in result.output
+    result = run("dupes", data, "--encoder", encoder, "--no-cache", "--top", 3, "--output-format", "parquet")
+    assert result.exit_code == 0, result.output
+    assert pl.read_parquet(io.BytesIO(result.stdout_bytes)).height == 3
+    from capgeo.cli import dupes as module
+
+    original = module._is_terminal
+    try:
+        module._is_terminal = lambda stream: True
+        result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--output-format", "parquet"])
+    finally:
+        module._is_terminal = original
+    assert result.exit_code == 2 and result.stderr.startswith("Error: parquet is binary")
 
 
 def test_json_section(small_dataset, tmp_path):
@@ -256,7 +286,7 @@ def test_a_pair_threshold_above_what_float32_can_reach_is_refused_before_encodin
     assert result.exit_code == 2 and "float32 products" in result.output
 
 
-def test_dupes_output_suffix_picks_the_row_format_and_must_agree_with_output_format(tmp_path):
+def test_dupes_output_suffix_picks_the_row_format_unless_output_format_names_one(tmp_path):
     from _action_fixtures import vectors_dataset
 
     data, encoder = vectors_dataset(tmp_path, 20)
@@ -265,26 +295,20 @@ def test_dupes_output_suffix_picks_the_row_format_and_must_agree_with_output_for
     assert len(pl.read_parquet(tmp_path / "x.parquet")) == 50  # rows, not terminal text
     result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--output-format", "parquet",
                                        "-o", str(tmp_path / "x.csv")])
-    assert result.exit_code == 2 and "is a csv file name but --output-format is parquet" in result.output
-    assert not (tmp_path / "x.csv").exists()
+    assert result.exit_code == 0, result.output
+    assert len(pl.read_parquet(tmp_path / "x.csv")) == 50  # the format asked for, whatever the name
 
 
-def test_top_and_threshold_without_a_pair_list_are_noted_and_not_recorded(small_dataset, tmp_path):
-    """--group-components and --examples list no pairs: --top (and, for --examples, --threshold) were
-    ignored without a word while the JSON recorded them as applied."""
+def test_the_modes_record_no_pair_threshold_or_limit(small_dataset, tmp_path):
+    """dupes-sets and dupes-examples list no pairs: their JSON records no pair threshold or limit."""
     data, encoder, _, _ = small_dataset
     report = tmp_path / "d.json"
-    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--group-components",
-                                       "--threshold", "0.6", "--top", "1", "--json", str(report)])
+    result = CliRunner().invoke(main, ["dupes-sets", str(data), "--encoder", encoder, "--threshold", "0.6",
+                                       "--json", str(report)])
     assert result.exit_code == 0, result.output
-    assert "Note: --top sets how many pairs are listed" in result.stderr
-    assert "--threshold" not in result.stderr  # it is the components' threshold here
     section = json.loads(report.read_text())
     assert section["limit"] is None and section["threshold"] is None and section["components_threshold"] == 0.6
-    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--examples", "--threshold", "0.99",
-                                       "--top", "1", "--json", str(report)])
+    result = CliRunner().invoke(main, ["dupes-examples", str(data), "--encoder", encoder, "--json", str(report)])
     assert result.exit_code == 0, result.output
-    assert "Note: --threshold sets the pair list's cosine floor" in result.stderr
-    assert "Note: --top sets how many pairs" in result.stderr
     section = json.loads(report.read_text())
     assert section["limit"] is None and section["threshold"] is None and section["examples"]

@@ -210,7 +210,5 @@ def test_options_the_rest_of_the_command_line_leaves_unused_get_a_note(tmp_path)
     assert result.exit_code == 0, result.output
     assert "Note: --sampled-pairs applies to the sampled estimate" in result.stderr
     assert "Note: --logit-scale sets the scale of the suggested gamma, which --no-gamma left out" in result.stderr
-    result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--seed", "5"])
-    assert result.exit_code == 0 and "Note: --seed chooses the caption --keep random keeps" in result.stderr
     plain = CliRunner().invoke(main, ["profile", str(data), "--encoder", encoder, "--batch-size", "8", "--no-gamma"])
     assert "Note: --" not in plain.stderr

@@ -1,4 +1,4 @@
-"""`capgeo dupes --group-components --keep/--drop-list`: the keep policies, the summary's
+"""`capgeo dupes-sets --keep/--drop-list`: the keep policies, the summary's
 counts and hardest-companion mean after dropping, against brute force."""
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def near_duplicate_data(tmp_path):
 def test_drop_list_and_summary_against_brute_force(near_duplicate_data, tmp_path):
     data, encoder, vectors, codes, texts = near_duplicate_data
     drop, report = tmp_path / "drop.txt", tmp_path / "dupes.json"
-    result = run("dupes", data, "--encoder", encoder, "--group-components", "--threshold", 0.9, "--keep", "longest",
+    result = run("dupes-sets", data, "--encoder", encoder, "--threshold", 0.9, "--keep", "longest",
                  "--drop-list", drop, "--json", report)
     assert result.exit_code == 0, result.output
     similarity = vectors.astype(np.float64) @ vectors.astype(np.float64).T
@@ -122,7 +122,7 @@ def test_dedup_that_leaves_one_caption_reports_no_companion_and_writes_the_drop_
     data = write_jsonl(tmp_path / "same.jsonl", [f"c{i}" for i in range(10)], [f"img{i}" for i in range(10)],
                        ["A dog runs."] * 10)
     drop, report = tmp_path / "drop.txt", tmp_path / "dupes.json"
-    result = run("dupes", data, "--encoder", "vectors:" + str(_same_vectors(tmp_path, 10)), "--group-components",
+    result = run("dupes-sets", data, "--encoder", "vectors:" + str(_same_vectors(tmp_path, 10)),
                  "--drop-list", drop, "--json", report)
     assert result.exit_code == 0, result.output
     assert drop.read_text().split() == [f"c{i}" for i in range(1, 10)]
@@ -151,15 +151,14 @@ def _same_vectors(folder, n):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--group-components", "--keep", "biggest"], "'biggest' is not one of"),
-    (["--keep", "first"], "add --group-components"),
-    (["--group-components", "--threshold", "1.2"], "--threshold"),
-    (["--group-components", "--drop-list", "{data}/drop.txt"], "cannot write"),
+    (["--keep", "biggest"], "'biggest' is not one of"),
+    (["--threshold", "1.2"], "--threshold"),
+    (["--drop-list", "{data}/drop.txt"], "cannot write"),
 ])
 def test_bad_dedup_options_are_one_line_errors(near_duplicate_data, args, message):
     data, encoder, *_ = near_duplicate_data
     args = [arg.replace("{data}", str(data)) for arg in args]  # a folder that is a file
-    result = run("dupes", data, "--encoder", encoder, *args)
+    result = run("dupes-sets", data, "--encoder", encoder, *args)
     assert result.exit_code == 2
     assert message in result.output and "Traceback" not in result.output
     assert len([line for line in result.output.splitlines() if line.startswith("Error:")]) == 1

@@ -53,8 +53,8 @@ def test_dupes_and_negatives_run_their_pass_on_the_device_given(vectors_dataset,
                                       "--json", str(tmp_path / "d.json")])
     assert dupes.exit_code == 0, dupes.output
     assert len(json.loads((tmp_path / "d.json").read_text())["pairs"]) == 3
-    components = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--device", "cpu",
-                                           "--group-components", "--threshold", "0.3", "--keep", "first"])
+    components = CliRunner().invoke(main, ["dupes-sets", str(data), "--encoder", encoder, "--device", "cpu",
+                                           "--threshold", "0.3", "--keep", "first"])
     assert components.exit_code == 0, components.output
     negatives = CliRunner().invoke(main, ["negatives", str(data), "--encoder", encoder, "--device", "cpu",
                                           "-o", str(tmp_path / "n.jsonl")])
@@ -95,13 +95,13 @@ def test_a_one_image_dataset_in_compare_is_told_of_its_group_column_option(vecto
     assert profile.exit_code == 2 and "give --group-column" in profile.output
 
 
-def test_dupes_refuses_example_options_without_examples_and_profile_takes_threshold(vectors_dataset):
+def test_example_options_belong_to_dupes_examples_and_profile_takes_threshold(vectors_dataset):
     data, encoder = vectors_dataset
     for extra in (["--quantile", "0.5"], ["--neighbours", "2"], ["--per-quantile", "1"]):
         result = CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--top", "1", *extra])
-        assert result.exit_code == 2 and "add --examples" in result.output and extra[0] in result.output
-    assert CliRunner().invoke(main, ["dupes", str(data), "--encoder", encoder, "--examples",
-                                     "--quantile", "0.5"]).exit_code == 0
+        assert result.exit_code == 2 and "No such option" in result.output and extra[0] in result.output
+        assert CliRunner().invoke(main, ["dupes-examples", str(data), "--encoder", encoder,
+                                         *extra]).exit_code == 0
     short = CliRunner().invoke(main, ["profile", str(data), "--encoder", encoder, "--threshold", "0.5", "--no-gamma",
                                       "--json"])
     assert short.exit_code == 0, short.output

@@ -372,7 +372,11 @@ def test_rows_to_a_stream_and_errors():
     stream = io.StringIO()
     write_rows(rows, "csv", None, stream=stream)
     assert json.loads(pl.read_csv(io.StringIO(stream.getvalue()))["spans_a"][0]) == rows[0]["spans_a"]
-    with pytest.raises(CapgeoError, match="parquet needs an output file"):
+    binary = io.BytesIO()
+    text = io.TextIOWrapper(binary)  # (kept: collected, it closes the bytes below it)
+    write_rows(rows, "parquet", None, stream=text)  # a redirected stdout gets the file's bytes
+    assert pl.read_parquet(io.BytesIO(binary.getvalue()))["id_a"].to_list() == ["x"]
+    with pytest.raises(CapgeoError, match="standard output is closed"):
         write_rows(rows, "parquet", None)
 
 
@@ -471,3 +475,71 @@ def test_the_chaining_warning_only_where_a_component_chains():
     vectors[2:5, 0], vectors[2:5, 1] = np.cos(angles), np.sin(angles)
     chained = dupes_section(captions, unit(vectors), pairs=False, examples=False, components_threshold=0.9)
     assert any("chain" in note for note in chained["warnings"])
+
+
+# --------------------------------------------------------------------------- the three modes
+
+
+def _brute_pairs(vectors, captions):
+    similarity = vectors.astype(np.float64) @ vectors.astype(np.float64).T
+    codes = np.asarray(captions.group_codes)
+    n = len(captions)
+    return sorted(((similarity[i, j], i, j) for i in range(n) for j in range(i + 1, n) if codes[i] != codes[j]),
+                  key=lambda t: (-t[0], t[1], t[2]))
+
+
+def test_pairs_section_lists_every_pair_without_threshold_or_top_as_brute_force_does():
+    from capgeo.findings.duplicates import pairs_section
+
+    vectors = grouped_vectors(n_groups=12, per_group=3)
+    captions = caption_set([3] * 12)
+    expected = _brute_pairs(vectors, captions)
+    every = pairs_section(captions, vectors, top=0)
+    assert [(row["index_a"], row["index_b"]) for row in every["pairs"]] == [(i, j) for _, i, j in expected]
+    assert np.allclose([row["cosine"] for row in every["pairs"]], [c for c, _, _ in expected], atol=TOLERANCE)
+    assert every["threshold"] is None and every["limit"] is None and every["examples"] is None
+    top = pairs_section(captions, vectors, threshold=0.2, top=7)
+    assert [(row["index_a"], row["index_b"]) for row in top["pairs"]] == [(i, j) for c, i, j in expected[:7]]
+    assert top["near_duplicates"]["n_pairs"] == sum(c >= 0.95 for c, _, _ in expected)
+
+
+def test_examples_and_sets_sections_against_brute_force():
+    from scipy.sparse.csgraph import connected_components
+
+    from capgeo.findings.duplicates import examples_section, sets_section
+
+    vectors = grouped_vectors(n_groups=15, per_group=2, spread=0.6, seed=3)
+    captions = caption_set([2] * 15)
+    similarity = vectors.astype(np.float64) @ vectors.astype(np.float64).T
+    codes = np.asarray(captions.group_codes)
+    similarity[codes[:, None] == codes[None, :]] = -np.inf
+    hardest = similarity.max(axis=1)
+    section = examples_section(captions, vectors, quantiles=(0.5, 1.0), per_quantile=1, neighbours=2)
+    assert section["pairs"] is None and section["components"] is None
+    by_quantile = {example["quantile"]: example for example in section["examples"]}
+    # the two ends of the closest pair tie: the query is the later one (equal cosines keep caption order)
+    assert by_quantile[1.0]["query"]["index"] == int(np.flatnonzero(hardest >= hardest.max() - TOLERANCE)[-1])
+    assert by_quantile[0.5]["target_cosine"] == pytest.approx(float(np.quantile(hardest, 0.5)), abs=TOLERANCE)
+    neighbours = [row["index_b"] for row in by_quantile[1.0]["neighbours"]]
+    assert neighbours == list(np.argsort(-similarity[by_quantile[1.0]["query"]["index"]], kind="stable")[:2])
+
+    threshold = float(np.quantile(hardest, 0.6))
+    sets = sets_section(captions, vectors, threshold=threshold, keep="first")
+    _, labels = connected_components(similarity >= threshold, directed=False)
+    expected = sorted((sorted(np.flatnonzero(labels == label).tolist()) for label in np.unique(labels)
+                       if (labels == label).sum() > 1), key=lambda members: (-len(members), members[0]))
+    assert sorted(row["indices"] for row in sets["components"]) == sorted(expected)
+    assert sets["components_threshold"] == threshold and sets["threshold"] is None
+    assert sets["dedup"]["n_captions_dropped"] == sum(len(members) - 1 for members in expected)
+
+
+def test_the_gallery_is_the_pairs_and_examples_of_one_section():
+    from capgeo.findings.duplicates import examples_section, gallery_section, pairs_section
+
+    vectors = grouped_vectors(n_groups=20, per_group=3)
+    captions = caption_set([3] * 20)
+    gallery = gallery_section(captions, vectors, pairs=5, quantiles=(0.5, 0.9), near_duplicate_threshold=0.9)
+    pairs = pairs_section(captions, vectors, top=5)
+    examples = examples_section(captions, vectors, quantiles=(0.5, 0.9), per_quantile=1)
+    assert gallery["pairs"] == pairs["pairs"] and gallery["examples"] == examples["examples"]
+    assert gallery["near_duplicates"]["threshold"] == 0.9

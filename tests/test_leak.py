@@ -319,7 +319,7 @@ def test_a_drop_list_refuses_an_id_holding_a_line_break(tmp_path, command):
     if command == "leak":
         result = run("leak", data, data, *encoder, "-o", drop)
     else:
-        result = run("dupes", data, *encoder, "--group-components", "--keep", "first", "--drop-list", drop)
+        result = run("dupes-sets", data, *encoder, "--keep", "first", "--drop-list", drop)
     assert result.exit_code == 2, result.output
     (line,) = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert "caption id 'x\\ny' holds a line break" in line
@@ -328,7 +328,7 @@ def test_a_drop_list_refuses_an_id_holding_a_line_break(tmp_path, command):
     np.savez(tmp_path / "v.npz", vectors=np.float32([[1, 0], [1, 0], [0, 1]]), ids=np.array(["z", "x y", "w"]))
     write_jsonl(tmp_path / "d.jsonl", ["z", "x y", "w"], ["b", "a", "c"], ["one cat", "one cat", "a dog"])
     result = run("leak", data, data, *encoder, "-o", drop) if command == "leak" else \
-        run("dupes", data, *encoder, "--group-components", "--keep", "first", "--drop-list", drop)
+        run("dupes-sets", data, *encoder, "--keep", "first", "--drop-list", drop)
     assert result.exit_code == 0, result.output
     assert set(drop.read_text().splitlines()) <= {"z", "x y", "w"} and drop.read_text().endswith("\n")
 

@@ -57,7 +57,7 @@ USER_FILES = {
     (["leak", "d.jsonl", "d.jsonl", "--encoder", "vectors:v.npz", "-o"], "drop.txt"),
     (["encode", "d.jsonl", "--encoder", "vectors:v.npz", "-o"], "vectors.npy"),
     (["negatives", "d.jsonl", "--encoder", "vectors:v.npz", "-o"], "rows.jsonl"),
-    (["dupes", "d.jsonl", "--encoder", "vectors:v.npz", "--group-components", "--drop-list"], "drop.txt"),
+    (["dupes-sets", "d.jsonl", "--encoder", "vectors:v.npz", "--drop-list"], "drop.txt"),
 ])
 def test_a_users_file_is_refused_and_replaced_only_with_force(workspace, command, output):
     path = workspace / output

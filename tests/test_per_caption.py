@@ -84,7 +84,7 @@ def test_per_caption_rows_round_trip_against_brute_force(dataset, tmp_path, suff
             sets.setdefault(row["near_duplicate_set"], set()).add(i)
     assert {frozenset(s) for s in sets.values()} == brute_components(similarity, THRESHOLD)
     assert {frozenset(s) for s in sets.values()} == {frozenset({0, 2, 4}), frozenset({10, 21})}
-    assert sets[1] == {0, 2, 4}  # numbered as dupes --group-components: largest first
+    assert sets[1] == {0, 2, 4}  # numbered as dupes-sets: largest first
 
 
 def test_token_counts_and_truncation_come_from_the_encoder():

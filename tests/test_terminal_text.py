@@ -116,7 +116,7 @@ def test_a_caption_with_line_breaks_is_one_line_of_a_set(tmp_path):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps(record) + "\n" for record in records))
     np.save(tmp_path / "v.npy", np.float32([[1, 0], [0.99, 0.14], [0.98, 0.2]]))
-    result = run("dupes", data, "--encoder", f"vectors:{tmp_path / 'v.npy'}", "--group-components",
+    result = run("dupes-sets", data, "--encoder", f"vectors:{tmp_path / 'v.npy'}",
                  "--threshold", 0.8, "--no-cache", env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     rows = [line for line in result.stdout.splitlines() if "A red car" in line]
@@ -168,7 +168,7 @@ def test_a_set_shows_a_caption_ending_in_a_backslash_once(tmp_path):
     data = tmp_path / "bs.txt"
     data.write_text("dog on the grass\\\ndog on the grass\\\na red car\na blue bicycle\n")
     np.save(tmp_path / "v.npy", np.float32([[1, 0], [1, 0], [0, 1], [0.6, 0.8]]))
-    result = run("dupes", data, "--encoder", f"vectors:{tmp_path / 'v.npy'}", "--group-components", "--no-cache",
+    result = run("dupes-sets", data, "--encoder", f"vectors:{tmp_path / 'v.npy'}", "--no-cache",
                  env={"COLUMNS": "120"})
     assert result.exit_code == 0, result.output
     rows = [line for line in result.stdout.splitlines() if "grass" in line]

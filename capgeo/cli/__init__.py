@@ -27,6 +27,8 @@ COMMANDS = {
     "encode": "capgeo.cli.encode:encode",
     "profile": "capgeo.cli.profile:profile",
     "dupes": "capgeo.cli.dupes:dupes",
+    "dupes-examples": "capgeo.cli.dupes:dupes_examples",
+    "dupes-sets": "capgeo.cli.dupes:dupes_sets",
     "leak": "capgeo.cli.leak:leak",
     "negatives": "capgeo.cli.negatives:negatives",
     "gamma": "capgeo.cli.gamma:gamma",

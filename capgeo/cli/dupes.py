@@ -1,4 +1,5 @@
-"""`capgeo dupes DATA`: near-duplicate captions, with the words they share highlighted."""
+"""`capgeo dupes DATA`, `capgeo dupes-examples DATA` and `capgeo dupes-sets DATA`: near-duplicate
+captions (pairs, example queries, sets), with the words they share highlighted."""
 
 from __future__ import annotations
 
@@ -17,13 +18,11 @@ from capgeo.cli.options import (
     check_options_before_encoding,
     dataset_options,
     embed_from_options,
-    given,
     encoder_options,
     json_option,
     load_from_options,
     ray_option,
     refuse_path_clashes,
-    unused_option_notes,
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
@@ -31,6 +30,7 @@ from capgeo.cli.terminal import shown
 from capgeo.defaults import KEEP_POLICIES
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.display import visible
+from capgeo.errors import CapgeoError
 from capgeo.progress import counts_passes
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
@@ -40,59 +40,44 @@ DIFFERING_STYLE = "yellow underline"
 #: marks around words where there is no colour (piped, redirected, -o FILE): [shared] and {differs}
 SHARED_MARKS = ("[", "]")
 DIFFERING_MARKS = ("{", "}")
-DEFAULT_COMPONENT_THRESHOLD = DEFAULT_NEAR_DUPLICATE_THRESHOLD
 
 
 #: row formats an output file's suffix names
 ROW_SUFFIXES = {".jsonl": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 
 
+def _common_options(command):
+    """What the three near-duplicate commands share: the dataset and encoder, the pass, the outputs."""
+    for option in reversed((
+        dataset_options,
+        encoder_options,
+        click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
+                     help="Companions kept per caption in the scan; crowded captions are re-searched exactly."),
+        block_size_option,
+        click.option("--output-format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
+                     help="text (coloured, for reading) or rows for other tools. Default: the rows -o's "
+                          "suffix names (.jsonl, .csv, .parquet), else text."),
+        click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
+                     callback=writable_output, help="Write to FILE (atomically) instead of stdout."),
+        json_option,
+        ray_option,
+        counts_passes,
+    )):
+        command = option(command)
+    return command
+
+
 @click.command("dupes", short_help="Near-duplicate caption pairs of different images, shared words marked.",
                epilog=epilog("dupes"))
-@dataset_options
-@encoder_options
 @click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
-              help="Only pairs with cosine >= T (and, with --group-components, the link threshold; "
-                   f"default there {DEFAULT_COMPONENT_THRESHOLD}).")
+              help="Only pairs with cosine >= T.")
 @click.option("--top", "top", type=click.IntRange(min=0), default=50, show_default=True, metavar="N",
-              help="List at most N pairs, most similar first; 0 = every pair >= --threshold.")
+              help="List at most N pairs, most similar first; 0 = every pair (>= --threshold).")
 @click.option("--skip-exact", is_flag=True,
               help="Leave exact duplicates (same text after case and spacing) out of the pair list, so the "
                    "paraphrases show; the output says how many were skipped.")
-@click.option("--examples", is_flag=True,
-              help="Instead of the pair list: query captions at quantiles of the hardest-companion "
-                   "distribution, each with its nearest captions of other groups (--threshold and --top do not apply).")
-@click.option("--quantile", "quantiles", type=FiniteFloatRange(0.0, 1.0), multiple=True, metavar="Q",
-              help="Quantile of hardest-companion cosine for --examples (repeatable; default 0.9).")
-@click.option("--per-quantile", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Query captions per quantile for --examples.")
-@click.option("--neighbours", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Nearest other-group captions shown per query for --examples.")
-@click.option("--group-components", is_flag=True,
-              help="Instead of the pair list: sets of captions joined by pairs >= --threshold "
-                   "(connected components), with each set's size and weakest link.")
-@click.option("--keep", type=click.Choice(KEEP_POLICIES), default=None,
-              help="With --group-components: keep one caption per set (first in the data, longest, shortest, "
-                   "or random with --seed) and report what dropping the others removes. "
-                   "Default with --drop-list: first.")
-@click.option("--drop-list", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
-              callback=writable_output,
-              help="With --group-components: write the ids of the captions --keep drops, one per line, to FILE.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of --keep random.")
-@click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Companions kept per caption in the scan; crowded captions are re-searched exactly.")
-@block_size_option
-@click.option("--output-format", "output_format", type=click.Choice(OUTPUT_FORMATS), default="text",
-              show_default=True, help="text (coloured, for reading) or rows for other tools.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
-              callback=writable_output,
-              help="Write to FILE (atomically) instead of stdout; parquet needs it. A .jsonl, .csv or .parquet "
-                   "FILE gets those rows unless --output-format says otherwise (then they must agree).")
-@json_option
-@ray_option
-@counts_passes
-def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbours, group_components, keep, drop_list,
-          seed, top_k, block_size, output_format, output, json_out, **options):
+@_common_options
+def dupes(threshold, top, skip_exact, top_k, block_size, output_format, output, json_out, **options):
     """The most similar caption pairs of DATA: pairs of different images (groups) whose
     captions embed almost alike, most similar first, with the content words they share in
     one colour and the words only one of them has in another ([shared] and {differs} when
@@ -103,86 +88,123 @@ def dupes(threshold, top, skip_exact, examples, quantiles, per_quantile, neighbo
     Captions of one group describe the same image and are never paired.
     Rows (--output-format jsonl/csv/parquet) hold ids, groups, texts, cosine, jaccard,
     shared and differing words and character spans; see `capgeo docs dupes`.
+    `capgeo dupes-examples` shows captions at quantiles of the hardest-companion distribution,
+    `capgeo dupes-sets` groups near-duplicates into sets.
     """
-    from capgeo.errors import CapgeoError
-    from capgeo.findings.duplicates import (
-        DEFAULT_QUANTILES,
-        dupes_section,
-        section_columns,
-        section_rows,
-        write_rows,
-    )
+    from capgeo.findings.duplicates import pairs_section
 
-    if examples and group_components:
-        raise CapgeoError("choose one of --examples and --group-components")
-    if top == 0 and threshold is None and not (examples or group_components):
-        raise CapgeoError("--top 0 lists every pair above --threshold: give --threshold too")
-    if (keep or drop_list) and not group_components:
-        raise CapgeoError("--keep and --drop-list decide per near-duplicate set: add --group-components")
-    example_options = [f"--{name.replace('_', '-')}" for name in ("quantiles", "per_quantile", "neighbours")
-                       if given(name)]
-    if example_options and not examples:  # options that would do nothing are named, not ignored
-        raise CapgeoError(f"{', '.join(example_options).replace('--quantiles', '--quantile')} "
-                          f"{'choose' if len(example_options) > 1 else 'chooses'} the example queries: add --examples")
-    if drop_list is not None and keep is None:
-        keep = "first"
+    _run(lambda captions, embeddings, device: pairs_section(
+        captions, embeddings, threshold=threshold, top=top, skip_exact=skip_exact, top_k=top_k,
+        block_size=block_size, device=device), top_k, output_format, output, json_out, options)
+
+
+@click.command("dupes-examples", short_help="Captions at quantiles of hardest-companion cosine, with their nearest.",
+               epilog=epilog("dupes-examples"))
+@click.option("--quantile", "quantiles", type=FiniteFloatRange(0.0, 1.0), multiple=True, metavar="Q",
+              help="Quantile of hardest-companion cosine (repeatable; default 0.9, as in HN-CLIP's figures).")
+@click.option("--per-quantile", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Query captions per quantile.")
+@click.option("--neighbours", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Nearest other-group captions shown per query.")
+@_common_options
+def dupes_examples(quantiles, per_quantile, neighbours, top_k, block_size, output_format, output, json_out,
+                   **options):
+    """Query captions of DATA whose hardest-companion cosine (their highest cosine with a
+    caption of another image) sits at each quantile of that distribution, each with its
+    nearest captions of other images, shared and differing words marked as `capgeo dupes`
+    marks them. Rows (--output-format jsonl/csv/parquet): one per (query, neighbour);
+    see `capgeo docs dupes`.
+    """
+    from capgeo.findings.duplicates import DEFAULT_QUANTILES, examples_section
+
+    _run(lambda captions, embeddings, device: examples_section(
+        captions, embeddings, quantiles=quantiles or DEFAULT_QUANTILES, per_quantile=per_quantile,
+        neighbours=neighbours, top_k=top_k, block_size=block_size, device=device),
+        top_k, output_format, output, json_out, options)
+
+
+@click.command("dupes-sets", short_help="Sets of near-duplicate captions; optionally keep one per set.",
+               epilog=epilog("dupes-sets"))
+@click.option("--threshold", type=PairThreshold(), default=DEFAULT_NEAR_DUPLICATE_THRESHOLD, show_default=True,
+              metavar="T", help="Captions are linked by pairs with cosine >= T.")
+@click.option("--keep", type=click.Choice(KEEP_POLICIES), default=None,
+              help="Keep one caption per set (first in the data, longest, shortest, or random with --seed) and "
+                   "say what dropping the others removes.")
+@click.option("--drop-list", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+              callback=writable_output,
+              help="Write the ids of the captions dropped (by --keep, first by default), one per line, to FILE.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of --keep random.")
+@_common_options
+def dupes_sets(threshold, keep, drop_list, seed, top_k, block_size, output_format, output, json_out, **options):
+    """Sets of near-duplicate captions of DATA: connected components of the pairs of different
+    images with cosine >= --threshold, largest first, with each set's size and weakest link.
+    Sets chain: two members can be far below the threshold when each is close to a third
+    (the smallest cosine between two members is shown). With --keep or --drop-list, one
+    caption per set is kept and the summary says how many captions and images dropping the
+    others removes. Rows (--output-format jsonl/csv/parquet): one per set; see `capgeo docs dupes`.
+    """
+    from capgeo.findings.duplicates import sets_section
+
+    policy = keep or ("first" if drop_list is not None else None)
+    _run(lambda captions, embeddings, device: sets_section(
+        captions, embeddings, threshold=threshold, keep=policy, seed=seed, top_k=top_k, block_size=block_size,
+        device=device), top_k, output_format, output, json_out, options,
+        before_output=lambda section: _write_drop_list(section, drop_list))
+
+
+def _write_drop_list(section: dict, drop_list: str | None) -> None:
+    if drop_list is None:
+        return
+    from capgeo.findings.leak import write_id_list
+
+    write_id_list(section["dedup"]["dropped_ids"], drop_list)
+    click.echo(f"Wrote {drop_list} ({len(section['dedup']['dropped_ids']):,} caption ids)", err=True)
+
+
+def _run(compute, top_k: int, output_format: str | None, output: str | None, json_out: str | None, options: dict,
+         before_output=None) -> dict:
+    """Load and embed DATA, compute the section, and write it: the JSON (--json), the drop list,
+    then the text or rows (to -o FILE, else stdout, which JSON to stdout keeps to itself)."""
     suffix_format = ROW_SUFFIXES.get(os.path.splitext(output)[1].lower()) if output else None
-    if suffix_format is not None and not given("output_format"):
-        output_format = suffix_format  # -o pairs.parquet wrote terminal text into a .parquet file
-    elif suffix_format is not None and output_format != suffix_format:
-        raise CapgeoError(f"-o {output} is a {suffix_format} file name but --output-format is {output_format}; "
-                          "make them agree (or leave --output-format out)")
-    if output_format == "parquet" and output is None:
-        raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
+    output_format = output_format or suffix_format or "text"
     if output_format == "parquet":
-        refuse_redirected_to_a_file(output)  # the parquet writer opens the name: refused before the work
-    if is_standard_output(json_out) and output is None and output_format in ("jsonl", "csv"):
-        # both would go to stdout, where the rows cannot follow the JSON
-        raise CapgeoError(f"--json without a FILE and --output-format {output_format} both write to stdout: "
-                          "give the rows a file (-o FILE) or the JSON one (--json FILE)")
+        # the parquet writer opens the name: refused before the work; a terminal cannot show parquet
+        refuse_redirected_to_a_file(output)
+        if output is None and not is_standard_output(json_out) and _is_terminal(sys.stdout):
+            raise CapgeoError("parquet is binary and standard output is a terminal: give -o FILE.parquet "
+                              "or redirect standard output to a file")
     refuse_path_clashes()
     captions = load_from_options(options)
     check_options_before_encoding(captions, top_k=top_k)
     device = options["device"]  # the pass runs where the encoder does (embed_from_options takes the option)
     embeddings = embed_from_options(captions, options)
-    components_threshold = None
-    if group_components:
-        components_threshold = DEFAULT_COMPONENT_THRESHOLD if threshold is None else threshold
-    pairs = not (examples or group_components)
-    section = dupes_section(
-        # without a pair list there is no pair threshold or limit to record (the JSON claimed them)
-        captions, embeddings, threshold=threshold if pairs else None, limit=(top or None) if pairs else None,
-        pairs=pairs, examples=examples,
-        quantiles=quantiles or DEFAULT_QUANTILES, n_per_quantile=per_quantile, neighbours=neighbours,
-        components_threshold=components_threshold, top_k=top_k, block_size=block_size, skip_exact=skip_exact,
-        keep=keep, seed=seed, device=device,
-    )
-    if drop_list is not None:
-        from capgeo.findings.leak import write_id_list
-
-        write_id_list(section["dedup"]["dropped_ids"], drop_list)
-        click.echo(f"Wrote {drop_list} ({len(section['dedup']['dropped_ids']):,} caption ids)", err=True)
+    section = compute(captions, embeddings, device)
+    if before_output is not None:
+        before_output(section)
     for note in section["warnings"]:
         click.echo(f"Warning: {note}", err=True)
-    for note in unused_option_notes(
-            ("skip_exact", examples or group_components, "leaves exact copies out of the pair list, which "
-                                                          "--examples / --group-components replace"),
-            ("seed", keep != "random", "chooses the caption --keep random keeps; --keep random was not given"),
-            ("top", not pairs, "sets how many pairs are listed, which --examples / --group-components replace"),
-            ("threshold", examples, "sets the pair list's cosine floor, which --examples replaces")):
-        click.echo(f"Note: {note}", err=True)
     if json_out is not None:
         from capgeo.cli.options import print_json
 
         print_json(section, json_out)
     if is_standard_output(json_out) and output is None:
-        return  # stdout holds the JSON alone
+        return section  # stdout holds the JSON alone
     if output_format == "text":
         _write_text(section, output)
     else:
+        from capgeo.findings.duplicates import section_columns, section_rows, write_rows
+
         write_rows(section_rows(section), output_format, output, stream=sys.stdout, columns=section_columns(section))
     if output is not None:
         click.echo(f"Wrote {output}", err=True)
+    return section
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # closed or replaced streams are no terminal
+        return False
 
 
 def _write_text(section: dict, output: str | None) -> None:

@@ -21,8 +21,20 @@ EXAMPLES = {
     "dupes": (
         ("the 20 most similar pairs, exact copies left out",
          "capgeo dupes captions.json --encoder longclip-L --top 20 --skip-exact"),
-        ("near-duplicate sets, one caption kept per set, the others' ids written",
-         "capgeo dupes captions.json --group-components --keep longest --drop-list drop.txt"),
+        ("every pair at cosine 0.9 or more, as rows for other tools",
+         "capgeo dupes captions.json --threshold 0.9 --top 0 -o pairs.parquet"),
+    ),
+    "dupes-examples": (
+        ("captions at the median and the 90th percentile of hardest-companion cosine, under Long-CLIP-L",
+         "capgeo dupes-examples captions.json --encoder longclip-L --quantile 0.5 --quantile 0.9"),
+        ("one query per quantile with its five nearest captions, as JSON",
+         "capgeo dupes-examples captions.json --per-quantile 1 --neighbours 5 --json examples.json"),
+    ),
+    "dupes-sets": (
+        ("near-duplicate sets under Long-CLIP-L, one caption kept per set, the others' ids written",
+         "capgeo dupes-sets captions.json --encoder longclip-L --keep longest --drop-list drop.txt"),
+        ("sets linked at cosine 0.9, one row per set",
+         "capgeo dupes-sets captions.json --threshold 0.9 -o sets.jsonl"),
     ),
     "leak": (
         ("COCO-style training captions against a test split, ids to drop written",

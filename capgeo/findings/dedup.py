@@ -1,6 +1,6 @@
 """Dedup decisions: keep one caption per near-duplicate set, drop the others, and say what that changes.
 
-The sets are the connected components of `capgeo dupes --group-components`; which caption
+The sets are the connected components of `capgeo dupes-sets`; which caption
 stays is a named policy (:data:`KEEP_POLICIES`). The summary counts the captions and the
 images (groups left with no caption) removed, and the hardest-companion mean before and
 after, the latter read off the same top-k companion lists (each remaining caption's first

@@ -33,7 +33,7 @@ from capgeo.progress import labelled, progress_bar
 
 SCHEMA = "capgeo.dupes/1"
 
-#: default quantile of the hardest-companion distribution for --examples (HN-CLIP's figures)
+#: default quantile of the hardest-companion distribution for `capgeo dupes-examples` (HN-CLIP's figures)
 DEFAULT_QUANTILES = (0.9,)
 
 
@@ -542,13 +542,19 @@ def exact_copies_at_or_above(vectors: np.ndarray, group_codes, codes: np.ndarray
     return total
 
 
+#: the pair floor that lists every pair: the lowest cosine
+EVERY_PAIR = -1.0
+
+
 def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = 50,
                   pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                   n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
                   block_size: int | None = None, max_pairs: int = 1_000_000, skip_exact: bool = False,
                   near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, scan=None,
                   keep: str | None = None, seed: int = 0, device: str | None = None) -> dict:
-    """Everything `capgeo dupes` finds, as one JSON-ready dict (shape in docs/dupes.md).
+    """The engine behind :func:`pairs_section`, :func:`examples_section`, :func:`sets_section` and
+    :func:`gallery_section`: any of their parts in one JSON-ready dict (shape in docs/dupes.md),
+    from one scan of the vectors.
 
     ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.
     Pairs are mined when ``pairs`` (exact copies left out when ``skip_exact``), with
@@ -589,18 +595,21 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
     if hasattr(source, "info"):
         section["encoder"] = source.info.to_dict()
     if pairs:
+        # no threshold and no limit lists every pair of different images (up to max_pairs)
+        floor = EVERY_PAIR if threshold is None and limit is None else threshold
+
         def mine(count):
-            return collecting_warnings(near_duplicate_pairs, captions, source, threshold=threshold, limit=count,
+            return collecting_warnings(near_duplicate_pairs, captions, source, threshold=floor, limit=count,
                                        max_pairs=max_pairs, **shared)
 
         if skip_exact and vectors is not None:
             # the pass itself leaves copies out, so the list is mined once, at its length
             codes = text_codes(captions.texts)
             with labelled("most similar pairs, exact copies left out"):
-                mined = collecting_warnings(near_duplicate_pairs, captions, source, threshold=threshold, limit=limit,
+                mined = collecting_warnings(near_duplicate_pairs, captions, source, threshold=floor, limit=limit,
                                             max_pairs=max_pairs, exclude_codes=codes,
                                             **{**shared, "scan": None})
-            cutoff = mined[-1].cosine if limit is not None and len(mined) == limit else threshold
+            cutoff = mined[-1].cosine if limit is not None and len(mined) == limit else floor
             section["n_exact_skipped"] = exact_copies_at_or_above(vectors, captions.group_codes, codes,
                                                                   -np.inf if cutoff is None else cutoff)
         elif skip_exact:  # a scan only: the copies among its pairs are dropped (the list may come out shorter)
@@ -637,6 +646,48 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
 
             section["dedup"] = dedup_section(captions, vectors, scan, found, keep, seed, block_size, device)
     return section
+
+
+def pairs_section(captions, source, *, threshold: float | None = None, top: int | None = 50,
+                  skip_exact: bool = False, top_k: int = 10, block_size: int | None = None,
+                  device: str | None = None) -> dict:
+    """`capgeo dupes`: the ``top`` most similar caption pairs of different images at or above
+    ``threshold`` (None: no floor), most similar first; ``top`` 0 or None lists every such pair
+    (at most 1,000,000). ``skip_exact`` leaves exact copies out. Beside them, the exact total of
+    near-duplicate pairs (cosine >= 0.95). ``source``: vectors, Embeddings or a PairScan."""
+    return dupes_section(captions, source, threshold=threshold, limit=top or None, pairs=True, examples=False,
+                         skip_exact=skip_exact, top_k=top_k, block_size=block_size, device=device)
+
+
+def examples_section(captions, source, *, quantiles: Sequence[float] = DEFAULT_QUANTILES, per_quantile: int = 3,
+                     neighbours: int = 3, top_k: int = 10, block_size: int | None = None,
+                     device: str | None = None) -> dict:
+    """`capgeo dupes-examples`: ``per_quantile`` query captions at each quantile of the
+    hardest-companion distribution, each with its ``neighbours`` nearest captions of other images."""
+    return dupes_section(captions, source, threshold=None, limit=None, pairs=False, examples=True,
+                         quantiles=quantiles, n_per_quantile=per_quantile, neighbours=neighbours, top_k=top_k,
+                         block_size=block_size, device=device)
+
+
+def sets_section(captions, source, *, threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, keep: str | None = None,
+                 seed: int = 0, top_k: int = 10, block_size: int | None = None, device: str | None = None) -> dict:
+    """`capgeo dupes-sets`: near-duplicate sets (connected components of the pairs at or above
+    ``threshold``), largest first; with ``keep`` (a policy of
+    :data:`capgeo.defaults.KEEP_POLICIES`; ``seed`` for random) the captions that keeping one
+    per set drops, and what that removes."""
+    return dupes_section(captions, source, threshold=None, limit=None, pairs=False, examples=False,
+                         components_threshold=threshold, keep=keep, seed=seed, top_k=top_k, block_size=block_size,
+                         device=device)
+
+
+def gallery_section(captions, embeddings, *, pairs: int, quantiles: Sequence[float], scan=None,
+                    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD) -> dict:
+    """The report's near-duplicate gallery: the ``pairs`` most similar pairs (as :func:`pairs_section`)
+    and one example query at each of ``quantiles``, with its three nearest captions, from one scan
+    (``scan``: the profile's, when its companions are exact); near-duplicates counted at the
+    profile's ``near_duplicate_threshold``."""
+    return dupes_section(captions, embeddings, limit=pairs, quantiles=quantiles, n_per_quantile=1, neighbours=3,
+                         scan=scan, near_duplicate_threshold=near_duplicate_threshold)
 
 
 def _grouped_examples(captions, examples: list[Example]) -> list[dict]:
@@ -697,7 +748,7 @@ def _csv_cell(value):
 
 def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, columns: Sequence[str] = (),
                parquet_schema: dict | None = None) -> None:
-    """Write rows as jsonl, csv or parquet: atomically to ``output``, or to ``stream`` (jsonl/csv only).
+    """Write rows as jsonl, csv or parquet: atomically to ``output``, or to ``stream``.
 
     In csv, list columns (words, spans, component members) are JSON-encoded strings;
     jsonl and parquet keep them as lists (of structs for spans). With no rows, csv and
@@ -710,8 +761,6 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, colu
 
     if fmt not in ROW_FORMATS:
         raise CapgeoError(f"format: expected one of {', '.join(ROW_FORMATS)}, got {fmt!r}")
-    if output is None and fmt == "parquet":
-        raise CapgeoError("--output-format parquet needs an output file (-o FILE)")
     if fmt == "jsonl":
         text = "".join(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
     elif fmt == "csv":
@@ -727,6 +776,13 @@ def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, colu
                      else pl.DataFrame(schema={column: pl.String for column in columns}))
         from capgeo._atomic import MARK_KEY, output_mark
 
+        if output is None:  # the file's bytes, to a stream that a shell redirected or piped
+            import io
+
+            buffer = io.BytesIO()
+            frame.write_parquet(buffer, metadata={MARK_KEY: output_mark()})
+            write_all(stream, buffer.getvalue())
+            return
         with atomic_path(output) as tmp:
             frame.write_parquet(tmp, metadata={MARK_KEY: output_mark()})
         return

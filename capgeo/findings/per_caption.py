@@ -2,7 +2,7 @@
 
 Everything here is read off what the profile's pass already computed (each caption's
 top-k companions) plus the encoder's token counts; near-duplicate sets are the
-components of `capgeo dupes --group-components` at the profile's threshold, found from
+components of `capgeo dupes-sets` at the profile's threshold, found from
 the same companion lists (crowded captions re-searched exactly).
 """
 

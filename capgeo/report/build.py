@@ -74,14 +74,14 @@ def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gam
         scan = None
     notes = []
     if dupes and not profile.get("dupes"):
-        from capgeo.findings.duplicates import dupes_section
+        from capgeo.findings.duplicates import gallery_section
 
         # the profile's own near-duplicate threshold: a filled gallery counted at the default 0.95 beside
         # a summary counted at the profile's (0 pairs at >= 0.95 against 29 at >= 0.5, on one page)
         threshold = (profile.get("options") or {}).get("near_duplicate_threshold")
-        profile["dupes"] = dupes_section(captions, embeddings, limit=DUPES_PAIRS, quantiles=DUPES_QUANTILES,
-                                         n_per_quantile=1, neighbours=3, scan=scan,
-                                         **({} if threshold is None else {"near_duplicate_threshold": threshold}))
+        profile["dupes"] = gallery_section(captions, embeddings, pairs=DUPES_PAIRS, quantiles=DUPES_QUANTILES,
+                                           scan=scan,
+                                           **({} if threshold is None else {"near_duplicate_threshold": threshold}))
     elif not dupes and not profile.get("dupes"):
         notes.append(NO_DUPES_NOTE)
     if gamma and not profile.get("gamma"):

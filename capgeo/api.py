@@ -1,0 +1,345 @@
+"""capgeo from Python in one call per question: the profile, near-duplicate pairs, train/eval leakage, a gamma.
+
+Each function takes a dataset as :func:`capgeo.captions.load_captions` does (a path, a glob, a
+polars or pandas DataFrame, a pyarrow Table, a ``datasets.Dataset``, a list of captions or of
+dicts, or a CaptionSet already loaded; ``load_options`` such as ``text_column`` go to the
+loader) and an encoder: a spec string (``"longclip-L"``, ``"vectors:emb.npy"``; None = the
+embedded default), Embeddings from :func:`capgeo.encoders.embed`, or precomputed vectors (an
+(N, d) array, row i for caption i). Each returns a frozen dataclass whose ``to_dict()`` is the
+matching command's ``--json`` object and, where the result is a table, ``to_polars()``.
+
+Results are computed by the same library calls as the commands (capgeo.findings); this module
+only loads, embeds and wraps, so ``import capgeo`` stays light: everything numerical is
+imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from capgeo.defaults import LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
+
+__all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "near_duplicates", "leak", "suggest_gamma"]
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class NearDuplicates:
+    """The most similar caption pairs of different images (`capgeo dupes`, docs/dupes.md)."""
+
+    n_captions: int
+    n_groups: int
+    threshold: float | None            # the floor asked for (None: none)
+    top: int | None                    # pairs asked for (None: every pair at or above the floor)
+    pairs: tuple[dict, ...]            # pair rows, most similar first (fields in docs/dupes.md)
+    near_duplicate_threshold: float    # the cosine at which two captions are near-duplicates
+    n_near_duplicate_pairs: int | None  # all such pairs in the dataset (None: more than 1,000,000)
+    n_exact_duplicate_pairs: int | None  # of those, exact copies
+    n_exact_skipped: int | None        # exact copies left out (skip_exact), else None
+    encoder: dict | None
+    warnings: tuple[str, ...]
+    _json: dict = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, section: dict) -> "NearDuplicates":
+        near = section["near_duplicates"]
+        return cls(section["n_captions"], section["n_groups"], section["threshold"], section["limit"],
+                   tuple(section["pairs"]), near["threshold"], near["n_pairs"], near["n_exact_duplicate_pairs"],
+                   section.get("n_exact_skipped"), section.get("encoder"), tuple(section["warnings"]),
+                   copy.deepcopy(section))
+
+    def to_dict(self) -> dict:
+        """The `capgeo dupes --json` object (``capgeo.dupes/1``)."""
+        return copy.deepcopy(self._json)
+
+    def to_polars(self):
+        """One row per pair, the columns of `capgeo dupes -o pairs.parquet`."""
+        from capgeo.findings.duplicates import PAIR_COLUMNS
+
+        return _frame(self.pairs, PAIR_COLUMNS)
+
+
+@dataclass(frozen=True)
+class EvalLeak:
+    """One evaluation set's captions with a twin in the training set (docs/leak.md)."""
+
+    source: str
+    n_captions: int
+    n_leaked: int
+    share_leaked: float
+    n_exact: int
+    leaked_ids: tuple[str, ...]
+    train_ids_to_drop: tuple[str, ...]
+    pairs: tuple[dict, ...]            # the closest (eval, train) pairs, closest first
+
+
+@dataclass(frozen=True)
+class Leak:
+    """Evaluation captions with an exact or near twin in the training set (`capgeo leak`)."""
+
+    train_source: str
+    threshold: float
+    normalize: str
+    evals: tuple[EvalLeak, ...]        # one per evaluation set, in the order given
+    train_ids_to_drop: tuple[str, ...]  # every set's, in training-set order
+    encoder: dict | None
+    _json: dict = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, result: dict) -> "Leak":
+        evals = tuple(EvalLeak(entry["source"], entry["n_captions"], entry["n_leaked"], entry["share_leaked"],
+                               entry["n_exact"], tuple(entry["leaked_ids"]), tuple(entry["train_ids_to_drop"]),
+                               tuple(entry["pairs"])) for entry in result["evals"])
+        return cls(result["train"]["source"], result["threshold"], result["normalize"], evals,
+                   tuple(result["train_ids_to_drop"]), result["encoder"], copy.deepcopy(result))
+
+    @property
+    def n_leaked(self) -> int:
+        return sum(entry.n_leaked for entry in self.evals)
+
+    def to_dict(self) -> dict:
+        """The `capgeo leak --json` object (``capgeo.leak/1``)."""
+        return copy.deepcopy(self._json)
+
+    def to_polars(self):
+        """One row per listed pair of every evaluation set, its ``eval_source`` first."""
+        rows = [{"eval_source": entry.source, **pair} for entry in self.evals for pair in entry.pairs]
+        return _frame(rows, ("eval_source",))
+
+
+@dataclass(frozen=True)
+class GammaSuggestion:
+    """A starting HN-CLIP gamma with its plausible range (`capgeo gamma`, docs/gamma.md)."""
+
+    gamma: float                       # the headline suggestion (concentration view)
+    range: tuple[float, float]
+    batch_size: int                    # the headline batch size it is for
+    logit_scale: float
+    logit_scale_source: str
+    margin_matched_gamma: float | None
+    encoder_caution: str | None        # set when the encoder is not a tower training fine-tunes
+    batches: tuple[dict, ...]          # per batch size: suggestion, margins, why, grid (docs/gamma.md)
+    _json: dict = field(repr=False, compare=False)
+
+    @classmethod
+    def from_dict(cls, profile: dict) -> "GammaSuggestion":
+        section = profile["gamma"]
+        low, high = section["suggested_range"]
+        return cls(section["suggested_gamma"], (low, high), section["headline_batch_size"], section["logit_scale"],
+                   section["logit_scale_source"], section["margin_matched_gamma"], section["encoder_caution"],
+                   tuple(section["batches"]), copy.deepcopy(profile))
+
+    def to_dict(self) -> dict:
+        """The `capgeo gamma --json` object (a ``capgeo.profile/1`` with its gamma section)."""
+        return copy.deepcopy(self._json)
+
+    def to_polars(self):
+        """The diagnostics table: one row per (batch size, gamma of the grid)."""
+        rows = [{"batch_size": entry["batch_size"], **row} for entry in self.batches for row in entry["grid"]]
+        return _frame(rows, ("batch_size",))
+
+
+def _frame(rows: Sequence[dict], columns: Sequence[str]):
+    import polars as pl
+
+    if not rows:
+        return pl.DataFrame(schema={column: pl.String for column in columns})
+    return pl.DataFrame(list(rows), infer_schema_length=None)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _captions(data, load_options: dict):
+    """A CaptionSet as it is, else whatever load_captions reads."""
+    if hasattr(data, "texts") and hasattr(data, "group_codes"):
+        return data
+    from capgeo.captions import load_captions
+
+    return load_captions(data, **load_options)
+
+
+def _embeddings(captions, encoder, *, device, cache_dir, role: str = "vectors"):
+    """Embeddings of ``captions``: ``encoder`` as Embeddings, as (N, d) vectors, or a spec (or an
+    encoder already loaded) to embed with."""
+    if hasattr(encoder, "vectors") and hasattr(encoder, "info"):
+        embeddings = encoder
+    elif encoder is None or isinstance(encoder, str) or hasattr(encoder, "encode"):  # a spec or a loaded encoder
+        from capgeo.encoders import embed
+
+        return embed(captions, encoder, device=device, cache_dir=cache_dir)
+    else:
+        embeddings = _from_vectors(encoder, role)
+    if len(embeddings.vectors) != len(captions):
+        from capgeo.errors import CapgeoError
+
+        raise CapgeoError(f"{role}: {len(embeddings.vectors):,} rows for {len(captions):,} captions; expected one "
+                          "row per caption, in the dataset's order")
+    return embeddings
+
+
+#: the encoder spec results name for vectors given as an array
+ARRAY_SPEC = "vectors (array)"
+
+
+def _from_vectors(vectors, role: str):
+    """Precomputed vectors as Embeddings: unit rows, of unknown encoder and token counts."""
+    import hashlib
+
+    import numpy as np
+
+    from capgeo.encoders.base import EncoderInfo, Embeddings
+    from capgeo.encoders.precomputed import KIND, normalise_rows
+    from capgeo.errors import CapgeoError
+
+    array = np.asarray(vectors)
+    if array.ndim != 2 or array.shape[0] == 0 or not np.issubdtype(array.dtype, np.number):
+        raise CapgeoError(f"{role}: expected an (N, d) array of numbers, one row per caption, got "
+                          f"{array.dtype} of shape {array.shape}")
+    unit = np.ascontiguousarray(normalise_rows(array, role))
+    info = EncoderInfo(spec=ARRAY_SPEC, kind=KIND, name="array", width=int(unit.shape[1]), context_length=0,
+                       logit_scale=None, fingerprint=hashlib.sha256(unit.tobytes()).hexdigest())
+    return Embeddings(vectors=unit, token_counts=np.full(len(unit), -1, dtype=np.int64), max_tokens=0, info=info,
+                      origin="precomputed")
+
+
+def _check(captions, **concerns) -> None:
+    from capgeo.preflight import check_before_encoding
+
+    check_before_encoding(captions, use_cache=False, **concerns)
+
+
+# --------------------------------------------------------------------------- the calls
+
+
+#: the keyword arguments of profile() that say how to read ``data`` (load_captions'); the rest are ProfileOptions'
+_LOAD_OPTIONS = ("format", "text_column", "captions_column", "id_column", "group_column", "split", "limit")
+
+
+def profile(data, encoder=None, batch_size=None, *, device: str | None = None, cache_dir=None,
+            use_cache: bool = True, max_tokens: int | None = None, gamma: bool = True,
+            logit_scale: float | None = None, progress: bool | None = None, **options):
+    """The profile of a dataset's captions in one call: what `capgeo profile DATA --json` writes,
+    as a typed :class:`capgeo.geometry.typed_profile.Profile` (``plain(profile)`` gives the dict).
+
+    ``data``: anything :func:`capgeo.captions.load_captions` reads (a path, a glob of shards, a
+    polars or pandas DataFrame, a list of dicts, a ``datasets.Dataset``...), read as its
+    keyword arguments ``format``, ``text_column``, ..., ``limit`` say. ``encoder``: a spec
+    (`capgeo encoders`: "ViT-L-14/openai", "longclip-L", "vectors:emb.npy"), a loaded encoder, or
+    None for the embedded all-MiniLM-L6-v2. ``batch_size``: your training run's effective
+    contrastive batch, or several (headline first); None: the policy's 128, or every image of a
+    smaller dataset. With ``gamma`` (the default) the suggested HN-CLIP gamma is included. Other
+    keyword arguments are :class:`capgeo.geometry.profile_options.ProfileOptions` fields (seed,
+    n_batches, buckets, top_k, near_duplicate_threshold, mode, ...). Raises capgeo's errors
+    (capgeo.errors) for bad data or options.
+    """
+    import numbers
+
+    from capgeo.captions import load_captions
+    from capgeo.errors import CapgeoError
+    from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.geometry.typed_profile import Profile
+    from capgeo.pipeline import EncodeOptions, profile_dataset
+
+    if batch_size is not None:
+        if "batch_sizes" in options:
+            raise CapgeoError("give batch_size or batch_sizes, not both")
+        options["batch_sizes"] = (batch_size,) if isinstance(batch_size, numbers.Integral) else tuple(batch_size)
+    load_options = {name: options.pop(name) for name in _LOAD_OPTIONS if name in options}
+    captions = load_captions(data, **load_options)
+    encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
+    result = profile_dataset(captions, encode, ProfileOptions.of(None, **options), gamma=gamma,
+                             logit_scale=logit_scale, progress=progress)
+    return Profile.from_dict(result)
+
+
+def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = 50,
+                    skip_exact: bool = False, device: str | None = None, cache_dir: str | None = None,
+                    **load_options) -> NearDuplicates:
+    """The ``top`` most similar caption pairs of different images at or above ``threshold``
+    (None: no floor), most similar first, exactly as `capgeo dupes` lists them; ``top`` 0 or
+    None lists every such pair. ``skip_exact`` leaves exact copies out.
+
+    >>> found = capgeo.near_duplicates("data/docci_sample.jsonlines", threshold=0.8, top=None)
+    >>> found.n_near_duplicate_pairs, found.to_polars().select("id_a", "id_b", "cosine")
+    """
+    from capgeo.findings.duplicates import pairs_section
+
+    captions = _captions(data, load_options)
+    _check(captions)
+    embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
+    return NearDuplicates.from_dict(pairs_section(captions, embeddings, threshold=threshold, top=top,
+                                                  skip_exact=skip_exact, device=device))
+
+
+def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = LEAK_THRESHOLD, top: int = LEAK_TOP,
+         normalize: str = LEAK_NORMALIZE, device: str | None = None, cache_dir: str | None = None,
+         **load_options) -> Leak:
+    """The captions of ``eval_set`` (and of each of ``more_evals``) with an exact or near twin
+    (cosine >= ``threshold``) in ``train``, under one encoder, as `capgeo leak` finds them.
+    ``encoder``: a spec (None: the embedded default) that embeds every set, or one array of
+    vectors (or Embeddings) per set, train first (``[train_vectors, eval_vectors]``).
+
+    >>> found = capgeo.leak("train.json", "test.json", encoder="longclip-L")
+    >>> found.evals[0].share_leaked, found.train_ids_to_drop[:5]
+    """
+    from capgeo.findings.leak import leak_section
+    from capgeo.pipeline import vectors_for_different_sets
+
+    train_set = _captions(train, load_options)
+    eval_sets = [_captions(data, load_options) for data in (eval_set, *more_evals)]
+    sets = [train_set, *eval_sets]
+    if encoder is None or isinstance(encoder, str):
+        encoder = vectors_for_different_sets(encoder, train_set, eval_sets)  # a vectors file fits sets by id
+        per_set = [encoder] * len(sets)
+    else:
+        per_set = list(encoder)
+        if len(per_set) != len(sets):
+            from capgeo.errors import CapgeoError
+
+            raise CapgeoError(f"encoder: {len(per_set)} arrays of vectors for {len(sets)} caption sets; "
+                              "give one per set, train first")
+    roles = ["train vectors", *(f"eval vectors {k}" for k in range(1, len(eval_sets) + 1))]
+    train_embeddings, *eval_embeddings = [_embeddings(captions, vectors, device=device, cache_dir=cache_dir,
+                                                      role=role)
+                                          for captions, vectors, role in zip(sets, per_set, roles)]
+    fingerprints = {embeddings.info.fingerprint for embeddings in (train_embeddings, *eval_embeddings)
+                    if embeddings.info.spec == ARRAY_SPEC}
+    if fingerprints:  # arrays, one per set, stand for one encoder: a fingerprint of them all
+        import dataclasses
+        import hashlib
+
+        joint = hashlib.sha256("".join(sorted(fingerprints)).encode()).hexdigest()
+        train_embeddings, *eval_embeddings = [
+            dataclasses.replace(e, info=dataclasses.replace(e.info, fingerprint=joint))
+            if e.info.spec == ARRAY_SPEC else e for e in (train_embeddings, *eval_embeddings)]
+    result = leak_section(train_set, train_embeddings, list(zip(eval_sets, eval_embeddings)), threshold=threshold,
+                          top=top, normalize=normalize, device=device)
+    return Leak.from_dict(result)
+
+
+def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] | None = None,
+                  logit_scale: float | None = None, seed: int = 0, device: str | None = None,
+                  cache_dir: str | None = None, **load_options) -> GammaSuggestion:
+    """A starting HN-CLIP gamma for these captions under ``encoder``, at the training batch
+    ``batch_size`` (default 128, the paper's; several: the first is the headline) and logit
+    scale (default: the checkpoint's, else 100), as `capgeo gamma` suggests it.
+
+    >>> capgeo.suggest_gamma("captions.json", encoder="longclip-L", batch_size=256).gamma
+    """
+    from capgeo.findings.gamma import gamma_profile
+    from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
+
+    captions = _captions(data, load_options)
+    _check(captions)
+    requested = [batch_size] if isinstance(batch_size, int) else list(batch_size or ())
+    resolved = resolve_batch_sizes(requested, captions.n_groups)
+    for size in resolved.sizes:
+        check_gamma_batch_size(size, captions.n_groups)
+    embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
+    return GammaSuggestion.from_dict(gamma_profile(captions, embeddings, logit_scale=logit_scale,
+                                                   batch_sizes=resolved.sizes, seed=seed))
