@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import itertools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,15 +95,26 @@ def expand_source(spec) -> list[Path]:
 
 def shard_files(folder: Path) -> list[Path]:
     """A folder's shard files (SHARD_FORMATS), searched through its subfolders, in path order;
-    hidden files and folders (.git, .cache) are left out."""
-    found = []
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder).parts
-        if any(part.startswith(".") for part in relative) or not path.is_file():
-            continue
-        if path.suffix.lower() in SHARD_FORMATS:
-            found.append(path)
-    return found
+    hidden files and folders (.git, .cache) are left out, and so are unreadable subfolders and links
+    to folders, as Path.rglob leaves them (which took a millisecond per shard, in pathlib)."""
+    found: list[tuple[tuple[str, ...], str]] = []
+
+    def search(directory: str, parts: tuple[str, ...]) -> None:
+        try:
+            with os.scandir(directory) as entries:
+                listed = list(entries)
+        except OSError:
+            return
+        for entry in listed:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                search(entry.path, (*parts, entry.name))
+            elif os.path.splitext(entry.name)[1].lower() in SHARD_FORMATS and entry.is_file():
+                found.append(((*parts, entry.name), entry.path))
+
+    search(str(folder), ())
+    return [Path(path) for _, path in sorted(found)]
 
 
 def shards_format(files: list[Path], source) -> str:
