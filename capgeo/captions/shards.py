@@ -32,6 +32,23 @@ HF_SPLIT_NAMES = ("train", "validation", "valid", "val", "dev", "test", "eval", 
 MAX_NAMED = 5
 
 
+def shard_format(name) -> str | None:
+    """The format of a shard named ``name`` (SHARD_FORMATS), also compressed (``part-0.jsonl.gz``:
+    jsonl, decompressed as it is read); None for other files."""
+    from capgeo.captions.compressed import inner_suffix
+
+    return SHARD_FORMATS.get(inner_suffix(name))
+
+
+def shard_stem(name: str) -> str:
+    """A shard's name without its suffix, nor its compression suffix (``train-00000-of-00002``)."""
+    from capgeo.captions.compressed import compression_of
+
+    if compression_of(name):
+        name = name.rpartition(".")[0]
+    return name.rpartition(".")[0] if "." in name else name
+
+
 def is_pattern(spec) -> bool:
     """Does ``spec`` hold glob characters or a brace group (and so name several files)?"""
     text = str(spec)
@@ -94,7 +111,7 @@ def expand_source(spec) -> list[Path]:
 
 
 def shard_files(folder: Path) -> list[Path]:
-    """A folder's shard files (SHARD_FORMATS), searched through its subfolders, in path order;
+    """A folder's shard files (:func:`shard_format`), searched through its subfolders, in path order;
     hidden files and folders (.git, .cache) are left out, and so are unreadable subfolders and links
     to folders, as Path.rglob leaves them (which took a millisecond per shard, in pathlib)."""
     found: list[tuple[tuple[str, ...], str]] = []
@@ -110,7 +127,7 @@ def shard_files(folder: Path) -> list[Path]:
                 continue
             if entry.is_dir(follow_symlinks=False):
                 search(entry.path, (*parts, entry.name))
-            elif os.path.splitext(entry.name)[1].lower() in SHARD_FORMATS and entry.is_file():
+            elif shard_format(entry.name) is not None and entry.is_file():
                 found.append(((*parts, entry.name), entry.path))
 
     search(str(folder), ())
@@ -121,11 +138,12 @@ def shards_format(files: list[Path], source) -> str:
     """The one format all ``files`` share; files of two formats are an error naming one of each."""
     formats: dict[str, Path] = {}
     for path in files:
-        suffix = path.suffix.lower()
-        if suffix not in SHARD_FORMATS:
+        found = shard_format(path)
+        if found is None:
             raise DataError(f"{path}: a shard of {source} that capgeo cannot read as part of a table; expected "
-                            f"{', '.join(sorted(SHARD_FORMATS))}")
-        formats.setdefault(SHARD_FORMATS[suffix], path)
+                            f"{', '.join(sorted(SHARD_FORMATS))} (JSON-lines, CSV and TSV also compressed: "
+                            f".gz, .zst, .bz2, .xz)")
+        formats.setdefault(found, path)
     if len(formats) > 1:
         named = ", ".join(f"{path.name} ({kind})" for kind, path in formats.items())
         raise DataError(f"{source}: the files are of {len(formats)} formats ({named}); shards of one dataset share "
@@ -147,7 +165,7 @@ def hub_shards(files: list[Path], root: Path | None) -> tuple[list[Shard], bool]
     shards = []
     hub = bool(files)
     for path in files:
-        match = _HF_SHARD.match(path.name[: -len(path.suffix)] if path.suffix else path.name)
+        match = _HF_SHARD.match(shard_stem(path.name))
         if match:
             shards.append(Shard(path, match["split"]))
             continue
