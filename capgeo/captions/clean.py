@@ -175,9 +175,9 @@ def _columnar_caption_set(raw: RawCaptions, *, split: str | None, limit: int | N
     # a caption that starts and ends with printable ASCII has nothing to strip and is visible: kept as
     # it is. The others (null, empty, other first or last characters) are decided by the row rules.
     # Ids made here ("<group>#<k>", row numbers) are distinct by construction; given ones are checked,
-    # and a duplicate goes to the row rules, which name it. Both tests in one select, which polars runs
-    # in its threads, on the columns as read (a frame of columns chunked unlike one another, such as
-    # the shards' texts beside ids made in one piece, would be copied into one chunk first)
+    # and a duplicate goes to the row rules, which name it; so does an empty id or group. The tests run
+    # in one select, in polars' threads, on the columns as read (a frame of columns chunked unlike one
+    # another, such as the shards' texts beside ids made in one piece, would be copied into one chunk)
     given_ids = isinstance(raw.ids, pl.Series)
     keys = ({"id": ids} if given_ids else {}) | ({"group": groups} if isinstance(raw.groups, pl.Series) else {})
     tests = pl.DataFrame({"text": texts} | keys).select(
