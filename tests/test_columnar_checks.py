@@ -43,6 +43,8 @@ def test_all_distinct_agrees_with_a_set_where_cut_hashes_meet():
     ids = [f"img{index:07d}_{random.Random(index).random():.6f}" for index in range(200_000)]
     values = pl.Series(ids)
     cut = _cut(values).to_numpy()
+    hashes = values.to_frame("id").select(pl.col("id").hash(seed=0)).to_series().to_numpy()
+    assert (cut == (hashes & 0xFFFFFFFF)).all()  # the low 32 bits
     assert len(np.unique(cut)) < len(cut), "the case needs cut hashes that meet"
     assert _all_distinct(values, _cut(values)) is True
     doubled = pl.Series(ids + [ids[12345]])

@@ -238,14 +238,14 @@ def _printable_edges(text: pl.Expr) -> pl.Expr:
 
 def _cut_hash(values: pl.Expr) -> pl.Expr:
     """Each value's 64-bit hash cut to its low 32 bits (for :func:`_all_distinct`)."""
-    return (values.hash(seed=0) & 0xFFFFFFFF).cast(pl.UInt32)
+    return values.hash(seed=0).cast(pl.UInt32, wrap_numerical=True)
 
 
 def _all_distinct(values: pl.Series, cut: pl.Series) -> bool:
     """Are the (non-null) strings ``values`` all different? ``cut`` holds their hashes cut to 32 bits
     (:func:`_cut_hash`), which are sorted (numpy sorts them with SIMD, several times faster than a
-    hash set of the strings or of their 64-bit hashes); only the values whose cut hashes meet (about
-    n**2 / 2**33 pairs) are then compared as strings."""
+    hash set of the strings or of their 64-bit hashes, and than sorting those); only the values
+    whose cut hashes meet (about n**2 / 2**33 pairs) are then compared as strings."""
     import numpy as np
 
     ordered = np.sort(cut.to_numpy())
