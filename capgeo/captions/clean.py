@@ -226,14 +226,13 @@ def _columnar_caption_set(raw: RawCaptions, *, split: str | None, limit: int | N
 def _printable_edges(text: pl.Expr) -> pl.Expr:
     """True where the text's first and last characters are printable ASCII (U+0021..U+007E), False
     where not or where the text is empty or null. A UTF-8 byte below 0x80 is a whole character, so
-    the first and last bytes tell (reading two bytes took a third of the time of slicing out the
-    first and last characters)."""
-    if not hasattr(text.bin, "get"):  # polars before bin.get: the characters themselves
-        printable = [chr(code) for code in range(0x21, 0x7F)]
-        return (text.str.head(1).is_in(printable) & text.str.tail(1).is_in(printable)).fill_null(False)
-    data = text.cast(pl.Binary)
-    return (data.bin.get(0, null_on_oob=True).is_between(0x21, 0x7E)
-            & data.bin.get(-1, null_on_oob=True).is_between(0x21, 0x7E)).fill_null(False)
+    the first and last bytes tell: the first by comparing the text with "!" and "\x7f" (polars
+    compares the leading bytes it keeps beside each string), the last read as a byte. Both took
+    about a fifth of the time of slicing out the first and last characters."""
+    first = (text >= "!") & (text < "\x7f")
+    if not hasattr(text.bin, "get"):  # polars before bin.get: the last character itself
+        return (first & text.str.tail(1).is_in([chr(code) for code in range(0x21, 0x7F)])).fill_null(False)
+    return (first & text.cast(pl.Binary).bin.get(-1, null_on_oob=True).is_between(0x21, 0x7E)).fill_null(False)
 
 
 def _cut_hash(values: pl.Expr) -> pl.Expr:
@@ -248,7 +247,10 @@ def _all_distinct(values: pl.Series, cut: pl.Series) -> bool:
     whose cut hashes meet (about n**2 / 2**33 pairs) are then compared as strings."""
     import numpy as np
 
-    ordered = np.sort(cut.to_numpy())
+    ordered = cut.to_numpy()  # a copy of the shards' chunks, sorted in place (np.sort copies again)
+    if not ordered.flags.writeable:
+        ordered = ordered.copy()
+    ordered.sort()
     meet = ordered[1:] == ordered[:-1]
     if not meet.any():
         return True
