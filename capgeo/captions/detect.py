@@ -6,7 +6,8 @@ from pathlib import PurePosixPath
 
 from capgeo.captions.benchmarks import CAPTION_FILE_SUFFIXES, DOCCI_ID, visible_files
 from capgeo.captions.content import DatasetContent
-from capgeo.captions.shards import SHARD_FORMATS, is_saved_dataset, shard_files, shards_format
+from capgeo.captions.compressed import inner_suffix
+from capgeo.captions.shards import SHARD_FORMATS, is_saved_dataset, shard_files, shard_format, shards_format
 from capgeo.captions.sources import first_json_line, json_kind
 from capgeo.errors import DataError
 
@@ -55,7 +56,9 @@ def _detect_folder(content: DatasetContent) -> str:
     # folder of .txt files beside, say, a .jsonl is not an Urban-1K folder (its .jsonl would be
     # silently ignored), so it must be told with --format
     files = visible_files(folder)
-    suffixes = {path.suffix.lower() for path in files} & CAPTION_FILE_SUFFIXES
+    # a compressed shard counts as its inner format (a .jsonl.gz beside a README.txt is not Urban-1K)
+    suffixes = {inner_suffix(path) if shard_format(path) else path.suffix.lower() for path in files} \
+        & CAPTION_FILE_SUFFIXES
     if suffixes == {".txt"}:
         return "urban1k"
     if suffixes == {".json"}:

@@ -22,6 +22,7 @@ from capgeo.captions.shards import (
     is_saved_dataset,
     saved_dataset_shards,
     shard_files,
+    shard_format,
     shards_format,
 )
 from capgeo.captions.tabular import ColumnChoice, captions_from_table, read_generic
@@ -75,7 +76,11 @@ def load_captions(
     path = Path(path)
     shards = webdataset.find_shards(spec, format)
     if shards is not None:
-        return to_caption_set(webdataset.read_webdataset(shards, columns, path), split=split, limit=limit)
+        def read_tars(rows: int | None) -> tuple[RawCaptions, bool]:
+            raw = webdataset.read_webdataset(shards, columns, path, rows=rows)
+            return raw, rows is None or len(raw.texts) < rows
+
+        return _limited(read_tars, split=split, limit=limit)
     if not path.exists():
         if not is_pattern(spec):
             raise DataError(f"{path}: no such file or folder")
@@ -120,7 +125,7 @@ def _load_folder(folder: Path, format: str, columns: ColumnChoice, *, split, lim
         shards = saved_dataset_shards(folder)
         kind = "datasets save_to_disk folder, {n} Arrow file{s}"
     else:
-        files = [file for file in shard_files(folder) if SHARD_FORMATS[file.suffix.lower()] == format]
+        files = [file for file in shard_files(folder) if shard_format(file) == format]
         if not files:
             raise DataError(f"{folder}: --format {format} given, but the folder holds no {format} files "
                             f"(looked for {', '.join(s for s, f in SHARD_FORMATS.items() if f == format)})")
@@ -163,10 +168,15 @@ def _load_shards(shards: list[Shard], format: str, columns: ColumnChoice, *, sou
         raw.files = files
         return raw, complete
 
+    return _limited(read, split=split, limit=limit)
+
+
+def _limited(read, *, split, limit) -> CaptionSet:
+    """The caption set of ``read(rows)`` -> (the first ``rows`` rows (all when None), whether that is
+    all there are). ``--limit`` reads only as many rows as it needs: the first ``limit`` rows, more
+    while skipped rows or a split filter leave too few."""
     if limit is None:
         return to_caption_set(read(None)[0], split=split)
-    # --limit reads only as many rows as it needs: the first `limit` rows, more while skipped rows or
-    # a split filter leave too few
     rows = limit
     while True:
         raw, complete = read(rows)

@@ -118,11 +118,12 @@ def shown_name(path: Path, source) -> str:
 
 
 class _Where:
-    """'train-00001-of-00004.parquet, row 17': a row's shard and its row within it. The shards' row
-    counts are read (from their metadata) only when a message needs them."""
+    """'train-00001-of-00004.parquet, row 17': a row's shard and its row within it. The shards' names
+    and row counts (read from their metadata) are made only when a message needs them."""
 
-    def __init__(self, names: list[str], counts, single: bool):
-        self._names = names
+    def __init__(self, files: list[Path], source, counts, single: bool):
+        self._files = files
+        self._source = source
         self._counts = counts
         self._starts: list[int] | None = None
         self._single = single
@@ -134,7 +135,7 @@ class _Where:
             counts = self._counts()
             self._starts = [sum(counts[:index]) for index in range(len(counts))]
         shard = bisect.bisect_right(self._starts, row) - 1
-        return f"{self._names[shard]}, row {row - self._starts[shard] + 1}"
+        return f"{shown_name(self._files[shard], self._source)}, row {row - self._starts[shard] + 1}"
 
 
 def frames_table(files: list[Path], format: str, source, *, splits: Sequence | None = None,
@@ -181,7 +182,7 @@ def frames_table(files: list[Path], format: str, source, *, splits: Sequence | N
             return _collected(lambda: pl.concat(parts, how="vertical_relaxed") if len(parts) > 1 else parts[0],
                               source)
 
-    where = _Where([shown_name(path, source) for path in files], counts, single=len(files) == 1)
+    where = _Where(files, source, counts, single=len(files) == 1)
     cache: dict = {}
 
     def prefetch(names: list[str]) -> None:

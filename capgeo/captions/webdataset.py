@@ -35,7 +35,9 @@ from capgeo.errors import DataError
 if TYPE_CHECKING:
     import tarfile
 
-TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd")
+#: the first bytes of a zstd frame
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: caption member extensions, then .json keys, tried in order when no column is named
 CAPTION_MEMBERS = ("txt", "text", "caption")
 CAPTION_KEYS = ("caption", "text", "txt")
@@ -76,23 +78,27 @@ def find_shards(path, format: str = "auto") -> list[Path] | None:
     else:
         shards = None
     if shards is None and format == "webdataset":
-        raise DataError(f"{path}: expected webdataset shards (a .tar, .tar.gz or .tgz file, a folder of them, "
+        raise DataError(f"{path}: expected webdataset shards (a .tar, .tar.gz, .tgz or .tar.zst file, a folder of them, "
                         "or a pattern such as shards/{00000..00099}.tar)")
     return shards
 
 
 def read_webdataset(shards: Sequence[Path], columns, source: Path | None = None, *,
-                    progress: bool | None = None) -> RawCaptions:
+                    progress: bool | None = None, rows: int | None = None) -> RawCaptions:
     """The captions of the samples of ``shards`` (read in order), as :class:`RawCaptions`.
 
-    ``columns``: a capgeo.captions.tabular.ColumnChoice (what the column options name)."""
+    ``columns``: a capgeo.captions.tabular.ColumnChoice (what the column options name). ``rows``:
+    stop once that many captions are read (``--limit``): the rest of that shard and the later
+    shards are not read, nor opened."""
     from capgeo.progress import progress_bar
 
     reader = _Samples(columns)
     sizes = [_size(shard) for shard in shards]
     with progress_bar("Reading shards", total=sum(sizes), enabled=progress) as bar:
         for shard, size in zip(shards, sizes):
-            reader.read_shard(shard)
+            if rows is not None and len(reader.texts) >= rows:
+                break
+            reader.read_shard(shard, stop=rows)
             bar.advance(size)
     return reader.captions(Path(source) if source is not None else Path(shards[0]))
 
@@ -126,7 +132,9 @@ class _Samples:
         self.keys: dict[str, None] = {}
         self._last_members = self._last_keys = None
 
-    def read_shard(self, shard: Path) -> None:
+    def read_shard(self, shard: Path, stop: int | None = None) -> None:
+        """The shard's samples, until ``stop`` captions are gathered when given (then the rest of the
+        shard is left unread, its end unchecked)."""
         import tarfile  # here, not at start-up
         import zlib
 
@@ -152,6 +160,8 @@ class _Samples:
                     if prefix != key:
                         if key is not None:
                             self._add(key, members, name, shard, read)
+                            if stop is not None and len(self.texts) >= stop:
+                                return
                         key, members = prefix, {}
                     if suffix in members:
                         raise DataError(f"{shard}: sample {key}: two members named {member.name}")
@@ -171,7 +181,7 @@ class _Samples:
                 raise DataError(f"{shard}: cannot read: {error.strerror or error}") from None
             if key is None:
                 raise DataError(f"{shard}: not a tar archive, or damaged at its start ({_reason(error)}); expected "
-                                "a webdataset shard (.tar or .tar.gz)") from None
+                                "a webdataset shard (.tar, .tar.gz or .tar.zst)") from None
             raise DataError(f"{shard}: the tar is truncated or damaged in sample {key} ({_reason(error)}); "
                             "expected a complete webdataset shard") from None
 
@@ -258,8 +268,9 @@ def _skip_reason(columns) -> str:
 
 
 class _open:
-    """The shard as a TarFile read forward (a .tar.gz through gzip), and the uncompressed
-    shard's file size (None for a .tar.gz, whose size is known only once it is read)."""
+    """The shard as a TarFile read forward (a .tar.gz through gzip, a .tar.zst through zstandard),
+    and the uncompressed shard's file size (None for a compressed one, whose size is known only once
+    it is read)."""
 
     def __init__(self, shard: Path):
         self.shard = shard
@@ -273,10 +284,14 @@ class _open:
         self.handles.append(raw)
         size = os.fstat(raw.fileno()).st_size
         fileobj = raw
-        if raw.read(2) == b"\x1f\x8b":
+        head = raw.read(4)
+        raw.seek(0)
+        if head[:2] == b"\x1f\x8b":
             fileobj, size = _LastBlock(gzip.GzipFile(fileobj=raw, mode="rb")), None
             self.handles.append(fileobj)
-        raw.seek(0)
+        elif head == ZSTD_MAGIC:
+            fileobj, size = _LastBlock(_ZstdStream(self.shard)), None
+            self.handles.append(fileobj)
         archive = tarfile.open(fileobj=fileobj, mode="r:")
         self.handles.append(archive)
         return archive, size
@@ -285,6 +300,48 @@ class _open:
         for handle in reversed(self.handles):
             handle.close()
         return False
+
+
+class _ZstdStream:
+    """A .tar.zst shard read forward as the tar it holds (tarfile reads forward, and seeks forward
+    over the members it passes); input that ends inside a zstd frame is an EOFError, as a cut gzip
+    stream's is (zstandard's own stream reader ends quietly there). Needs the zstandard package."""
+
+    def __init__(self, shard: Path):
+        from capgeo.captions.compressed import _zstd_chunks
+
+        self.chunks = _zstd_chunks(shard)
+        self.buffer = bytearray()
+        self.position = 0
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            while size is None or size < 0 or len(self.buffer) < size:
+                chunk = next(self.chunks, None)
+                if chunk is None:
+                    break
+                self.buffer += chunk
+        except EOFError:
+            raise EOFError("the zstd stream ends early") from None
+        count = len(self.buffer) if size is None or size < 0 else min(size, len(self.buffer))
+        data = bytes(self.buffer[:count])
+        del self.buffer[:count]
+        self.position += count
+        return data
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        target = offset if whence == os.SEEK_SET else self.position + offset
+        if whence not in (os.SEEK_SET, os.SEEK_CUR) or target < self.position:
+            raise ValueError("a zstd stream is read forward only")
+        while self.position < target and self.read(min(target - self.position, 1 << 20)):
+            pass
+        return self.position
+
+    def close(self) -> None:
+        self.chunks.close()
 
 
 class _LastBlock:
