@@ -97,6 +97,15 @@ def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
     return matrix, checked_group_codes(group_codes, n)
 
 
+def default_threads() -> int:
+    """Threads for work split by hand: as many as BLAS would use (its own setting, which follows
+    OMP_NUM_THREADS and the like), else the CPU count."""
+    from threadpoolctl import threadpool_info
+
+    blas = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    return max(blas) if blas else (os.cpu_count() or 1)
+
+
 @contextlib.contextmanager
 def block_threads(threads: int | None = None):
     """A thread pool for the arithmetic blocks, with BLAS on one thread inside it.
@@ -109,11 +118,10 @@ def block_threads(threads: int | None = None):
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
 
     if threads is None:
-        blas = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
-        threads = max(blas) if blas else (os.cpu_count() or 1)
+        threads = default_threads()
     with threadpool_limits(1, user_api="blas"):
         if threads <= 1:
             yield None
