@@ -207,7 +207,6 @@ class BlockProducts:
 _BIN_BANDS, _PARALLEL_CELLS = 4, 1 << 18
 
 
-
 class ArrayScanState:
     """The numpy twin of :class:`capgeo.geometry.pairwise._ScanState` (fp32 only)."""
 
