@@ -105,6 +105,22 @@ def import_seconds(stderr: str) -> dict[str, float]:
     return totals
 
 
+GOALS = {"profile": 3.0, "no-gamma": 2.0}   # issue #31: x the baseline, wall time
+
+
+def print_ratios(sizes: list[dict]) -> None:
+    """One line a size: the profile's and --no-gamma's wall time over the baseline's, against the goals."""
+    print(f"{'size':>13} {'baseline s':>10} {'profile':>12} {'no-gamma':>12}   (goals: profile <= "
+          f"{GOALS['profile']:g}x, --no-gamma <= {GOALS['no-gamma']:g}x)")
+    for entry in sizes:
+        cells = []
+        for name, goal in GOALS.items():
+            ratio = entry[f"{name}_wall_s"] / entry["baseline_s"]
+            entry[f"{name}_ratio"] = ratio
+            cells.append(f"{ratio:5.2f}x {'met' if ratio <= goal else 'NOT':>4}")
+        print(f"{entry['n']:>7,} x {entry['width']:<3} {entry['baseline_s']:10.2f} {cells[0]:>12} {cells[1]:>12}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="5000x384,5000x768,25000x384,25000x768",
@@ -145,6 +161,7 @@ def main() -> None:
             for name, (wall, cpu) in timings.items():
                 print(f"  {name:<9} {wall:6.2f} s wall ({wall / baseline:4.1f}x), {cpu:6.2f} s CPU "
                       f"({cpu / baseline_cpu:4.1f}x)")
+        print_ratios(results["sizes"])
         n, width = sizes[0]
         captions, vectors = make_data(folder, n, width)
         wall, _, _, stderr = run([sys.executable, "-X", "importtime", "-m", "capgeo", "profile", str(captions),

@@ -476,3 +476,24 @@ def test_stored_reference_constants_are_what_scipy_computes():
     assert gamma_module.REFERENCE.n_captions - 1 == 5099 and gamma_module.REFERENCE.share_at_least_0_8 == 0.9
     # a reference of another size computes its own
     assert gamma_module.expected_max_standard_normal(100) == pytest.approx(2.5076, abs=1e-4)
+
+
+def test_sorted_rows_give_numpys_percentiles_and_the_same_statistics_on_any_threads():
+    """The rows are sorted once for the rule, the margins and the grid: the percentiles read from them
+    are np.percentile's to the bit, and two threads give the one-thread numbers to the bit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(3)
+    for width in (3, 4, 19, 127):
+        rows = rng.uniform(-0.2, 0.99, size=(700, width)).astype(np.float32)
+        expected = np.percentile(rows.astype(np.float64), list(gamma_module.MARGIN_PERCENTS), axis=1)
+        got = gamma_module._sorted_percentiles(np.sort(rows.astype(np.float64), axis=1),
+                                               gamma_module.MARGIN_PERCENTS)
+        assert np.array_equal(got, expected)
+        one = gamma_module._ShareCurve(rows)
+        with ThreadPoolExecutor(2) as pool:
+            two = gamma_module._ShareCurve(rows, pool, 2)
+            assert two.share(37.5) == one.share(37.5)
+            for key, values in two.masses([0.0, 20.0, 90.0], 0.9, 2).items():
+                assert np.array_equal(values, one.masses([0.0, 20.0, 90.0], 0.9, 2)[key])
+        assert gamma_module.margin_cosines(one)["hardest"] == pytest.approx(rows.max(axis=1).astype(np.float64).mean(), rel=1e-12)

@@ -81,3 +81,28 @@ def test_excluded_pairs_are_no_companions_and_no_threshold_pairs():
     rows, columns, _ = result.extra["pairs"]
     assert rows.size and not np.any(codes[rows] == codes[columns])
     assert result.negatives.n == len(vectors) * (len(vectors) - 1) // 2 - result.same_group_pairs_total
+
+
+def test_products_a_tile_ahead_and_banded_bins_give_the_one_thread_bytes(monkeypatch):
+    """With a thread pool the pass computes a tile's products while the tile before it is booked and
+    bins its histogram in row bands; with none, tile by tile on one thread: the same bytes. Repeated
+    vectors make equal cosines, which must go to the lower caption index either way."""
+    vectors, groups = clustered(1300, 24, seed=5)
+    vectors[600:700] = vectors[100:200]  # equal cosines to many captions at once
+    monkeypatch.setattr(cpu_pass, "_PARALLEL_CELLS", 1)
+    monkeypatch.setattr(cpu_pass, "default_threads", lambda: 3)
+    banded = fingerprint(scan(vectors, groups, 512))
+    monkeypatch.setattr(cpu_pass, "default_threads", lambda: 1)
+    assert fingerprint(scan(vectors, groups, 512)) == banded
+
+
+def test_merge_key_orders_as_the_three_key_sort():
+    """(caption ascending, cosine descending) keys of one int64: equal cosines equal (-0.0 and 0.0
+    too), so a stable sort leaves them in the order they came in, as lexsort on the index does."""
+    rng = np.random.default_rng(0)
+    values = rng.choice(np.array([-np.inf, -1, -0.5, -0.0, 0.0, 1e-40, -1e-40, 0.3, np.nextafter(0.3, 1), 1.0],
+                                 dtype=np.float32), 5000)
+    query = rng.integers(0, 50, 5000)
+    index = np.arange(5000)
+    order = np.argsort(cpu_pass._query_then_descending(query, values), kind="stable")
+    assert np.array_equal(order, np.lexsort((index, -values, query)))

@@ -28,7 +28,7 @@ from capgeo.defaults import GAMMA_HARD_EDGE
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
-from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid, logsumexp
+from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 from capgeo.geometry.row_norms import first_non_finite_row, row_norms
 
@@ -142,46 +142,75 @@ def reference_share(gamma: float, reference: ReferenceGeometry = REFERENCE) -> f
 
 # ---------------------------------------------------------------- concentration
 
-def _row_chunks(rows: np.ndarray, max_values: int = 1 << 20):
-    step = max(1, max_values // max(rows.shape[1], 1))
-    for start in range(0, rows.shape[0], step):
-        yield rows[start:start + step].astype(np.float64, copy=False)
-
-
 class _ShareCurve:
-    """Mean effective share of one set of rows as a function of the scaled gamma.
+    """Each in-batch row's softmax statistics as functions of the scaled gamma.
 
-    Each row less its maximum, in float64, is kept from one evaluation to the next, and each
-    scaled gamma's share is remembered: the rule solves three times on the same rows, from the
-    same two interval ends. The arithmetic per evaluation is the one ``effective_negatives``
-    states, in the same order, so every share is the same to the bit."""
+    The rows are kept once, in float64, each sorted ascending and less its maximum (so every
+    exponent is <= 0 and never overflows, and a row's largest values are its last columns),
+    and each scaled gamma's share is remembered: the rule solves three times on the same rows,
+    from the same two interval ends, and the grid, the margins and the rule all read the same
+    sorted rows. Every statistic is symmetric in a row's values, so sorting changes none but
+    the order of the sums. Each row's arithmetic is its own and rows are summed at the end, so
+    neither the chunk size nor the threads change a bit: ``pool`` (from cpu_pass.block_threads, of
+    ``threads`` threads) runs the chunks side by side (numpy releases the GIL in its loops)."""
 
-    #: values per chunk: each row's arithmetic is its own, so the chunk size changes no bit, and
-    #: a chunk this small stays in the CPU's cache through the five passes over it
-    CHUNK_VALUES = 1 << 15
+    #: values per chunk: a chunk this small stays in the CPU's cache through the passes over it
+    CHUNK_VALUES = 1 << 16
 
-    def __init__(self, rows: np.ndarray):
+    def __init__(self, rows: np.ndarray, pool=None, threads: int = 1):
         rows = np.asarray(rows)
+        self.rows, self.pool, self.threads = rows, pool, threads if pool is not None else 1
         self.n_rows, self.n_negatives = rows.shape
-        # logits shifted by the row maximum: z <= 0, so exp never overflows
-        self.centred = [chunk - chunk.max(axis=1, keepdims=True) for chunk in _row_chunks(rows, self.CHUNK_VALUES)]
+        step = max(1, self.CHUNK_VALUES // max(self.n_negatives, 1))
+        self.starts = list(range(0, self.n_rows, step))
+        self.centred = [None] * len(self.starts)
+        # each row's median, 90th percentile and largest value: the margin view's cosines
+        self.order_statistics = np.empty((3, self.n_rows))
+
+        def sort(index, start, _scratch):
+            chunk = np.sort(rows[start:start + step].astype(np.float64), axis=1)
+            self.order_statistics[:2, start:start + len(chunk)] = _sorted_percentiles(chunk, MARGIN_PERCENTS)
+            self.order_statistics[2, start:start + len(chunk)] = chunk[:, -1]
+            chunk -= chunk[:, -1:].copy()
+            self.centred[index] = chunk
+
+        self._each_chunk(sort, scratch=False)
         self.shares: dict[float, float] = {}
+
+    def _each_chunk(self, work, scratch: bool = True) -> None:
+        """work(index, first row, scratch buffers) for every chunk, on the pool's threads in
+        contiguous runs of chunks (each run with its own buffers)."""
+        def run(indices):
+            buffers = None
+            if scratch and indices:
+                buffers = (np.empty_like(self.centred[0]), np.empty_like(self.centred[0]))
+            for index in indices:
+                work(index, self.starts[index], buffers)
+
+        indices = list(range(len(self.starts)))
+        if self.threads < 2 or len(indices) < 2:
+            run(indices)
+            return
+        list(self.pool.map(run, [indices[part::self.threads] for part in range(self.threads)]))
+
+    @staticmethod
+    def _weights(scaled_gamma: float, centred: np.ndarray, buffers):
+        """(w = exp(z), sum of w, sum of w z) for z = scaled_gamma * centred, one chunk's rows."""
+        z, w = buffers[0][:len(centred)], buffers[1][:len(centred)]
+        np.multiply(scaled_gamma, centred, out=z)
+        np.exp(z, out=w)
+        return w, np.einsum("ij->i", w), np.einsum("ij,ij->i", w, z)
 
     def effective(self, scaled_gamma: float) -> np.ndarray:
         out = np.empty(self.n_rows)
-        if not self.centred:
-            return out
-        shifted, unnormalised = np.empty_like(self.centred[0]), np.empty_like(self.centred[0])
-        start = 0
-        for centred in self.centred:
-            z, weights = shifted[:len(centred)], unnormalised[:len(centred)]
-            np.multiply(scaled_gamma, centred, out=z)
-            np.exp(z, out=weights)
-            total = weights.sum(axis=1)
-            # entropy of w = e^z / sum: log(sum) - sum(w z)
-            entropy = np.log(total) - np.multiply(weights, z, out=z).sum(axis=1) / total
-            np.exp(entropy, out=out[start:start + len(centred)])
-            start += len(centred)
+
+        def work(index, start, buffers):
+            centred = self.centred[index]
+            _, total, weighted = self._weights(scaled_gamma, centred, buffers)
+            # entropy of w = e^z / sum: log(sum) - sum(w z) / sum
+            np.exp(np.log(total) - weighted / total, out=out[start:start + len(centred)])
+
+        self._each_chunk(work)
         return out
 
     def share(self, scaled_gamma: float) -> float:
@@ -189,6 +218,53 @@ class _ShareCurve:
         if scaled_gamma not in self.shares:
             self.shares[scaled_gamma] = float(self.effective(scaled_gamma).mean() / self.n_negatives)
         return self.shares[scaled_gamma]
+
+    def masses(self, scaled_gammas, hard_edge: float, top_count: int) -> dict[str, np.ndarray]:
+        """Summed over rows, per scaled gamma: effective negatives, the softmax mass on negatives at
+        or above ``hard_edge`` and on each row's ``top_count`` most similar negatives (exactly that
+        many: tied negatives carry equal weights, so which of them fill the last places does not
+        change the mass)."""
+        per_row = {key: np.empty((len(scaled_gammas), self.n_rows)) for key in ("effective", "hard_mass", "top_mass")}
+        columns = np.arange(self.n_negatives)
+
+        def work(index, start, buffers):
+            centred = self.centred[index]
+            stop = start + len(centred)
+            # a sorted row's negatives at or above the edge are its last ones (compared in float64)
+            hard_count = np.count_nonzero(self.rows[start:stop].astype(np.float64) >= hard_edge, axis=1)
+            in_hard = (columns >= self.n_negatives - hard_count[:, None]).astype(np.float64)
+            for k, scaled_gamma in enumerate(scaled_gammas):
+                w, total, weighted = self._weights(scaled_gamma, centred, buffers)
+                np.exp(np.log(total) - weighted / total, out=per_row["effective"][k, start:stop])
+                np.divide(np.einsum("ij,ij->i", w, in_hard), total, out=per_row["hard_mass"][k, start:stop])
+                np.divide(np.einsum("ij->i", w[:, self.n_negatives - top_count:]), total,
+                          out=per_row["top_mass"][k, start:stop])
+
+        self._each_chunk(work)
+        return {key: values.sum(axis=1) for key, values in per_row.items()}
+
+
+#: the margin view's percentiles of each row (with its largest value)
+MARGIN_PERCENTS = (50, 90)
+
+
+def _sorted_percentiles(sorted_rows: np.ndarray, percents) -> np.ndarray:
+    """(len(percents), rows): percentiles of rows sorted ascending, as np.percentile's linear method
+    computes them (its interpolation between order statistics, numpy.lib's _lerp, written out)."""
+    n = sorted_rows.shape[1]
+    index = (n - 1) * (np.asarray(percents, dtype=np.float64) / 100)
+    below = np.floor(index).astype(np.intp)
+    above = np.minimum(below + 1, n - 1)
+    fraction = (index - below)[:, None]
+    low, high = sorted_rows[:, below].T, sorted_rows[:, above].T
+    difference = high - low
+    out = low + difference * fraction
+    np.subtract(high, difference * (1 - fraction), out=out, where=np.broadcast_to(fraction >= 0.5, out.shape))
+    return out
+
+
+def _curve(rows) -> _ShareCurve:
+    return rows if isinstance(rows, _ShareCurve) else _ShareCurve(rows)
 
 
 def effective_negatives(rows: np.ndarray, scaled_gamma: float) -> np.ndarray:
@@ -199,10 +275,10 @@ def effective_negatives(rows: np.ndarray, scaled_gamma: float) -> np.ndarray:
     return _ShareCurve(rows).effective(scaled_gamma)
 
 
-def mean_effective_share(rows: np.ndarray, scaled_gamma: float) -> float:
+def mean_effective_share(rows, scaled_gamma: float) -> float:
     """Mean over rows of effective negatives / negatives per row. Decreasing in scaled_gamma:
     d(entropy)/d(scaled_gamma) = -scaled_gamma * (weighted variance of the row's cosines)."""
-    return _ShareCurve(rows).share(scaled_gamma)
+    return _curve(rows).share(scaled_gamma)
 
 
 def solve_scaled_gamma(rows, target_share: float, low: float, high: float) -> tuple[float, str | None]:
@@ -211,7 +287,7 @@ def solve_scaled_gamma(rows, target_share: float, low: float, high: float) -> tu
     ``rows`` are the in-batch rows (or their _ShareCurve, to solve several targets on them).
     Returns (value, None), or the interval end and "low"/"high" when the target lies
     outside what the interval reaches (the caller reports it as clipped)."""
-    curve = rows if isinstance(rows, _ShareCurve) else _ShareCurve(rows)
+    curve = _curve(rows)
 
     def excess(scaled_gamma):
         return curve.share(scaled_gamma) - target_share
@@ -298,35 +374,19 @@ def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values:
     return out
 
 
-def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: float, *,
+def grid_diagnostics(rows, logit_scale: float, gammas, hard_edge: float, *,
                      cosines: dict | None = None) -> list[dict]:
     """For each gamma: how concentrated the caption-geometry part of each row's softmax is.
 
     Row i's weights over its negatives are w_ij ∝ exp(s * gamma * G_ij) (S is unknown at
-    initialisation without image embeddings, so it is left out). ``cosines``: the rows'
-    margin_cosines, when the caller has them."""
-    rows = np.asarray(rows)
-    n_negatives = rows.shape[1]
+    initialisation without image embeddings, so it is left out). ``rows``: the in-batch rows or
+    their _ShareCurve; ``cosines``: the rows' margin_cosines, when the caller has them."""
+    curve = _curve(rows)
+    n_negatives = curve.n_negatives
     top_count = max(1, math.ceil(0.1 * n_negatives))
-    sums = {key: np.zeros(len(gammas)) for key in ("effective", "hard_mass", "top_mass")}
-    # (the chunk size sets how the masses are summed: changing it would change their last bits)
-    for chunk in _row_chunks(rows, 1 << 19):
-        # exactly top_count negatives a row: a threshold test (>= the k-th largest) would take in every
-        # negative tied with it (100% of the mass on a dataset of equal cosines). Tied negatives
-        # carry equal weights, so which of them fill the last places does not change the mass.
-        in_top = np.zeros(chunk.shape, dtype=bool)
-        np.put_along_axis(in_top, np.argpartition(-chunk, top_count - 1, axis=1)[:, :top_count], True, axis=1)
-        in_hard = chunk >= hard_edge
-        log_weights, weights = np.empty_like(chunk), np.empty_like(chunk)
-        for k, gamma in enumerate(gammas):
-            logits = np.multiply(logit_scale * gamma, chunk, out=log_weights)
-            logits -= logsumexp(logits, axis=1, keepdims=True)
-            np.exp(log_weights, out=weights)
-            sums["effective"][k] += np.exp(-np.multiply(weights, log_weights, out=log_weights).sum(axis=1)).sum()
-            sums["hard_mass"][k] += np.multiply(weights, in_hard, out=log_weights).sum()
-            sums["top_mass"][k] += np.multiply(weights, in_top, out=log_weights).sum()
-    n_rows = rows.shape[0]
-    cosines = margin_cosines(rows) if cosines is None else cosines
+    sums = curve.masses([logit_scale * gamma for gamma in gammas], hard_edge, top_count)
+    n_rows = curve.n_rows
+    cosines = margin_cosines(curve) if cosines is None else cosines
     median, hardest = cosines["median"], cosines["hardest"]
     out = []
     for k, gamma in enumerate(gammas):
@@ -347,15 +407,12 @@ def grid_diagnostics(rows: np.ndarray, logit_scale: float, gammas, hard_edge: fl
     return out
 
 
-def margin_cosines(rows: np.ndarray) -> dict:
+def margin_cosines(rows) -> dict:
     """Mean over rows of each row's median, 90th-percentile (linear interpolation) and largest
-    negative cosine: the G_ij at which the margin gamma * G_ij is read."""
-    rows = np.asarray(rows)
-    sums = np.zeros(3)
-    for chunk in _row_chunks(rows, 1 << 19):
-        sums[:2] += np.percentile(chunk, [50, 90], axis=1).sum(axis=1)
-        sums[2] += chunk.max(axis=1).sum()
-    median, p90, hardest = sums / max(rows.shape[0], 1)
+    negative cosine: the G_ij at which the margin gamma * G_ij is read. ``rows``: the in-batch
+    rows or their _ShareCurve."""
+    curve = _curve(rows)
+    median, p90, hardest = curve.order_statistics.sum(axis=1) / max(curve.n_rows, 1)
     return {"median": float(median), "p90": float(p90), "hardest": float(hardest)}
 
 
@@ -370,7 +427,7 @@ def paper_margin(reference: ReferenceGeometry = REFERENCE) -> float:
     return reference.gamma * reference.mean_pairwise
 
 
-def margin_view(rows: np.ndarray, mean_cosine: float, suggested_gamma: float,
+def margin_view(rows, mean_cosine: float, suggested_gamma: float,
                 reference: ReferenceGeometry = REFERENCE, *, cosines: dict | None = None) -> dict:
     """The margin reading of gamma beside the concentration rule: margins gamma * G at the
     suggested gamma on these rows, the paper default's on the reference rows, and the
@@ -439,13 +496,13 @@ def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, 
 
 # ---------------------------------------------------------------- the rule
 
-def suggest_for_rows(rows: np.ndarray, logit_scale: float, reference: ReferenceGeometry = REFERENCE,
+def suggest_for_rows(rows, logit_scale: float, reference: ReferenceGeometry = REFERENCE,
                      clip: tuple[float, float] = GAMMA_CLIP) -> dict:
-    """Apply the rule to one batch size's in-batch rows. Depends on the logit scale only through
-    s * gamma: the scaled gamma is solved for, then divided by s."""
+    """Apply the rule to one batch size's in-batch rows (or their _ShareCurve). Depends on the
+    logit scale only through s * gamma: the scaled gamma is solved for, then divided by s."""
     low, high = logit_scale * clip[0], logit_scale * clip[1]
     target = reference_share(reference.gamma, reference)
-    curve = _ShareCurve(rows)   # three solves on the same rows
+    curve = _curve(rows)   # three solves on the same rows
     scaled, clipped = solve_scaled_gamma(curve, target, low, high)
     ends, ends_clipped = [], []
     for reference_gamma in reference.range_gammas:
@@ -592,21 +649,25 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
         image_vectors = check_image_vectors(image_vectors, n_groups, vectors.shape[1], image_source)
 
     from capgeo.geometry.batches import sample_batches
+    from capgeo.geometry.cpu_pass import block_threads, default_threads
 
     per_batch_size = []
+    threads = default_threads()
     # four steps a batch size (its rows, the suggestion, the grid, the image losses): one step would be
     # a bar that sat at 0/1 for most of the run
-    with progress_bar("gamma diagnostics", 4 * len(batch_sizes), enabled=progress) as bar:
+    with progress_bar("gamma diagnostics", 4 * len(batch_sizes), enabled=progress) as bar, \
+            block_threads(threads) as pool:
         for batch_size in batch_sizes:
             batches = sample_batches(group_codes, batch_size, n_batches, seed)
             rows = in_batch_negative_rows(vectors, batches)
             bar.advance(1)
             spread = float(rows.std(axis=1, dtype=np.float64).mean())
-            suggestion = suggest_for_rows(rows, scale, reference)
+            curve = _ShareCurve(rows, pool, threads)   # sorted once, for the rule, the margins and the grid
+            suggestion = suggest_for_rows(curve, scale, reference)
             mean_cosine = float(rows.mean(dtype=np.float64))
             bar.advance(1)
-            cosines = margin_cosines(rows)   # read by the grid and the margin view
-            grid_rows = grid_diagnostics(rows, scale, grid, hard_edge, cosines=cosines)
+            cosines = margin_cosines(curve)   # read by the grid and the margin view
+            grid_rows = grid_diagnostics(curve, scale, grid, hard_edge, cosines=cosines)
             bar.advance(1)
             entry = {
                 "batch_size": batch_size,

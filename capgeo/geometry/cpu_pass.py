@@ -27,7 +27,8 @@ import numpy as np
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.geometry.distribution import bin_scale_offset
-from capgeo.geometry.partials import Moments, PairPartial, TooManyPairs, exact_units
+from capgeo.geometry.partials import ALL_SQUARES, ALL_SUM, SAME_SQUARES, SAME_SUM, PairPartial, TooManyPairs, \
+    exact_units, pass_partial
 
 #: rows of the vectors in one arithmetic block: every cosine is one entry of an A x A product.
 #: 256 costs nothing measurable against one product per 2048-row tile on a 2-core CPU
@@ -97,6 +98,15 @@ def prepare_arrays(vectors, group_codes) -> tuple[np.ndarray, np.ndarray]:
     return matrix, checked_group_codes(group_codes, n)
 
 
+def default_threads() -> int:
+    """Threads for work split by hand: as many as BLAS would use (its own setting, which follows
+    OMP_NUM_THREADS and the like), else the CPU count."""
+    from threadpoolctl import threadpool_info
+
+    blas = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
+    return max(blas) if blas else (os.cpu_count() or 1)
+
+
 @contextlib.contextmanager
 def block_threads(threads: int | None = None):
     """A thread pool for the arithmetic blocks, with BLAS on one thread inside it.
@@ -109,11 +119,10 @@ def block_threads(threads: int | None = None):
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
 
     if threads is None:
-        blas = [pool["num_threads"] for pool in threadpool_info() if pool.get("user_api") == "blas"]
-        threads = max(blas) if blas else (os.cpu_count() or 1)
+        threads = default_threads()
     with threadpool_limits(1, user_api="blas"):
         if threads <= 1:
             yield None
@@ -194,8 +203,8 @@ class BlockProducts:
             target[...] = upper.T
 
 
-# slots of the exact sums: every counted pair, then the same-group pairs among them
-_ALL_SUM, _ALL_SQUARES, _SAME_SUM, _SAME_SQUARES = range(4)
+#: a tile's histogram is binned in this many row bands on the block threads, from this many cells
+_BIN_BANDS, _PARALLEL_CELLS = 4, 1 << 18
 
 
 class ArrayScanState:
@@ -209,6 +218,10 @@ class ArrayScanState:
         self.exclude = exclude_codes
         self.products = BlockProducts(matrix, pool=pool)
         n, size = grid.n, self.products.size
+        # tiles of whole arithmetic blocks have their products computed a tile ahead, beside this
+        # tile's bookkeeping, by another BlockProducts (its own kept and padded blocks): the same
+        # floats, from the same products
+        self._ahead = BlockProducts(matrix, pool=pool) if pool is not None and grid.block_size >= size else None
         # padded group codes of the arithmetic blocks: padding rows belong to no group
         self._block_count = -(-n // size)
         padded = np.full(self._block_count * size, -1, dtype=np.int64)
@@ -224,9 +237,11 @@ class ArrayScanState:
             self._exclude_high = [int(exclude_codes[start:end].max()) for start, end in spans]
         cells = grid.block_size * grid.block_size
         self._tile = np.empty(cells, dtype=np.float32)
+        self._next_tile = np.empty(cells, dtype=np.float32) if self._ahead is not None else None
         self._position = np.empty(cells, dtype=np.float32) if histograms else None
         self._index = np.empty(cells, dtype=np.intp) if histograms else None
         self._scratch = np.empty(size * size, dtype=np.float32)
+        self._mask = np.empty(cells, dtype=bool)   # the cells a tile's step picks out
         self._upper = np.triu(np.ones((size, size), dtype=np.float32), 1)
         self._upper_mask = self._upper.astype(bool)
         # the lower triangle and diagonal of a diagonal tile: pairs counted elsewhere, or self-pairs
@@ -248,19 +263,53 @@ class ArrayScanState:
 
     # ------------------------------------------------------------------ one tile
 
-    def add_tile(self, row_block: int, column_block: int) -> None:
+    def add_tiles(self, tiles, advance=None) -> None:
+        """Every tile of ``tiles`` (row-major order), each tile's products computed while the
+        tile before it is booked. ``advance(1)`` after each tile."""
+        if self._ahead is None or len(tiles) < 2:
+            for row_block, column_block in tiles:
+                self.add_tile(row_block, column_block)
+                if advance is not None:
+                    advance(1)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        buffers = [self._tile, self._next_tile]
+        with ThreadPoolExecutor(max_workers=1) as producer:
+            pending = producer.submit(self._products, *tiles[0], self._ahead, buffers[0])
+            for number, (row_block, column_block) in enumerate(tiles):
+                tile = pending.result()
+                if number + 1 < len(tiles):
+                    pending = producer.submit(self._products, *tiles[number + 1], self._ahead, buffers[(number + 1) % 2])
+                self._book(row_block, column_block, tile)
+                if advance is not None:
+                    advance(1)
+
+    def _products(self, row_block: int, column_block: int, products: "BlockProducts", buffer: np.ndarray) -> np.ndarray:
+        """The tile's cosines, into ``buffer``."""
         row_start, row_end = self.grid.span(row_block)
         column_start, column_end = self.grid.span(column_block)
-        rows, columns = row_end - row_start, column_end - column_start
-        tile = self._tile[:rows * columns].reshape(rows, columns)
-        self.products.tile_into(row_start, row_end, column_start, column_end, tile)
+        tile = buffer[:(row_end - row_start) * (column_end - column_start)].reshape(row_end - row_start,
+                                                                                  column_end - column_start)
+        products.tile_into(row_start, row_end, column_start, column_end, tile)
+        return tile
+
+    def add_tile(self, row_block: int, column_block: int) -> None:
+        self._book(row_block, column_block, self._products(row_block, column_block, self.products, self._tile))
+
+    def _book(self, row_block: int, column_block: int, tile: np.ndarray) -> None:
+        """Everything a tile's cosines feed (``tile``: they, which this changes)."""
+        row_start, row_end = self.grid.span(row_block)
+        column_start, column_end = self.grid.span(column_block)
+        rows, columns = tile.shape
         diagonal = row_block == column_block
         self._touched[row_start:row_end] = True
         self._touched[column_start:column_end] = True
         same = None
         if self._code_low[row_block] <= self._code_high[column_block] and \
                 self._code_low[column_block] <= self._code_high[row_block]:
-            same = np.nonzero(self.groups[row_start:row_end, None] == self.groups[None, column_start:column_end])
+            same = _cells(np.equal(self.groups[row_start:row_end, None], self.groups[None, column_start:column_end],
+                                   out=self._mask[:rows * columns].reshape(rows, columns)))
         if self.histograms_on:
             self._add_block_sums(tile, row_start, row_end, column_start, column_end)
             self._histogram(tile, same, diagonal)
@@ -282,9 +331,9 @@ class ArrayScanState:
             if self.count_threshold is not None:
                 self._n_at_or_above += int(np.count_nonzero(counted >= self.count_threshold))
         if self.top_k:
-            self._update(tile, row_start, column_start)
+            self._update(tile, row_start, column_start, by_column=False)
             if not diagonal:
-                self._update(tile.T, column_start, row_start)
+                self._update(tile, column_start, row_start, by_column=True)
         self._tiles += 1
 
     def _add_block_sums(self, tile, row_start, row_end, column_start, column_end) -> None:
@@ -327,13 +376,13 @@ class ArrayScanState:
             if not same.any():
                 same = None
         values = counted.copy() if same is not None else None
-        self._sums[_ALL_SUM] += exact_units(_block_total(counted))
-        self._sums[_ALL_SQUARES] += exact_units(_block_total(np.multiply(counted, counted, out=counted)))
+        self._sums[ALL_SUM] += exact_units(_block_total(counted))
+        self._sums[ALL_SQUARES] += exact_units(_block_total(np.multiply(counted, counted, out=counted)))
         if same is None:
             return
         np.multiply(values, same, out=values)
-        self._sums[_SAME_SUM] += exact_units(_block_total(values))
-        self._sums[_SAME_SQUARES] += exact_units(_block_total(np.multiply(values, values, out=values)))
+        self._sums[SAME_SUM] += exact_units(_block_total(values))
+        self._sums[SAME_SQUARES] += exact_units(_block_total(np.multiply(values, values, out=values)))
 
     def _histogram(self, tile, same, diagonal) -> None:
         """Bin counts, min and max of the tile's pairs (the upper triangle of a diagonal tile).
@@ -342,23 +391,39 @@ class ArrayScanState:
         rows, columns = tile.shape
         position = self._position[:rows * columns].reshape(rows, columns)
         index = self._index[:rows * columns].reshape(rows, columns)
-        np.multiply(tile, self._scale, out=position)
-        np.add(position, self._offset, out=position)
-        np.clip(position, 0, bins - 1, out=position)
-        np.copyto(index, position, casting="unsafe")  # >= 0 after the clip, where truncation is floor
+
+        def bin_rows(start, stop):
+            """The bin counts of rows [start, stop), their bin indices left in ``index``."""
+            part, where = position[start:stop], index[start:stop]
+            np.multiply(tile[start:stop], self._scale, out=part)
+            np.add(part, self._offset, out=part)
+            np.clip(part, 0, bins - 1, out=part)
+            np.copyto(where, part, casting="unsafe")  # >= 0 after the clip, where truncation is floor
+            if diagonal:
+                np.copyto(where, bins, where=self._lower[start:stop, :columns])  # overflow bin, discarded
+            return np.bincount(where.reshape(-1), minlength=bins + 1)
+
+        # row bands on the block threads (numpy releases the GIL in each step): integer counts,
+        # so the bands change nothing
+        pool = self.products.pool
+        if pool is None or rows * columns < _PARALLEL_CELLS:
+            counts = bin_rows(0, rows)
+        else:
+            step = -(-rows // _BIN_BANDS)
+            bands = [(start, min(start + step, rows)) for start in range(0, rows, step)]
+            counts = sum(pool.map(lambda band: bin_rows(*band), bands))
         counted_same = same
-        if diagonal:
-            np.copyto(index, bins, where=self._lower[:rows, :columns])  # overflow bin, discarded
-            if same is not None:
-                upper = same[0] < same[1]
-                counted_same = same[0][upper], same[1][upper]
+        if diagonal and same is not None:
+            upper = same[0] < same[1]
+            counted_same = same[0][upper], same[1][upper]
         if counted_same is not None and counted_same[0].size:
             inside = tile[counted_same]
-            self.same_counts += np.bincount(index[counted_same], minlength=bins + 1)
+            same_counts = np.bincount(index[counted_same], minlength=bins + 1)
+            self.same_counts += same_counts
+            counts -= same_counts
             self.same_range = [min(self.same_range[0], float(inside.min())),
                                max(self.same_range[1], float(inside.max()))]
-            index[counted_same] = bins
-        self.negative_counts += np.bincount(index.reshape(-1), minlength=bins + 1)
+        self.negative_counts += counts
         # extremes of the negatives: a diagonal tile's lower triangle mirrors its upper one, so only
         # the self-pairs and the same-group cells are set to values that cannot win
         if same is None and not diagonal:
@@ -376,7 +441,8 @@ class ArrayScanState:
             self.negative_range = [min(self.negative_range[0], low), max(self.negative_range[1], high)]
 
     def _collect_pairs(self, counted, row_start, column_start) -> None:
-        rows, columns = np.nonzero(counted >= self.threshold)
+        rows, columns = _cells(np.greater_equal(counted, self.threshold,
+                                                out=self._mask[:counted.size].reshape(counted.shape)))
         if not rows.size:
             return
         self._pairs.append((rows + row_start, columns + column_start, counted[rows, columns]))
@@ -384,33 +450,46 @@ class ArrayScanState:
         if self.max_pairs is not None and self._pair_count > self.max_pairs:
             raise TooManyPairs(self.max_pairs, self.threshold)
 
-    def _update(self, tile, query_start, candidate_start) -> None:
-        """Merge the tile's candidates into the running top-k of its rows (queries).
+    def _update(self, tile, query_start, candidate_start, *, by_column: bool) -> None:
+        """Merge the tile's candidates into the running top-k of its rows (or, ``by_column``, of its
+        columns): the queries.
 
         Tiles are walked in row-major order, so a tile's candidates all have larger indices than
         those already in its queries' lists: only cells strictly above a full list's k-th can
         enter it. Where a list is not full yet, the cells at or above the tile row's own k-th
-        can. Those cells are picked out and merged by (cosine descending, index ascending).
+        can. Those cells are picked out and merged by (cosine descending, index ascending). The
+        columns' cells are compared in the tile's own memory order (a transposed walk of a
+        2048-row tile cost 15x the comparison).
         """
         k = self.top_k
-        queries, columns = tile.shape
+        queries, columns = tile.shape[::-1] if by_column else tile.shape
         running = slice(query_start, query_start + queries)
         floor = self.best_cosine[running, k - 1].copy()
         open_rows = np.flatnonzero(floor == -np.inf)
         if open_rows.size:
             kth = np.full(open_rows.size, -np.inf, dtype=np.float32)
             if columns > k:
-                kth = np.partition(tile[open_rows], columns - k, axis=1)[:, columns - k]
+                # (a column's cells copied out as a row: partitioning along a tile's columns is slow)
+                cells = np.ascontiguousarray(tile[:, open_rows].T) if by_column else tile[open_rows]
+                kth = np.partition(cells, columns - k, axis=1)[:, columns - k]
             # at or above the k-th, and never a masked cell (-inf)
             with np.errstate(over="ignore"):
                 floor[open_rows] = np.nextafter(kth, np.float32(-np.inf))
-        query, candidate = np.nonzero(tile > floor[:, None])
-        if not query.size:
+        mask = self._mask[:tile.size].reshape(tile.shape)
+        np.greater(tile, floor[None, :] if by_column else floor[:, None], out=mask)
+        row, column = _cells(mask)
+        if not row.size:
             return
-        values = tile[query, candidate]
+        values = tile[row, column]
+        query, candidate = (column, row) if by_column else (row, column)
         self._merge(query + query_start, candidate + candidate_start, values)
 
     def _merge(self, query, candidate, values) -> None:
+        """Merge candidates into their queries' lists by (cosine descending, index ascending).
+
+        One stable sort on (query, cosine descending) does it: equal cosines of one query meet in
+        index order already (its list's own ties are in index order and come first; the tile's
+        candidates have larger indices, one query's in increasing order, as _update picks them)."""
         k = self.top_k
         rows = np.unique(query)
         kept = self.best_cosine[rows] > -np.inf
@@ -418,7 +497,7 @@ class ArrayScanState:
         all_query = np.concatenate([old_query, query])
         all_index = np.concatenate([self.best_index[rows][kept], candidate])
         all_values = np.concatenate([self.best_cosine[rows][kept], values])
-        order = np.lexsort((all_index, -all_values, all_query))
+        order = np.argsort(_query_then_descending(all_query, all_values), kind="stable")
         all_query, all_index, all_values = all_query[order], all_index[order], all_values[order]
         starts = np.searchsorted(all_query, rows)
         rank = np.arange(all_query.size) - np.repeat(starts, np.diff(np.append(starts, all_query.size)))
@@ -431,31 +510,27 @@ class ArrayScanState:
     # ------------------------------------------------------------------ result
 
     def partial(self) -> PairPartial:
-        negative_counts = self.negative_counts[:self.bins].copy()
-        same_counts = self.same_counts[:self.bins].copy()
-        sums = self._sums
-        negative = Moments(int(negative_counts.sum()), sums[_ALL_SUM] - sums[_SAME_SUM],
-                           sums[_ALL_SQUARES] - sums[_SAME_SQUARES], *map(float, self.negative_range))
-        same = Moments(int(same_counts.sum()), sums[_SAME_SUM], sums[_SAME_SQUARES], *map(float, self.same_range))
         touched = np.flatnonzero(self._touched)
-        if self.top_k:
-            touched = touched[np.isfinite(self.best_cosine[touched, 0])]
-        if self._pairs:
-            pair_rows, pair_columns, pair_cosines = (np.concatenate(parts) for parts in zip(*self._pairs))
-        else:
-            pair_rows = pair_columns = np.zeros(0, np.int64)
-            pair_cosines = np.zeros(0, np.float32)
-        return PairPartial(
-            n=self.grid.n, top_k=self.top_k, bins=self.bins, block_size=self.grid.block_size,
-            histograms=self.histograms_on, threshold=self.threshold,
-            negative_counts=negative_counts, same_counts=same_counts, negative=negative, same=same,
-            companion_rows=touched.astype(np.int64),
-            companion_cosine=self.best_cosine[touched].astype(np.float32),
-            companion_index=self.best_index[touched].astype(np.int64),
-            pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
-            pair_cosines=pair_cosines.astype(np.float32), tiles=self._tiles,
-            count_threshold=self.count_threshold, n_at_or_above=self._n_at_or_above,
-        )
+        return pass_partial(self, negative_counts=self.negative_counts, same_counts=self.same_counts, sums=self._sums,
+                            negative_range=self.negative_range, same_range=self.same_range,
+                            touched=touched, best_cosine=self.best_cosine[touched],
+                            best_index=self.best_index[touched], pairs=self._pairs, tiles=self._tiles,
+                            n_at_or_above=self._n_at_or_above)
+
+
+def _query_then_descending(query: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """int64 keys that order (query ascending, float32 value descending), equal values equal
+    (-0.0 and 0.0 too): the query in the high 32 bits, the value's bits made order-preserving
+    and inverted in the low 32 (for captions numbered below 2**31)."""
+    bits = (values.astype(np.float32) + np.float32(0.0)).view(np.int32).astype(np.int64)  # (+0.0: -0.0 -> 0.0)
+    ascending = np.where(bits >= 0, bits + (1 << 31), (1 << 31) - 1 - (bits & 0x7FFFFFFF))
+    return (query.astype(np.int64) << 32) | ((1 << 32) - 1 - ascending)
+
+
+def _cells(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of a 2-D mask's true cells, row-major: np.nonzero's answer, from the flat
+    indices (np.nonzero of a 2-D mask cost 13x np.flatnonzero on a 2048-row tile)."""
+    return np.divmod(np.flatnonzero(mask), mask.shape[1])
 
 
 def _block_total(block: np.ndarray) -> float:

@@ -39,7 +39,8 @@ from capgeo.geometry.distribution import (
     bin_indices_torch,
     summarize_values,
 )
-from capgeo.geometry.partials import Moments, PairPartial, TooManyPairs, exact_units, sorted_pairs
+from capgeo.geometry.partials import (ALL_SQUARES, ALL_SUM, SAME_SQUARES, SAME_SUM, PairPartial, TooManyPairs,
+                                     exact_units, pass_partial, sorted_pairs)
 from capgeo.geometry.precision import (
     ReducedProducts,
     check_precision,
@@ -329,9 +330,7 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
         with block_threads() as pool, progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
             state = ArrayScanState(grid, matrix, np.asarray(groups), top_k, bins, histograms, threshold, max_pairs,
                                    count_at_or_above, exclude_codes, pool)
-            for row_block, column_block in tiles:
-                state.add_tile(row_block, column_block)
-                bar.advance(1)
+            state.add_tiles(tiles, bar.advance)
         return state.partial()
     import torch
 
@@ -441,9 +440,8 @@ class _CpuThreads:
             self.torch.set_num_threads(self.saved)
 
 
-# slots of the per-tile float64 sums: all pairs of the tile (strict upper triangle on the
-# diagonal), then the same-group pairs among them
-_ALL_SUM, _ALL_SQUARES, _SAME_SUM, _SAME_SQUARES = range(4)
+# slots of the per-tile float64 sums (partials.ALL_SUM, ...): all pairs of the tile (strict upper
+# triangle on the diagonal), then the same-group pairs among them
 
 
 class _ScanState:
@@ -720,8 +718,8 @@ class _ScanState:
         counted = tile
         if lower is not None:
             counted = scratch.copy_(tile).masked_fill_(lower, 0.0)
-        sums[_ALL_SUM] = _float64_total(counted)
-        sums[_ALL_SQUARES] = _float64_total(torch.mul(counted, counted, out=scratch))
+        sums[ALL_SUM] = _float64_total(counted)
+        sums[ALL_SQUARES] = _float64_total(torch.mul(counted, counted, out=scratch))
         bins = bin_indices_torch(tile, self.bins, scratch=scratch, out=self._bins[:cells].view(rows, columns))
         if lower is not None:
             bins.masked_fill_(lower, self.bins)  # overflow bin, discarded
@@ -729,8 +727,8 @@ class _ScanState:
         if has_same:
             inside = tile[same]
             self.same_counts += torch.bincount(bins[same], minlength=self.bins + 1)
-            sums[_SAME_SUM] = inside.to(torch.float64).sum()
-            sums[_SAME_SQUARES] = inside.mul(inside).to(torch.float64).sum()
+            sums[SAME_SUM] = inside.to(torch.float64).sum()
+            sums[SAME_SQUARES] = inside.mul(inside).to(torch.float64).sum()
             low, high = torch.aminmax(inside)
             self.same_range = torch.stack([torch.minimum(self.same_range[0], low),
                                            torch.maximum(self.same_range[1], high)])
@@ -806,38 +804,17 @@ class _ScanState:
     def partial(self) -> PairPartial:
         """The accumulators as a host-side :class:`PairPartial` (sums added exactly here)."""
         torch = self.torch
-        sums = self._tile_sums[: self._tile_number].cpu().numpy()
-        exact = [sum(exact_units(value) for value in sums[:, slot]) for slot in range(4)]
-        negative_range = self.negative_range.cpu().numpy().astype(np.float64)
-        same_range = self.same_range.cpu().numpy().astype(np.float64)
-        negative_counts = self.negative_counts[: self.bins].cpu().numpy()
-        same_counts = self.same_counts[: self.bins].cpu().numpy()
-        negative = Moments(int(negative_counts.sum()), exact[_ALL_SUM] - exact[_SAME_SUM],
-                           exact[_ALL_SQUARES] - exact[_SAME_SQUARES], *negative_range)
-        same = Moments(int(same_counts.sum()), exact[_SAME_SUM], exact[_SAME_SQUARES], *same_range)
+        tile_sums = self._tile_sums[: self._tile_number].cpu().numpy()
+        pairs = [tuple(torch.cat(parts).cpu().numpy() for parts in zip(*self._pairs))] if self._pairs else []
         touched = torch.nonzero(self._touched)[:, 0]
-        if self.top_k:
-            has_candidate = torch.isfinite(self.best_cosine[touched, 0])
-            touched = touched[has_candidate]
-        rows = touched.cpu().numpy().astype(np.int64)
-        if self._pairs:
-            pair_rows, pair_columns, pair_cosines = (torch.cat(parts).cpu().numpy() for parts in zip(*self._pairs))
-        else:
-            pair_rows = pair_columns = np.zeros(0, np.int64)
-            pair_cosines = np.zeros(0, np.float32)
-        return PairPartial(
-            n=self.grid.n, top_k=self.top_k, bins=self.bins, block_size=self.grid.block_size,
-            histograms=self.histograms_on, threshold=self.threshold,
-            negative_counts=negative_counts, same_counts=same_counts, negative=negative, same=same,
-            companion_rows=rows,
-            companion_cosine=self.best_cosine[touched].cpu().numpy().astype(np.float32),
-            companion_index=self.best_index[touched].cpu().numpy().astype(np.int64),
-            pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
-            pair_cosines=pair_cosines.astype(np.float32), tiles=self._tile_number,
-            rows_too_close=self._rows_too_close, pairs_rescored=self._pairs_rescored,
-            count_threshold=self.count_threshold, n_at_or_above=self._n_at_or_above,
-        )
-
+        return pass_partial(
+            self, negative_counts=self.negative_counts.cpu().numpy(), same_counts=self.same_counts.cpu().numpy(),
+            sums=[sum(exact_units(value) for value in tile_sums[:, slot]) for slot in range(4)],
+            negative_range=self.negative_range.cpu().numpy(), same_range=self.same_range.cpu().numpy(),
+            touched=touched.cpu().numpy(), best_cosine=self.best_cosine[touched].cpu().numpy(),
+            best_index=self.best_index[touched].cpu().numpy(), pairs=pairs, tiles=self._tile_number,
+            n_at_or_above=self._n_at_or_above, rows_too_close=self._rows_too_close,
+            pairs_rescored=self._pairs_rescored)
 
 
 def _count_true(mask) -> int:

@@ -136,6 +136,43 @@ class PairPartial:
         return index, cosine
 
 
+#: slots of a pass's exact sums (2**-1074 units): every counted pair, then the same-group pairs among them
+ALL_SUM, ALL_SQUARES, SAME_SUM, SAME_SQUARES = range(4)
+
+
+def pass_partial(scan, *, negative_counts, same_counts, sums, negative_range, same_range, touched,
+                 best_cosine, best_index, pairs, tiles: int, n_at_or_above: int, **extra) -> PairPartial:
+    """The :class:`PairPartial` of an engine's accumulators, host-side numpy: what both engines of
+    the pass (numpy's and torch's) hand on. ``scan``: the engine's state (its ``grid``, ``top_k``,
+    ``bins``, ``histograms_on``, ``threshold``, ``count_threshold``); counts with the overflow bin
+    last; ``sums``: the four exact sums by slot; ``touched``: captions the tiles reached, ascending;
+    ``best_cosine`` / ``best_index``: their running lists (one row each); ``pairs``: (rows, columns, cosines)
+    parts of the threshold pairs. ``extra``: further PairPartial fields (tf32 / bf16 counters)."""
+    negative_counts, same_counts = negative_counts[:scan.bins].copy(), same_counts[:scan.bins].copy()
+    negative = Moments(int(negative_counts.sum()), sums[ALL_SUM] - sums[SAME_SUM], sums[ALL_SQUARES] - sums[SAME_SQUARES],
+                       *map(float, negative_range))
+    same = Moments(int(same_counts.sum()), sums[SAME_SUM], sums[SAME_SQUARES], *map(float, same_range))
+    touched = np.asarray(touched, dtype=np.int64)
+    if scan.top_k:  # captions with at least one candidate
+        found = np.isfinite(best_cosine[:, 0])
+        touched, best_cosine, best_index = touched[found], best_cosine[found], best_index[found]
+    if pairs:
+        pair_rows, pair_columns, pair_cosines = (np.concatenate(parts) for parts in zip(*pairs))
+    else:
+        pair_rows = pair_columns = np.zeros(0, np.int64)
+        pair_cosines = np.zeros(0, np.float32)
+    return PairPartial(
+        n=scan.grid.n, top_k=scan.top_k, bins=scan.bins, block_size=scan.grid.block_size,
+        histograms=scan.histograms_on, threshold=scan.threshold,
+        negative_counts=negative_counts, same_counts=same_counts, negative=negative, same=same,
+        companion_rows=touched, companion_cosine=best_cosine.astype(np.float32),
+        companion_index=best_index.astype(np.int64),
+        pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
+        pair_cosines=pair_cosines.astype(np.float32), tiles=int(tiles),
+        count_threshold=scan.count_threshold, n_at_or_above=int(n_at_or_above), **extra,
+    )
+
+
 def merge_two(first: PairPartial, second: PairPartial) -> PairPartial:
     """``first`` + ``second`` (neither is modified). Associative and commutative, bit for bit."""
     if first.layout != second.layout:
