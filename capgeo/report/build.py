@@ -22,7 +22,7 @@ from capgeo.captions.shards import is_pattern
 from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
-from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Provenance, known, profile_section
+from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Profile, Provenance
 from capgeo.paths import check_output_paths, encoder_input_file, encoder_input_files, result_schema
 from capgeo.pipeline import load_set
 
@@ -211,21 +211,20 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     from capgeo.encoders import embed, get_encoder
     from capgeo.errors import DataError
 
-    dataset = profile_section(profile, "dataset") or Dataset()
-    provenance = profile_section(profile, "provenance") or Provenance()
+    dataset, provenance = _section(profile, Dataset), _section(profile, Provenance)
     source, spec = _made_from(profile)
     if not source or not (Path(source).exists() or is_pattern(source)):
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not found (moved or deleted?); "
                           "run `capgeo report DATA` instead")
-    encoder = profile_section(profile, "encoder") or Encoder()
+    encoder = _section(profile, Encoder)
     # the report or --save-profile written over the dataset or a model file the profile names: replaced
     # with HTML, exit 0 (the command's own check knew only the profile file)
     check_output_paths(fill_missing_inputs(profile), outputs or {})
     # the profile does not record --limit; it kept the first n_captions captions, so read as many
     try:
-        captions = load_captions(source, format=known(dataset.format) or "auto", limit=known(dataset.n_captions))
+        captions = load_captions(source, format=dataset.format or "auto", limit=dataset.n_captions)
     except DataError as error:
-        made_with = known(provenance.command)
+        made_with = provenance.command
         raise CapgeoError(f"--fill-missing: {source} cannot be read as the profile read it ({error}); a profile does "
                           f"not record column options such as --text-column: run `capgeo report DATA` with the "
                           f"options it was made with" + (f" ({made_with})" if made_with else "")) from None
@@ -236,21 +235,21 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     from capgeo.geometry.profile import groups_digest
 
     # same texts, other images: sections filled by the new grouping would sit beside the old one's
-    if (known(dataset.groups_digest) and groups_digest(captions) != dataset.groups_digest) or \
-            (known(dataset.n_groups) is not None and captions.n_groups != dataset.n_groups):
+    if (dataset.groups_digest and groups_digest(captions) != dataset.groups_digest) or \
+            (dataset.n_groups is not None and captions.n_groups != dataset.n_groups):
         raise CapgeoError(f"--fill-missing: {source} groups its captions into images otherwise than when the "
-                          f"profile was made ({captions.n_groups} groups now, {known(dataset.n_groups)} then, or "
+                          f"profile was made ({captions.n_groups} groups now, {dataset.n_groups} then, or "
                           "other group ids; the file changed, or the profile used --group-column); "
                           "run `capgeo report DATA` instead")
-    lengths = profile_section(profile, "lengths") or Lengths()
+    lengths = _section(profile, Lengths)
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
-    max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
+    max_tokens = (lengths.max_tokens or None) if lengths.counted else None
     # the encoder's identity comes from its files, without a model: a replaced checkpoint or vectors
     # file is refused before the whole dataset is encoded, not after
     text_encoder = get_encoder(spec, device=device, cache_dir=cache_dir)
-    made_by, now = known(encoder.fingerprint), text_encoder.info.fingerprint
+    made_by, now = encoder.fingerprint, text_encoder.info.fingerprint
     if made_by and now and made_by != now:  # the checkpoint or vectors file was replaced since
-        raise CapgeoError(f"--fill-missing: the encoder {known(encoder.spec)!r} is not the one the profile was made "
+        raise CapgeoError(f"--fill-missing: the encoder {encoder.spec!r} is not the one the profile was made "
                           f"with (fingerprint {now[:12]}, the profile's {made_by[:12]}: its file changed); run "
                           "`capgeo report DATA` instead")
     embeddings = embed(captions, text_encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
@@ -261,9 +260,20 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
 
 def _made_from(profile: dict) -> tuple[str | None, str | None]:
     """The dataset and encoder spec a profile names, as found from where it was made."""
-    made_in = known((profile_section(profile, "provenance") or Provenance()).working_directory)
-    source = _as_made(known((profile_section(profile, "dataset") or Dataset()).source), made_in)
-    return source, _encoder_as_made(known((profile_section(profile, "encoder") or Encoder()).spec), made_in)
+    made_in = _section(profile, Provenance).working_directory
+    source = _as_made(_section(profile, Dataset).source, made_in)
+    return source, _encoder_as_made(_section(profile, Encoder).spec, made_in)
+
+
+#: the key of each section class read from a dict profile here
+_SECTION_KEYS = {Dataset: "dataset", Encoder: "encoder", Lengths: "lengths", Provenance: "provenance"}
+
+
+def _section(profile: dict, kind: type):
+    """One section of a dict profile, typed (empty when absent): the others, the companions among
+    them, are not converted."""
+    data = profile.get(_SECTION_KEYS[kind])
+    return kind.from_dict(data) if isinstance(data, dict) else kind()
 
 
 def fill_missing_inputs(profile: dict | str | Path) -> dict:
@@ -476,14 +486,15 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
         if is_profile_file(source):
             if given:
                 notes.append(f"{source} is a saved profile, drawn as it is; ignored: {', '.join(given)}")
-            loaded.append(load_saved_profile(source).profile)
+            with _drawing_saved_profiles([source]):   # read typed here: a section of another shape is one line
+                loaded.append(Profile.from_dict(load_saved_profile(source).profile, str(source)))
             saved_profiles.append(source)
             continue
         captions = load_set(source, load_options, on_skipped, role="SOURCE")
         if before_encoding:
             before_encoding(captions)
         loaded.append(captions)
-    datasets = [item for item in loaded if not isinstance(item, dict)]
+    datasets = [item for item in loaded if not isinstance(item, Profile)]
     n_profiles = len(saved_profiles) + len(datasets) * len(encoders or (None,))
     if n_profiles < 2:
         raise CapgeoError("compare needs at least two profiles: give two or more SOURCES, "
@@ -493,7 +504,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
     checked = _checked_encoders(encoders or (None,), datasets, device=device, cache_dir=cache_dir) if datasets else []
     profiles, adapted = [], []
     for captions in loaded:
-        if isinstance(captions, dict):
+        if isinstance(captions, Profile):
             profiles.append(captions)
             continue
         for encoder in checked:
