@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -26,12 +27,16 @@ def test_ci_runs_the_readme_test_command():
 
 
 @pytest.mark.slow
-def test_python_example_runs_and_agrees_with_brute_force(monkeypatch):
+def test_python_example_runs_and_agrees_with_brute_force(monkeypatch, tmp_path):
     code = README.split("## From Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(ROOT / "data")
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
-    captions, embeddings, profile, pairs = (namespace[name] for name in ("captions", "embeddings", "profile", "pairs"))
+    captions, embeddings, typed, pairs = (namespace[name] for name in ("captions", "embeddings", "profile", "pairs"))
+    profile = typed.to_dict()
+    assert json.loads((tmp_path / "docci.profile.json").read_text(encoding="utf-8")) == profile
+    assert "<html" in (tmp_path / "docci.html").read_text(encoding="utf-8")
 
     vectors = embeddings.vectors.astype(np.float64)
     similarity = vectors @ vectors.T

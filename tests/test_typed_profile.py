@@ -50,7 +50,7 @@ def built() -> dict:
     captions = caption_set([f"caption {i % 50}" for i in range(60)], groups)  # some exact duplicates
     embeddings = fake_embeddings(rng.normal(size=(60, 12)), token_counts=rng.integers(5, 120, size=60))
     profile = build_profile(captions, embeddings, batch_sizes=(8, 16), n_batches=4, relative_buckets=True,
-                            progress=False)
+                            progress=False).to_dict()
     return json.loads(json.dumps(profile))  # as a saved file holds it
 
 
@@ -208,7 +208,7 @@ def test_fixture_profiles_round_trip(built):
     captions = caption_set([f"caption {i}" for i in range(30)], groups)
     embeddings = fake_embeddings(rng.normal(size=(30, 8)), token_counts=rng.integers(5, 90, size=30))
     single = json.loads(json.dumps(build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, progress=False,
-                                                 companion_lists=False)))
+                                                 companion_lists=False).to_dict()))
     assert single["within_group"] is None and single["companions"] is None
     saved = json.loads(SAVED.read_text(encoding="utf-8"))
     gamma_only = {key: saved[key] for key in ("schema", "dataset", "encoder", "gamma", "options", "provenance")}
@@ -311,12 +311,12 @@ def test_per_caption_rows_as_a_frame_or_a_clear_error():
     groups = np.arange(40) // 2
     captions = caption_set([f"caption {i % 30}" for i in range(40)], groups)
     embeddings = fake_embeddings(rng.normal(size=(40, 8)), token_counts=rng.integers(5, 90, size=40))
-    data = json.loads(json.dumps(build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, progress=False)))
+    data = json.loads(json.dumps(build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, progress=False).to_dict()))
     frame = Profile.from_dict(data).per_caption(captions, embeddings)
     assert tuple(frame.columns) == COLUMNS and frame.height == 40
     assert frame.to_dicts() == profile_rows(captions, embeddings, data)
     assert frame["exact_duplicate_of"].null_count() < 40   # "caption i % 30" repeats
     without = json.loads(json.dumps(build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2,
-                                                  progress=False, companion_lists=False)))
+                                                  progress=False, companion_lists=False).to_dict()))
     with pytest.raises(CapgeoError, match="no per-caption companion lists"):
         Profile.from_dict(without).per_caption(captions, embeddings)

@@ -118,7 +118,7 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         use_cache=not options.pop("no_cache"), max_tokens=max_tokens, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption, **profile_options,
     )
-    mode_used = result["options"]["mode_used"]
+    mode_used = result.options.mode_used
     unused = options_unused_by(mode_used, precision=precision, companions=companions, mode=mode)
     unused += unused_option_notes(
         ("sampled_pairs", pairwise_mode(mode, len(captions), sampled_above) == "exact",

@@ -14,6 +14,7 @@ are kept, read-only, in its ``extra`` and written back after the declared ones.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import types
 from dataclasses import dataclass, field
@@ -1077,7 +1078,7 @@ class Profile(_Section):
         """The typed profile of a ``capgeo.profile/1`` dict; CapgeoError for anything else
         (not a profile, an unknown schema version, a missing dataset/encoder section).
         ``check=False`` reads part of a profile as it is (a reader of one section needs no other)."""
-        from capgeo.geometry.profile import check_profile
+        from capgeo.geometry.profile_schema import check_profile
 
         if check:
             check_profile(data, where)
@@ -1111,6 +1112,10 @@ class Profile(_Section):
     def headline(self) -> BatchStatistics | None:
         """The headline batch size's in-batch statistics (the first entry), None without any."""
         return self.batches[0] if self.batches else None
+
+    def without(self, name: str) -> "Profile":
+        """This profile with section ``name`` left out (absent, not null)."""
+        return dataclasses.replace(self, **{name: None}, nulls=self.nulls - {name})
 
     def written_null(self, name: str) -> bool:
         """Whether section ``name`` was written as null (rather than left out)."""
@@ -1166,6 +1171,6 @@ def as_profile(profile: Profile | Mapping[str, Any], *, check: bool = True) -> P
 def load_typed_profile(path: str | Path) -> Profile:
     """Read a saved profile (``capgeo profile --json FILE``) as a :class:`Profile`, with the one-line
     errors of :func:`capgeo.geometry.profile.load_profile` for unreadable files and other schemas."""
-    from capgeo.geometry.profile import load_profile
+    from capgeo.geometry.profile_schema import load_profile
 
     return Profile.from_dict(load_profile(path), str(path))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -22,7 +22,7 @@ from capgeo.captions.shards import is_pattern
 from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
-from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Profile, Provenance
+from capgeo.geometry.typed_profile import CaptionMap, Dataset, Dupes, Encoder, Leak, Lengths, Profile, Provenance, Truncation
 from capgeo.paths import check_output_paths, encoder_input_file, encoder_input_files, result_schema
 from capgeo.pipeline import load_set
 
@@ -39,7 +39,7 @@ DUPES_PAIRS = 20
 class ReportInput:
     """A profile to draw, plus what the page should say is missing and why."""
 
-    profile: dict
+    profile: Profile
     notes: list[str] = field(default_factory=list)
 
 
@@ -61,37 +61,41 @@ def is_profile_file(path: str | Path) -> bool:
 NO_DUPES_NOTE = "Near-duplicate gallery: left out (--no-dupes)."
 
 
-def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
-                 progress: bool | None = None, scan=None) -> list[str]:
-    """Add the ``dupes`` and ``gamma`` sections a profile lacks, from its captions and embeddings.
-
-    Sections already present are kept as they are. Returns notes for what was not added.
+def add_sections(profile: Profile, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
+                 progress: bool | None = None, scan=None) -> tuple[Profile, list[str]]:
+    """``profile`` with the ``dupes`` and ``gamma`` sections it lacks, from its captions and embeddings,
+    and notes for what was not added. Sections already present are kept as they are.
     ``scan``: the profile's pairwise scan of these embeddings, reused by dupes when its
     companions are exact.
     """
     if scan is not None and (scan.companion_mode != "exact" or not scan.top_k):
         scan = None
     notes = []
-    if dupes and not profile.get("dupes"):
+    if dupes and not profile.dupes:
         from capgeo.findings.duplicates import dupes_section
 
         # the profile's own near-duplicate threshold: a filled gallery counted at the default 0.95 beside
         # a summary counted at the profile's (0 pairs at >= 0.95 against 29 at >= 0.5, on one page)
-        threshold = (profile.get("options") or {}).get("near_duplicate_threshold")
-        profile["dupes"] = dupes_section(captions, embeddings, limit=DUPES_PAIRS, quantiles=DUPES_QUANTILES,
-                                         n_per_quantile=1, neighbours=3, scan=scan,
-                                         **({} if threshold is None else {"near_duplicate_threshold": threshold}))
-    elif not dupes and not profile.get("dupes"):
+        threshold = _threshold(profile)
+        profile = replace(profile, dupes=Dupes.from_dict(dupes_section(
+            captions, embeddings, limit=DUPES_PAIRS, quantiles=DUPES_QUANTILES, n_per_quantile=1, neighbours=3,
+            scan=scan, **({} if threshold is None else {"near_duplicate_threshold": threshold}))))
+    elif not dupes and not profile.dupes:
         notes.append(NO_DUPES_NOTE)
-    if gamma and not profile.get("gamma"):
-        from capgeo.pipeline import add_gamma_section
+    if gamma and not profile.gamma:
+        from capgeo.pipeline import with_gamma
 
-        note = add_gamma_section(profile, captions, embeddings, progress=progress)
+        profile, note = with_gamma(profile, captions, embeddings, progress=progress)
         if note:
             notes.append(note)
-    elif not gamma and not profile.get("gamma"):
+    elif not gamma and not profile.gamma:
         notes.append("Gamma diagnostics: left out (--no-gamma).")
-    return notes
+    return profile, notes
+
+
+def _threshold(profile: Profile) -> float | None:
+    """The profile's near-duplicate threshold, None when its options do not say."""
+    return profile.options.near_duplicate_threshold if profile.options else None
 
 
 def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None = None, seed: int = 0,
@@ -128,25 +132,27 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
     profile = build_profile(captions, embeddings, batch_sizes=sizes, seed=seed, n_batches=n_batches,
                             relative_buckets=True, device=device, progress=progress, command=command,
                             on_scan=scans.append)
-    notes += add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress,
-                          scan=scans[0] if scans else None)
+    profile, added = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress,
+                                  scan=scans[0] if scans else None)
+    notes += added
     if truncation:
         # `capgeo truncation`: the same captions re-embedded at several lengths, on the same batches
         from capgeo.findings.truncation import truncation_profile
 
-        profile["truncation"] = truncation_profile(
+        profile = replace(profile, truncation=Truncation.from_dict(truncation_profile(
             captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
-            batch_size=resolved.headline, n_batches=n_batches, seed=seed)["truncation"]
+            batch_size=resolved.headline, n_batches=n_batches, seed=seed)["truncation"]))
     if leak:
         from capgeo.pipeline import leak_datasets
 
         # the evaluation sets cut to the training set's length: the same captions then compare alike
-        profile["leak"] = leak_datasets(captions, leak, encoder, device=device, cache_dir=cache_dir,
-                                        use_cache=use_cache, progress=progress, train_embeddings=embeddings,
-                                        max_tokens=max_tokens)
+        profile = replace(profile, leak=Leak.from_dict(leak_datasets(
+            captions, leak, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, progress=progress,
+            train_embeddings=embeddings, max_tokens=max_tokens)))
     if caption_map:
-        notes += add_map_section(profile, captions, embeddings, scan=scans[0] if scans else None, seed=seed,
-                                 device=device, progress=progress)
+        profile, added = add_map_section(profile, captions, embeddings, scan=scans[0] if scans else None,
+                                         seed=seed, device=device, progress=progress)
+        notes += added
     else:
         notes.append(NO_MAP_NOTE)
     return ReportInput(profile, notes)
@@ -155,39 +161,40 @@ def report_dataset(captions, encoder=None, *, batch_sizes: Sequence[int] | None 
 NO_MAP_NOTE = "Caption map: left out (--no-map)."
 
 
-def add_map_section(profile: dict, captions, embeddings, *, scan=None, seed: int = 0, device: str | None = None,
-                    progress: bool | None = None) -> list[str]:
-    """Add the ``map`` section (at most capgeo.map.REPORT_MAX_POINTS captions, with the profile's leak
-    marked); without openTSNE, a note saying what to install instead."""
+def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: int = 0, device: str | None = None,
+                    progress: bool | None = None) -> tuple[Profile, list[str]]:
+    """``profile`` with the ``map`` section (at most capgeo.map.REPORT_MAX_POINTS captions, with the
+    profile's leak marked); without openTSNE, as it is with a note saying what to install instead."""
     from capgeo.map import REPORT_MAX_POINTS, MapUnavailable, dataset_map
 
-    threshold = (profile.get("options") or {}).get("near_duplicate_threshold")
+    threshold = _threshold(profile)
     try:
-        profile["map"] = dataset_map(captions, embeddings.vectors, scan=scan, leak=profile.get("leak"), seed=seed,
-                                     max_points=REPORT_MAX_POINTS, device=device, progress=progress,
-                                     **({} if threshold is None else {"near_duplicate_threshold": threshold}))
+        section = dataset_map(captions, embeddings.vectors, scan=scan,
+                              leak=profile.leak.to_dict() if profile.leak else None, seed=seed,
+                              max_points=REPORT_MAX_POINTS, device=device, progress=progress,
+                              **({} if threshold is None else {"near_duplicate_threshold": threshold}))
     except MapUnavailable as error:
-        return [f"Caption map: left out: {error}."]
-    return []
+        return profile, [f"Caption map: left out: {error}."]
+    return replace(profile, map=CaptionMap.from_dict(section)), []
 
 
 def load_saved_profile(path: str | Path, *, dupes: bool = True, gamma: bool = True) -> ReportInput:
     """A saved profile as it is; missing dupes/gamma sections become notes, not recomputation.
     ``dupes``/``gamma`` False (--no-dupes, --no-gamma) leave those sections out of the page, said
     so as for a dataset (not as a section the profile lacks)."""
-    from capgeo.geometry.profile import load_profile
+    from capgeo.geometry.typed_profile import load_typed_profile
 
-    profile = load_profile(path)
+    profile = load_typed_profile(path)
     notes = []
     for wanted, key, note in ((dupes, "dupes", "Near-duplicate gallery: left out (--no-dupes)."),
                               (gamma, "gamma", "Gamma diagnostics: left out (--no-gamma).")):
         if not wanted:
-            profile.pop(key, None)
+            profile = profile.without(key)
             notes.append(note)
-    if dupes and not profile.get("dupes"):
+    if dupes and not profile.dupes:
         notes.append(f"Near-duplicate gallery: {Path(path).name} has no dupes section and the report was built from the "
                      "saved profile alone. Run `capgeo report DATA` (or add --fill-missing) to include it.")
-    if gamma and not profile.get("gamma"):
+    if gamma and not profile.gamma:
         notes.append(f"Gamma diagnostics: {Path(path).name} has no gamma section and the report was built from the "
                      "saved profile alone. Run `capgeo report DATA` (or add --fill-missing) to include it.")
     return ReportInput(profile, notes)
@@ -205,18 +212,18 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     profile was made; embeddings come from the cache when present.
     """
     profile = report_input.profile
-    if (profile.get("dupes") or not dupes) and (profile.get("gamma") or not gamma):
+    if (profile.dupes or not dupes) and (profile.gamma or not gamma):
         return report_input
     from capgeo.captions import load_captions
     from capgeo.encoders import embed, get_encoder
     from capgeo.errors import DataError
 
-    dataset, provenance = _section(profile, Dataset), _section(profile, Provenance)
+    dataset, provenance = profile.dataset or Dataset(), profile.provenance or Provenance()
     source, spec = _made_from(profile)
     if not source or not (Path(source).exists() or is_pattern(source)):
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not found (moved or deleted?); "
                           "run `capgeo report DATA` instead")
-    encoder = _section(profile, Encoder)
+    encoder = profile.encoder or Encoder()
     # the report or --save-profile written over the dataset or a model file the profile names: replaced
     # with HTML, exit 0 (the command's own check knew only the profile file)
     check_output_paths(fill_missing_inputs(profile), outputs or {})
@@ -241,7 +248,7 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
                           f"profile was made ({captions.n_groups} groups now, {dataset.n_groups} then, or "
                           "other group ids; the file changed, or the profile used --group-column); "
                           "run `capgeo report DATA` instead")
-    lengths = _section(profile, Lengths)
+    lengths = profile.lengths or Lengths()
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
     max_tokens = (lengths.max_tokens or None) if lengths.counted else None
     # the encoder's identity comes from its files, without a model: a replaced checkpoint or vectors
@@ -254,35 +261,27 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
                           "`capgeo report DATA` instead")
     embeddings = embed(captions, text_encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
-    notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
+    profile, notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
     return ReportInput(profile, notes)
 
 
-def _made_from(profile: dict) -> tuple[str | None, str | None]:
+def _made_from(profile: Profile) -> tuple[str | None, str | None]:
     """The dataset and encoder spec a profile names, as found from where it was made."""
-    made_in = _section(profile, Provenance).working_directory
-    source = _as_made(_section(profile, Dataset).source, made_in)
-    return source, _encoder_as_made(_section(profile, Encoder).spec, made_in)
+    made_in = (profile.provenance or Provenance()).working_directory
+    source = _as_made((profile.dataset or Dataset()).source, made_in)
+    return source, _encoder_as_made((profile.encoder or Encoder()).spec, made_in)
 
 
-#: the key of each section class read from a dict profile here
-_SECTION_KEYS = {Dataset: "dataset", Encoder: "encoder", Lengths: "lengths", Provenance: "provenance"}
-
-
-def _section(profile: dict, kind: type):
-    """One section of a dict profile, typed (empty when absent): the others, the companions among
-    them, are not converted."""
-    data = profile.get(_SECTION_KEYS[kind])
-    return kind.from_dict(data) if isinstance(data, dict) else kind()
-
-
-def fill_missing_inputs(profile: dict | str | Path) -> dict:
-    """The files --fill-missing reads for a saved profile (a dict, or its path): its dataset and
+def fill_missing_inputs(profile: Profile | str | Path) -> dict:
+    """The files --fill-missing reads for a saved profile (typed, or its path): its dataset and
     its encoder's files, as labelled inputs for :func:`capgeo.paths.check_output_paths`."""
-    if not isinstance(profile, dict):
+    if not isinstance(profile, Profile):
         try:
-            profile = json.loads(Path(profile).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(Path(profile).read_text(encoding="utf-8"))
+            # only the sections naming the inputs: the file's other sections are checked when it is drawn
+            profile = Profile.from_dict({key: data[key] for key in ("dataset", "encoder", "provenance")
+                                         if key in data and isinstance(data[key], dict)}, check=False)
+        except (OSError, ValueError, TypeError, AttributeError):
             return {}  # the profile's own error comes when it is read
     try:
         source, spec = _made_from(profile)
@@ -319,7 +318,7 @@ def _encoder_as_made(spec: str | None, made_in: str | None) -> str | None:
     return spec[:at] + found + spec[at + len(file):]
 
 
-def build_report(profile: dict | ReportInput, output: str | Path, *, command: str | None = None,
+def build_report(profile: Profile | dict | ReportInput, output: str | Path, *, command: str | None = None,
                  notes: Sequence[str] = ()) -> Path:
     """Render one profile's report and write it atomically to ``output``."""
     from capgeo._atomic import atomic_open
@@ -334,7 +333,7 @@ def build_report(profile: dict | ReportInput, output: str | Path, *, command: st
     return Path(output)
 
 
-def build_compare(profiles: Sequence[dict | ReportInput], output: str | Path, *, labels: Sequence[str] | None = None,
+def build_compare(profiles: Sequence[Profile | dict | ReportInput], output: str | Path, *, labels: Sequence[str] | None = None,
                   command: str | None = None, notes: Sequence[str] = ()) -> Path:
     """Render the side-by-side view of several profiles and write it atomically to ``output``."""
     from capgeo._atomic import atomic_open
@@ -347,12 +346,13 @@ def build_compare(profiles: Sequence[dict | ReportInput], output: str | Path, *,
     return Path(output)
 
 
-def save_profile(profile: dict, path: str | Path) -> Path:
+def save_profile(profile: Profile | dict, path: str | Path) -> Path:
     """Write the (completed) profile as strict JSON, atomically, so the report can be redrawn without recomputing."""
     from capgeo._atomic import atomic_open
 
+    data = profile.to_dict() if isinstance(profile, Profile) else profile
     with atomic_open(path) as handle:
-        handle.write(json.dumps(profile, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        handle.write(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     return Path(path)
 
 
@@ -487,7 +487,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
             if given:
                 notes.append(f"{source} is a saved profile, drawn as it is; ignored: {', '.join(given)}")
             with _drawing_saved_profiles([source]):   # read typed here: a section of another shape is one line
-                loaded.append(Profile.from_dict(load_saved_profile(source).profile, str(source)))
+                loaded.append(load_saved_profile(source).profile)
             saved_profiles.append(source)
             continue
         captions = load_set(source, load_options, on_skipped, role="SOURCE")
