@@ -145,7 +145,7 @@ def test_report_fixture_has_the_real_quantile_keys(built):
 def test_frozen_lists_take_their_shortcuts_and_freeze_what_the_recursion_would():
     import types as _types
 
-    from capgeo.geometry.typed_profile import _frozen
+    from capgeo.geometry.typed_profile import _frozen, _plain
 
     def reference(value):
         if isinstance(value, dict):
@@ -159,6 +159,7 @@ def test_frozen_lists_take_their_shortcuts_and_freeze_what_the_recursion_would()
     for value in cases:
         frozen = _frozen(value)
         assert frozen == reference(value)
+        assert _plain(frozen) == value and type(_plain(frozen)) is type(value)  # and back, by the shortcuts too
         # nothing mutable is left anywhere inside
         stack = [frozen]
         while stack:
