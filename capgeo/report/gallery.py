@@ -27,11 +27,15 @@ def _box(label: str, caption_id, group, text: str, spans, ids: CaptionIds) -> st
     return f'<div class="caption-box"><div class="meta">{meta}</div>{caption_html(text, spans, ids)}</div>'
 
 
-def _pair_stats(row: DupesPair) -> str:
-    badge = ' <span class="badge">exact duplicate</span>' if row.exact_duplicate else ""
-    jaccard = row.jaccard
+def pair_stats(cosine: float, jaccard: float | None, exact_duplicate: bool | None) -> str:
+    """The line above a pair of captions: their cosine, word overlap, and whether they are exact copies."""
+    badge = ' <span class="badge">exact duplicate</span>' if exact_duplicate else ""
     lexical = f" · word overlap (Jaccard) {jaccard:.2f}" if jaccard is not None else ""
-    return f'<div class="stats">cosine <strong>{row.cosine:.4f}</strong>{lexical}{badge}</div>'
+    return f'<div class="stats">cosine <strong>{cosine:.4f}</strong>{lexical}{badge}</div>'
+
+
+def _pair_stats(row: DupesPair) -> str:
+    return pair_stats(row.cosine, row.jaccard, row.exact_duplicate)
 
 
 def _text(value) -> str:
