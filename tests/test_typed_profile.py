@@ -275,12 +275,15 @@ def test_no_absent_sentinel_and_no_reflection_are_left():
 # --------------------------------------------------------------------------- methods: each delegates to its writer
 
 def test_to_json_writes_what_the_profile_command_writes(built, tmp_path):
+    from capgeo.cli.options import print_json
     from capgeo.report.build import save_profile
 
     typed = Profile.from_dict(built)
     typed.to_json(tmp_path / "typed.json")
-    save_profile(built, tmp_path / "plain.json")
-    assert (tmp_path / "typed.json").read_bytes() == (tmp_path / "plain.json").read_bytes()
+    print_json(built, str(tmp_path / "command.json"))   # `capgeo profile --json`'s writer
+    save_profile(built, tmp_path / "report.json")       # `capgeo report --save-profile`'s
+    assert (tmp_path / "typed.json").read_bytes() == (tmp_path / "command.json").read_bytes()
+    assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8")) == built
 
 
 def test_to_html_draws_the_report_of_the_dict(built, tmp_path, monkeypatch):

@@ -1127,10 +1127,13 @@ class Profile(_Section):
         return name in self.nulls
 
     def to_json(self, path: str | Path) -> Path:
-        """Write the profile as strict JSON, atomically (what ``capgeo profile --json`` writes)."""
-        from capgeo.report.build import save_profile
+        """Write the profile as strict JSON, atomically: the bytes ``capgeo profile --json`` writes."""
+        from capgeo._atomic import atomic_open
+        from capgeo._json_write import dumps
 
-        return save_profile(self.to_dict(), path)
+        with atomic_open(path) as handle:
+            handle.write(dumps(self.to_dict()) + "\n")
+        return Path(path)
 
     def to_html(self, path: str | Path, *, command: str | None = None) -> Path:
         """Write the profile's HTML report atomically (what ``capgeo report PROFILE.json`` draws)."""
