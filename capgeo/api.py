@@ -224,7 +224,7 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
             use_cache: bool = True, max_tokens: int | None = None, gamma: bool = True,
             logit_scale: float | None = None, progress: bool | None = None, **options):
     """The profile of a dataset's captions in one call: what `capgeo profile DATA --json` writes,
-    as a typed :class:`capgeo.geometry.typed_profile.Profile` (``plain(profile)`` gives the dict).
+    as a typed :class:`capgeo.geometry.typed_profile.Profile` (``profile.to_dict()`` gives the dict).
 
     ``data``: anything :func:`capgeo.captions.load_captions` reads (a path, a glob of shards, a
     polars or pandas DataFrame, a list of dicts, a ``datasets.Dataset``...), read as its
@@ -242,7 +242,6 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     from capgeo.captions import load_captions
     from capgeo.errors import CapgeoError
     from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.geometry.typed_profile import Profile
     from capgeo.pipeline import EncodeOptions, profile_dataset
 
     if batch_size is not None:
@@ -252,9 +251,8 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     load_options = {name: options.pop(name) for name in _LOAD_OPTIONS if name in options}
     captions = load_captions(data, **load_options)
     encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
-    result = profile_dataset(captions, encode, ProfileOptions.of(None, **options), gamma=gamma,
-                             logit_scale=logit_scale, progress=progress)
-    return Profile.from_dict(result)
+    return profile_dataset(captions, encode, ProfileOptions.of(None, **options), gamma=gamma,
+                           logit_scale=logit_scale, progress=progress)
 
 
 def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = 50,

@@ -10,11 +10,14 @@ fields' defaults are the only defaults of those options; the command line's --he
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from capgeo.errors import CapgeoError
+
+if TYPE_CHECKING:
+    from capgeo.geometry.typed_profile import Profile
 
 
 @dataclass(frozen=True)
@@ -63,12 +66,12 @@ class EncodeOptions:
 
 @dataclass
 class ProfileRun:
-    """What :func:`run_profile` made: the profile dict and what it was made from, for callers that
+    """What :func:`run_profile` made: the Profile and what it was made from, for callers that
     add sections of their own (the report's dupes, map, leak)."""
 
     captions: Any
     embeddings: Any
-    profile: dict
+    profile: Profile
     #: the resolved batch sizes (capgeo.geometry.batch_size.BatchSizes), with their notes
     batch_sizes: Any
     #: the all-pairs pass of these embeddings (a PairScan), or None
@@ -141,13 +144,13 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
 
         write_per_caption(captions, embeddings, profile, str(per_caption))
         if not include_companions:
-            for key in ("top_ids", "top_cosines"):
-                profile["companions"].pop(key, None)
-            profile["options"]["include_companions"] = False
+            # the file has them; the JSON stays as small as asked
+            profile = replace(profile, companions=replace(profile.companions, top_ids=None, top_cosines=None),
+                              options=replace(profile.options, include_companions=False))
     if gamma:
-        left_out = add_gamma_section(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
+        profile, left_out = with_gamma(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
-            profile["gamma_left_out"] = left_out
+            profile = replace(profile, gamma_left_out=left_out)
     return ProfileRun(captions, embeddings, profile, resolved, scans[0] if scans else None)
 
 
@@ -155,9 +158,9 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
                     cache_dir: str | Path | None = None, use_cache: bool = True, max_tokens: int | None = None,
                     progress: bool | None = None, command: str | None = None, gamma: bool = True,
                     logit_scale: float | None = None, per_caption: str | Path | None = None,
-                    companion_lists: bool = True, **profile_options) -> dict:
-    """Load, embed and profile a dataset (:func:`run_profile`); returns the ``capgeo.profile/1``
-    dict (docs/profile-schema.md).
+                    companion_lists: bool = True, **profile_options) -> Profile:
+    """Load, embed and profile a dataset (:func:`run_profile`); returns the typed ``capgeo.profile/1``
+    Profile (docs/profile-schema.md).
 
     ``encoder`` is an :class:`EncodeOptions`, or a spec string, a loaded encoder or None (the
     embedded default) with ``device``, ``cache_dir``, ``use_cache`` and ``max_tokens`` beside it.
@@ -232,33 +235,36 @@ def truncation_dataset(captions, encode: EncodeOptions | None = None, options=No
             block_size=options.block_size, **({} if max_listed is None else {"max_listed": max_listed}))
 
 
-def add_gamma_section(profile: dict, captions, embeddings, *, logit_scale: float | None = None,
-                      progress: bool | None = None) -> str | None:
-    """Add the ``gamma`` section (`capgeo gamma`) at the profile's own batch sizes, batch
-    count and seed. Returns why it, or the gamma of some extra batch sizes, was left out, or None."""
+def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | None = None,
+               progress: bool | None = None) -> tuple[Profile, str | None]:
+    """``profile`` with the ``gamma`` section (`capgeo gamma`) at its own batch sizes, batch count and
+    seed, and why it, or the gamma of some extra batch sizes, was left out (None when nothing was)."""
     from capgeo.findings.gamma import gamma_section
     from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, MIN_GAMMA_BATCH_SIZE, gamma_batch_size_problem
+    from capgeo.geometry.typed_profile import Gamma, Options
 
-    options = profile.get("options") or {}
-    sizes = [entry["batch_size"] for entry in profile.get("batches") or []]
-    if not sizes and (profile.get("truncation") or {}).get("batch_size"):  # a `capgeo truncation` result
-        sizes = [int(profile["truncation"]["batch_size"])]
+    options = profile.options or Options()
+    sizes = [entry.batch_size for entry in profile.batches or ()]
+    if not sizes and profile.truncation and profile.truncation.batch_size:  # a `capgeo truncation` result
+        sizes = [int(profile.truncation.batch_size)]
     if not sizes:
-        return ("Gamma diagnostics: left out, the profile has no in-batch section to take a batch size from "
-                "(capgeo docs gamma).")
+        return profile, ("Gamma diagnostics: left out, the profile has no in-batch section to take a batch size "
+                         "from (capgeo docs gamma).")
     if sizes[0] < MIN_GAMMA_BATCH_SIZE:
         # never headline an extra batch size: without the headline there is no gamma to show
-        return f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0], captions.n_groups)} (capgeo docs gamma)."
-    profile["gamma"] = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
-                                     batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
-                                     n_batches=options.get("n_batches", DEFAULT_N_BATCHES), seed=options.get("seed", 0),
-                                     progress=progress)
+        return profile, (f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0], captions.n_groups)} "
+                         "(capgeo docs gamma).")
+    section = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
+                            batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
+                            n_batches=DEFAULT_N_BATCHES if options.n_batches is None else options.n_batches,
+                            seed=0 if options.seed is None else options.seed, progress=progress)
     too_small = [size for size in sizes[1:] if size < MIN_GAMMA_BATCH_SIZE]
+    note = None
     if too_small:  # extra batch sizes the rule cannot answer: their in-batch rows stay, their gamma is left out
-        profile["gamma"]["batch_sizes_left_out"] = too_small
-        return (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
+        section["batch_sizes_left_out"] = too_small
+        note = (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
                 f"{gamma_batch_size_problem(too_small[0], captions.n_groups)} (capgeo docs gamma).")
-    return None
+    return replace(profile, gamma=Gamma.from_dict(section)), note
 
 
 #: the loader's advice to use a column option -> what a set read by detection can do instead
@@ -311,6 +317,8 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
     (threshold, top, block_size). ``train_embeddings``: the training set's, when already computed
     (then cut at ``max_tokens`` as the evaluation sets will be). ``on_skipped``: called with each
     Skipped (rows left out while reading a set)."""
+    from dataclasses import replace
+
     from capgeo.encoders import embed
     from capgeo.errors import CapgeoError, EncoderError
     from capgeo.findings.leak import leak_section

@@ -117,7 +117,7 @@ def test_relative_quantiles_option_and_library_entry_point(dataset):
     assert relative["labels"] == ["<p25", "p25-p75", ">=p75"]
     # the library entry point, given a path, gives the same statistics
     from_library = profile_dataset(str(data), f"vectors:{vectors}", batch_sizes=(4,), n_batches=5,
-                                   relative_buckets=True, relative_quantiles=(0.25, 0.75), progress=False)
+                                   relative_buckets=True, relative_quantiles=(0.25, 0.75), progress=False).to_dict()
     assert from_library["batches"] == from_cli["batches"]
     assert from_library["pairwise"] == from_cli["pairwise"]
     assert from_library["provenance"]["command"] is None

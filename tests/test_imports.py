@@ -11,6 +11,10 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "capgeo"
 LAYERS = ("captions", "encoders", "geometry", "findings", "report", "cli")
+#: the one sanctioned upward reach: Profile's output methods (to_html, to_json, summary, per_caption; issue #29)
+#: hand the profile to the writers downstream, imported inside each method, and nothing else imports them
+OUTPUT_METHODS = {"capgeo.geometry.typed_profile": {"capgeo.report.build", "capgeo.cli.profile",
+                                                    "capgeo.cli.terminal", "capgeo.findings.per_caption"}}
 
 
 def module_name(path: Path) -> str:
@@ -31,7 +35,7 @@ def import_graph() -> dict[str, set[str]]:
             else:
                 continue
             targets.update(target for target in names if target in modules and target != name)
-        graph[name] = targets
+        graph[name] = targets - OUTPUT_METHODS.get(name, set())
     return graph
 
 

@@ -46,7 +46,7 @@ def test_report_leak_cuts_the_evaluation_sets_as_the_training_set(tmp_path):
     cut = report_dataset(str(train), EncodeOptions(max_tokens=8, cache_dir=str(tmp_path / "cache")),
                          ProfileOptions(batch_sizes=(4,), n_batches=4),
                          report=ReportOptions(dupes=False, gamma=False, leak=[str(evals)]),
-                         progress=False).profile["leak"]
+                         progress=False).profile.leak.to_dict()
     alone = leak_datasets(str(train), [str(evals)], None, max_tokens=8, cache_dir=str(tmp_path / "cache"),
                           progress=False)
     assert cut["evals"][0]["n_leaked"] == alone["evals"][0]["n_leaked"] == 1  # the same 8 tokens: a twin
@@ -212,26 +212,30 @@ def test_fill_missing_says_why_a_profile_made_with_column_options_cannot_be_comp
 
 
 def test_fill_missing_takes_a_truncation_results_batch_size_for_gamma(tmp_path):
-    from capgeo.pipeline import add_gamma_section
+    from capgeo.geometry.typed_profile import Profile
+    from capgeo.pipeline import with_gamma
 
     captions = caption_set([f"g{i}" for i in range(16)])
     vectors = embeddings(np.random.default_rng(0).normal(size=(16, 8))).vectors
-    profile = {"batches": [], "truncation": {"batch_size": 8}, "options": {"n_batches": 4, "seed": 0}}
-    assert add_gamma_section(profile, captions, vectors, logit_scale=100.0) is None
-    assert profile["gamma"]["batches"][0]["batch_size"] == 8
-    bare = {"batches": []}
-    assert "no in-batch section" in add_gamma_section(bare, captions, vectors, logit_scale=100.0)
+    profile = Profile.from_dict({"batches": [], "truncation": {"batch_size": 8},
+                                 "options": {"n_batches": 4, "seed": 0}}, check=False)
+    filled, note = with_gamma(profile, captions, vectors, logit_scale=100.0)
+    assert note is None and profile.gamma is None
+    assert filled.gamma.batches[0].batch_size == 8
+    bare = Profile.from_dict({"batches": []}, check=False)
+    assert "no in-batch section" in with_gamma(bare, captions, vectors, logit_scale=100.0)[1]
 
 
 def test_truncation_with_top_0_says_pairs_were_counted_not_that_there_are_none():
     from rich.console import Console
 
     from capgeo.cli.truncation import _render_pairs
+    from capgeo.geometry.typed_profile import Truncation
 
     console = Console(record=True, width=200)
     section = {"truncation_only_pairs": [], "threshold": 0.9, "max_listed": 0,
                "per_length": [{"near_duplicates": {"n_truncation_only": 14}}, {"near_duplicates": {}}]}
-    _render_pairs(section, console)
+    _render_pairs(Truncation.from_dict(section), console)
     assert "14 truncation-only near-duplicate pairs are counted above; none listed" in console.export_text()
 
 

@@ -12,7 +12,7 @@ from capgeo.findings.gamma import gamma_section
 from capgeo.geometry.batch_size import resolve_batch_sizes
 from capgeo.geometry.pairwise import scan_pairs
 from capgeo.geometry.profile_options import ProfileOptions
-from capgeo.geometry.typed_profile import ABSENT, Profile, profile_section
+from capgeo.geometry.typed_profile import Profile
 
 
 def unit_vectors(n=40, width=8, seed=0):
@@ -56,13 +56,11 @@ def test_gamma_section_normalises_vectors_as_the_pairwise_pass_does():
     assert scaled["batches"][0]["mean_cosine"] == pytest.approx(plain["batches"][0]["mean_cosine"], rel=1e-6)
 
 
-def test_profile_section_reads_every_documented_top_level_key():
+def test_the_typed_profile_reads_every_documented_top_level_key():
     """gamma_left_out is documented at the top level; a typed profile had no such field."""
     data = {"schema": "capgeo.profile/1", "dataset": {}, "encoder": {}, "gamma_left_out": "B = 3 is too small"}
-    assert profile_section(data, "gamma_left_out") == "B = 3 is too small"
-    assert profile_section(Profile.from_dict(data), "gamma_left_out") == "B = 3 is too small"
-    assert profile_section(Profile.from_dict({"schema": "capgeo.profile/1", "dataset": {}, "encoder": {}}),
-                           "gamma_left_out") is ABSENT
+    assert Profile.from_dict(data).gamma_left_out == "B = 3 is too small"
+    assert Profile.from_dict({"schema": "capgeo.profile/1", "dataset": {}, "encoder": {}}).gamma_left_out is None
 
 
 def test_gamma_section_takes_named_groups_and_refuses_a_negative_seed():

@@ -105,7 +105,8 @@ def test_without_opentsne_one_error_line_and_the_report_leaves_the_map_out(tmp_p
     assert not output.exists()
     from capgeo.report.build import add_map_section
 
-    profile: dict = {}
-    notes = add_map_section(profile, captions, type("E", (), {"vectors": vectors})(), progress=False)
-    assert "map" not in profile and notes and notes[0].startswith("Caption map: left out: ")
+    from capgeo.geometry.typed_profile import Profile
+
+    profile, notes = add_map_section(Profile(), captions, type("E", (), {"vectors": vectors})(), progress=False)
+    assert profile.map is None and notes and notes[0].startswith("Caption map: left out: ")
     assert "pip install -e '.[map]'" in notes[0]

@@ -170,8 +170,8 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
     report = report_dataset(captions, None, ProfileOptions(batch_sizes=[8], n_batches=5),
                             report=ReportOptions(gamma=False), embeddings=embeddings)
     assert len(calls) == 1 and calls[0]["histograms"]
-    assert report.profile["dupes"]["pairs"] == expected["pairs"]
-    assert report.profile["dupes"]["pairs"][0]["cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert report.profile.to_dict()["dupes"]["pairs"] == expected["pairs"]
+    assert report.profile.dupes.pairs[0].cosine == pytest.approx(1.0, abs=1e-6)
 
 
 def brute_force_companions(vectors, groups, k):

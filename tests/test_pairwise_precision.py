@@ -296,6 +296,6 @@ def test_a_bf16_profile_counts_near_duplicates_exactly():
     embeddings = Embeddings(vectors=vectors, token_counts=np.full(n, -1), max_tokens=0, info=info,
                             origin="precomputed")
     profile = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, top_k=1, precision="bf16",
-                            near_duplicate_threshold=threshold, device="cpu")
+                            near_duplicate_threshold=threshold, device="cpu").to_dict()
     near = profile["near_duplicates"]
     assert (near["count_method"], near["exact"], near["n_pairs_cross_group"]) == ("counted", True, expected)

@@ -77,7 +77,7 @@ def real(request, tmp_path_factory):
     # cut at 128 tokens: faster, and many DOCCI captions are then truncated
     embeddings = embed(captions, None, cache_dir=cache_dir, max_tokens=128, progress=False)
     profile = build_profile(captions, embeddings, batch_sizes=(16, 48), relative_buckets=True, n_batches=40,
-                            near_duplicate_threshold=0.7, seed=3, progress=False)
+                            near_duplicate_threshold=0.7, seed=3, progress=False).to_dict()
     return captions, embeddings, profile
 
 
@@ -202,7 +202,7 @@ def test_near_duplicate_count_by_top_k_or_histogram(top_k, method):
     captions = caption_set([f"text {i}" for i in range(n)], range(n))
     embeddings = fake_embeddings(vectors)
     profile = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=5, top_k=top_k,
-                            near_duplicate_threshold=0.95, progress=False)
+                            near_duplicate_threshold=0.95, progress=False).to_dict()
     near = profile["near_duplicates"]
     reference = brute_force(embeddings.vectors, captions.groups)
     assert near["count_method"] == method
@@ -216,9 +216,9 @@ def test_seed_fixes_the_batches_and_other_seeds_change_them():
     captions = caption_set([f"t{i}" for i in range(90)], np.arange(90) // 3)
     embeddings = fake_embeddings(rng.normal(size=(90, 16)))
     options = dict(batch_sizes=(10,), n_batches=12, buckets=(0.0, 0.3), progress=False)
-    first = build_profile(captions, embeddings, seed=1, **options)
-    again = build_profile(captions, embeddings, seed=1, **options)
-    other = build_profile(captions, embeddings, seed=2, **options)
+    first = build_profile(captions, embeddings, seed=1, **options).to_dict()
+    again = build_profile(captions, embeddings, seed=1, **options).to_dict()
+    other = build_profile(captions, embeddings, seed=2, **options).to_dict()
     assert first["batches"] == again["batches"]
     assert first["pairwise"] == again["pairwise"]
     assert first["batches"][0]["buckets"]["shares"] != other["batches"][0]["buckets"]["shares"]
@@ -228,27 +228,27 @@ def test_default_batch_size_is_capped_at_the_groups_and_explicit_ones_are_checke
     rng = np.random.default_rng(2)
     captions = caption_set([f"t{i}" for i in range(40)], np.arange(40) // 2)
     embeddings = fake_embeddings(rng.normal(size=(40, 8)))
-    profile = build_profile(captions, embeddings, n_batches=3, progress=False)
+    profile = build_profile(captions, embeddings, n_batches=3, progress=False).to_dict()
     assert profile["options"]["batch_sizes"] == [20]
     with pytest.raises(CapgeoError, match="--batch-size 21: a batch needs captions of B different images"):
-        build_profile(captions, embeddings, batch_sizes=(8, 21), progress=False)
+        build_profile(captions, embeddings, batch_sizes=(8, 21), progress=False).to_dict()
 
 
 def test_one_group_and_bad_options_are_clear_errors():
     rng = np.random.default_rng(3)
     one_group = caption_set(["a", "b", "c"], ["g", "g", "g"])
     with pytest.raises(CapgeoError, match="one group"):
-        build_profile(one_group, fake_embeddings(rng.normal(size=(3, 4))), progress=False)
+        build_profile(one_group, fake_embeddings(rng.normal(size=(3, 4))), progress=False).to_dict()
     captions = caption_set([f"t{i}" for i in range(10)], range(10))
     embeddings = fake_embeddings(rng.normal(size=(10, 4)))
     with pytest.raises(CapgeoError, match="mode"):
-        build_profile(captions, embeddings, mode="fast", progress=False)
+        build_profile(captions, embeddings, mode="fast", progress=False).to_dict()
     with pytest.raises(CapgeoError, match="ascending"):
-        build_profile(captions, embeddings, buckets=(0.9, 0.8), progress=False)
+        build_profile(captions, embeddings, buckets=(0.9, 0.8), progress=False).to_dict()
     with pytest.raises(CapgeoError, match="quantiles"):
-        build_profile(captions, embeddings, relative_buckets=True, relative_quantiles=(0.9, 0.5), progress=False)
+        build_profile(captions, embeddings, relative_buckets=True, relative_quantiles=(0.9, 0.5), progress=False).to_dict()
     with pytest.raises(CapgeoError, match="one row per caption"):
-        build_profile(captions, fake_embeddings(rng.normal(size=(9, 4))), progress=False)
+        build_profile(captions, fake_embeddings(rng.normal(size=(9, 4))), progress=False).to_dict()
 
 
 def test_two_captions_without_companion_lists_and_unknown_lengths():
@@ -256,7 +256,7 @@ def test_two_captions_without_companion_lists_and_unknown_lengths():
     captions = caption_set(["a", "b"], ["x", "y"])
     embeddings = fake_embeddings(np.array([[1.0, 0.0], [0.6, 0.8]]), token_counts=[-1, -1], max_tokens=0)
     profile = build_profile(captions, embeddings, batch_sizes=(2,), n_batches=2, include_companions=False,
-                            progress=False)
+                            progress=False).to_dict()
     json.dumps(profile, allow_nan=False)
     assert profile["pairwise"]["count"] == 1
     assert profile["pairwise"]["mean"] == pytest.approx(0.6, abs=1e-6)
@@ -306,7 +306,7 @@ def test_sampled_mode_estimates_within_its_bounds_and_keeps_exact_companions():
     captions = caption_set([f"t{i}" for i in range(n)], np.arange(n) // 2)
     embeddings = fake_embeddings(rng.normal(size=(n, 12)) + 0.5)
     profile = build_profile(captions, embeddings, batch_sizes=(16,), n_batches=5, mode="sampled",
-                            sampled_pairs=50_000, near_duplicate_threshold=0.9, seed=1, progress=False)
+                            sampled_pairs=50_000, near_duplicate_threshold=0.9, seed=1, progress=False).to_dict()
     json.dumps(profile, allow_nan=False)
     reference = brute_force(embeddings.vectors, captions.groups)
     pairwise = profile["pairwise"]
@@ -325,7 +325,7 @@ def test_sampled_mode_estimates_within_its_bounds_and_keeps_exact_companions():
     assert near["n_pairs_cross_group"] == int(np.count_nonzero(reference["negatives"] >= 0.9))
     # auto switches to sampling above the size limit
     auto = build_profile(captions, embeddings, batch_sizes=(16,), n_batches=2, sampled_above=300,
-                         sampled_pairs=1000, progress=False)
+                         sampled_pairs=1000, progress=False).to_dict()
     assert auto["options"]["mode_used"] == "sampled"
 
 
@@ -337,7 +337,7 @@ def test_sampled_tail_intervals_end_at_the_exact_largest_negative_cosine():
     captions = caption_set([f"t{i}" for i in range(n)], np.arange(n) // 3)
     embeddings = fake_embeddings(rng.normal(size=(n, 16)))
     profile = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="sampled",
-                            sampled_pairs=200, seed=0, progress=False)
+                            sampled_pairs=200, seed=0, progress=False).to_dict()
     reference = brute_force(embeddings.vectors, captions.groups)["negatives"]
     top = profile["pairwise"]["max"]
     assert top == pytest.approx(reference.max(), abs=2e-6)
@@ -353,7 +353,7 @@ def test_sampled_mode_with_faiss_companions_reports_recall():
     captions = caption_set([f"t{i}" for i in range(300)], np.arange(300) // 3)
     embeddings = fake_embeddings(rng.normal(size=(300, 16)))
     profile = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="sampled",
-                            sampled_pairs=5000, companions="faiss", progress=False)
+                            sampled_pairs=5000, companions="faiss", progress=False).to_dict()
     hardest = profile["hardest_companion"]
     assert hardest["mode"] == "faiss" and hardest["exact"] is False
     # recall@1 recomputed by brute force: all 300 captions are queries (fewer than the 1,000 sampled),
@@ -377,7 +377,7 @@ def test_a_sampled_near_duplicate_count_is_at_least_the_pairs_the_companion_list
     n = len(vectors)
     captions = caption_set([f"text {i}" for i in range(n)], range(n))
     profile = build_profile(captions, fake_embeddings(vectors), batch_sizes=(8,), n_batches=2, mode="sampled",
-                            sampled_pairs=100, companions="faiss", near_duplicate_threshold=0.95, progress=False)
+                            sampled_pairs=100, companions="faiss", near_duplicate_threshold=0.95, progress=False).to_dict()
     near = profile["near_duplicates"]
     assert near["count_method"] == "sampled" and near["n_captions_hardest_above"] == 24
     assert near["n_pairs_cross_group"] >= 12  # 24 captions with a twin: at least 12 distinct pairs
@@ -393,7 +393,7 @@ def test_sampled_profile_reports_the_exact_largest_negative_cosine():
     vectors[2] = vectors[0] + 0.005 * rng.normal(size=16)  # a near-twin of caption 0 in another image
     groups = [i // 2 for i in range(n)]
     profile = build_profile(caption_set([f"caption {i}" for i in range(n)], groups), fake_embeddings(vectors),
-                            mode="sampled", sampled_pairs=300, batch_sizes=(8,), n_batches=2, progress=False)
+                            mode="sampled", sampled_pairs=300, batch_sizes=(8,), n_batches=2, progress=False).to_dict()
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     cosines = unit @ unit.T
     codes = np.array(groups)
@@ -412,12 +412,12 @@ def test_near_duplicates_at_a_threshold_in_the_last_bin_are_counted(threshold):
     captions = caption_set([f"t{i}" for i in range(n)], np.arange(n) // 3)
     embeddings = fake_embeddings(np.ones((n, 8)))
     profile = build_profile(captions, embeddings, batch_sizes=(4,), n_batches=2,
-                            near_duplicate_threshold=threshold, progress=False)
+                            near_duplicate_threshold=threshold, progress=False).to_dict()
     assert profile["near_duplicates"]["n_pairs_cross_group"] == n * (n - 1) // 2 - 10 * 3
     assert profile["pairwise"]["share_at_or_above"]["0.9"] == 1.0
     with pytest.raises(CapgeoError, match="float32 products"):
         build_profile(captions, embeddings, batch_sizes=(4,), n_batches=2, near_duplicate_threshold=1.0,
-                      progress=False)
+                      progress=False).to_dict()
 
 
 def test_share_at_or_above_the_top_edge_counts_the_last_bin():
@@ -436,10 +436,10 @@ def test_a_sample_of_every_negative_pair_is_the_exact_pass():
     captions = caption_set([f"t{i}" for i in range(n)], np.arange(n) // 2)
     embeddings = fake_embeddings(rng.normal(size=(n, 8)))
     sampled = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="sampled",
-                            sampled_pairs=n * (n - 1) // 2 - 30, progress=False)
-    exact = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="exact", progress=False)
+                            sampled_pairs=n * (n - 1) // 2 - 30, progress=False).to_dict()
+    exact = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="exact", progress=False).to_dict()
     assert sampled["options"]["mode_used"] == "exact"
     assert sampled["pairwise"] == exact["pairwise"] and sampled["pairwise"]["count"] == n * (n - 1) // 2 - 30
     one_short = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, mode="sampled",
-                              sampled_pairs=n * (n - 1) // 2 - 31, progress=False)
+                              sampled_pairs=n * (n - 1) // 2 - 31, progress=False).to_dict()
     assert one_short["options"]["mode_used"] == "sampled"

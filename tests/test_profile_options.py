@@ -27,15 +27,15 @@ def test_options_object_and_keywords_give_the_same_profile():
     embeddings = fake_embeddings(rng.normal(size=(90, 8)))
     options = ProfileOptions(batch_sizes=(4, 8), n_batches=3, relative_buckets=True, seed=5, sampled_above=50,
                              sampled_pairs=2000)
-    by_object = build_profile(captions, embeddings, options, progress=False)
+    by_object = build_profile(captions, embeddings, options, progress=False).to_dict()
     by_keywords = build_profile(captions, embeddings, progress=False,
-                                **{f.name: getattr(options, f.name) for f in dataclasses.fields(options)})
+                                **{f.name: getattr(options, f.name) for f in dataclasses.fields(options)}).to_dict()
     by_object.pop("provenance"), by_keywords.pop("provenance")
     assert by_object == by_keywords
     assert by_object["options"]["mode_used"] == "sampled"  # 90 captions > sampled_above
     assert by_object["options"]["batch_sizes"] == [4, 8] and by_object["options"]["seed"] == 5
     # a keyword overrides the object
-    overridden = build_profile(captions, embeddings, options, progress=False, mode="exact")
+    overridden = build_profile(captions, embeddings, options, progress=False, mode="exact").to_dict()
     assert overridden["options"]["mode_used"] == "exact" and overridden["pairwise"]["exact"] is True
 
 

@@ -57,9 +57,9 @@ def test_profile_without_companion_lists_differs_only_there():
     rng = np.random.default_rng(0)
     captions = caption_set([f"caption {i}" for i in range(60)], [i // 3 for i in range(60)])
     embeddings = fake_embeddings(rng.standard_normal((60, 8)))
-    full = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=3, device="cpu", progress=False)
+    full = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=3, device="cpu", progress=False).to_dict()
     lean = build_profile(captions, embeddings, batch_sizes=(8,), n_batches=3, device="cpu", progress=False,
-                         companion_lists=False)
+                         companion_lists=False).to_dict()
     assert full["companions"]["top_ids"] and lean["companions"] is None
     for key in full:
         if key not in ("companions", "provenance"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -26,16 +27,18 @@ def test_ci_runs_the_readme_test_command():
 
 
 @pytest.mark.slow
-def test_python_example_runs_and_agrees_with_brute_force(monkeypatch):
+def test_python_example_runs_and_agrees_with_brute_force(monkeypatch, tmp_path):
     code = README.split("## From Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").symlink_to(ROOT / "data")
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
     profile = namespace["profile"]
+    assert json.loads((tmp_path / "docci.profile.json").read_text(encoding="utf-8")) == profile.to_dict()
+    assert "<html" in (tmp_path / "docci.html").read_text(encoding="utf-8")
 
     from capgeo.captions import load_captions
     from capgeo.encoders import embed
-    from capgeo.geometry.typed_profile import plain
 
     captions = load_captions(ROOT / "data" / "docci_sample.jsonlines")
     embeddings = embed(captions, None, progress=False)   # the snippet's, from the cache
@@ -48,7 +51,7 @@ def test_python_example_runs_and_agrees_with_brute_force(monkeypatch):
     assert profile.near_duplicates.n_pairs_cross_group == int((similarity[upper] >= 0.95).sum())
     assert [entry.batch_size for entry in profile.batches] == [128, 16]
     # the suggested gamma, recomputed by brute force on the same in-batch rows
-    gamma = plain(profile.gamma)
+    gamma = profile.gamma.to_dict()
     assert not gamma["batches"][0]["suggestion"]["clipped"]
     check_suggestion(gamma, embeddings.vectors, captions.group_codes)
 

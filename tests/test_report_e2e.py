@@ -12,6 +12,7 @@ from _report_fixtures import REPO_DATA, real_report_input
 from capgeo.cli import main
 from capgeo.report.build import save_profile
 from capgeo.errors import CapgeoError
+from capgeo.geometry.typed_profile import Profile
 from capgeo.report.build import ReportInput, fill_missing
 from capgeo.report.compare import COMPARE_FIGURE_IDS, COMPARE_OPTIONAL_FIGURE_IDS, render_compare
 from capgeo.report.html import highlight
@@ -33,7 +34,7 @@ def coco():
 
 
 def test_real_report_has_every_section_and_figure(docci):
-    profile = docci.profile
+    profile = docci.profile.to_dict()
     assert profile["dupes"]["examples"] and profile["gamma"]["batches"]
     page = render_report(profile, command="capgeo report data/docci_sample.jsonlines --limit 40")
     parser = parse(page)
@@ -52,13 +53,13 @@ def test_real_report_has_every_section_and_figure(docci):
 
 
 def test_real_dupes_spans_render_on_their_words(docci):
-    for row in docci.profile["dupes"]["pairs"]:
+    for row in docci.profile.to_dict()["dupes"]["pairs"]:
         parser = parse(f"<div>{highlight(row['text_a'], row['spans_a'])}</div>")
         assert parser.marks == [row["text_a"][s["start"]:s["end"]] for s in row["spans_a"]]
 
 
 def test_real_compare_of_datasets_of_different_sizes(docci, coco):
-    assert docci.profile["dataset"]["n_captions"] != coco.profile["dataset"]["n_captions"]
+    assert docci.profile.dataset.n_captions != coco.profile.dataset.n_captions
     page = render_compare([docci.profile, coco.profile])
     parser = parse(page)
     for figure_id in COMPARE_FIGURE_IDS + COMPARE_OPTIONAL_FIGURE_IDS:
@@ -68,9 +69,7 @@ def test_real_compare_of_datasets_of_different_sizes(docci, coco):
 
 
 def test_cli_report_from_a_saved_profile_recomputes_nothing(tmp_path, docci, monkeypatch):
-    bare = copy.deepcopy(docci.profile)
-    bare.pop("dupes")
-    bare.pop("gamma")
+    bare = docci.profile.without("dupes").without("gamma")
     saved = save_profile(bare, tmp_path / "docci.json")
 
     def no_embedding(*args, **kwargs):
@@ -124,22 +123,22 @@ def test_cli_errors_are_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_fill_missing_computes_only_the_missing_sections(coco, tmp_path):
-    bare = copy.deepcopy(coco.profile)
-    kept_dupes = bare["dupes"]
-    bare.pop("gamma")
+    bare = coco.profile.without("gamma")
+    kept_dupes = bare.dupes
     filled = fill_missing(ReportInput(bare, ["note"])).profile
-    assert filled["dupes"] is kept_dupes  # present sections are never recomputed
-    assert filled["gamma"]["suggested_gamma"] == coco.profile["gamma"]["suggested_gamma"]
-    assert [b["batch_size"] for b in filled["gamma"]["batches"]] == [8]
+    assert filled.dupes is kept_dupes  # present sections are never recomputed
+    assert filled.gamma.suggested_gamma == coco.profile.gamma.suggested_gamma
+    assert [b.batch_size for b in filled.gamma.batches] == [8]
+    assert bare.gamma is None  # filled by replacing, never by editing
 
-    changed = copy.deepcopy(coco.profile)
+    changed = copy.deepcopy(coco.profile.to_dict())
     changed.pop("gamma")
     changed["dataset"]["texts_digest"] = "0" * 64
     with pytest.raises(CapgeoError, match="does not hold the captions"):
-        fill_missing(ReportInput(changed))
+        fill_missing(ReportInput(Profile.from_dict(changed)))
     changed["dataset"]["source"] = str(tmp_path / "gone.json")
     with pytest.raises(CapgeoError, match="is not found"):
-        fill_missing(ReportInput(changed))
+        fill_missing(ReportInput(Profile.from_dict(changed)))
 
 
 @pytest.mark.slow

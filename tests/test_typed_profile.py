@@ -14,7 +14,6 @@ import pytest
 from capgeo.errors import CapgeoError
 from capgeo.geometry import build_profile
 from capgeo.geometry.typed_profile import (
-    ABSENT,
     BatchStatistics,
     Dataset,
     Distribution,
@@ -41,7 +40,7 @@ def documented_keys(heading: str) -> set[str]:
 
 
 def declared(section: type) -> set[str]:
-    return {item.name for item in dataclasses.fields(section)} - {"extra"}
+    return {item.name for item in dataclasses.fields(section)} - {"extra", "nulls", "order"}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +50,7 @@ def built() -> dict:
     captions = caption_set([f"caption {i % 50}" for i in range(60)], groups)  # some exact duplicates
     embeddings = fake_embeddings(rng.normal(size=(60, 12)), token_counts=rng.integers(5, 120, size=60))
     profile = build_profile(captions, embeddings, batch_sizes=(8, 16), n_batches=4, relative_buckets=True,
-                            progress=False)
+                            progress=False).to_dict()
     return json.loads(json.dumps(profile))  # as a saved file holds it
 
 
@@ -81,23 +80,23 @@ def test_sections_are_typed_and_read_only(built):
         typed.pairwise.mean = 0.0
     with pytest.raises(TypeError):
         typed.pairwise.quantiles["p50"] = 0.0  # nested objects are read-only too
-    assert typed.gamma is ABSENT and "gamma" not in typed.to_dict()
+    assert typed.gamma is None and "gamma" not in typed.to_dict()
 
 
 def test_fields_added_within_version_1_are_kept(built):
     data = json.loads(json.dumps(built))
     data["per_caption"] = {"caption_id": ["c0"]}
-    data["pairwise"]["precision"] = "float64"
+    data["pairwise"]["added_later"] = "float64"
     typed = Profile.from_dict(data)
     assert typed.extra["per_caption"]["caption_id"] == ("c0",)
-    assert typed.pairwise.extra["precision"] == "float64"
+    assert typed.pairwise.extra["added_later"] == "float64"
     assert typed.to_dict() == data
 
 
 def test_a_gamma_only_profile_has_only_its_sections(saved):
     data = {key: saved[key] for key in ("schema", "dataset", "encoder", "gamma")}
     typed = Profile.from_dict(data)
-    assert typed.pairwise is ABSENT and typed.batches is ABSENT and typed.gamma["suggested_gamma"] == \
+    assert typed.pairwise is None and typed.batches is None and typed.gamma.suggested_gamma == \
         saved["gamma"]["suggested_gamma"]
     assert typed.to_dict() == data
 
@@ -146,7 +145,7 @@ def test_report_fixture_has_the_real_quantile_keys(built):
 def test_frozen_lists_take_their_shortcuts_and_freeze_what_the_recursion_would():
     import types as _types
 
-    from capgeo.geometry.typed_profile import _frozen
+    from capgeo.geometry.typed_profile import _frozen, _plain
 
     def reference(value):
         if isinstance(value, dict):
@@ -160,6 +159,7 @@ def test_frozen_lists_take_their_shortcuts_and_freeze_what_the_recursion_would()
     for value in cases:
         frozen = _frozen(value)
         assert frozen == reference(value)
+        assert _plain(frozen) == value and type(_plain(frozen)) is type(value)  # and back, by the shortcuts too
         # nothing mutable is left anywhere inside
         stack = [frozen]
         while stack:
@@ -167,3 +167,160 @@ def test_frozen_lists_take_their_shortcuts_and_freeze_what_the_recursion_would()
             assert not isinstance(item, (list, dict))
             if isinstance(item, (tuple, _types.MappingProxyType)):
                 stack.extend(item.values() if isinstance(item, _types.MappingProxyType) else item)
+
+
+# --------------------------------------------------------------------------- explicit classes, saved profiles
+
+from capgeo.geometry import typed_profile  # noqa: E402
+
+SAVED_PROFILES = sorted((ROOT / "reports").glob("*.profile.json"))
+
+
+@pytest.mark.parametrize("path", SAVED_PROFILES, ids=[path.name for path in SAVED_PROFILES])
+def test_every_saved_profile_round_trips_byte_for_byte(path):
+    """reports/ holds profiles saved by earlier versions: they load, and write back the same JSON,
+    key order included (so a profile written from a Profile is the file a dict gave)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    typed = Profile.from_dict(data, str(path))
+    assert typed.to_dict() == data
+    assert json.dumps(typed.to_dict(), indent=2) == json.dumps(data, indent=2)
+    # every section the file has is typed, down to the rows of gamma, dupes and truncation
+    assert isinstance(typed.gamma.batches[0], typed_profile.GammaBatch)
+    assert isinstance(typed.gamma.batches[0].suggestion, typed_profile.GammaSuggestion)
+    assert typed.gamma.headline.suggestion.gamma == data["gamma"]["batches"][0]["suggestion"]["gamma"]
+    assert isinstance(typed.dupes.pairs[0], typed_profile.DupesPair)
+    assert typed.dupes.pairs[0].cosine == data["dupes"]["pairs"][0]["cosine"]
+    assert isinstance(typed.companions, typed_profile.Companions)
+    assert typed.companions.caption_id == tuple(data["companions"]["caption_id"])
+    assert typed.map.x == tuple(data["map"]["x"])
+    assert typed.options.headline_batch_size == data["options"]["headline_batch_size"]
+    if "truncation" in data:
+        entry = typed.truncation.per_length[0]
+        assert isinstance(entry, typed_profile.TruncationLength)
+        assert entry.pairwise.mean == data["truncation"]["per_length"][0]["pairwise"]["mean"]
+        assert entry.near_duplicates.n_pairs == data["truncation"]["per_length"][0]["near_duplicates"]["n_pairs"]
+
+
+def test_fixture_profiles_round_trip(built):
+    """Every profile the test fixtures build: the report tests' full one, one without companion lists,
+    one with one caption per image (within_group null), and gamma- and truncation-only files."""
+    rng = np.random.default_rng(5)
+    groups = np.arange(30)
+    captions = caption_set([f"caption {i}" for i in range(30)], groups)
+    embeddings = fake_embeddings(rng.normal(size=(30, 8)), token_counts=rng.integers(5, 90, size=30))
+    single = json.loads(json.dumps(build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, progress=False,
+                                                 companion_lists=False).to_dict()))
+    assert single["within_group"] is None and single["companions"] is None
+    saved = json.loads(SAVED.read_text(encoding="utf-8"))
+    gamma_only = {key: saved[key] for key in ("schema", "dataset", "encoder", "gamma", "options", "provenance")}
+    truncation_only = {key: saved[key] for key in ("schema", "dataset", "encoder", "truncation", "provenance")}
+    for data in (built, single, json.loads(json.dumps(make_full_profile())), gamma_only, truncation_only):
+        assert Profile.from_dict(data).to_dict() == data
+
+
+def test_null_and_absent_differ_where_the_schema_allows_both(built):
+    """within_group is null for one caption per image, absent from a gamma-only file: ``nulls`` says which."""
+    written_null = Profile.from_dict({**built, "within_group": None})
+    left_out = Profile.from_dict({key: value for key, value in built.items() if key != "within_group"})
+    assert written_null.within_group is None and left_out.within_group is None
+    assert written_null.written_null("within_group") and not left_out.written_null("within_group")
+    assert written_null.to_dict()["within_group"] is None and "within_group" not in left_out.to_dict()
+    dataset = Profile.from_dict({**built, "dataset": {**built["dataset"], "fingerprint": None}}).dataset
+    assert dataset.fingerprint is None and "fingerprint" in dataset.nulls
+    assert "fingerprint" in dataset.to_dict() and dataset.to_dict()["fingerprint"] is None
+
+
+def _classes():
+    return [value for value in vars(typed_profile).values()
+            if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == typed_profile.__name__
+            and not value.__name__.startswith("_")]
+
+
+def test_profile_and_every_section_are_frozen(built):
+    typed = Profile.from_dict(built)
+    for kind in _classes():
+        assert kind.__dataclass_params__.frozen, kind.__name__
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        typed.gamma = None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        typed.batches[0].buckets.shares = ()
+    with pytest.raises(TypeError):
+        typed.batches[0].buckets.shares[0] = 1.0   # tuples
+    with pytest.raises(TypeError):
+        typed.pairwise.quantiles["p50"] = 0.0   # read-only mappings
+    # sections are attached by replacing, never by editing: the original is unchanged
+    with_gamma = dataclasses.replace(typed, gamma=typed_profile.Gamma(suggested_gamma=0.5))
+    assert typed.gamma is None and with_gamma.gamma.suggested_gamma == 0.5
+
+
+def test_every_class_reads_and_writes_its_own_declared_keys():
+    """Explicit from_dict/to_dict per class: each names exactly the keys its fields hold."""
+    for kind in _classes():
+        if kind is typed_profile.Leak:
+            continue
+        fields = [item.name for item in dataclasses.fields(kind) if item.name not in ("nulls", "extra", "order")]
+        assert list(kind.KEYS) == fields, kind.__name__
+        data = {key: None for key in kind.KEYS}
+        if kind is Profile:
+            data.update(schema="capgeo.profile/1", dataset={}, encoder={})
+        assert kind.from_dict(data).to_dict() == data, kind.__name__
+
+
+def test_no_absent_sentinel_and_no_reflection_are_left():
+    source = Path(typed_profile.__file__).read_text(encoding="utf-8")
+    assert not hasattr(typed_profile, "ABSENT") and not hasattr(typed_profile, "known")
+    assert "get_type_hints" not in source and "dataclasses.fields" not in source
+
+
+# --------------------------------------------------------------------------- methods: each delegates to its writer
+
+def test_to_json_writes_what_the_profile_command_writes(built, tmp_path):
+    from capgeo.cli.options import print_json
+    from capgeo.report.build import save_profile
+
+    typed = Profile.from_dict(built)
+    typed.to_json(tmp_path / "typed.json")
+    print_json(built, str(tmp_path / "command.json"))   # `capgeo profile --json`'s writer
+    save_profile(built, tmp_path / "report.json")       # `capgeo report --save-profile`'s
+    assert (tmp_path / "typed.json").read_bytes() == (tmp_path / "command.json").read_bytes()
+    assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8")) == built
+
+
+def test_to_html_draws_the_report_of_the_dict(built, tmp_path, monkeypatch):
+    from capgeo.report import single
+    from capgeo.report.build import build_report
+
+    monkeypatch.setattr(single, "now_utc", lambda: "2026-01-01T00:00:00Z")
+    Profile.from_dict(built).to_html(tmp_path / "typed.html")
+    build_report(built, tmp_path / "plain.html")
+    page = (tmp_path / "typed.html").read_text(encoding="utf-8")
+    assert page == (tmp_path / "plain.html").read_text(encoding="utf-8") and "<html" in page
+
+
+def test_summary_is_the_profile_commands_terminal_text(built):
+    from capgeo.cli.profile import print_profile
+    from capgeo.cli.terminal import console
+
+    out = console(record=True, width=100, force_terminal=False, color_system=None)
+    with out.capture() as captured:
+        print_profile(built, out)
+    text = Profile.from_dict(built).summary()
+    assert text == captured.get() and "Caption cosines" in text and "Verdict:" in text
+
+
+def test_per_caption_rows_as_a_frame_or_a_clear_error():
+    from capgeo.findings.per_caption import COLUMNS, profile_rows
+
+    rng = np.random.default_rng(8)
+    groups = np.arange(40) // 2
+    captions = caption_set([f"caption {i % 30}" for i in range(40)], groups)
+    embeddings = fake_embeddings(rng.normal(size=(40, 8)), token_counts=rng.integers(5, 90, size=40))
+    data = json.loads(json.dumps(build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2, progress=False).to_dict()))
+    frame = Profile.from_dict(data).per_caption(captions, embeddings)
+    assert tuple(frame.columns) == COLUMNS and frame.height == 40
+    assert frame.to_dicts() == profile_rows(captions, embeddings, data)
+    assert frame["exact_duplicate_of"].null_count() < 40   # "caption i % 30" repeats
+    without = json.loads(json.dumps(build_profile(captions, embeddings, batch_sizes=(8,), n_batches=2,
+                                                  progress=False, companion_lists=False).to_dict()))
+    with pytest.raises(CapgeoError, match="no per-caption companion lists"):
+        Profile.from_dict(without).per_caption(captions, embeddings)

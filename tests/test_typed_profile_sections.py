@@ -1,6 +1,5 @@
-"""Reading one typed section of a profile (profile_section, as_section, known, plain): the same
-values as the JSON object it came from, ABSENT for what the profile lacks, and the report's readers
-giving the same answer for a dict profile and its typed form."""
+"""The report's readers on typed sections: the same answer for a dict profile and its typed form,
+word marks kept, partial profiles read without the schema check."""
 
 from __future__ import annotations
 
@@ -9,17 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from capgeo.geometry.typed_profile import (
-    ABSENT,
-    BatchStatistics,
-    Distribution,
-    Lengths,
-    Profile,
-    as_section,
-    known,
-    plain,
-    profile_section,
-)
+from capgeo.geometry.typed_profile import Distribution, Lengths, Profile, as_profile, as_section
 from capgeo.report.alerts import alerts_for
 from capgeo.report.figures import caption_length_figure, cosine_distribution_figure
 
@@ -33,34 +22,25 @@ def saved(request) -> dict:
 
 
 def test_each_section_reads_back_to_its_json_object(saved):
-    for name, value in saved.items():
-        section = profile_section(saved, name)
-        assert plain(section) == value, name
-    assert isinstance(profile_section(saved, "lengths"), Lengths)
-    assert all(isinstance(entry, BatchStatistics) for entry in profile_section(saved, "batches"))
-    assert profile_section(saved, "pairwise").mean == saved["pairwise"]["mean"]
-
-
-def test_a_typed_profile_gives_its_own_fields(saved):
     typed = Profile.from_dict(saved)
-    assert profile_section(typed, "hardest_companion") is typed.hardest_companion
-    assert profile_section(typed, "gamma") is typed.gamma
+    written = typed.to_dict()
+    for name, value in saved.items():
+        assert written[name] == value, name
+    assert isinstance(typed.lengths, Lengths) and typed.pairwise.mean == saved["pairwise"]["mean"]
 
 
-def test_a_partial_profile_has_absent_sections_and_no_check():
+def test_a_partial_profile_is_read_unchecked_when_asked():
     partial = {"schema": "capgeo.profile/1", "lengths": None}
-    assert profile_section(partial, "dataset") is ABSENT
-    assert profile_section(partial, "lengths") is None
-    # Profile.from_dict would refuse this profile (no dataset/encoder); one section is read without that check
-    assert profile_section({"pairwise": {"mean": 0.25}}, "pairwise") == Distribution(mean=0.25)
+    typed = as_profile(partial, check=False)
+    assert typed.dataset is None and typed.lengths is None and typed.written_null("lengths")
+    assert as_profile({"pairwise": {"mean": 0.25}}, check=False).pairwise == Distribution(mean=0.25)
 
 
-def test_as_section_and_known():
+def test_as_section():
     read = as_section({"mean": 0.5, "other": 1}, Distribution)
-    assert read.mean == 0.5 and read.extra == {"other": 1} and read.count is ABSENT
+    assert read.mean == 0.5 and read.extra == {"other": 1} and read.count is None
     assert as_section(read, Distribution) is read
     assert as_section(None, Distribution) is None
-    assert known(ABSENT) is None and known(ABSENT, "?") == "?" and known(0, "?") == 0 and known(None, 1) is None
 
 
 def test_readers_agree_on_dict_and_typed_profiles(saved):
@@ -87,5 +67,5 @@ def test_the_gallery_of_a_typed_profile_keeps_its_word_marks():
 
 
 def test_provenance_declares_every_key_a_profile_writes(saved):
-    provenance = profile_section(saved, "provenance")
+    provenance = Profile.from_dict(saved).provenance
     assert provenance.extra == {} and provenance.created == saved["provenance"]["created"]

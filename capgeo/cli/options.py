@@ -320,8 +320,10 @@ def emit(result: dict, json_out: str | None, show) -> None:
     summary ``show(result)``, or the summary alone."""
     from capgeo._atomic import is_standard_output
 
+    from capgeo.geometry.typed_profile import Profile
+
     if json_out:
-        print_json(result, json_out)
+        print_json(result.to_dict() if isinstance(result, Profile) else result, json_out)
     if not is_standard_output(json_out):  # JSON to stdout is all that goes there, by any name
         show(result)
 

@@ -33,7 +33,7 @@ from capgeo.cli.pass_options import block_size_option, precision_option
 from capgeo.defaults import COMPANION_MODES, PAIRWISE_MODES
 from capgeo.defaults import PER_CAPTION_SUFFIXES as TABLE_SUFFIXES
 from capgeo.geometry.profile_options import ProfileOptions
-from capgeo.geometry.typed_profile import BatchStatistics, known, profile_section
+from capgeo.geometry.typed_profile import BatchStatistics, Profile, as_profile
 from capgeo.progress import counts_passes
 
 #: every option's default, read from the one place it lives (the dataclass field)
@@ -120,7 +120,7 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         companion_lists=json_out is not None,
     )
     result, resolved = run.profile, run.batch_sizes
-    mode_used = result["options"]["mode_used"]
+    mode_used = result.options.mode_used
     unused = options_unused_by(mode_used, precision=precision, companions=companions, mode=mode)
     unused += unused_option_notes(
         ("sampled_pairs", pairwise_mode(mode, len(captions), sampled_above) == "exact",
@@ -134,22 +134,22 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
     emit(result, json_out, print_profile)
 
 
-def _mode_text(result: dict) -> str:
-    # precision, bounds and recall are written by one mode each: schema extras, not fields
-    pairwise = profile_section(result, "pairwise")
-    if profile_section(result, "options")["mode_used"] == "exact":
-        precision = pairwise.extra.get("precision")
+def _mode_text(result: Profile) -> str:
+    # precision, bounds and recall are written by one mode each
+    pairwise = result.pairwise
+    if result.options.mode_used == "exact":
+        precision = pairwise.precision
         if not precision:
             return "exact (all pairs)"
         return (f"all pairs, {precision['mode']} products: every cosine within +-{precision['cosine_error_bound']:.1e} "
                 f"of fp32 (measured max {precision['measured_max_error']:.1e}; "
                 f"{precision['measured_share_of_bins_changed']:.2%} of cosines changed histogram bin); "
                 f"companions exact")
-    bounds = pairwise.extra.get("bounds") or {}
-    text = (f"sampled: {bounds.get('sample_size', 0):,} of {bounds.get('population', 0):,} negative pairs; "
-            f"mean +-{1.96 * bounds.get('mean_standard_error', 0):.4f}, every share +-{bounds.get('cdf_epsilon', 0):.4f} "
+    bounds = pairwise.bounds
+    text = (f"sampled: {bounds['sample_size']:,} of {bounds['population']:,} negative pairs; "
+            f"mean +-{1.96 * bounds['mean_standard_error']:.4f}, every share +-{bounds['cdf_epsilon']:.4f} "
             f"(95%)")
-    recall = profile_section(result, "hardest_companion").extra.get("recall")
+    recall = result.hardest_companion.recall
     if recall:
         text += f"; faiss companions, recall@1 {recall['recall_at_1']:.3f} on {recall['queries']:,} captions"
     return text
@@ -159,15 +159,14 @@ def _fmt(value, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def print_profile(result: dict, console=None) -> None:
-    """A compact terminal summary of a profile dict, ending with what it means for training.
-
-    Reads typed sections (capgeo.geometry.typed_profile), each on its own: the whole dict holds
-    the companions, N x k values this summary never shows."""
+def print_profile(result: Profile | dict, console=None) -> None:
+    """A compact terminal summary of a profile (``Profile.summary()`` gives it as text), ending with
+    what it means for training."""
     from rich.table import Table
 
     console = console or terminal.console()
-    dataset, encoder, lengths = (profile_section(result, name) for name in ("dataset", "encoder", "lengths"))
+    result = as_profile(result)
+    dataset, encoder, lengths = result.dataset, result.encoder, result.lengths
     overview = Table(show_header=False, box=None, pad_edge=False)
     overview.add_column(style="bold")
     overview.add_column(overflow="fold")  # a long path wraps, not "…"
@@ -191,33 +190,31 @@ def print_profile(result: dict, console=None) -> None:
                          min_width=None if column else 10)
     for name, key in (("negatives (other images)", "pairwise"), ("same image", "within_group"),
                       ("hardest companion", "hardest_companion")):
-        summary = profile_section(result, key)
+        summary = getattr(result, key)
         if not summary:
             continue
-        quantiles = known(summary.quantiles, {})
-        stats.add_row(name, f"{summary.count:,}", _fmt(known(summary.mean)), _fmt(known(summary.std)),
-                      _fmt(quantiles.get("p50")), _fmt(quantiles.get("p90")), _fmt(quantiles.get("p99")),
-                      _fmt(known(summary.max)))
+        stats.add_row(name, f"{summary.count:,}", _fmt(summary.mean), _fmt(summary.std),
+                      _fmt(summary.quantile("p50")), _fmt(summary.quantile("p90")), _fmt(summary.quantile("p99")),
+                      _fmt(summary.max))
     console.print(stats)
     console.print(f"[dim]Hardest companion: each caption's most similar caption of another image, "
                   f"over N = {dataset.n_captions:,} captions (it grows with N).[/dim]")
 
     first_table = None
     for kind in ("buckets", "relative_buckets"):
-        entries = [batch for batch in profile_section(result, "batches") if getattr(batch, kind)]
+        entries = [batch for batch in result.batches if getattr(batch, kind)]
         if entries:
             terminal.print_unclipped(console, _bucket_table(entries, kind))
             first_table = first_table or entries[0]
     if first_table:
         from rich.markup import escape
 
-        top = escape((first_table.buckets or first_table.relative_buckets)["labels"][-1])
+        top = escape((first_table.buckets or first_table.relative_buckets).labels[-1])
         console.print(f"[dim]Per row {top}: in-batch negatives of one caption in the hardest bucket, on average; "
                       f"batches with a pair: share of random batches holding two captions of different images "
-                      f"at cosine >= {first_table.near_duplicate['threshold']:g} (near-duplicates).[/dim]")
+                      f"at cosine >= {first_table.near_duplicate.threshold:g} (near-duplicates).[/dim]")
 
-    exact = profile_section(result, "exact_duplicates")
-    near = profile_section(result, "near_duplicates")
+    exact, near = result.exact_duplicates, result.near_duplicates
     console.print(f"[bold]Exact duplicates:[/bold] {counted(exact.n_pairs_cross_group, 'pair')} of identical "
                   f"captions across images, {exact.n_pairs_within_group:,} within one "
                   f"({counted(exact.n_sets, 'text')} {'occurs' if exact.n_sets == 1 else 'occur'} more than once)")
@@ -226,8 +223,8 @@ def print_profile(result: dict, console=None) -> None:
                   f"{_near_duplicate_precision(result, near)}; "
                   f"{counted(near.n_captions_hardest_above, 'caption')} "
                   f"{'has' if near.n_captions_hardest_above == 1 else 'have'} one")
-    gamma = profile_section(result, "gamma")
-    left_out = result.get("gamma_left_out")
+    gamma = result.gamma
+    left_out = result.gamma_left_out
     if left_out:
         from rich.markup import escape
 
@@ -245,18 +242,19 @@ def print_profile(result: dict, console=None) -> None:
 LEVEL_MARKS = {"warning": ("WARNING", "bold red"), "notice": ("NOTICE", "bold yellow")}
 
 
-def print_verdict(result: dict, console) -> None:
+def print_verdict(result: Profile | dict, console) -> None:
     """The report's plain-word alerts (report/alerts.py is their one source), as the last thing printed."""
     from rich.padding import Padding
     from rich.text import Text
 
     from capgeo.report.alerts import alerts_for
 
+    result = as_profile(result, check=False)
     alerts = alerts_for(result)
     console.print()
     if not alerts:
         console.print(f"[bold]Verdict:[/bold] no alert fired for these captions under "
-                      f"{shown(profile_section(result, 'encoder').name)}.")
+                      f"{shown(result.encoder.name)}.")
         return
     warnings = sum(alert.level == "warning" for alert in alerts)
     console.print(f"[bold]Verdict:[/bold] {counted(warnings, 'warning')}, {counted(len(alerts) - warnings, 'notice')} "
@@ -267,18 +265,18 @@ def print_verdict(result: dict, console) -> None:
         console.print(Padding(Text(visible(alert.message)), (0, 0, 0, 8)))
 
 
-def _near_duplicate_precision(result: dict, near) -> str:
+def _near_duplicate_precision(result: Profile, near) -> str:
     """How exact the near-duplicate pair count is, as the words after it: nothing when exact."""
     if near.count_method == "histogram":
         return f" (to +/- one bin of {near.bin_width:g})"
     if near.count_method == "sampled":
-        bounds = profile_section(result, "pairwise").extra.get("bounds") or {}
-        spread = bounds.get("cdf_epsilon", 0) * bounds.get("population", 0)
+        bounds = result.pairwise.bounds
+        spread = bounds["cdf_epsilon"] * bounds["population"]
         return f" (estimated from the sampled pairs: +/- {spread:,.0f} pairs, 95%)"
     return ""
 
 
-def _gamma_line(gamma: dict, result: dict) -> str:
+def _gamma_line(gamma, result: Profile) -> str:
     """The headline gamma (extra batch sizes after it), where s came from, the paper's sweep and,
     where it applies, the encoder caution, whose full words are the verdict's first WARNING. One
     gamma: the margin view is `capgeo gamma`'s."""
@@ -286,14 +284,13 @@ def _gamma_line(gamma: dict, result: dict) -> str:
 
     from capgeo.report.summary import encoder_geometry, headline_gamma_text
 
-    entries = gamma["batches"]
-    line = (f"[bold]Suggested gamma:[/bold] {escape(headline_gamma_text(gamma))}, s = {gamma['logit_scale']:g} "
-            f"({escape(gamma['logit_scale_source'])})")
-    extra = [f"{entry['suggestion']['gamma']:.2f} at B={entry['batch_size']}" for entry in entries[1:]]
+    line = (f"[bold]Suggested gamma:[/bold] {escape(headline_gamma_text(gamma))}, s = {gamma.logit_scale:g} "
+            f"({escape(gamma.logit_scale_source)})")
+    extra = [f"{entry.suggestion.gamma:.2f} at B={entry.batch_size}" for entry in gamma.batches[1:]]
     if extra:
         line += f"; other batch sizes: {', '.join(extra)}"
-    line += f". Evidence: {gamma['paper_sweep_note']}. Why, and the margin view: `capgeo gamma`."
-    if gamma.get("encoder_caution"):
+    line += f". Evidence: {gamma.paper_sweep_note}. Why, and the margin view: `capgeo gamma`."
+    if gamma.encoder_caution:
         line += (f"\n[bold yellow]Caution:[/bold yellow] this gamma is for {shown(encoder_geometry(result))}, "
                  f"not the tower training fine-tunes: see the first WARNING below.")
     return line
@@ -308,16 +305,16 @@ def _bucket_table(entries: list[BatchStatistics], kind: str):
         title = "In-batch negatives by cosine"
     else:
         edges = ", ".join(f"{label.split('-')[0].lstrip('<>=')} = {edge:.3f}"
-                          for label, edge in zip(first["labels"][1:], first["edges"]))
+                          for label, edge in zip(first.labels[1:], first.edges))
         title = f"In-batch negatives by the dataset's own pairwise quantiles ({edges})"
-    top_edge = first["labels"][-1]
-    near = entries[0].near_duplicate["threshold"]
+    top_edge = first.labels[-1]
+    near = entries[0].near_duplicate.threshold
     table = Table(title=title, title_justify="left")
-    terminal.add_whole_word_columns(table, ("B", *first["labels"], f"per row {top_edge}", "hardest mean",
+    terminal.add_whole_word_columns(table, ("B", *first.labels, f"per row {top_edge}", "hardest mean",
                                             f"batches with a pair >= {near:g}"), justify="right")
     for entry in entries:
         composition = getattr(entry, kind)
-        table.add_row(str(entry.batch_size), *(f"{share:.1%}" for share in composition["shares"]),
-                      f"{composition['expected_above_per_row'][-1]:.2f}",
-                      _fmt(entry.hardest_in_batch.mean), f"{entry.near_duplicate['share_batches']:.1%}")
+        table.add_row(str(entry.batch_size), *(f"{share:.1%}" for share in composition.shares),
+                      f"{composition.expected_above_per_row[-1]:.2f}",
+                      _fmt(entry.hardest_in_batch.mean), f"{entry.near_duplicate.share_batches:.1%}")
     return table

@@ -122,15 +122,27 @@ def _companion_lists(ids, index: np.ndarray, cosine: np.ndarray) -> tuple[list, 
     return top_ids, top_cosines
 
 
-def write_per_caption(captions, embeddings, profile: dict, output: str) -> int:
+def profile_rows(captions, embeddings, profile) -> list[dict]:
+    """The per-caption rows of a profile (typed, or its dict): its companion lists, threshold and tile size."""
+    if not isinstance(profile, dict):
+        profile = {"companions": profile.companions.to_dict(), "options": profile.options.to_dict()}
+    options = profile.get("options") or {}
+    return per_caption_rows(captions, embeddings, profile["companions"],
+                            float(options.get("near_duplicate_threshold", 0.95)),
+                            block_size=options.get("block_size_used") or options.get("block_size"))
+
+
+def write_per_caption(captions, embeddings, profile, output: str) -> int:
     """Write the per-caption rows of a profile to ``output`` (format by suffix, atomically).
     Returns the number of rows."""
     from capgeo.findings.duplicates import write_rows
 
     fmt = table_format(output)
-    options = profile.get("options") or {}
-    rows = per_caption_rows(captions, embeddings, profile["companions"],
-                            float(options.get("near_duplicate_threshold", NEAR_DUPLICATE_THRESHOLD)),
-                            block_size=options.get("block_size_used") or options.get("block_size"))
+    rows = profile_rows(captions, embeddings, profile)
     write_rows(rows, fmt, output, columns=COLUMNS, parquet_schema=SCHEMA)
     return len(rows)
+
+
+def per_caption_frame(captions, embeddings, profile) -> pl.DataFrame:
+    """The per-caption rows of a profile (typed or dict) as a polars DataFrame of :data:`SCHEMA`."""
+    return pl.DataFrame(profile_rows(captions, embeddings, profile), schema=SCHEMA)

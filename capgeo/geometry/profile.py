@@ -8,7 +8,6 @@ in docs/profile-schema.md; the report, gamma and other commands read it back wit
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import time
@@ -18,20 +17,19 @@ from pathlib import Path
 
 import numpy as np
 
-from capgeo import __version__, _json
+from capgeo import __version__
 from capgeo.captions.exact_duplicates import find_exact_duplicates
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_BATCH_SIZE, DEFAULT_N_BATCHES, resolve_batch_sizes  # noqa: F401
 from capgeo.geometry.estimate import resolved_mode, scan_or_estimate
 from capgeo.geometry.inbatch import inbatch_statistics
 from capgeo.geometry.profile_options import ProfileOptions
+from capgeo.geometry.typed_profile import Profile
 from capgeo.preflight import check_has_negatives
 
-SCHEMA_NAME = "capgeo.profile"
-SCHEMA_VERSION = 1
-SCHEMA = f"{SCHEMA_NAME}/{SCHEMA_VERSION}"
-#: Sections every writer of the schema includes (profile, gamma, truncation, report).
-REQUIRED_SECTIONS = ("dataset", "encoder")
+# the schema and its readers live in profile_schema.py, which the typed Profile reads too
+from capgeo.geometry.profile_schema import (REQUIRED_SECTIONS, SCHEMA, SCHEMA_NAME, SCHEMA_VERSION,  # noqa: F401
+                                            check_profile, load_profile)
 #: Decimals kept for per-caption companion cosines (float32 carries ~7 digits).
 COMPANION_DECIMALS = 6
 #: Target number of bins of the token-count histogram.
@@ -63,12 +61,12 @@ def _working_directory() -> str | None:
 
 def build_profile(captions, embeddings, options: ProfileOptions | None = None, *, device: str | None = None,
                   progress: bool | None = None, command: str | None = None, on_scan=None,
-                  companion_lists: bool = True, **option_values) -> dict:
+                  companion_lists: bool = True, **option_values) -> Profile:
     """Profile ``captions`` (a CaptionSet) from their ``embeddings`` (an Embeddings).
 
     ``options`` is a :class:`ProfileOptions`; its fields may also be given as keyword arguments
-    (``batch_sizes=(16, 128)``), which override it. Returns the ``capgeo.profile/1`` dict
-    (docs/profile-schema.md). Deterministic for a seed. ``on_scan``: called with the pairwise
+    (``batch_sizes=(16, 128)``), which override it. Returns the typed, frozen ``capgeo.profile/1``
+    :class:`~capgeo.geometry.typed_profile.Profile` (docs/profile-schema.md; ``.to_dict()`` for JSON). Deterministic for a seed. ``on_scan``: called with the pairwise
     scan (a PairScan), so a caller can reuse it (the report's dupes section does).
     ``companion_lists=False`` leaves the ``companions`` section None: its N x k lists are
     most of the work outside the pass at a million captions, wasted when nothing saves them.
@@ -132,7 +130,7 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
     if companion_lists:
         profile["companions"] = _companions(caption_ids, companion_index, companion_cosine,
                                             options.include_companions)
-    return profile
+    return Profile.from_dict(profile)
 
 
 def _checked_vectors(captions, embeddings) -> np.ndarray:
@@ -440,44 +438,3 @@ def to_json_ready(value):
         value = float(value)
         return value if math.isfinite(value) else None
     return value
-
-
-def load_profile(path: str | Path) -> dict:
-    """Read a profile JSON written by ``capgeo profile --json``; check its schema.
-
-    Raises CapgeoError naming the file when it is missing, not JSON, not a profile,
-    or of a newer schema version than this capgeo reads.
-    """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark an editor added is not JSON
-    except FileNotFoundError:
-        raise CapgeoError(f"{path}: profile file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise CapgeoError(f"{path}: cannot read the profile: {error}") from None
-    try:
-        profile = _json.loads(text)
-    except json.JSONDecodeError as error:
-        raise CapgeoError(f"{path}: not a JSON file (line {error.lineno}: {error.msg}); "
-                          "expected the output of `capgeo profile --json`") from None
-    check_profile(profile, str(path))
-    return profile
-
-
-def check_profile(profile, where: str = "profile") -> None:
-    """Raise CapgeoError unless ``profile`` is a ``capgeo.profile/1`` dict."""
-    schema = profile.get("schema") if isinstance(profile, dict) else None
-    if not isinstance(schema, str) or not schema.startswith(SCHEMA_NAME + "/"):
-        raise CapgeoError(f"{where}: not a capgeo profile (field 'schema' is {schema!r}, expected {SCHEMA!r}); "
-                          "write one with `capgeo profile DATA --json FILE`")
-    version = schema.split("/", 1)[1]
-    if not version.isdigit():
-        raise CapgeoError(f"{where}: unreadable schema version {schema!r}, expected {SCHEMA!r}")
-    if int(version) != SCHEMA_VERSION:
-        raise CapgeoError(f"{where}: profile schema {schema!r} is not supported by capgeo {__version__} "
-                          f"(it reads {SCHEMA!r}); recompute it with this version's `capgeo profile`")
-    # gamma and truncation write profiles with only their own section, so only what
-    # every writer includes is required
-    missing = [key for key in REQUIRED_SECTIONS if not isinstance(profile.get(key), dict)]
-    if missing:
-        raise CapgeoError(f"{where}: profile lacks the section(s) {', '.join(missing)}")

@@ -1,15 +1,15 @@
 """The ``capgeo.profile/1`` profile as typed, frozen objects.
 
-:class:`Profile` mirrors docs/profile-schema.md: each documented section is a frozen
-dataclass whose fields are the documented keys. The JSON form exists only at the edge:
-:meth:`Profile.from_dict` / :func:`load_typed_profile` read it, :meth:`Profile.to_dict`
-writes it back unchanged (``Profile.from_dict(d).to_dict() == d``).
+:class:`Profile` mirrors docs/profile-schema.md: each documented JSON object is a frozen
+dataclass whose fields are its documented keys, each class with its own explicit
+``from_dict`` / ``to_dict``. JSON exists only at the edge: ``Profile.from_dict(d).to_dict() == d``
+for every profile of the schema, saved profiles of earlier versions included.
 
-The schema may gain fields within version 1 (other commands add sections and keys), so
-every section keeps the keys it does not declare in ``extra``, and a key that was absent
-stays absent (:data:`ABSENT`, not None: the schema distinguishes "null" from "not written").
-Nested JSON objects and lists that have no class of their own are read-only
-(``MappingProxyType`` and tuples), so no reader can patch a profile it was given.
+A key a JSON object did not have is None. Where the schema allows null, null and "not
+written" differ (``within_group`` is null for one caption per image, absent from a gamma-only
+file): each section's ``nulls`` names the keys written as null, so a None field not in it
+was absent. Keys a section does not declare (the schema may gain fields within version 1)
+are kept, read-only, in its ``extra`` and written back after the declared ones.
 """
 
 from __future__ import annotations
@@ -17,33 +17,15 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-
-class _Absent:
-    """A key the JSON object did not have."""
-
-    _instance = None
-
-    def __new__(cls):
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-ABSENT: Any = _Absent()
+_EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 
 
 def _frozen(value):
+    """A JSON value without a class of its own, read-only: objects as MappingProxyType, lists as tuples."""
     if isinstance(value, dict):
         return types.MappingProxyType({key: _frozen(item) for key, item in value.items()})
     if isinstance(value, list):
@@ -63,252 +45,1140 @@ def _holds_containers(kinds: set) -> bool:
 
 
 def _plain(value):
-    if isinstance(value, Section):
-        return value.to_dict()
-    if isinstance(value, Mapping):
+    """A frozen JSON value back as plain dicts and lists."""
+    if isinstance(value, (dict, types.MappingProxyType)):
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, tuple):
+        # the same C-level shortcuts as _frozen: a million companion lists are written in seconds
+        kinds = set(map(type, value))
+        if not _holds_frozen(kinds):
+            return list(value)
+        if kinds == {tuple} and not _holds_frozen(set(map(type, itertools.chain.from_iterable(value)))):
+            return list(map(list, value))
         return [_plain(item) for item in value]
     return value
 
 
-def _section_type(annotation) -> tuple[type | None, bool]:
-    """(the Section class a field holds, whether it holds a list of them) or (None, False)."""
-    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
-    for candidate in typing.get_args(annotation) if union else (annotation,):
-        if isinstance(candidate, type) and issubclass(candidate, Section):
-            return candidate, False
-        if typing.get_origin(candidate) is tuple:
-            inner = typing.get_args(candidate)[0]
-            if isinstance(inner, type) and issubclass(inner, Section):
-                return inner, True
-    return None, False
+def _holds_frozen(kinds: set) -> bool:
+    return any(issubclass(kind, (tuple, dict, types.MappingProxyType)) for kind in kinds)
 
 
-def _typed(annotation, value):
-    """``value`` as the field typed ``annotation`` holds it: a Section, a tuple of them, or frozen."""
-    section, many = _section_type(annotation)
-    if section is None or value is None:
-        return _frozen(value)
-    return tuple(section.from_dict(item) for item in value) if many else section.from_dict(value)
+def _nulls(data: Mapping[str, Any]) -> frozenset[str]:
+    return frozenset(key for key, value in data.items() if value is None)
+
+
+def _order(data: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(data)
+
+
+def _extra(data: Mapping[str, Any], declared: tuple[str, ...]) -> Mapping[str, Any]:
+    kept = {key: _frozen(value) for key, value in data.items() if key not in declared}
+    return types.MappingProxyType(kept) if kept else _EMPTY
+
+
+def _written(section: "_Section", values: dict) -> dict:
+    """``values`` (the declared keys, in schema order) without the absent ones, then ``extra``."""
+    out = {key: value for key, value in values.items() if value is not None or key in section.nulls}
+    out.update(_plain(section.extra))
+    if section.order and list(out) != list(section.order):
+        rank = {key: place for place, key in enumerate(section.order)}
+        out = dict(sorted(out.items(), key=lambda item: rank.get(item[0], len(rank))))
+    return out
+
+
+def _one(kind, value):
+    """``value`` (a JSON object or None) as section ``kind``."""
+    return None if value is None else kind.from_dict(value)
+
+
+def _many(kind, value):
+    return None if value is None else tuple(kind.from_dict(item) for item in value)
+
+
+def _dict(section):
+    return None if section is None else section.to_dict()
+
+
+def _dicts(sections):
+    return None if sections is None else [section.to_dict() for section in sections]
+
+
+def _tuple(value):
+    return None if value is None else _frozen(value)
+
+
+def _list(value):
+    return None if value is None else _plain(value)
 
 
 @dataclass(frozen=True)
-class Section:
-    """A JSON object of the schema: declared keys as fields, the others in ``extra``."""
+class _Section:
+    """What every section holds beside its fields: the keys written as null, the undeclared keys,
+    and the order the keys were read in (written back in it, so a round trip is byte for byte)."""
 
-    extra: Mapping[str, Any] = field(default_factory=lambda: types.MappingProxyType({}), kw_only=True)
+    nulls: frozenset[str] = field(default=frozenset(), kw_only=True, repr=False)
+    extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, kw_only=True, repr=False)
+    order: tuple[str, ...] = field(default=(), kw_only=True, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Histogram(_Section):
+    """``{"edges", "counts"}`` (lengths) or with ``start`` and ``width`` (cosine summaries)."""
+
+    edges: tuple[float, ...] | None = None
+    counts: tuple[int, ...] | None = None
+    start: float | None = None
+    width: float | None = None
+
+    KEYS = ("edges", "counts", "start", "width")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]):
-        hints = typing.get_type_hints(cls)
-        declared = {item.name for item in dataclasses.fields(cls)} - {"extra"}
-        values = {}
-        for name in declared:
-            if name not in data:
-                continue
-            values[name] = _typed(hints[name], data[name])
-        extra = {key: _frozen(value) for key, value in data.items() if key not in declared}
-        return cls(**values, extra=types.MappingProxyType(extra))
+    def from_dict(cls, data: Mapping[str, Any]) -> "Histogram":
+        return cls(edges=_tuple(data.get("edges")), counts=_tuple(data.get("counts")), start=data.get("start"),
+                   width=data.get("width"), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
 
     def to_dict(self) -> dict:
-        out = {}
-        for item in dataclasses.fields(self):
-            value = getattr(self, item.name)
-            if item.name != "extra" and value is not ABSENT:
-                out[item.name] = _plain(value)
-        out.update(_plain(self.extra))
-        return out
-
-
-def _field():
-    return field(default=ABSENT)
+        return _written(self, {"edges": _list(self.edges), "counts": _list(self.counts), "start": self.start,
+                               "width": self.width})
 
 
 @dataclass(frozen=True)
-class Dataset(Section):
-    source: str = _field()
-    format: str = _field()
-    fingerprint: str | None = _field()
-    texts_digest: str = _field()
-    groups_digest: str = _field()
-    n_captions: int = _field()
-    n_groups: int = _field()
-    captions_per_group: Mapping[str, Any] = _field()
-    skipped: tuple = _field()
+class CaptionsPerGroup(_Section):
+    min: int | None = None
+    mean: float | None = None
+    max: int | None = None
+    histogram: Mapping[str, int] | None = None
 
-
-@dataclass(frozen=True)
-class Encoder(Section):
-    spec: str | None = _field()
-    kind: str = _field()
-    name: str = _field()
-    width: int = _field()
-    context_length: int = _field()
-    logit_scale: float | None = _field()
-    fingerprint: str = _field()
-
-
-@dataclass(frozen=True)
-class Lengths(Section):
-    known: bool = _field()
-    n: int = _field()
-    mean: float | None = _field()
-    median: float | None = _field()
-    p95: float | None = _field()
-    p99: float | None = _field()
-    min: int | None = _field()
-    max: int | None = _field()
-    context_length: int = _field()
-    max_tokens: int = _field()
-    n_truncated: int | None = _field()
-    share_truncated: float | None = _field()
-    histogram: Mapping[str, Any] | None = _field()
-
-
-@dataclass(frozen=True)
-class Distribution(Section):
-    """A summary of a set of cosines (pairwise, within_group, hardest_companion, hardest in-batch)."""
-
-    count: int = _field()
-    mean: float | None = _field()
-    std: float | None = _field()
-    min: float | None = _field()
-    max: float | None = _field()
-    quantiles: Mapping[str, float | None] = _field()
-    quantile_resolution: float = _field()
-    share_at_or_above: Mapping[str, float] = _field()
-    histogram: Mapping[str, Any] = _field()
-    bin_width: float = _field()
-    exact: bool = _field()
-    mode: str = _field()
-
-
-@dataclass(frozen=True)
-class ExactDuplicates(Section):
-    normalization: str = _field()
-    n_sets: int = _field()
-    n_captions: int = _field()
-    n_redundant_captions: int = _field()
-    n_pairs: int = _field()
-    n_pairs_cross_group: int = _field()
-    n_pairs_within_group: int = _field()
-    n_sets_cross_group: int = _field()
-    n_redundant_cross_group: int = _field()
-    examples: tuple = _field()
-
-
-@dataclass(frozen=True)
-class NearDuplicates(Section):
-    threshold: float = _field()
-    n_pairs_cross_group: int = _field()
-    count_method: str = _field()
-    n_pairs_from_histogram: int = _field()
-    bin_width: float = _field()
-    share_pairs: float | None = _field()
-    n_captions_hardest_above: int = _field()
-    share_captions_hardest_above: float | None = _field()
-    exact: bool = _field()
-
-
-@dataclass(frozen=True)
-class BatchStatistics(Section):
-    """In-batch statistics for one batch size (one entry of ``batches``)."""
-
-    batch_size: int = _field()
-    n_batches: int = _field()
-    seed: int = _field()
-    negatives_per_row: int = _field()
-    buckets: Mapping[str, Any] = _field()
-    relative_buckets: Mapping[str, Any] | None = _field()
-    hardest_in_batch: Distribution = _field()
-    near_duplicate: Mapping[str, Any] = _field()
-    example: Mapping[str, Any] = _field()
-
-
-@dataclass(frozen=True)
-class Provenance(Section):
-    """Who made the profile, when, with which command (docs/profile-schema.md, ``provenance``)."""
-
-    capgeo_version: str = _field()
-    created: str = _field()
-    command: str | None = _field()
-    working_directory: str | None = _field()
-    elapsed_s: float = _field()
-    embeddings_origin: str | None = _field()
-
-
-@dataclass(frozen=True)
-class Profile(Section):
-    """A whole profile. Sections a writer did not include are ABSENT (gamma and truncation
-    write only their own); ``dupes``, ``gamma``, ``truncation``, ``leak`` and ``map`` stay read-only
-    mappings (each is read by the one report part that draws it)."""
-
-    schema: str = _field()
-    dataset: Dataset = _field()
-    encoder: Encoder = _field()
-    lengths: Lengths = _field()
-    pairwise: Distribution = _field()
-    within_group: Distribution | None = _field()
-    hardest_companion: Distribution = _field()
-    companions: Mapping[str, Any] = _field()
-    exact_duplicates: ExactDuplicates = _field()
-    near_duplicates: NearDuplicates = _field()
-    batches: tuple[BatchStatistics, ...] = _field()
-    options: Mapping[str, Any] = _field()
-    provenance: Provenance = _field()
-    dupes: Mapping[str, Any] = _field()
-    gamma: Mapping[str, Any] = _field()
-    truncation: Mapping[str, Any] = _field()
-    leak: Mapping[str, Any] = _field()
-    map: Mapping[str, Any] = _field()
-    gamma_left_out: str = _field()
+    KEYS = ("min", "mean", "max", "histogram")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], where: str = "profile") -> "Profile":
+    def from_dict(cls, data: Mapping[str, Any]) -> "CaptionsPerGroup":
+        return cls(min=data.get("min"), mean=data.get("mean"), max=data.get("max"),
+                   histogram=_tuple(data.get("histogram")), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"min": self.min, "mean": self.mean, "max": self.max,
+                               "histogram": _list(self.histogram)})
+
+
+@dataclass(frozen=True)
+class Dataset(_Section):
+    format: str | None = None
+    layout: str | None = None
+    source: str | None = None
+    n_captions: int | None = None
+    n_groups: int | None = None
+    captions_per_group: CaptionsPerGroup | None = None
+    splits: Mapping[str, int] | None = None
+    words_per_caption: Mapping[str, float] | None = None
+    examples: tuple | None = None
+    skipped: tuple | None = None
+    fingerprint: str | None = None
+    texts_digest: str | None = None
+    groups_digest: str | None = None
+
+    KEYS = ("format", "layout", "source", "n_captions", "n_groups", "captions_per_group", "splits",
+            "words_per_caption", "examples", "skipped", "fingerprint", "texts_digest", "groups_digest")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Dataset":
+        return cls(format=data.get("format"), layout=data.get("layout"), source=data.get("source"),
+                   n_captions=data.get("n_captions"), n_groups=data.get("n_groups"),
+                   captions_per_group=_one(CaptionsPerGroup, data.get("captions_per_group")),
+                   splits=_tuple(data.get("splits")), words_per_caption=_tuple(data.get("words_per_caption")),
+                   examples=_tuple(data.get("examples")), skipped=_tuple(data.get("skipped")),
+                   fingerprint=data.get("fingerprint"), texts_digest=data.get("texts_digest"),
+                   groups_digest=data.get("groups_digest"), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "format": self.format, "layout": self.layout, "source": self.source, "n_captions": self.n_captions,
+            "n_groups": self.n_groups, "captions_per_group": _dict(self.captions_per_group),
+            "splits": _list(self.splits), "words_per_caption": _list(self.words_per_caption),
+            "examples": _list(self.examples), "skipped": _list(self.skipped), "fingerprint": self.fingerprint,
+            "texts_digest": self.texts_digest, "groups_digest": self.groups_digest})
+
+
+@dataclass(frozen=True)
+class Encoder(_Section):
+    spec: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    width: int | None = None
+    context_length: int | None = None
+    logit_scale: float | None = None
+    fingerprint: str | None = None
+
+    KEYS = ("spec", "kind", "name", "width", "context_length", "logit_scale", "fingerprint")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Encoder":
+        return cls(spec=data.get("spec"), kind=data.get("kind"), name=data.get("name"), width=data.get("width"),
+                   context_length=data.get("context_length"), logit_scale=data.get("logit_scale"),
+                   fingerprint=data.get("fingerprint"), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"spec": self.spec, "kind": self.kind, "name": self.name, "width": self.width,
+                               "context_length": self.context_length, "logit_scale": self.logit_scale,
+                               "fingerprint": self.fingerprint})
+
+
+@dataclass(frozen=True)
+class Lengths(_Section):
+    known: bool | None = None
+    n: int | None = None
+    mean: float | None = None
+    median: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    min: int | None = None
+    max: int | None = None
+    context_length: int | None = None
+    max_tokens: int | None = None
+    n_truncated: int | None = None
+    share_truncated: float | None = None
+    histogram: Histogram | None = None
+
+    KEYS = ("known", "n", "mean", "median", "p95", "p99", "min", "max", "context_length", "max_tokens",
+            "n_truncated", "share_truncated", "histogram")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Lengths":
+        return cls(known=data.get("known"), n=data.get("n"), mean=data.get("mean"), median=data.get("median"),
+                   p95=data.get("p95"), p99=data.get("p99"), min=data.get("min"), max=data.get("max"),
+                   context_length=data.get("context_length"), max_tokens=data.get("max_tokens"),
+                   n_truncated=data.get("n_truncated"), share_truncated=data.get("share_truncated"),
+                   histogram=_one(Histogram, data.get("histogram")), nulls=_nulls(data), order=_order(data),
+                   extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "known": self.known, "n": self.n, "mean": self.mean, "median": self.median, "p95": self.p95,
+            "p99": self.p99, "min": self.min, "max": self.max, "context_length": self.context_length,
+            "max_tokens": self.max_tokens, "n_truncated": self.n_truncated,
+            "share_truncated": self.share_truncated, "histogram": _dict(self.histogram)})
+
+    @property
+    def counted(self) -> bool:
+        """Whether the token counts are known (false for precomputed vectors; profiles without the key: true)."""
+        return self.known is not False
+
+
+@dataclass(frozen=True)
+class Distribution(_Section):
+    """A summary of a set of cosines (pairwise, within_group, hardest_companion, hardest in-batch)."""
+
+    n: int | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    quantiles: Mapping[str, float | None] | None = None
+    quantile_resolution: float | None = None
+    share_at_or_above: Mapping[str, float] | None = None
+    histogram: Histogram | None = None
+    missing: int | None = None
+    n_captions: int | None = None
+    n_with_companion: int | None = None
+    mode: str | None = None
+    pairs_total: int | None = None
+    count: int | None = None
+    exact: bool | None = None
+    bin_width: float | None = None
+    bounds: Mapping[str, Any] | None = None
+    precision: Mapping[str, Any] | None = None
+    recall: Mapping[str, Any] | None = None
+
+    KEYS = ("n", "mean", "std", "min", "max", "quantiles", "quantile_resolution", "share_at_or_above", "histogram",
+            "missing", "n_captions", "n_with_companion", "mode", "pairs_total", "count", "exact", "bin_width",
+            "bounds", "precision", "recall")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Distribution":
+        return cls(n=data.get("n"), mean=data.get("mean"), std=data.get("std"), min=data.get("min"),
+                   max=data.get("max"), quantiles=_tuple(data.get("quantiles")),
+                   quantile_resolution=data.get("quantile_resolution"),
+                   share_at_or_above=_tuple(data.get("share_at_or_above")),
+                   histogram=_one(Histogram, data.get("histogram")), missing=data.get("missing"),
+                   n_captions=data.get("n_captions"), n_with_companion=data.get("n_with_companion"),
+                   mode=data.get("mode"), pairs_total=data.get("pairs_total"), count=data.get("count"),
+                   exact=data.get("exact"), bin_width=data.get("bin_width"), bounds=_tuple(data.get("bounds")),
+                   precision=_tuple(data.get("precision")), recall=_tuple(data.get("recall")),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "n": self.n, "mean": self.mean, "std": self.std, "min": self.min, "max": self.max,
+            "quantiles": _list(self.quantiles), "quantile_resolution": self.quantile_resolution,
+            "share_at_or_above": _list(self.share_at_or_above), "histogram": _dict(self.histogram),
+            "missing": self.missing, "n_captions": self.n_captions, "n_with_companion": self.n_with_companion,
+            "mode": self.mode, "pairs_total": self.pairs_total, "count": self.count, "exact": self.exact,
+            "bin_width": self.bin_width, "bounds": _list(self.bounds), "precision": _list(self.precision),
+            "recall": _list(self.recall)})
+
+    def quantile(self, key: str) -> float | None:
+        """Quantile ``key`` (``"p50"``), None when the summary has no such quantile."""
+        return (self.quantiles or _EMPTY).get(key)
+
+
+@dataclass(frozen=True)
+class Companions(_Section):
+    """Per caption, parallel lists in caption order (``top_ids``/``top_cosines`` only with include_companions)."""
+
+    caption_id: tuple[str, ...] | None = None
+    hardest_id: tuple[str | None, ...] | None = None
+    hardest_cosine: tuple[float | None, ...] | None = None
+    top_k: int | None = None
+    top_ids: tuple[tuple[str, ...], ...] | None = None
+    top_cosines: tuple[tuple[float, ...], ...] | None = None
+
+    KEYS = ("caption_id", "hardest_id", "hardest_cosine", "top_k", "top_ids", "top_cosines")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Companions":
+        return cls(caption_id=_tuple(data.get("caption_id")), hardest_id=_tuple(data.get("hardest_id")),
+                   hardest_cosine=_tuple(data.get("hardest_cosine")), top_k=data.get("top_k"),
+                   top_ids=_tuple(data.get("top_ids")), top_cosines=_tuple(data.get("top_cosines")),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"caption_id": _list(self.caption_id), "hardest_id": _list(self.hardest_id),
+                               "hardest_cosine": _list(self.hardest_cosine), "top_k": self.top_k,
+                               "top_ids": _list(self.top_ids), "top_cosines": _list(self.top_cosines)})
+
+
+@dataclass(frozen=True)
+class ExactDuplicates(_Section):
+    normalization: str | None = None
+    n_sets: int | None = None
+    n_captions: int | None = None
+    n_redundant_captions: int | None = None
+    n_pairs: int | None = None
+    n_pairs_cross_group: int | None = None
+    n_pairs_within_group: int | None = None
+    n_sets_cross_group: int | None = None
+    n_redundant_cross_group: int | None = None
+    examples: tuple | None = None
+
+    KEYS = ("normalization", "n_sets", "n_captions", "n_redundant_captions", "n_pairs", "n_pairs_cross_group",
+            "n_pairs_within_group", "n_sets_cross_group", "n_redundant_cross_group", "examples")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ExactDuplicates":
+        return cls(normalization=data.get("normalization"), n_sets=data.get("n_sets"),
+                   n_captions=data.get("n_captions"), n_redundant_captions=data.get("n_redundant_captions"),
+                   n_pairs=data.get("n_pairs"), n_pairs_cross_group=data.get("n_pairs_cross_group"),
+                   n_pairs_within_group=data.get("n_pairs_within_group"),
+                   n_sets_cross_group=data.get("n_sets_cross_group"),
+                   n_redundant_cross_group=data.get("n_redundant_cross_group"), examples=_tuple(data.get("examples")),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "normalization": self.normalization, "n_sets": self.n_sets, "n_captions": self.n_captions,
+            "n_redundant_captions": self.n_redundant_captions, "n_pairs": self.n_pairs,
+            "n_pairs_cross_group": self.n_pairs_cross_group, "n_pairs_within_group": self.n_pairs_within_group,
+            "n_sets_cross_group": self.n_sets_cross_group, "n_redundant_cross_group": self.n_redundant_cross_group,
+            "examples": _list(self.examples)})
+
+
+@dataclass(frozen=True)
+class NearDuplicates(_Section):
+    threshold: float | None = None
+    n_pairs_cross_group: int | None = None
+    count_method: str | None = None
+    n_pairs_from_histogram: int | None = None
+    bin_width: float | None = None
+    share_pairs: float | None = None
+    n_captions_hardest_above: int | None = None
+    share_captions_hardest_above: float | None = None
+    exact: bool | None = None
+
+    KEYS = ("threshold", "n_pairs_cross_group", "count_method", "n_pairs_from_histogram", "bin_width", "share_pairs",
+            "n_captions_hardest_above", "share_captions_hardest_above", "exact")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "NearDuplicates":
+        return cls(threshold=data.get("threshold"), n_pairs_cross_group=data.get("n_pairs_cross_group"),
+                   count_method=data.get("count_method"), n_pairs_from_histogram=data.get("n_pairs_from_histogram"),
+                   bin_width=data.get("bin_width"), share_pairs=data.get("share_pairs"),
+                   n_captions_hardest_above=data.get("n_captions_hardest_above"),
+                   share_captions_hardest_above=data.get("share_captions_hardest_above"), exact=data.get("exact"),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "threshold": self.threshold, "n_pairs_cross_group": self.n_pairs_cross_group,
+            "count_method": self.count_method, "n_pairs_from_histogram": self.n_pairs_from_histogram,
+            "bin_width": self.bin_width, "share_pairs": self.share_pairs,
+            "n_captions_hardest_above": self.n_captions_hardest_above,
+            "share_captions_hardest_above": self.share_captions_hardest_above, "exact": self.exact})
+
+
+@dataclass(frozen=True)
+class Buckets(_Section):
+    """In-batch negatives by cosine bucket (a batch entry's ``buckets`` or ``relative_buckets``)."""
+
+    kind: str | None = None
+    edges: tuple[float, ...] | None = None
+    quantile_levels: tuple[float, ...] | None = None
+    labels: tuple[str, ...] | None = None
+    shares: tuple[float, ...] | None = None
+    share_above: tuple[float, ...] | None = None
+    expected_above_per_row: tuple[float, ...] | None = None
+
+    KEYS = ("kind", "edges", "quantile_levels", "labels", "shares", "share_above", "expected_above_per_row")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Buckets":
+        return cls(kind=data.get("kind"), edges=_tuple(data.get("edges")),
+                   quantile_levels=_tuple(data.get("quantile_levels")), labels=_tuple(data.get("labels")),
+                   shares=_tuple(data.get("shares")), share_above=_tuple(data.get("share_above")),
+                   expected_above_per_row=_tuple(data.get("expected_above_per_row")), nulls=_nulls(data), order=_order(data),
+                   extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "kind": self.kind, "edges": _list(self.edges), "quantile_levels": _list(self.quantile_levels),
+            "labels": _list(self.labels), "shares": _list(self.shares), "share_above": _list(self.share_above),
+            "expected_above_per_row": _list(self.expected_above_per_row)})
+
+
+@dataclass(frozen=True)
+class BatchNearDuplicates(_Section):
+    """A batch entry's ``near_duplicate``: how often a batch holds a pair at or above the threshold."""
+
+    threshold: float | None = None
+    share_batches: float | None = None
+    mean_pairs_per_batch: float | None = None
+
+    KEYS = ("threshold", "share_batches", "mean_pairs_per_batch")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "BatchNearDuplicates":
+        return cls(threshold=data.get("threshold"), share_batches=data.get("share_batches"),
+                   mean_pairs_per_batch=data.get("mean_pairs_per_batch"), nulls=_nulls(data), order=_order(data),
+                   extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"threshold": self.threshold, "share_batches": self.share_batches,
+                               "mean_pairs_per_batch": self.mean_pairs_per_batch})
+
+
+@dataclass(frozen=True)
+class BatchExample(_Section):
+    """One real batch: its captions' ids and groups and their cosine matrix (diagonal None)."""
+
+    caption_ids: tuple[str, ...] | None = None
+    group_ids: tuple[str, ...] | None = None
+    cosine: tuple[tuple[float | None, ...], ...] | None = None
+
+    KEYS = ("caption_ids", "group_ids", "cosine")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "BatchExample":
+        return cls(caption_ids=_tuple(data.get("caption_ids")), group_ids=_tuple(data.get("group_ids")),
+                   cosine=_tuple(data.get("cosine")), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"caption_ids": _list(self.caption_ids), "group_ids": _list(self.group_ids),
+                               "cosine": _list(self.cosine)})
+
+
+@dataclass(frozen=True)
+class BatchStatistics(_Section):
+    """In-batch statistics for one batch size (one entry of ``batches``)."""
+
+    batch_size: int | None = None
+    n_batches: int | None = None
+    seed: int | None = None
+    negatives_per_row: int | None = None
+    buckets: Buckets | None = None
+    relative_buckets: Buckets | None = None
+    hardest_in_batch: Distribution | None = None
+    near_duplicate: BatchNearDuplicates | None = None
+    example: BatchExample | None = None
+
+    KEYS = ("batch_size", "n_batches", "seed", "negatives_per_row", "buckets", "relative_buckets",
+            "hardest_in_batch", "near_duplicate", "example")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "BatchStatistics":
+        return cls(batch_size=data.get("batch_size"), n_batches=data.get("n_batches"), seed=data.get("seed"),
+                   negatives_per_row=data.get("negatives_per_row"), buckets=_one(Buckets, data.get("buckets")),
+                   relative_buckets=_one(Buckets, data.get("relative_buckets")),
+                   hardest_in_batch=_one(Distribution, data.get("hardest_in_batch")),
+                   near_duplicate=_one(BatchNearDuplicates, data.get("near_duplicate")),
+                   example=_one(BatchExample, data.get("example")), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "batch_size": self.batch_size, "n_batches": self.n_batches, "seed": self.seed,
+            "negatives_per_row": self.negatives_per_row, "buckets": _dict(self.buckets),
+            "relative_buckets": _dict(self.relative_buckets), "hardest_in_batch": _dict(self.hardest_in_batch),
+            "near_duplicate": _dict(self.near_duplicate), "example": _dict(self.example)})
+
+
+@dataclass(frozen=True)
+class Options(_Section):
+    """Every option the profile was made with (docs/profile-schema.md, ``options``)."""
+
+    batch_sizes: tuple[int, ...] | None = None
+    headline_batch_size: int | None = None
+    buckets: tuple[float, ...] | None = None
+    relative_buckets: bool | None = None
+    relative_quantiles: tuple[float, ...] | None = None
+    n_batches: int | None = None
+    top_k: int | None = None
+    block_size: int | None = None
+    block_size_used: int | None = None
+    precision: str | None = None
+    bins: int | None = None
+    seed: int | None = None
+    near_duplicate_threshold: float | None = None
+    mode: str | None = None
+    mode_used: str | None = None
+    sampled_above: int | None = None
+    sampled_pairs: int | None = None
+    companions: str | None = None
+    include_companions: bool | None = None
+    device: str | None = None
+
+    KEYS = ("batch_sizes", "headline_batch_size", "buckets", "relative_buckets", "relative_quantiles", "n_batches",
+            "top_k", "block_size", "block_size_used", "precision", "bins", "seed", "near_duplicate_threshold",
+            "mode", "mode_used", "sampled_above", "sampled_pairs", "companions", "include_companions", "device")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Options":
+        return cls(batch_sizes=_tuple(data.get("batch_sizes")), headline_batch_size=data.get("headline_batch_size"),
+                   buckets=_tuple(data.get("buckets")), relative_buckets=data.get("relative_buckets"),
+                   relative_quantiles=_tuple(data.get("relative_quantiles")), n_batches=data.get("n_batches"),
+                   top_k=data.get("top_k"), block_size=data.get("block_size"),
+                   block_size_used=data.get("block_size_used"), precision=data.get("precision"),
+                   bins=data.get("bins"), seed=data.get("seed"),
+                   near_duplicate_threshold=data.get("near_duplicate_threshold"), mode=data.get("mode"),
+                   mode_used=data.get("mode_used"), sampled_above=data.get("sampled_above"),
+                   sampled_pairs=data.get("sampled_pairs"), companions=data.get("companions"),
+                   include_companions=data.get("include_companions"), device=data.get("device"),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "batch_sizes": _list(self.batch_sizes), "headline_batch_size": self.headline_batch_size,
+            "buckets": _list(self.buckets), "relative_buckets": self.relative_buckets,
+            "relative_quantiles": _list(self.relative_quantiles), "n_batches": self.n_batches, "top_k": self.top_k,
+            "block_size": self.block_size, "block_size_used": self.block_size_used, "precision": self.precision,
+            "bins": self.bins, "seed": self.seed, "near_duplicate_threshold": self.near_duplicate_threshold,
+            "mode": self.mode, "mode_used": self.mode_used, "sampled_above": self.sampled_above,
+            "sampled_pairs": self.sampled_pairs, "companions": self.companions,
+            "include_companions": self.include_companions, "device": self.device})
+
+
+@dataclass(frozen=True)
+class Provenance(_Section):
+    """Who made the profile, when, with which command (docs/profile-schema.md, ``provenance``)."""
+
+    capgeo_version: str | None = None
+    created: str | None = None
+    command: str | None = None
+    working_directory: str | None = None
+    elapsed_s: float | None = None
+    embeddings_origin: str | None = None
+
+    KEYS = ("capgeo_version", "created", "command", "working_directory", "elapsed_s", "embeddings_origin")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Provenance":
+        return cls(capgeo_version=data.get("capgeo_version"), created=data.get("created"),
+                   command=data.get("command"), working_directory=data.get("working_directory"),
+                   elapsed_s=data.get("elapsed_s"), embeddings_origin=data.get("embeddings_origin"),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"capgeo_version": self.capgeo_version, "created": self.created,
+                               "command": self.command, "working_directory": self.working_directory,
+                               "elapsed_s": self.elapsed_s, "embeddings_origin": self.embeddings_origin})
+
+
+@dataclass(frozen=True)
+class GammaSuggestion(_Section):
+    """A batch size's suggested gamma, its range, and whether the clip interval cut them (docs/gamma.md)."""
+
+    gamma: float | None = None
+    gamma_exact: float | None = None
+    scaled_gamma: float | None = None
+    range: tuple[float, float] | None = None
+    range_exact: tuple[float, float] | None = None
+    target_share: float | None = None
+    clipped: bool | None = None
+    range_clipped: tuple[bool, bool] | None = None
+    clip_note: str | None = None
+
+    KEYS = ("gamma", "gamma_exact", "scaled_gamma", "range", "range_exact", "target_share", "clipped",
+            "range_clipped", "clip_note")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "GammaSuggestion":
+        return cls(gamma=data.get("gamma"), gamma_exact=data.get("gamma_exact"), scaled_gamma=data.get("scaled_gamma"),
+                   range=_tuple(data.get("range")), range_exact=_tuple(data.get("range_exact")),
+                   target_share=data.get("target_share"), clipped=data.get("clipped"),
+                   range_clipped=_tuple(data.get("range_clipped")), clip_note=data.get("clip_note"),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "gamma": self.gamma, "gamma_exact": self.gamma_exact, "scaled_gamma": self.scaled_gamma,
+            "range": _list(self.range), "range_exact": _list(self.range_exact), "target_share": self.target_share,
+            "clipped": self.clipped, "range_clipped": _list(self.range_clipped), "clip_note": self.clip_note})
+
+
+@dataclass(frozen=True)
+class GammaBatch(_Section):
+    """The gamma diagnostics at one batch size (an entry of ``gamma.batches``); ``grid`` rows,
+    ``margins`` and ``image`` stay read-only JSON."""
+
+    batch_size: int | None = None
+    negatives_per_row: int | None = None
+    n_batches: int | None = None
+    n_rows: int | None = None
+    mean_cosine: float | None = None
+    within_row_spread: float | None = None
+    suggestion: GammaSuggestion | None = None
+    margins: Mapping[str, Any] | None = None
+    gaussian_approximation: float | None = None
+    why: str | None = None
+    grid: tuple | None = None
+    image: Mapping[str, Any] | None = None
+
+    KEYS = ("batch_size", "negatives_per_row", "n_batches", "n_rows", "mean_cosine", "within_row_spread",
+            "suggestion", "margins", "gaussian_approximation", "why", "grid", "image")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "GammaBatch":
+        return cls(batch_size=data.get("batch_size"), negatives_per_row=data.get("negatives_per_row"),
+                   n_batches=data.get("n_batches"), n_rows=data.get("n_rows"), mean_cosine=data.get("mean_cosine"),
+                   within_row_spread=data.get("within_row_spread"),
+                   suggestion=_one(GammaSuggestion, data.get("suggestion")), margins=_tuple(data.get("margins")),
+                   gaussian_approximation=data.get("gaussian_approximation"), why=data.get("why"),
+                   grid=_tuple(data.get("grid")), image=_tuple(data.get("image")),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "batch_size": self.batch_size, "negatives_per_row": self.negatives_per_row, "n_batches": self.n_batches,
+            "n_rows": self.n_rows, "mean_cosine": self.mean_cosine, "within_row_spread": self.within_row_spread,
+            "suggestion": _dict(self.suggestion), "margins": _list(self.margins),
+            "gaussian_approximation": self.gaussian_approximation, "why": self.why, "grid": _list(self.grid),
+            "image": _list(self.image)})
+
+
+@dataclass(frozen=True)
+class Gamma(_Section):
+    """The ``gamma`` section (docs/gamma.md); its ``reference`` and ``paper_sweep`` stay read-only JSON."""
+
+    rule: str | None = None
+    concentration: str | None = None
+    headline_batch_size: int | None = None
+    suggested_gamma: float | None = None
+    suggested_range: tuple[float, float] | None = None
+    margin_matched_gamma: float | None = None
+    encoder_caution: str | None = None
+    paper_sweep: tuple | None = None
+    paper_sweep_note: str | None = None
+    logit_scale: float | None = None
+    logit_scale_source: str | None = None
+    hard_edge: float | None = None
+    gamma_grid: tuple[float, ...] | None = None
+    n_batches: int | None = None
+    seed: int | None = None
+    clip: tuple[float, float] | None = None
+    image_embeddings: bool | None = None
+    reference: Mapping[str, Any] | None = None
+    batches: tuple[GammaBatch, ...] | None = None
+    batch_sizes_left_out: tuple[int, ...] | None = None
+
+    KEYS = ("rule", "concentration", "headline_batch_size", "suggested_gamma", "suggested_range",
+            "margin_matched_gamma", "encoder_caution", "paper_sweep", "paper_sweep_note", "logit_scale",
+            "logit_scale_source", "hard_edge", "gamma_grid", "n_batches", "seed", "clip", "image_embeddings",
+            "reference", "batches", "batch_sizes_left_out")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Gamma":
+        return cls(rule=data.get("rule"), concentration=data.get("concentration"),
+                   headline_batch_size=data.get("headline_batch_size"), suggested_gamma=data.get("suggested_gamma"),
+                   suggested_range=_tuple(data.get("suggested_range")),
+                   margin_matched_gamma=data.get("margin_matched_gamma"), encoder_caution=data.get("encoder_caution"),
+                   paper_sweep=_tuple(data.get("paper_sweep")), paper_sweep_note=data.get("paper_sweep_note"),
+                   logit_scale=data.get("logit_scale"), logit_scale_source=data.get("logit_scale_source"),
+                   hard_edge=data.get("hard_edge"), gamma_grid=_tuple(data.get("gamma_grid")),
+                   n_batches=data.get("n_batches"), seed=data.get("seed"), clip=_tuple(data.get("clip")),
+                   image_embeddings=data.get("image_embeddings"), reference=_tuple(data.get("reference")),
+                   batches=_many(GammaBatch, data.get("batches")), batch_sizes_left_out=_tuple(data.get("batch_sizes_left_out")),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "rule": self.rule, "concentration": self.concentration, "headline_batch_size": self.headline_batch_size,
+            "suggested_gamma": self.suggested_gamma, "suggested_range": _list(self.suggested_range),
+            "margin_matched_gamma": self.margin_matched_gamma, "encoder_caution": self.encoder_caution,
+            "paper_sweep": _list(self.paper_sweep), "paper_sweep_note": self.paper_sweep_note,
+            "logit_scale": self.logit_scale, "logit_scale_source": self.logit_scale_source,
+            "hard_edge": self.hard_edge, "gamma_grid": _list(self.gamma_grid), "n_batches": self.n_batches,
+            "seed": self.seed, "clip": _list(self.clip), "image_embeddings": self.image_embeddings,
+            "reference": _list(self.reference), "batches": _dicts(self.batches),
+            "batch_sizes_left_out": _list(self.batch_sizes_left_out)})
+
+    @property
+    def headline(self) -> GammaBatch | None:
+        """The headline batch size's entry (the first), None without any."""
+        return self.batches[0] if self.batches else None
+
+
+@dataclass(frozen=True)
+class DupesPair(_Section):
+    """Two captions of different images and how alike they are (a row of ``dupes.pairs``, or a
+    neighbour of an example query); ``spans_a``/``spans_b`` are read-only ``{start, end, kind}`` mappings."""
+
+    rank: int | None = None
+    neighbour_rank: int | None = None
+    index_a: int | None = None
+    index_b: int | None = None
+    id_a: str | None = None
+    id_b: str | None = None
+    group_a: str | None = None
+    group_b: str | None = None
+    text_a: str | None = None
+    text_b: str | None = None
+    cosine: float | None = None
+    jaccard: float | None = None
+    exact_duplicate: bool | None = None
+    shared_words: tuple[str, ...] | None = None
+    only_a_words: tuple[str, ...] | None = None
+    only_b_words: tuple[str, ...] | None = None
+    spans_a: tuple[Mapping[str, Any], ...] | None = None
+    spans_b: tuple[Mapping[str, Any], ...] | None = None
+
+    KEYS = ("rank", "neighbour_rank", "index_a", "index_b", "id_a", "id_b", "group_a", "group_b", "text_a", "text_b",
+            "cosine", "jaccard", "exact_duplicate", "shared_words", "only_a_words", "only_b_words", "spans_a",
+            "spans_b")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DupesPair":
+        return cls(rank=data.get("rank"), neighbour_rank=data.get("neighbour_rank"), index_a=data.get("index_a"),
+                   index_b=data.get("index_b"), id_a=data.get("id_a"), id_b=data.get("id_b"),
+                   group_a=data.get("group_a"), group_b=data.get("group_b"), text_a=data.get("text_a"),
+                   text_b=data.get("text_b"), cosine=data.get("cosine"), jaccard=data.get("jaccard"),
+                   exact_duplicate=data.get("exact_duplicate"), shared_words=_tuple(data.get("shared_words")),
+                   only_a_words=_tuple(data.get("only_a_words")), only_b_words=_tuple(data.get("only_b_words")),
+                   spans_a=_tuple(data.get("spans_a")), spans_b=_tuple(data.get("spans_b")), nulls=_nulls(data),
+                   order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "rank": self.rank, "neighbour_rank": self.neighbour_rank, "index_a": self.index_a,
+            "index_b": self.index_b, "id_a": self.id_a, "id_b": self.id_b, "group_a": self.group_a,
+            "group_b": self.group_b, "text_a": self.text_a, "text_b": self.text_b, "cosine": self.cosine,
+            "jaccard": self.jaccard, "exact_duplicate": self.exact_duplicate,
+            "shared_words": _list(self.shared_words), "only_a_words": _list(self.only_a_words),
+            "only_b_words": _list(self.only_b_words), "spans_a": _list(self.spans_a), "spans_b": _list(self.spans_b)})
+
+
+@dataclass(frozen=True)
+class DupesQuery(_Section):
+    """The query caption of an example: its index, id, image and text."""
+
+    index: int | None = None
+    id: str | None = None
+    group: str | None = None
+    text: str | None = None
+
+    KEYS = ("index", "id", "group", "text")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DupesQuery":
+        return cls(index=data.get("index"), id=data.get("id"), group=data.get("group"), text=data.get("text"),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"index": self.index, "id": self.id, "group": self.group, "text": self.text})
+
+
+@dataclass(frozen=True)
+class DupesExample(_Section):
+    """A query at a quantile of the hardest-companion distribution with its nearest captions of other images."""
+
+    quantile: float | None = None
+    target_cosine: float | None = None
+    query: DupesQuery | None = None
+    hardest_cosine: float | None = None
+    neighbours: tuple[DupesPair, ...] | None = None
+
+    KEYS = ("quantile", "target_cosine", "query", "hardest_cosine", "neighbours")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "DupesExample":
+        return cls(quantile=data.get("quantile"), target_cosine=data.get("target_cosine"),
+                   query=_one(DupesQuery, data.get("query")), hardest_cosine=data.get("hardest_cosine"),
+                   neighbours=_many(DupesPair, data.get("neighbours")), nulls=_nulls(data), order=_order(data),
+                   extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"quantile": self.quantile, "target_cosine": self.target_cosine,
+                               "query": _dict(self.query), "hardest_cosine": self.hardest_cosine,
+                               "neighbours": _dicts(self.neighbours)})
+
+
+@dataclass(frozen=True)
+class Dupes(_Section):
+    """The ``dupes`` section: a ``capgeo.dupes/1`` result (docs/dupes.md); its components and
+    near-duplicate totals stay read-only JSON."""
+
+    schema: str | None = None
+    n_captions: int | None = None
+    n_groups: int | None = None
+    threshold: float | None = None
+    limit: int | None = None
+    top_k: int | None = None
+    pairs: tuple[DupesPair, ...] | None = None
+    quantiles: tuple[float, ...] | None = None
+    examples: tuple[DupesExample, ...] | None = None
+    components_threshold: float | None = None
+    components: tuple | None = None
+    warnings: tuple[str, ...] | None = None
+    encoder: Encoder | None = None
+    skip_exact: bool | None = None
+    near_duplicates: Mapping[str, Any] | None = None
+
+    KEYS = ("schema", "n_captions", "n_groups", "threshold", "limit", "top_k", "pairs", "quantiles", "examples",
+            "components_threshold", "components", "warnings", "encoder", "skip_exact", "near_duplicates")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Dupes":
+        return cls(schema=data.get("schema"), n_captions=data.get("n_captions"), n_groups=data.get("n_groups"),
+                   threshold=data.get("threshold"), limit=data.get("limit"), top_k=data.get("top_k"),
+                   pairs=_many(DupesPair, data.get("pairs")), quantiles=_tuple(data.get("quantiles")),
+                   examples=_many(DupesExample, data.get("examples")), components_threshold=data.get("components_threshold"),
+                   components=_tuple(data.get("components")), warnings=_tuple(data.get("warnings")),
+                   encoder=_one(Encoder, data.get("encoder")), skip_exact=data.get("skip_exact"),
+                   near_duplicates=_tuple(data.get("near_duplicates")), nulls=_nulls(data), order=_order(data),
+                   extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "schema": self.schema, "n_captions": self.n_captions, "n_groups": self.n_groups,
+            "threshold": self.threshold, "limit": self.limit, "top_k": self.top_k, "pairs": _dicts(self.pairs),
+            "quantiles": _list(self.quantiles), "examples": _dicts(self.examples),
+            "components_threshold": self.components_threshold, "components": _list(self.components),
+            "warnings": _list(self.warnings), "encoder": _dict(self.encoder), "skip_exact": self.skip_exact,
+            "near_duplicates": _list(self.near_duplicates)})
+
+
+@dataclass(frozen=True)
+class TruncationNearDuplicates(_Section):
+    """Near-duplicate pairs at one maximum length, and how many of them only the cut made."""
+
+    threshold: float | None = None
+    n_pairs: int | None = None
+    n_captions: int | None = None
+    n_truncation_only: int | None = None
+
+    KEYS = ("threshold", "n_pairs", "n_captions", "n_truncation_only")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TruncationNearDuplicates":
+        return cls(threshold=data.get("threshold"), n_pairs=data.get("n_pairs"), n_captions=data.get("n_captions"),
+                   n_truncation_only=data.get("n_truncation_only"), nulls=_nulls(data), order=_order(data),
+                   extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {"threshold": self.threshold, "n_pairs": self.n_pairs, "n_captions": self.n_captions,
+                               "n_truncation_only": self.n_truncation_only})
+
+
+@dataclass(frozen=True)
+class TruncationLength(_Section):
+    """The geometry at one maximum token length (an entry of ``truncation.per_length``); ``movement``
+    stays read-only JSON."""
+
+    max_tokens: int | None = None
+    n_cut: int | None = None
+    share_cut: float | None = None
+    pairwise: Distribution | None = None
+    hardest_companion: Distribution | None = None
+    buckets: Buckets | None = None
+    hardest_in_batch: Distribution | None = None
+    near_duplicate_in_batch: BatchNearDuplicates | None = None
+    near_duplicates: TruncationNearDuplicates | None = None
+    reference: bool | None = None
+    movement: Mapping[str, Any] | None = None
+
+    KEYS = ("max_tokens", "n_cut", "share_cut", "pairwise", "hardest_companion", "buckets", "hardest_in_batch",
+            "near_duplicate_in_batch", "near_duplicates", "reference", "movement")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TruncationLength":
+        return cls(max_tokens=data.get("max_tokens"), n_cut=data.get("n_cut"), share_cut=data.get("share_cut"),
+                   pairwise=_one(Distribution, data.get("pairwise")),
+                   hardest_companion=_one(Distribution, data.get("hardest_companion")),
+                   buckets=_one(Buckets, data.get("buckets")),
+                   hardest_in_batch=_one(Distribution, data.get("hardest_in_batch")),
+                   near_duplicate_in_batch=_one(BatchNearDuplicates, data.get("near_duplicate_in_batch")),
+                   near_duplicates=_one(TruncationNearDuplicates, data.get("near_duplicates")),
+                   reference=data.get("reference"), movement=_tuple(data.get("movement")), nulls=_nulls(data),
+                   order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "max_tokens": self.max_tokens, "n_cut": self.n_cut, "share_cut": self.share_cut,
+            "pairwise": _dict(self.pairwise), "hardest_companion": _dict(self.hardest_companion),
+            "buckets": _dict(self.buckets), "hardest_in_batch": _dict(self.hardest_in_batch),
+            "near_duplicate_in_batch": _dict(self.near_duplicate_in_batch),
+            "near_duplicates": _dict(self.near_duplicates), "reference": self.reference,
+            "movement": _list(self.movement)})
+
+
+@dataclass(frozen=True)
+class Truncation(_Section):
+    """The ``truncation`` section (docs/truncation.md); the truncation-only pairs stay read-only JSON."""
+
+    lengths: tuple[int, ...] | None = None
+    reference_length: int | None = None
+    context_length: int | None = None
+    threshold: float | None = None
+    batch_size: int | None = None
+    n_batches: int | None = None
+    seed: int | None = None
+    bucket_edges: tuple[float, ...] | None = None
+    top_k: int | None = None
+    max_listed: int | None = None
+    n_captions: int | None = None
+    n_groups: int | None = None
+    tokens: Distribution | None = None
+    per_length: tuple[TruncationLength, ...] | None = None
+    truncation_only_pairs: tuple | None = None
+    cut_offset_method: str | None = None
+    elapsed_s: float | None = None
+
+    KEYS = ("lengths", "reference_length", "context_length", "threshold", "batch_size", "n_batches", "seed",
+            "bucket_edges", "top_k", "max_listed", "n_captions", "n_groups", "tokens", "per_length",
+            "truncation_only_pairs", "cut_offset_method", "elapsed_s")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Truncation":
+        return cls(lengths=_tuple(data.get("lengths")), reference_length=data.get("reference_length"),
+                   context_length=data.get("context_length"), threshold=data.get("threshold"),
+                   batch_size=data.get("batch_size"), n_batches=data.get("n_batches"), seed=data.get("seed"),
+                   bucket_edges=_tuple(data.get("bucket_edges")), top_k=data.get("top_k"),
+                   max_listed=data.get("max_listed"), n_captions=data.get("n_captions"), n_groups=data.get("n_groups"),
+                   tokens=_one(Distribution, data.get("tokens")),
+                   per_length=_many(TruncationLength, data.get("per_length")),
+                   truncation_only_pairs=_tuple(data.get("truncation_only_pairs")),
+                   cut_offset_method=data.get("cut_offset_method"), elapsed_s=data.get("elapsed_s"),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "lengths": _list(self.lengths), "reference_length": self.reference_length,
+            "context_length": self.context_length, "threshold": self.threshold, "batch_size": self.batch_size,
+            "n_batches": self.n_batches, "seed": self.seed, "bucket_edges": _list(self.bucket_edges),
+            "top_k": self.top_k, "max_listed": self.max_listed, "n_captions": self.n_captions,
+            "n_groups": self.n_groups, "tokens": _dict(self.tokens), "per_length": _dicts(self.per_length),
+            "truncation_only_pairs": _list(self.truncation_only_pairs), "cut_offset_method": self.cut_offset_method,
+            "elapsed_s": self.elapsed_s})
+
+
+@dataclass(frozen=True)
+class Leak(_Section):
+    """The ``leak`` section (`capgeo report --leak`, docs/leak.md); its evaluation sets stay read-only JSON."""
+
+    body: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Leak":
+        return cls(body=_frozen(dict(data)))
+
+    def to_dict(self) -> dict:
+        return _plain(self.body)
+
+
+@dataclass(frozen=True)
+class CaptionMap(_Section):
+    """The ``map`` section: the report's caption map, lists aligned by point."""
+
+    method: str | None = None
+    pca_dimensions: int | None = None
+    seed: int | None = None
+    n_captions: int | None = None
+    n_points: int | None = None
+    sampled: bool | None = None
+    seconds: float | None = None
+    near_duplicate_threshold: float | None = None
+    text_chars: int | None = None
+    x: tuple[float, ...] | None = None
+    y: tuple[float, ...] | None = None
+    caption_ids: tuple[str, ...] | None = None
+    groups: tuple[str, ...] | None = None
+    texts: tuple[str, ...] | None = None
+    hardest_companion: tuple[float | None, ...] | None = None
+    near_duplicate_set: tuple[int | None, ...] | None = None
+    leaked: tuple[bool, ...] | None = None
+
+    KEYS = ("method", "pca_dimensions", "seed", "n_captions", "n_points", "sampled", "seconds",
+            "near_duplicate_threshold", "text_chars", "x", "y", "caption_ids", "groups", "texts", "hardest_companion",
+            "near_duplicate_set", "leaked")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "CaptionMap":
+        return cls(method=data.get("method"), pca_dimensions=data.get("pca_dimensions"), seed=data.get("seed"),
+                   n_captions=data.get("n_captions"), n_points=data.get("n_points"), sampled=data.get("sampled"),
+                   seconds=data.get("seconds"), near_duplicate_threshold=data.get("near_duplicate_threshold"),
+                   text_chars=data.get("text_chars"), x=_tuple(data.get("x")), y=_tuple(data.get("y")),
+                   caption_ids=_tuple(data.get("caption_ids")), groups=_tuple(data.get("groups")),
+                   texts=_tuple(data.get("texts")), hardest_companion=_tuple(data.get("hardest_companion")),
+                   near_duplicate_set=_tuple(data.get("near_duplicate_set")), leaked=_tuple(data.get("leaked")),
+                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "method": self.method, "pca_dimensions": self.pca_dimensions, "seed": self.seed,
+            "n_captions": self.n_captions, "n_points": self.n_points, "sampled": self.sampled,
+            "seconds": self.seconds, "near_duplicate_threshold": self.near_duplicate_threshold,
+            "text_chars": self.text_chars, "x": _list(self.x), "y": _list(self.y),
+            "caption_ids": _list(self.caption_ids), "groups": _list(self.groups), "texts": _list(self.texts),
+            "hardest_companion": _list(self.hardest_companion), "near_duplicate_set": _list(self.near_duplicate_set),
+            "leaked": _list(self.leaked)})
+
+
+@dataclass(frozen=True)
+class Profile(_Section):
+    """A whole profile. Sections a writer did not include are None (gamma and truncation write only
+    their own); ``within_group`` and ``companions`` may also be written as null (``nulls`` says which)."""
+
+    schema: str | None = None
+    dataset: Dataset | None = None
+    encoder: Encoder | None = None
+    lengths: Lengths | None = None
+    pairwise: Distribution | None = None
+    within_group: Distribution | None = None
+    hardest_companion: Distribution | None = None
+    companions: Companions | None = None
+    exact_duplicates: ExactDuplicates | None = None
+    near_duplicates: NearDuplicates | None = None
+    batches: tuple[BatchStatistics, ...] | None = None
+    options: Options | None = None
+    provenance: Provenance | None = None
+    dupes: Dupes | None = None
+    gamma: Gamma | None = None
+    gamma_left_out: str | None = None
+    truncation: Truncation | None = None
+    leak: Leak | None = None
+    map: CaptionMap | None = None
+
+    KEYS = ("schema", "dataset", "encoder", "lengths", "pairwise", "within_group", "hardest_companion", "companions",
+            "exact_duplicates", "near_duplicates", "batches", "options", "provenance", "dupes", "gamma",
+            "gamma_left_out", "truncation", "leak", "map")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], where: str = "profile", *, check: bool = True) -> "Profile":
         """The typed profile of a ``capgeo.profile/1`` dict; CapgeoError for anything else
-        (not a profile, an unknown schema version, a missing dataset/encoder section)."""
-        from capgeo.geometry.profile import check_profile
+        (not a profile, an unknown schema version, a missing dataset/encoder section).
+        ``check=False`` reads part of a profile as it is (a reader of one section needs no other)."""
+        from capgeo.geometry.profile_schema import check_profile
 
-        check_profile(data, where)
-        return super().from_dict(data)
+        if check:
+            check_profile(data, where)
+        return cls(schema=data.get("schema"), dataset=_one(Dataset, data.get("dataset")),
+                   encoder=_one(Encoder, data.get("encoder")), lengths=_one(Lengths, data.get("lengths")),
+                   pairwise=_one(Distribution, data.get("pairwise")),
+                   within_group=_one(Distribution, data.get("within_group")),
+                   hardest_companion=_one(Distribution, data.get("hardest_companion")),
+                   companions=_one(Companions, data.get("companions")),
+                   exact_duplicates=_one(ExactDuplicates, data.get("exact_duplicates")),
+                   near_duplicates=_one(NearDuplicates, data.get("near_duplicates")),
+                   batches=_many(BatchStatistics, data.get("batches")), options=_one(Options, data.get("options")),
+                   provenance=_one(Provenance, data.get("provenance")), dupes=_one(Dupes, data.get("dupes")),
+                   gamma=_one(Gamma, data.get("gamma")), gamma_left_out=data.get("gamma_left_out"),
+                   truncation=_one(Truncation, data.get("truncation")), leak=_one(Leak, data.get("leak")),
+                   map=_one(CaptionMap, data.get("map")), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        """The ``capgeo.profile/1`` JSON object (plain dicts and lists), as :meth:`from_dict` read it."""
+        return _written(self, {
+            "schema": self.schema, "dataset": _dict(self.dataset), "encoder": _dict(self.encoder),
+            "lengths": _dict(self.lengths), "pairwise": _dict(self.pairwise),
+            "within_group": _dict(self.within_group), "hardest_companion": _dict(self.hardest_companion),
+            "companions": _dict(self.companions), "exact_duplicates": _dict(self.exact_duplicates),
+            "near_duplicates": _dict(self.near_duplicates), "batches": _dicts(self.batches),
+            "options": _dict(self.options), "provenance": _dict(self.provenance), "dupes": _dict(self.dupes),
+            "gamma": _dict(self.gamma), "gamma_left_out": self.gamma_left_out,
+            "truncation": _dict(self.truncation), "leak": _dict(self.leak), "map": _dict(self.map)})
+
+    @property
+    def headline(self) -> BatchStatistics | None:
+        """The headline batch size's in-batch statistics (the first entry), None without any."""
+        return self.batches[0] if self.batches else None
+
+    def without(self, name: str) -> "Profile":
+        """This profile with section ``name`` left out (absent, not null)."""
+        return dataclasses.replace(self, **{name: None}, nulls=self.nulls - {name})
+
+    def written_null(self, name: str) -> bool:
+        """Whether section ``name`` was written as null (rather than left out)."""
+        return name in self.nulls
+
+    def to_json(self, path: str | Path) -> Path:
+        """Write the profile as strict JSON, atomically: the bytes ``capgeo profile --json`` writes."""
+        from capgeo._atomic import atomic_open
+        from capgeo._json_write import dumps
+
+        with atomic_open(path) as handle:
+            handle.write(dumps(self.to_dict()) + "\n")
+        return Path(path)
+
+    def to_html(self, path: str | Path, *, command: str | None = None) -> Path:
+        """Write the profile's HTML report atomically (what ``capgeo report PROFILE.json`` draws)."""
+        from capgeo.report.build import build_report
+
+        return build_report(self, path, command=command)
+
+    def summary(self, width: int = 100) -> str:
+        """The terminal text ``capgeo profile`` prints, without colour."""
+        from capgeo.cli.profile import print_profile
+        from capgeo.cli.terminal import console
+
+        out = console(record=True, width=width, force_terminal=False, color_system=None)
+        with out.capture() as captured:
+            print_profile(self, out)
+        return captured.get()
+
+    def per_caption(self, captions, embeddings):
+        """The per-caption rows of docs/profile-schema.md as a polars DataFrame, for the ``captions``
+        and ``embeddings`` this profile was made from (near-duplicate sets re-search their vectors).
+        CapgeoError when the profile holds no companion lists (made with ``companion_lists=False``)."""
+        from capgeo.errors import CapgeoError
+        from capgeo.findings.per_caption import per_caption_frame
+
+        if self.companions is None or self.companions.top_ids is None:
+            raise CapgeoError("profile: no per-caption companion lists (it was made without them: "
+                              "`--no-companions` or companion_lists=False); recompute it with `capgeo profile "
+                              "--json` or build_profile(...) to read per-caption rows")
+        return per_caption_frame(captions, embeddings, self)
 
 
-def as_profile(profile: Profile | Mapping[str, Any]) -> Profile:
-    """``profile`` itself when typed already, else read from its ``capgeo.profile/1`` dict."""
-    return profile if isinstance(profile, Profile) else Profile.from_dict(profile)
-
-
-def profile_section(profile: Profile | Mapping[str, Any], name: str):
-    """Section ``name`` of a typed or dict profile, typed as :class:`Profile` declares it
-    (ABSENT when the profile lacks it). Of a dict only that section is read: the others are
-    not checked (a reader of one section works on a partial profile) nor converted (the
-    companions run to N x k values)."""
-    if isinstance(profile, Profile):
-        return getattr(profile, name)
-    if name not in profile:
-        return ABSENT
-    return _typed(typing.get_type_hints(Profile)[name], profile[name])
-
-
-def as_section(value, section: type[Section]):
-    """``value`` read as ``section`` when it is a JSON object; a typed section, None or ABSENT as it is."""
+def as_section(value, section: type):
+    """``value`` read as ``section`` when it is a JSON object; a typed section or None as it is."""
     return section.from_dict(value) if isinstance(value, Mapping) else value
 
 
-def known(value, default=None):
-    """``default`` for a field the profile does not have (ABSENT), else the value."""
-    return default if value is ABSENT else value
-
-
-def plain(value):
-    """A typed section, read-only mapping or tuple back as plain dicts and lists (for JSON)."""
-    return _plain(value)
+def as_profile(profile: Profile | Mapping[str, Any], *, check: bool = True) -> Profile:
+    """``profile`` itself when typed already, else read from its ``capgeo.profile/1`` dict
+    (``check=False``: part of one, unchecked)."""
+    return profile if isinstance(profile, Profile) else Profile.from_dict(profile, check=check)
 
 
 def load_typed_profile(path: str | Path) -> Profile:
     """Read a saved profile (``capgeo profile --json FILE``) as a :class:`Profile`, with the one-line
     errors of :func:`capgeo.geometry.profile.load_profile` for unreadable files and other schemas."""
-    from capgeo.geometry.profile import load_profile
+    from capgeo.geometry.profile_schema import load_profile
 
     return Profile.from_dict(load_profile(path), str(path))

@@ -36,10 +36,8 @@ Rules and why
 - ``sampled``: the pairwise statistics were estimated from sampled pairs -> notice.
 - ``skipped``: rows were left out while loading -> notice with the count.
 
-Each rule reads only its own section, typed (capgeo.geometry.typed_profile), of a typed or
-dict profile, so a partial profile gets the alerts its sections allow. A batch entry's
-``buckets`` and ``near_duplicate`` and the dataset's ``skipped`` rows stay read-only
-mappings: each is read by one or two rules only.
+Each rule reads only its own section of a typed profile (capgeo.geometry.typed_profile; a
+dict is read as one, unchecked), so a partial profile gets the alerts its sections allow.
 """
 
 from __future__ import annotations
@@ -48,8 +46,7 @@ from dataclasses import asdict, dataclass
 
 from capgeo.display import counted
 from capgeo.findings.encoder_caution import encoder_caution
-from capgeo.geometry.typed_profile import (Dataset, Distribution, ExactDuplicates, Lengths, NearDuplicates, Profile,
-                                           known, plain, profile_section)
+from capgeo.geometry.typed_profile import Profile, as_profile
 
 TRUNCATED_WARNING = 0.5
 TRUNCATED_NOTICE = 0.05
@@ -80,10 +77,10 @@ def _pct(value: float) -> str:
 
 
 def encoder_caution_alert(profile: Profile | dict) -> Alert | None:
-    if not profile_section(profile, "gamma"):
+    profile = as_profile(profile, check=False)
+    if not profile.gamma:
         return None
-    encoder = profile_section(profile, "encoder")
-    caution = encoder_caution(plain(encoder) if encoder else None)
+    caution = encoder_caution(profile.encoder.to_dict() if profile.encoder else None)
     if caution is None:
         return None
     return Alert("encoder_caution", WARNING, "The suggested gamma rests on a different encoder than training's",
@@ -91,12 +88,12 @@ def encoder_caution_alert(profile: Profile | dict) -> Alert | None:
 
 
 def truncation_alert(profile: Profile | dict) -> Alert | None:
-    lengths = profile_section(profile, "lengths") or Lengths()
-    share = known(lengths.share_truncated)
-    if share is None or lengths.known is False:
+    lengths = as_profile(profile, check=False).lengths
+    share = lengths.share_truncated if lengths else None
+    if share is None or not lengths.counted:
         return None
-    limit = known(lengths.max_tokens) or known(lengths.context_length)
-    cut = f"{known(lengths.n_truncated, 0):,} of {known(lengths.n, 0):,} captions ({_pct(share)})"
+    limit = lengths.max_tokens or lengths.context_length
+    cut = f"{lengths.n_truncated or 0:,} of {lengths.n or 0:,} captions ({_pct(share)})"
     if share >= TRUNCATED_WARNING:
         return Alert("truncation", WARNING, "Most captions are longer than the encoder's context and are cut",
                      f"{cut} exceed {limit} tokens; the encoder never sees their ends, so captions that differ only "
@@ -108,11 +105,12 @@ def truncation_alert(profile: Profile | dict) -> Alert | None:
 
 
 def exact_duplicate_alert(profile: Profile | dict) -> Alert | None:
-    duplicates = profile_section(profile, "exact_duplicates") or ExactDuplicates()
-    cross = duplicates.n_pairs_cross_group or 0
+    profile = as_profile(profile, check=False)
+    duplicates = profile.exact_duplicates
+    cross = (duplicates.n_pairs_cross_group if duplicates else None) or 0
     if not cross:
         return None
-    n = (profile_section(profile, "dataset") or Dataset()).n_captions or 0
+    n = (profile.dataset.n_captions if profile.dataset else None) or 0
     # repeats inside one image are positives and harmless: count only texts shared across images.
     # n_redundant_cross_group sums, over the repeated texts, the images beyond the first that hold
     # one: neither a count of captions nor of images (one image sharing five texts counts five), so
@@ -130,26 +128,26 @@ def exact_duplicate_alert(profile: Profile | dict) -> Alert | None:
 
 def near_twin_batch_alerts(profile: Profile | dict) -> list[Alert]:
     alerts = []
-    for entry in profile_section(profile, "batches") or ():
-        near = known(entry.near_duplicate) or {}
-        share = near.get("share_batches")
+    for entry in as_profile(profile, check=False).batches or ():
+        near = entry.near_duplicate
+        share = near.share_batches if near else None
         if share is None or share < NEAR_TWIN_WARNING:
             continue
         how_often = "almost always" if share >= NEAR_TWIN_ALMOST_ALWAYS else "often"
         alerts.append(Alert(
             "near_twin_batches", WARNING, f"Batches of {entry.batch_size} {how_often} contain a near-twin",
             f"{_pct(share)} of random batches of {entry.batch_size} hold at least one pair of captions of "
-            f"different images with cosine >= {near.get('threshold')}"
-            f" ({near.get('mean_pairs_per_batch', 0):.2f} such pairs per batch on average). "
+            f"different images with cosine >= {near.threshold}"
+            f" ({near.mean_pairs_per_batch or 0:.2f} such pairs per batch on average). "
             f"The model must tell these apart from the text alone."))
     return alerts
 
 
 def hardest_bucket_alerts(profile: Profile | dict) -> list[Alert]:
     alerts = []
-    for entry in profile_section(profile, "batches") or ():
-        buckets = known(entry.buckets) or {}
-        shares, labels = buckets.get("shares"), buckets.get("labels")
+    for entry in as_profile(profile, check=False).batches or ():
+        buckets = entry.buckets
+        shares, labels = (buckets.shares, buckets.labels) if buckets else (None, None)
         if not shares or not labels:
             continue
         if shares[-1] >= HARDEST_BUCKET_WARNING:
@@ -161,33 +159,33 @@ def hardest_bucket_alerts(profile: Profile | dict) -> list[Alert]:
 
 
 def crowded_alert(profile: Profile | dict) -> Alert | None:
-    hardest = profile_section(profile, "hardest_companion") or Distribution()
-    mean = known(hardest.mean)
+    hardest = as_profile(profile, check=False).hardest_companion
+    mean = hardest.mean if hardest else None
     if mean is None or mean < CROWDED_HARDEST:
         return None
     return Alert("crowded", NOTICE, "Almost every caption has a near-twin",
-                 f"The mean hardest-companion cosine is {mean:.3f} over N = {known(hardest.count, 0):,} captions "
+                 f"The mean hardest-companion cosine is {mean:.3f} over N = {hardest.count or 0:,} captions "
                  f"(HN-CLIP reports 0.92-0.94 for long-caption benchmarks). It grows with N, so compare datasets "
                  f"at equal N.")
 
 
 def near_duplicate_caption_alert(profile: Profile | dict) -> Alert | None:
-    near = profile_section(profile, "near_duplicates") or NearDuplicates()
-    share = known(near.share_captions_hardest_above)
+    near = as_profile(profile, check=False).near_duplicates
+    share = near.share_captions_hardest_above if near else None
     if share is None or share < NEAR_DUPLICATE_CAPTIONS_WARNING:
         return None
-    n_captions = known(near.n_captions_hardest_above, 0)
+    n_captions = near.n_captions_hardest_above or 0
     return Alert("near_duplicate_captions", WARNING, "Many captions have a near-duplicate of another image",
                  f"{counted(n_captions, 'caption')} ({_pct(share)}) {'has' if n_captions == 1 else 'have'} a caption of another "
-                 f"image at cosine >= {known(near.threshold)}; `capgeo dupes` lists the pairs.")
+                 f"image at cosine >= {near.threshold}; `capgeo dupes` lists the pairs.")
 
 
 def sampled_alert(profile: Profile | dict) -> Alert | None:
-    pairwise = profile_section(profile, "pairwise") or Distribution()
-    if known(pairwise.exact, True) and known(pairwise.mode) != "sampled":
+    pairwise = as_profile(profile, check=False).pairwise
+    if pairwise is None or (pairwise.exact is not False and pairwise.mode != "sampled"):
         return None
     # not a schema field: no writer records it, so the line says "estimated" without a count
-    sampled = pairwise.extra.get("n_sampled_pairs")
+    sampled = pairwise.extra["n_sampled_pairs"] if "n_sampled_pairs" in pairwise.extra else None
     detail = f" from {sampled:,} sampled pairs" if sampled else ""
     return Alert("sampled", NOTICE, "Pairwise statistics are estimates",
                  f"The distribution of all pairwise cosines was estimated{detail}; hardest companions are exact "
@@ -195,17 +193,19 @@ def sampled_alert(profile: Profile | dict) -> Alert | None:
 
 
 def skipped_alert(profile: Profile | dict) -> Alert | None:
-    skipped = known((profile_section(profile, "dataset") or Dataset()).skipped) or ()
-    total = sum(int(item.get("count", 0)) for item in skipped)
+    dataset = as_profile(profile, check=False).dataset
+    skipped = (dataset.skipped if dataset else None) or ()
+    total = sum(int(item["count"]) for item in skipped)
     if not total:
         return None
-    reasons = "; ".join(f"{item.get('reason')} ({item.get('count')})" for item in skipped[:3])
+    reasons = "; ".join(f"{item['reason']} ({item['count']})" for item in skipped[:3])
     return Alert("skipped", NOTICE, f"{counted(total, 'row')} {'was' if total == 1 else 'were'} left out while loading",
                  reasons)
 
 
 def alerts_for(profile: Profile | dict) -> list[Alert]:
     """Every alert that fires for ``profile``, warnings first."""
+    profile = as_profile(profile, check=False)
     found: list[Alert] = []
     for rule in (encoder_caution_alert, truncation_alert, exact_duplicate_alert, near_duplicate_caption_alert, crowded_alert,
                  sampled_alert, skipped_alert):

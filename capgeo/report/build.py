@@ -13,9 +13,8 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -23,7 +22,7 @@ from capgeo.captions.shards import is_pattern
 from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.profile_options import ProfileOptions
-from capgeo.geometry.typed_profile import Dataset, Encoder, Lengths, Provenance, known, profile_section
+from capgeo.geometry.typed_profile import CaptionMap, Dataset, Dupes, Encoder, Leak, Lengths, Profile, Provenance, Truncation
 from capgeo.paths import check_output_paths, encoder_input_file, encoder_input_files, result_schema
 from capgeo.pipeline import EncodeOptions, load_set
 
@@ -40,7 +39,7 @@ DUPES_PAIRS = 20
 class ReportInput:
     """A profile to draw, plus what the page should say is missing and why."""
 
-    profile: dict
+    profile: Profile
     notes: list[str] = field(default_factory=list)
 
 
@@ -62,37 +61,41 @@ def is_profile_file(path: str | Path) -> bool:
 NO_DUPES_NOTE = "Near-duplicate gallery: left out (--no-dupes)."
 
 
-def add_sections(profile: dict, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
-                 progress: bool | None = None, scan=None) -> list[str]:
-    """Add the ``dupes`` and ``gamma`` sections a profile lacks, from its captions and embeddings.
-
-    Sections already present are kept as they are. Returns notes for what was not added.
+def add_sections(profile: Profile, captions, embeddings, *, dupes: bool = True, gamma: bool = True,
+                 progress: bool | None = None, scan=None) -> tuple[Profile, list[str]]:
+    """``profile`` with the ``dupes`` and ``gamma`` sections it lacks, from its captions and embeddings,
+    and notes for what was not added. Sections already present are kept as they are.
     ``scan``: the profile's pairwise scan of these embeddings, reused by dupes when its
     companions are exact.
     """
     if scan is not None and (scan.companion_mode != "exact" or not scan.top_k):
         scan = None
     notes = []
-    if dupes and not profile.get("dupes"):
+    if dupes and not profile.dupes:
         from capgeo.findings.duplicates import gallery_section
 
         # the profile's own near-duplicate threshold: a filled gallery counted at the default 0.95 beside
         # a summary counted at the profile's (0 pairs at >= 0.95 against 29 at >= 0.5, on one page)
-        threshold = (profile.get("options") or {}).get("near_duplicate_threshold")
-        profile["dupes"] = gallery_section(captions, embeddings, pairs=DUPES_PAIRS, quantiles=DUPES_QUANTILES,
-                                           scan=scan,
-                                           **({} if threshold is None else {"near_duplicate_threshold": threshold}))
-    elif not dupes and not profile.get("dupes"):
+        threshold = _threshold(profile)
+        profile = replace(profile, dupes=Dupes.from_dict(gallery_section(
+            captions, embeddings, pairs=DUPES_PAIRS, quantiles=DUPES_QUANTILES, scan=scan,
+            **({} if threshold is None else {"near_duplicate_threshold": threshold}))))
+    elif not dupes and not profile.dupes:
         notes.append(NO_DUPES_NOTE)
-    if gamma and not profile.get("gamma"):
-        from capgeo.pipeline import add_gamma_section
+    if gamma and not profile.gamma:
+        from capgeo.pipeline import with_gamma
 
-        note = add_gamma_section(profile, captions, embeddings, progress=progress)
+        profile, note = with_gamma(profile, captions, embeddings, progress=progress)
         if note:
             notes.append(note)
-    elif not gamma and not profile.get("gamma"):
+    elif not gamma and not profile.gamma:
         notes.append("Gamma diagnostics: left out (--no-gamma).")
-    return notes
+    return profile, notes
+
+
+def _threshold(profile: Profile) -> float | None:
+    """The profile's near-duplicate threshold, None when its options do not say."""
+    return profile.options.near_duplicate_threshold if profile.options else None
 
 
 @dataclass(frozen=True)
@@ -138,26 +141,28 @@ def report_dataset(captions, encode: EncodeOptions | None = None, options: Profi
     captions, embeddings, profile, scan = run.captions, run.embeddings, run.profile, run.scan
     notes = [note[0].upper() + note[1:] for note in run.batch_sizes.notes]
     # one all-pairs pass serves the profile and the dupes section
-    notes += add_sections(profile, captions, embeddings, dupes=report.dupes, gamma=report.gamma, progress=progress,
-                          scan=scan)
+    profile, added = add_sections(profile, captions, embeddings, dupes=report.dupes, gamma=report.gamma,
+                                  progress=progress, scan=scan)
+    notes += added
     if report.truncation:
         # `capgeo truncation`: the same captions re-embedded at several lengths, on the same batches
         from capgeo.findings.truncation import truncation_profile
 
-        profile["truncation"] = truncation_profile(
+        profile = replace(profile, truncation=Truncation.from_dict(truncation_profile(
             captions, encode.encoder, device=encode.device, cache_dir=encode.cache_dir, use_cache=encode.use_cache,
             progress=progress, batch_size=run.batch_sizes.headline, n_batches=options.n_batches,
-            seed=options.seed)["truncation"]
+            seed=options.seed)["truncation"]))
     if report.leak:
         from capgeo.pipeline import leak_datasets
 
         # the evaluation sets cut to the training set's length: the same captions then compare alike
-        profile["leak"] = leak_datasets(captions, report.leak, encode.encoder, device=encode.device,
-                                        cache_dir=encode.cache_dir, use_cache=encode.use_cache, progress=progress,
-                                        train_embeddings=embeddings, max_tokens=encode.max_tokens)
+        profile = replace(profile, leak=Leak.from_dict(leak_datasets(
+            captions, report.leak, encode.encoder, device=encode.device, cache_dir=encode.cache_dir,
+            use_cache=encode.use_cache, progress=progress, train_embeddings=embeddings, max_tokens=encode.max_tokens)))
     if report.caption_map:
-        notes += add_map_section(profile, captions, embeddings, scan=scan, seed=options.seed,
-                                 device=encode.device, progress=progress)
+        profile, added = add_map_section(profile, captions, embeddings, scan=scan, seed=options.seed,
+                                         device=encode.device, progress=progress)
+        notes += added
     else:
         notes.append(NO_MAP_NOTE)
     return ReportInput(profile, notes)
@@ -166,39 +171,40 @@ def report_dataset(captions, encode: EncodeOptions | None = None, options: Profi
 NO_MAP_NOTE = "Caption map: left out (--no-map)."
 
 
-def add_map_section(profile: dict, captions, embeddings, *, scan=None, seed: int = 0, device: str | None = None,
-                    progress: bool | None = None) -> list[str]:
-    """Add the ``map`` section (at most capgeo.map.REPORT_MAX_POINTS captions, with the profile's leak
-    marked); without openTSNE, a note saying what to install instead."""
+def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: int = 0, device: str | None = None,
+                    progress: bool | None = None) -> tuple[Profile, list[str]]:
+    """``profile`` with the ``map`` section (at most capgeo.map.REPORT_MAX_POINTS captions, with the
+    profile's leak marked); without openTSNE, as it is with a note saying what to install instead."""
     from capgeo.map import REPORT_MAX_POINTS, MapUnavailable, dataset_map
 
-    threshold = (profile.get("options") or {}).get("near_duplicate_threshold")
+    threshold = _threshold(profile)
     try:
-        profile["map"] = dataset_map(captions, embeddings.vectors, scan=scan, leak=profile.get("leak"), seed=seed,
-                                     max_points=REPORT_MAX_POINTS, device=device, progress=progress,
-                                     **({} if threshold is None else {"near_duplicate_threshold": threshold}))
+        section = dataset_map(captions, embeddings.vectors, scan=scan,
+                              leak=profile.leak.to_dict() if profile.leak else None, seed=seed,
+                              max_points=REPORT_MAX_POINTS, device=device, progress=progress,
+                              **({} if threshold is None else {"near_duplicate_threshold": threshold}))
     except MapUnavailable as error:
-        return [f"Caption map: left out: {error}."]
-    return []
+        return profile, [f"Caption map: left out: {error}."]
+    return replace(profile, map=CaptionMap.from_dict(section)), []
 
 
 def load_saved_profile(path: str | Path, *, dupes: bool = True, gamma: bool = True) -> ReportInput:
     """A saved profile as it is; missing dupes/gamma sections become notes, not recomputation.
     ``dupes``/``gamma`` False (--no-dupes, --no-gamma) leave those sections out of the page, said
     so as for a dataset (not as a section the profile lacks)."""
-    from capgeo.geometry.profile import load_profile
+    from capgeo.geometry.typed_profile import load_typed_profile
 
-    profile = load_profile(path)
+    profile = load_typed_profile(path)
     notes = []
     for wanted, key, note in ((dupes, "dupes", "Near-duplicate gallery: left out (--no-dupes)."),
                               (gamma, "gamma", "Gamma diagnostics: left out (--no-gamma).")):
         if not wanted:
-            profile.pop(key, None)
+            profile = profile.without(key)
             notes.append(note)
-    if dupes and not profile.get("dupes"):
+    if dupes and not profile.dupes:
         notes.append(f"Near-duplicate gallery: {Path(path).name} has no dupes section and the report was built from the "
                      "saved profile alone. Run `capgeo report DATA` (or add --fill-missing) to include it.")
-    if gamma and not profile.get("gamma"):
+    if gamma and not profile.gamma:
         notes.append(f"Gamma diagnostics: {Path(path).name} has no gamma section and the report was built from the "
                      "saved profile alone. Run `capgeo report DATA` (or add --fill-missing) to include it.")
     return ReportInput(profile, notes)
@@ -216,27 +222,26 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     profile was made; embeddings come from the cache when present.
     """
     profile = report_input.profile
-    if (profile.get("dupes") or not dupes) and (profile.get("gamma") or not gamma):
+    if (profile.dupes or not dupes) and (profile.gamma or not gamma):
         return report_input
     from capgeo.captions import load_captions
     from capgeo.encoders import embed, get_encoder
     from capgeo.errors import DataError
 
-    dataset = profile_section(profile, "dataset") or Dataset()
-    provenance = profile_section(profile, "provenance") or Provenance()
+    dataset, provenance = profile.dataset or Dataset(), profile.provenance or Provenance()
     source, spec = _made_from(profile)
     if not source or not (Path(source).exists() or is_pattern(source)):
         raise CapgeoError(f"--fill-missing: the profile's dataset {source!r} is not found (moved or deleted?); "
                           "run `capgeo report DATA` instead")
-    encoder = profile_section(profile, "encoder") or Encoder()
+    encoder = profile.encoder or Encoder()
     # the report or --save-profile written over the dataset or a model file the profile names: replaced
     # with HTML, exit 0 (the command's own check knew only the profile file)
     check_output_paths(fill_missing_inputs(profile), outputs or {})
     # the profile does not record --limit; it kept the first n_captions captions, so read as many
     try:
-        captions = load_captions(source, format=known(dataset.format) or "auto", limit=known(dataset.n_captions))
+        captions = load_captions(source, format=dataset.format or "auto", limit=dataset.n_captions)
     except DataError as error:
-        made_with = known(provenance.command)
+        made_with = provenance.command
         raise CapgeoError(f"--fill-missing: {source} cannot be read as the profile read it ({error}); a profile does "
                           f"not record column options such as --text-column: run `capgeo report DATA` with the "
                           f"options it was made with" + (f" ({made_with})" if made_with else "")) from None
@@ -247,43 +252,46 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     from capgeo.geometry.profile import groups_digest
 
     # same texts, other images: sections filled by the new grouping would sit beside the old one's
-    if (known(dataset.groups_digest) and groups_digest(captions) != dataset.groups_digest) or \
-            (known(dataset.n_groups) is not None and captions.n_groups != dataset.n_groups):
+    if (dataset.groups_digest and groups_digest(captions) != dataset.groups_digest) or \
+            (dataset.n_groups is not None and captions.n_groups != dataset.n_groups):
         raise CapgeoError(f"--fill-missing: {source} groups its captions into images otherwise than when the "
-                          f"profile was made ({captions.n_groups} groups now, {known(dataset.n_groups)} then, or "
+                          f"profile was made ({captions.n_groups} groups now, {dataset.n_groups} then, or "
                           "other group ids; the file changed, or the profile used --group-column); "
                           "run `capgeo report DATA` instead")
-    lengths = profile_section(profile, "lengths") or Lengths()
+    lengths = profile.lengths or Lengths()
     # precomputed vectors have no tokenizer (known: false, max_tokens 0): nothing to re-cut
-    max_tokens = (lengths.max_tokens or None) if known(lengths.known, True) else None
+    max_tokens = (lengths.max_tokens or None) if lengths.counted else None
     # the encoder's identity comes from its files, without a model: a replaced checkpoint or vectors
     # file is refused before the whole dataset is encoded, not after
     text_encoder = get_encoder(spec, device=device, cache_dir=cache_dir)
-    made_by, now = known(encoder.fingerprint), text_encoder.info.fingerprint
+    made_by, now = encoder.fingerprint, text_encoder.info.fingerprint
     if made_by and now and made_by != now:  # the checkpoint or vectors file was replaced since
-        raise CapgeoError(f"--fill-missing: the encoder {known(encoder.spec)!r} is not the one the profile was made "
+        raise CapgeoError(f"--fill-missing: the encoder {encoder.spec!r} is not the one the profile was made "
                           f"with (fingerprint {now[:12]}, the profile's {made_by[:12]}: its file changed); run "
                           "`capgeo report DATA` instead")
     embeddings = embed(captions, text_encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                        max_tokens=max_tokens, progress=progress)
-    notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
+    profile, notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
     return ReportInput(profile, notes)
 
 
-def _made_from(profile: dict) -> tuple[str | None, str | None]:
+def _made_from(profile: Profile) -> tuple[str | None, str | None]:
     """The dataset and encoder spec a profile names, as found from where it was made."""
-    made_in = known((profile_section(profile, "provenance") or Provenance()).working_directory)
-    source = _as_made(known((profile_section(profile, "dataset") or Dataset()).source), made_in)
-    return source, _encoder_as_made(known((profile_section(profile, "encoder") or Encoder()).spec), made_in)
+    made_in = (profile.provenance or Provenance()).working_directory
+    source = _as_made((profile.dataset or Dataset()).source, made_in)
+    return source, _encoder_as_made((profile.encoder or Encoder()).spec, made_in)
 
 
-def fill_missing_inputs(profile: dict | str | Path) -> dict:
-    """The files --fill-missing reads for a saved profile (a dict, or its path): its dataset and
+def fill_missing_inputs(profile: Profile | str | Path) -> dict:
+    """The files --fill-missing reads for a saved profile (typed, or its path): its dataset and
     its encoder's files, as labelled inputs for :func:`capgeo.paths.check_output_paths`."""
-    if not isinstance(profile, dict):
+    if not isinstance(profile, Profile):
         try:
-            profile = json.loads(Path(profile).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(Path(profile).read_text(encoding="utf-8"))
+            # only the sections naming the inputs: the file's other sections are checked when it is drawn
+            profile = Profile.from_dict({key: data[key] for key in ("dataset", "encoder", "provenance")
+                                         if key in data and isinstance(data[key], dict)}, check=False)
+        except (OSError, ValueError, TypeError, AttributeError):
             return {}  # the profile's own error comes when it is read
     try:
         source, spec = _made_from(profile)
@@ -320,7 +328,7 @@ def _encoder_as_made(spec: str | None, made_in: str | None) -> str | None:
     return spec[:at] + found + spec[at + len(file):]
 
 
-def build_report(profile: dict | ReportInput, output: str | Path, *, command: str | None = None,
+def build_report(profile: Profile | dict | ReportInput, output: str | Path, *, command: str | None = None,
                  notes: Sequence[str] = ()) -> Path:
     """Render one profile's report and write it atomically to ``output``."""
     from capgeo._atomic import atomic_open
@@ -335,7 +343,7 @@ def build_report(profile: dict | ReportInput, output: str | Path, *, command: st
     return Path(output)
 
 
-def build_compare(profiles: Sequence[dict | ReportInput], output: str | Path, *, labels: Sequence[str] | None = None,
+def build_compare(profiles: Sequence[Profile | dict | ReportInput], output: str | Path, *, labels: Sequence[str] | None = None,
                   command: str | None = None, notes: Sequence[str] = ()) -> Path:
     """Render the side-by-side view of several profiles and write it atomically to ``output``."""
     from capgeo._atomic import atomic_open
@@ -348,12 +356,13 @@ def build_compare(profiles: Sequence[dict | ReportInput], output: str | Path, *,
     return Path(output)
 
 
-def save_profile(profile: dict, path: str | Path) -> Path:
+def save_profile(profile: Profile | dict, path: str | Path) -> Path:
     """Write the (completed) profile as strict JSON, atomically, so the report can be redrawn without recomputing."""
     from capgeo._atomic import atomic_open
 
+    data = profile.to_dict() if isinstance(profile, Profile) else profile
     with atomic_open(path) as handle:
-        handle.write(json.dumps(profile, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        handle.write(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     return Path(path)
 
 
@@ -430,7 +439,7 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
             vectors_for_different_sets(encode.encoder, captions, eval_sets)
         if before_encoding:
             before_encoding(captions)
-        report_input = report_dataset(captions, encode, options, report=dataclasses.replace(report, leak=eval_sets),
+        report_input = report_dataset(captions, encode, options, report=replace(report, leak=eval_sets),
                                       command=command)
         if report.fill_missing:
             report_input.notes.append("--fill-missing completes saved profiles; DATA is a dataset, so every section "
@@ -492,14 +501,15 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
         if is_profile_file(source):
             if given:
                 notes.append(f"{source} is a saved profile, drawn as it is; ignored: {', '.join(given)}")
-            loaded.append(load_saved_profile(source).profile)
+            with _drawing_saved_profiles([source]):   # read typed here: a section of another shape is one line
+                loaded.append(load_saved_profile(source).profile)
             saved_profiles.append(source)
             continue
         captions = load_set(source, load_options, on_skipped, role="SOURCE")
         if before_encoding:
             before_encoding(captions)
         loaded.append(captions)
-    datasets = [item for item in loaded if not isinstance(item, dict)]
+    datasets = [item for item in loaded if not isinstance(item, Profile)]
     n_profiles = len(saved_profiles) + len(datasets) * len(encoders or (None,))
     if n_profiles < 2:
         raise CapgeoError("compare needs at least two profiles: give two or more SOURCES, "
@@ -510,11 +520,11 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                                 cache_dir=encode.cache_dir) if datasets else []
     profiles, adapted = [], []
     for captions in loaded:
-        if isinstance(captions, dict):
+        if isinstance(captions, Profile):
             profiles.append(captions)
             continue
         for encoder in checked:
-            made = report_dataset(captions, dataclasses.replace(encode, encoder=encoder), options,
+            made = report_dataset(captions, replace(encode, encoder=encoder), options,
                                   report=ReportOptions(dupes=False), command=command)
             profiles.append(made.profile)
             # compare draws no gallery, so its absence is no news

@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Sequence
 
-from capgeo.geometry.typed_profile import Dataset, Profile, Provenance, as_profile, known, profile_section
+from capgeo.geometry.typed_profile import Profile, Provenance, as_profile
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
 from capgeo.report.single import now_utc
-from capgeo.report.summary import MISSING, shown, dataset_label, encoder_label, summary_rows
+from capgeo.report.summary import MISSING, dataset_label, encoder_label, shown, shown_field, summary_rows
 
 #: Element ids of the compare figures, in page order.
 COMPARE_FIGURE_IDS = ("fig-compare-cosines", "fig-compare-buckets", "fig-compare-lengths")
@@ -25,10 +25,11 @@ COMPARE_OPTIONAL_FIGURE_IDS = ("fig-compare-hardest-negative",)
 
 def profile_labels(profiles: Sequence[Profile | dict]) -> list[str]:
     """One short, unique label per profile: the dataset name, plus the encoder when datasets repeat."""
+    profiles = [as_profile(p) for p in profiles]
     datasets = [dataset_label(p) for p in profiles]
     # different files of one name (a/t.txt, b/t.txt): named by as much of their paths as tells them
     # apart; "default (1)" and "default (2)" would not say which is which
-    sources = [str((profile_section(p, "dataset") or Dataset()).source or "") for p in profiles]
+    sources = [str((p.dataset.source if p.dataset else None) or "") for p in profiles]
     for name in set(datasets):
         alike = {source for source, label in zip(sources, datasets) if label == name}
         if len(alike) > 1:
@@ -91,10 +92,10 @@ def provenance_table(profiles: Sequence[Profile], labels: Sequence[str], command
     for label, profile in zip(labels, profiles):
         dataset, encoder = profile.dataset, profile.encoder
         provenance = profile.provenance or Provenance()
-        rows.append((label, f"{escape(shown(dataset.source))}, sha256 <code>{escape(shown(dataset.fingerprint))}</code>; "
-                            f"encoder {escape(encoder_label(profile))} (<code>{escape(shown(encoder.fingerprint))}</code>); "
-                            f"profiled {escape(known(provenance.created, '?'))} with capgeo "
-                            f"{escape(known(provenance.capgeo_version, '?'))}"
+        rows.append((label, f"{escape(shown(dataset.source))}, sha256 <code>{escape(shown_field(dataset, 'fingerprint'))}</code>; "
+                            f"encoder {escape(encoder_label(profile))} (<code>{escape(shown_field(encoder, 'fingerprint'))}</code>); "
+                            f"profiled {escape(shown(provenance.created))} with capgeo "
+                            f"{escape(shown(provenance.capgeo_version))}"
                             + (f'<pre class="command">{escape(provenance.command)}</pre>' if provenance.command else "")))
     return table(rows)
 
@@ -115,7 +116,7 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
     page = Page("capgeo compare: " + " vs ".join(labels), f"{len(profiles)} profiles · {created}")
     page.sections.append(Section("summary", "Side by side", compare_table(typed, labels)))
     # a profile without a companion section (a gamma result) has no N to differ by
-    sizes = {known(p.hardest_companion.count) for p in typed if p.hardest_companion} - {None}
+    sizes = {p.hardest_companion.count for p in typed if p.hardest_companion} - {None}
     lead = ("Shares per 0.01 bin, so datasets of different sizes overlay. Dotted: all pairs of different images; "
             "solid: each caption's hardest companion; dashed verticals: means.")
     if len(sizes) > 1:
@@ -139,7 +140,7 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
                                  "Share of in-batch negatives per caption-cosine bucket, per profile and batch size "
                                  "(HN-CLIP's Figure A6C)."))
     # precomputed vectors have no tokenizer: their lengths section says so (known: false) and is not drawn
-    lengths = [(label, p.lengths if p.lengths and p.lengths.histogram and known(p.lengths.known, True) else None)
+    lengths = [(label, p.lengths if p.lengths and p.lengths.histogram and p.lengths.counted else None)
                for label, p in zip(labels, typed)]
     if any(l for _, l in lengths):
         page.sections.append(Section("lengths", "Caption length",

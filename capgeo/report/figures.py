@@ -17,7 +17,8 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from capgeo.geometry.typed_profile import BatchStatistics, Distribution, Lengths, as_section, known
+from capgeo.geometry.typed_profile import (BatchExample, BatchStatistics, Buckets, Distribution, Gamma, Histogram, Lengths,
+                                           Truncation, as_section)
 
 #: Colours per dataset in overlays (plotly's default qualitative palette).
 PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
@@ -45,14 +46,15 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-def rebin(histogram: dict, width: float = DISPLAY_BIN_WIDTH) -> tuple[np.ndarray, np.ndarray]:
+def rebin(histogram: Histogram | dict, width: float = DISPLAY_BIN_WIDTH) -> tuple[np.ndarray, np.ndarray]:
     """Merge a fine ``{"edges", "counts"}`` histogram into bins about ``width`` wide.
 
     Returns (edges, counts) of the merged histogram, trimmed to the bins that hold
     values; counts are preserved exactly (merging only sums adjacent bins).
     """
-    edges = np.asarray(histogram["edges"], dtype=np.float64)
-    counts = np.asarray(histogram["counts"], dtype=np.float64)
+    histogram = as_section(histogram, Histogram)
+    edges = np.asarray(histogram.edges, dtype=np.float64)
+    counts = np.asarray(histogram.counts, dtype=np.float64)
     if counts.size == 0 or counts.sum() == 0:
         return edges[:1], counts[:0]
     fine_width = float(np.min(np.diff(edges)))
@@ -81,8 +83,8 @@ def rebin(histogram: dict, width: float = DISPLAY_BIN_WIDTH) -> tuple[np.ndarray
 def caption_length_figure(lengths: Lengths | dict, title: str = "Caption length in tokens") -> go.Figure:
     """Histogram of untruncated token counts with the context limit marked."""
     lengths = as_section(lengths, Lengths)
-    edges = np.asarray(lengths.histogram["edges"], dtype=np.float64)
-    counts = np.asarray(lengths.histogram["counts"], dtype=np.float64)
+    edges = np.asarray(lengths.histogram.edges, dtype=np.float64)
+    counts = np.asarray(lengths.histogram.counts, dtype=np.float64)
     centres = (edges[:-1] + edges[1:]) / 2
     widths = np.diff(edges)
     limit = context_limit(lengths)
@@ -93,7 +95,7 @@ def caption_length_figure(lengths: Lengths | dict, title: str = "Caption length 
         hovertemplate="%{customdata[0]:.0f}-%{customdata[1]:.0f} tokens: %{y:,} captions<extra></extra>",
     ))
     if limit is not None:
-        share = known(lengths.share_truncated)
+        share = lengths.share_truncated
         note = f"context limit {limit} tokens"
         if share is not None:
             note += f": {_pct(share)} of captions are cut"
@@ -107,7 +109,7 @@ def caption_length_figure(lengths: Lengths | dict, title: str = "Caption length 
 
 def context_limit(lengths: Lengths) -> int | None:
     """The token count past which captions were cut: the profile's --max-tokens, else the context."""
-    return known(lengths.max_tokens) or known(lengths.context_length)
+    return lengths.max_tokens or lengths.context_length
 
 
 #: the y-axis reaches this multiple of the tallest value, so labels at the top of a line sit above the data
@@ -142,7 +144,7 @@ def _distribution_lines(figure: go.Figure, lines: Sequence[tuple[str, Distributi
             continue
         x, y = steps
         tallest = max(tallest, float(y.max()))
-        mean = known(summary.mean)
+        mean = summary.mean
         shown = name if labelled_means or mean is None else f"{name} (mean {mean:.3f})"
         figure.add_trace(go.Scatter(
             x=x, y=y, mode="lines", name=shown, line=dict(color=colour, width=2, dash=dash),
@@ -197,7 +199,7 @@ def hardest_in_batch_entries(batches: Sequence[BatchStatistics | dict] | None) -
     capgeo recorded it have only its summary), headline batch size first."""
     entries = [as_section(entry, BatchStatistics) for entry in batches or ()]
     return [entry for entry in entries
-            if entry.hardest_in_batch and as_section(entry.hardest_in_batch, Distribution).histogram]
+            if entry.hardest_in_batch and entry.hardest_in_batch.histogram]
 
 
 def hardest_negative_figure(series: Sequence[tuple[str, Distribution | dict | None, Sequence | None]],
@@ -235,14 +237,15 @@ def _level_name(level: float) -> str:
     return f"p{100 * level:g}"
 
 
-def bucket_names(buckets: dict) -> list[str]:
+def bucket_names(buckets: Buckets | dict) -> list[str]:
     """Display names of a bucket composition. Relative buckets are named by their quantile levels
     ("p50-p90"), which mean the same thing for every dataset; absolute ones by their cosine labels."""
-    levels = buckets.get("quantile_levels")
-    if buckets.get("kind") == "relative" and levels:
+    buckets = as_section(buckets, Buckets)
+    levels = buckets.quantile_levels
+    if buckets.kind == "relative" and levels:
         names = [_level_name(level) for level in levels]
         return [f"< {names[0]}"] + [f"{a}-{b}" for a, b in zip(names, names[1:])] + [f">= {names[-1]}"]
-    return [f"cosine {label}" for label in buckets["labels"]]
+    return [f"cosine {label}" for label in buckets.labels]
 
 
 def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatistics | dict]]], kind: str = "buckets",
@@ -262,14 +265,14 @@ def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatisti
         for entry in batches or ():
             entry = as_section(entry, BatchStatistics)
             buckets = getattr(entry, kind)
-            if not buckets or not buckets.get("shares"):
+            if not buckets or not buckets.shares:
                 continue
             # two lines, so long dataset names stay level instead of turning into the legend
             x_label = f"{plotly_text(label)}<br>B={entry.batch_size}" if overlay else f"B={entry.batch_size}"
             entry_names = bucket_names(buckets)
-            edges = [None, *buckets["edges"], None]
+            edges = [None, *buckets.edges, None]
             ranges = {name: (edges[i], edges[i + 1]) for i, name in enumerate(entry_names)}
-            bars.append((x_label, dict(zip(entry_names, buckets["shares"])), ranges))
+            bars.append((x_label, dict(zip(entry_names, buckets.shares)), ranges))
             for name in entry_names:
                 if name not in names:
                     names.append(name)
@@ -308,17 +311,18 @@ def largest_off_diagonal(matrix: np.ndarray) -> tuple[int, int, float]:
     return int(row), int(column), float(values[row, column])
 
 
-def batch_heatmap_figure(example: dict, batch_size: int | None = None,
+def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = None,
                          title: str = "One real batch: caption-caption cosine") -> go.Figure:
     """Heatmap of one real batch's caption-similarity matrix, largest off-diagonal value annotated.
 
     ``example`` is a ``batches[i].example`` section: ``cosine`` nested lists with ``null``
     on the diagonal, and ``caption_ids`` for the hover text.
     """
-    matrix = np.array([[np.nan if value is None else value for value in row] for row in example["cosine"]],
+    example = as_section(example, BatchExample)
+    matrix = np.array([[np.nan if value is None else value for value in row] for row in example.cosine],
                       dtype=np.float64)
     size = matrix.shape[0]
-    ids = [plotly_text(i) for i in example.get("caption_ids", range(size))]
+    ids = [plotly_text(i) for i in (range(size) if example.caption_ids is None else example.caption_ids)]
     # each row and column named "index · id" on category axes, so the hover reads both from the axes: a
     # text per cell (B x B strings) was 0.6 MB of a 128-caption batch's page
     labels = [f"{index} · {caption_id}" for index, caption_id in enumerate(ids)]
@@ -342,7 +346,7 @@ def batch_heatmap_figure(example: dict, batch_size: int | None = None,
     return figure
 
 
-def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost concentrates the softmax") -> go.Figure:
+def gamma_figure(gamma: Gamma | dict, title: str = "Gamma sweep: how HN-CLIP's boost concentrates the softmax") -> go.Figure:
     """The gamma section's grid diagnostics per batch size, the suggestion and its range marked.
 
     Left: the effective number of negatives as a share of B-1 (the quantity the rule
@@ -354,39 +358,40 @@ def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost con
 
     figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "softmax concentration over in-batch negatives", "logit boost s·γ·G"))
+    gamma = as_section(gamma, Gamma)
     targets: set[float] = set()
-    for index, entry in enumerate(gamma.get("batches") or []):
-        grid = entry.get("grid") or []
+    for index, entry in enumerate(gamma.batches or ()):
+        grid = entry.grid or ()
         if not grid:
             continue
         colour = PALETTE[index % len(PALETTE)]
         gammas = [point["gamma"] for point in grid]
-        label = f"B={entry['batch_size']}"
+        label = f"B={entry.batch_size}"
         figure.add_trace(go.Scatter(x=gammas, y=[100 * p["effective_share"] for p in grid], mode="lines+markers",
                                     name=f"{label}: effective negatives (% of B-1)", line=dict(color=colour),
                                     hovertemplate="γ=%{x}<br>effective negatives %{y:.1f}% of B-1<extra></extra>"),
                          row=1, col=1)
-        if grid[0].get("hard_bucket_mass") is not None:
+        if _grid_has(grid, "hard_bucket_mass"):
             figure.add_trace(go.Scatter(x=gammas, y=[100 * p["hard_bucket_mass"] for p in grid], mode="lines+markers",
-                                        name=f"{label}: softmax mass on cosine >= {gamma.get('hard_edge', 0.9)} (%)",
+                                        name=f"{label}: softmax mass on cosine >= {_or(gamma.hard_edge, 0.9)} (%)",
                                         line=dict(color=colour, dash="dash"),
                                         hovertemplate="γ=%{x}<br>mass on hardest bucket %{y:.1f}%<extra></extra>"),
                              row=1, col=1)
         for key, name, dash in (("boost_median", "median negative", "dot"), ("boost_hardest", "hardest negative", "solid")):
-            if grid[0].get(key) is None:
+            if not _grid_has(grid, key):
                 continue
             figure.add_trace(go.Scatter(x=gammas, y=[p[key] for p in grid], mode="lines", name=f"{label}: boost, {name}",
                                         line=dict(color=colour, dash=dash),
                                         hovertemplate="γ=%{x}<br>boost %{y:.1f} logits<extra></extra>"),
                              row=1, col=2)
-        target = (entry.get("suggestion") or {}).get("target_share")
+        target = entry.suggestion.target_share if entry.suggestion else None
         if target is not None and target not in targets:  # batch sizes share it: one line, one label
             targets.add(target)
             figure.add_hline(y=100 * target, line=dict(color="#888", dash="dot", width=1), row=1, col=1,
                              annotation=dict(text=f"target (paper default): {100 * target:.0f}%", font=dict(size=10)),
                              annotation_position="bottom left")
-    suggested = gamma.get("suggested_gamma")
-    suggested_range = gamma.get("suggested_range")
+    suggested = gamma.suggested_gamma
+    suggested_range = gamma.suggested_range
     for column in (1, 2):
         if suggested_range and None not in suggested_range and suggested_range[1] > suggested_range[0]:
             figure.add_vrect(x0=suggested_range[0], x1=suggested_range[1], fillcolor="#2ca02c", opacity=0.08,
@@ -395,7 +400,7 @@ def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost con
             figure.add_vline(x=suggested, line=dict(color="#2ca02c", width=2), row=1, col=column,
                              annotation=dict(text=f"suggested γ = {suggested:.2f}", font=dict(color="#2ca02c")),
                              annotation_position="top right")
-    scale = gamma.get("logit_scale")
+    scale = gamma.logit_scale
     layout = dict(_LAYOUT, height=460)
     figure.update_layout(title=title + (f" (s = {scale:g})" if scale else ""),
                          legend=dict(orientation="h", y=-0.25), **layout)
@@ -403,6 +408,16 @@ def gamma_figure(gamma: dict, title: str = "Gamma sweep: how HN-CLIP's boost con
     figure.update_yaxes(title_text="share (%)", range=[0, 100], row=1, col=1)
     figure.update_yaxes(title_text="boost (logits)", row=1, col=2)
     return figure
+
+
+def _grid_has(grid, key: str) -> bool:
+    """Whether the gamma grid's points carry ``key`` (profiles saved before it was recorded lack it)."""
+    return grid[0][key] is not None if key in grid[0] else False
+
+
+def _or(value, default):
+    """``value``, or ``default`` when the profile does not have it."""
+    return default if value is None else value
 
 
 def length_overlay_figure(series: Sequence[tuple[str, Lengths | dict | None]],
@@ -417,8 +432,8 @@ def length_overlay_figure(series: Sequence[tuple[str, Lengths | dict | None]],
             continue
         label = plotly_text(label)
         colour = PALETTE[index % len(PALETTE)]
-        edges = np.asarray(lengths.histogram["edges"], dtype=np.float64)
-        counts = np.asarray(lengths.histogram["counts"], dtype=np.float64)
+        edges = np.asarray(lengths.histogram.edges, dtype=np.float64)
+        counts = np.asarray(lengths.histogram.counts, dtype=np.float64)
         total = counts.sum() or 1.0
         # share per token (not per bin): profiles bin lengths differently
         density = 100 * counts / total / np.diff(edges)
@@ -440,15 +455,16 @@ def length_overlay_figure(series: Sequence[tuple[str, Lengths | dict | None]],
     return figure
 
 
-def truncation_figure(truncation: dict,
+def truncation_figure(truncation: Truncation | dict,
                       title: str = "What the context length does to the geometry") -> go.Figure:
     """Per maximum token length L (log x): negative and hardest-companion cosine, and
     near-duplicate pairs (all, and those that exist only because captions were cut)."""
     from plotly.subplots import make_subplots
 
-    entries = truncation.get("per_length") or []
-    lengths = [entry["max_tokens"] for entry in entries]
-    cut = [f"{100 * (entry.get('share_cut') or 0):.1f}% of captions cut" for entry in entries]
+    truncation = as_section(truncation, Truncation)
+    entries = truncation.per_length or ()
+    lengths = [entry.max_tokens for entry in entries]
+    cut = [f"{100 * (entry.share_cut or 0):.1f}% of captions cut" for entry in entries]
     figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
                            subplot_titles=("caption cosine", "near-duplicate pairs (different images)"))
 
@@ -458,17 +474,16 @@ def truncation_figure(truncation: dict,
                                     hovertemplate=f"L=%{{x}} tokens<br>{name}: %{{y}}{unit}<br>%{{customdata}}<extra></extra>"),
                          row=1, col=column)
 
-    def get(entry, section, key, quantile=None):
-        summary = entry.get(section) or {}
-        return (summary.get("quantiles") or {}).get(quantile) if quantile else summary.get(key)
-
-    line([get(e, "pairwise", "mean") for e in entries], "mean negative cosine", PALETTE[0])
-    line([get(e, "hardest_companion", None, "p50") for e in entries], "hardest companion p50", PALETTE[1])
-    line([get(e, "hardest_companion", None, "p90") for e in entries], "hardest companion p90", PALETTE[1], "dash")
-    line([(e.get("near_duplicates") or {}).get("n_pairs") for e in entries], "near-duplicate pairs", PALETTE[2], column=2)
-    line([(e.get("near_duplicates") or {}).get("n_truncation_only") for e in entries],
+    line([e.pairwise.mean if e.pairwise else None for e in entries], "mean negative cosine", PALETTE[0])
+    line([e.hardest_companion.quantile("p50") if e.hardest_companion else None for e in entries],
+         "hardest companion p50", PALETTE[1])
+    line([e.hardest_companion.quantile("p90") if e.hardest_companion else None for e in entries],
+         "hardest companion p90", PALETTE[1], "dash")
+    line([e.near_duplicates.n_pairs if e.near_duplicates else None for e in entries], "near-duplicate pairs",
+         PALETTE[2], column=2)
+    line([e.near_duplicates.n_truncation_only if e.near_duplicates else None for e in entries],
          "of which only because of the cut", PALETTE[3], "dash", column=2)
-    reference = truncation.get("reference_length")
+    reference = truncation.reference_length
     if reference is not None:
         for column in (1, 2):
             # plotly.js 3+: shapes on a log axis take data values, annotations take log10 of them
@@ -477,7 +492,7 @@ def truncation_figure(truncation: dict,
                                   yref=f"y{column if column > 1 else ''} domain", text=f"full context {reference} ",
                                   showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=10))
     layout = dict(_LAYOUT, height=440)
-    threshold = truncation.get("threshold")
+    threshold = truncation.threshold
     figure.update_layout(title=title + (f" (near-duplicate: cosine >= {threshold})" if threshold is not None else ""),
                          legend=dict(orientation="h", y=-0.25), **layout)
     tick_values, tick_text = log_axis_ticks(lengths)

@@ -8,14 +8,13 @@ carries ``text_a``/``text_b`` and character spans ``spans_a``/``spans_b`` of
 shared and differing content words; they are rendered by
 :func:`capgeo.report.html.highlight`, which escapes each piece separately.
 
-The dupes section stays an untyped, read-only mapping (``Profile.dupes``): it is the
-``capgeo dupes`` result, read here and by that command's own printer only, and its rows
-are open-ended (pair, example and dedup fields grow with that command), so a class per
-row would only restate docs/dupes.md.
+The section is read typed (``Profile.dupes``: capgeo.geometry.typed_profile's Dupes, its
+pairs DupesPair, its examples DupesExample); a dict is read as one.
 """
 
 from __future__ import annotations
 
+from capgeo.geometry.typed_profile import Dupes, DupesExample, DupesPair, as_section
 from capgeo.report.html import CaptionIds, caption_html, escape
 
 #: At most this many example queries and top pairs are shown (the JSON holds them all).
@@ -28,17 +27,26 @@ def _box(label: str, caption_id, group, text: str, spans, ids: CaptionIds) -> st
     return f'<div class="caption-box"><div class="meta">{meta}</div>{caption_html(text, spans, ids)}</div>'
 
 
-def _pair_stats(row: dict) -> str:
-    badge = ' <span class="badge">exact duplicate</span>' if row.get("exact_duplicate") else ""
-    jaccard = row.get("jaccard")
+def pair_stats(cosine: float, jaccard: float | None, exact_duplicate: bool | None) -> str:
+    """The line above a pair of captions: their cosine, word overlap, and whether they are exact copies."""
+    badge = ' <span class="badge">exact duplicate</span>' if exact_duplicate else ""
     lexical = f" · word overlap (Jaccard) {jaccard:.2f}" if jaccard is not None else ""
-    return f'<div class="stats">cosine <strong>{row["cosine"]:.4f}</strong>{lexical}{badge}</div>'
+    return f'<div class="stats">cosine <strong>{cosine:.4f}</strong>{lexical}{badge}</div>'
 
 
-def _pair_html(row: dict, ids: CaptionIds, label_a: str, label_b: str) -> str:
+def _pair_stats(row: DupesPair) -> str:
+    return pair_stats(row.cosine, row.jaccard, row.exact_duplicate)
+
+
+def _text(value) -> str:
+    """A caption's text, empty when the row has none."""
+    return "" if value is None else value
+
+
+def _pair_html(row: DupesPair, ids: CaptionIds, label_a: str, label_b: str) -> str:
     return (_pair_stats(row) + '<div class="pair">'
-            + _box(label_a, row.get("id_a"), row.get("group_a"), row.get("text_a", ""), row.get("spans_a"), ids)
-            + _box(label_b, row.get("id_b"), row.get("group_b"), row.get("text_b", ""), row.get("spans_b"), ids)
+            + _box(label_a, row.id_a, row.group_a, _text(row.text_a), row.spans_a, ids)
+            + _box(label_b, row.id_b, row.group_b, _text(row.text_b), row.spans_b, ids)
             + "</div>")
 
 
@@ -51,62 +59,69 @@ LEGEND = PAIR_LEGEND[:-len("</p>")] + (" A query's word is marked shared when it
                                        "neighbour (hover for which).</p>")
 
 
-def merged_query_spans(neighbours: list[dict]) -> list[dict]:
+def merged_query_spans(neighbours) -> list[dict]:
     """The query's spans over all its neighbours: a word is "shared" when it is shared with at
     least one neighbour (its tooltip names which), else "only". Every pair tokenises the query
     the same way, so spans of one word have the same offsets in every pair."""
     merged: dict[tuple[int, int], dict] = {}
     for rank, neighbour in enumerate(neighbours, start=1):
-        for span in neighbour.get("spans_a") or []:
+        neighbour = as_section(neighbour, DupesPair)
+        for span in neighbour.spans_a or ():
             key = (int(span["start"]), int(span["end"]))
             entry = merged.setdefault(key, {"start": key[0], "end": key[1], "kind": "only_a", "with": []})
-            if span.get("kind") == "shared":
+            if span["kind"] == "shared":
                 entry["kind"] = "shared"
-                entry["with"].append(str(neighbour.get("neighbour_rank", rank)))
+                entry["with"].append(str(_rank(neighbour, rank)))
     for entry in merged.values():
         entry["title"] = ("shared with neighbour " + ", ".join(entry["with"]) if entry["with"]
                           else "shared with no neighbour")
     return [merged[key] for key in sorted(merged)]
 
 
-def example_html(example: dict, ids: CaptionIds) -> str:
+def _rank(neighbour: DupesPair, rank: int) -> int:
+    """A neighbour's rank as the row gives it, else its place in the list."""
+    return rank if neighbour.neighbour_rank is None else neighbour.neighbour_rank
+
+
+def example_html(example: DupesExample, ids: CaptionIds) -> str:
     """One query (left) beside its nearest captions of other images (right)."""
-    query = example.get("query") or {}
-    neighbours = example.get("neighbours") or []
-    hardest = example.get("hardest_cosine")
-    heading = (f"Query at the {100 * example.get('quantile', 0):g}th percentile of hardest-companion cosine"
+    query = example.query
+    neighbours = example.neighbours or ()
+    hardest = example.hardest_cosine
+    heading = (f"Query at the {100 * (example.quantile or 0):g}th percentile of hardest-companion cosine"
                + (f" (its hardest companion: {hardest:.4f})" if hardest is not None else ""))
-    query_box = _box("query", query.get("id"), query.get("group"), query.get("text", ""),
-                     merged_query_spans(neighbours), ids)
+    query_box = _box("query", query.id if query else None, query.group if query else None,
+                     _text(query.text if query else None), merged_query_spans(neighbours), ids)
     rows = []
     for rank, neighbour in enumerate(neighbours, start=1):
-        label = f"neighbour {neighbour.get('neighbour_rank', rank)}"
+        label = f"neighbour {_rank(neighbour, rank)}"
         rows.append("<div>" + _pair_stats(neighbour)
-                    + _box(label, neighbour.get("id_b"), neighbour.get("group_b"), neighbour.get("text_b", ""),
-                           neighbour.get("spans_b"), ids) + "</div>")
+                    + _box(label, neighbour.id_b, neighbour.group_b, _text(neighbour.text_b), neighbour.spans_b, ids)
+                    + "</div>")
     return (f'<div class="example"><h4>{escape(heading)}</h4><div class="example-grid">{query_box}'
             f'<div class="neighbours">{"".join(rows)}</div></div></div>')
 
 
-def gallery_html(dupes: dict, ids: CaptionIds | None = None) -> str:
+def gallery_html(dupes: Dupes | dict, ids: CaptionIds | None = None) -> str:
     """HTML body of the gallery section for one dupes section (already escaped)."""
+    dupes = as_section(dupes, Dupes)
     ids = ids or CaptionIds("dupe")
     parts = [LEGEND]
-    examples = (dupes.get("examples") or [])[:MAX_EXAMPLES]
+    examples = (dupes.examples or ())[:MAX_EXAMPLES]
     if examples:
         parts.append("<h3>Example queries and their nearest captions of other images</h3>")
         parts.extend(example_html(example, ids) for example in examples)
-    pairs = (dupes.get("pairs") or [])[:MAX_PAIRS]
+    pairs = (dupes.pairs or ())[:MAX_PAIRS]
     if pairs:
         parts.append("<h3>Most similar caption pairs of different images</h3>")
-        if dupes.get("near_duplicates"):  # profiles saved before the totals existed have none
+        if dupes.near_duplicates:  # profiles saved before the totals existed have none
             from capgeo.findings.duplicates import near_duplicate_total_text
 
-            parts.append(f'<p class="stats">{escape(near_duplicate_total_text(dupes["near_duplicates"]))}</p>')
+            parts.append(f'<p class="stats">{escape(near_duplicate_total_text(dupes.near_duplicates))}</p>')
         for row in pairs:
             parts.append(f'<div class="example">{_pair_html(row, ids, "caption A", "caption B")}</div>')
     if not examples and not pairs:
         parts.append('<p class="stats">No near-duplicate pairs were found.</p>')
-    for warning in dupes.get("warnings") or []:
+    for warning in dupes.warnings or ():
         parts.append(f'<p class="stats">Note: {escape(warning)}</p>')
     return "".join(parts)

@@ -4,7 +4,7 @@ docs/leak.md)."""
 
 from __future__ import annotations
 
-from capgeo.report.gallery import MAX_PAIRS, PAIR_LEGEND, _box, _pair_stats
+from capgeo.report.gallery import MAX_PAIRS, PAIR_LEGEND, _box, pair_stats
 from capgeo.report.html import CaptionIds, escape
 
 
@@ -22,7 +22,8 @@ def leak_html(leak: dict, ids: CaptionIds | None = None) -> str:
                          f'have a caption twinned in training, {entry["n_groups_all_leaked"]:,} every caption; the '
                          f'twins sit in {entry["n_train_groups_twinned"]:,} training images.</p>')
         for pair in entry["pairs"][:MAX_PAIRS]:
-            parts.append(f'<div class="example">{_pair_stats(pair)}<div class="pair">'
+            stats = pair_stats(pair["cosine"], pair["jaccard"], pair["exact_duplicate"])   # findings/leak.py's twin_row
+            parts.append(f'<div class="example">{stats}<div class="pair">'
                          + _box("eval", pair["eval_id"], pair["eval_group"], pair["eval_text"], pair["spans_eval"], ids)
                          + _box("train", pair["train_id"], pair["train_group"], pair["train_text"],
                                 pair["spans_train"], ids)

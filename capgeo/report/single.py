@@ -3,9 +3,8 @@
 Every section is optional: a profile without ``gamma`` simply has no gamma
 figure, and the page's "Left out or changed" list says why (``notes``).
 
-The page reads the typed profile (capgeo.geometry.typed_profile); the gamma, truncation,
-dupes and leak sections and a batch's buckets and example matrix stay
-read-only mappings, each read by the one part of the page that shows it.
+The page reads the typed profile (capgeo.geometry.typed_profile) by attribute; the map and
+leak sections go to their own writers (capgeo.map, report/leak.py) as the JSON they hold.
 """
 
 from __future__ import annotations
@@ -14,14 +13,14 @@ import json
 from datetime import datetime, timezone
 
 from capgeo import __version__
-from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Profile, Provenance, as_profile,
-                                           known, plain)
+from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Gamma, Profile, Provenance, Truncation,
+                                           as_profile)
 from capgeo.map import MAP_FIGURE_ID
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.gallery import gallery_html
 from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
-from capgeo.report.summary import dataset_label, encoder_label, summary_rows
+from capgeo.report.summary import dataset_label, encoder_label, shown_field, summary_rows
 
 #: Element ids of the figures, in page order (tests check each is present).
 FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gamma")
@@ -51,33 +50,33 @@ def alerts_html(profile: Profile) -> str:
 
 def heatmap_batch(profile: Profile) -> BatchStatistics | None:
     """The batch entry whose example matrix is drawn: the largest batch size that has one."""
-    candidates = [entry for entry in profile.batches or () if (entry.example or {}).get("cosine")]
+    candidates = [entry for entry in profile.batches or () if entry.example and entry.example.cosine]
     return max(candidates, key=lambda entry: entry.batch_size) if candidates else None
 
 
-def _seen_unseen(caption: dict) -> str:
+def _seen_unseen(caption) -> str:
     """A caption with the part the encoder saw in normal text and the rest greyed."""
-    text = caption.get("text") or ""
-    offset = caption.get("cut_offset")
+    text, offset = caption["text"] or "", caption["cut_offset"]
     if offset is None or not 0 <= offset <= len(text):
         return f'<p class="caption">{escape(text)}</p>'
     return (f'<p class="caption">{escape(text[:offset])}<span class="unseen" title="cut: the encoder did not see this">'
             f"{escape(text[offset:])}</span></p>")
 
 
-def truncation_pairs_html(truncation: dict) -> str:
-    pairs = (truncation.get("truncation_only_pairs") or [])[:MAX_TRUNCATION_PAIRS]
+def truncation_pairs_html(truncation: Truncation) -> str:
+    pairs = (truncation.truncation_only_pairs or ())[:MAX_TRUNCATION_PAIRS]
     if not pairs:
         return ""
     parts = ["<h3>Pairs that are near-duplicates only because they were cut</h3>",
              '<p class="stats">Grey: the part of the caption the encoder did not see at that length.</p>']
     for pair in pairs:
-        stats = (f'<div class="stats">at L={pair.get("max_tokens")} tokens cosine '
-                 f'<strong>{pair.get("cosine_at_length", float("nan")):.4f}</strong>; at the full context '
-                 f'{pair.get("cosine_full", float("nan")):.4f}</div>')
-        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(c.get("id"))} · image '
-                        f'{escape(c.get("group"))} · {escape(c.get("tokens"))} tokens</div>{_seen_unseen(c)}</div>'
-                        for c in (pair.get("a") or {}, pair.get("b") or {}))
+        # a truncation-only pair: {max_tokens, cosine_at_length, cosine_full, a, b} (docs/truncation.md)
+        stats = (f'<div class="stats">at L={pair["max_tokens"]} tokens cosine '
+                 f'<strong>{pair["cosine_at_length"]:.4f}</strong>; at the full context '
+                 f'{pair["cosine_full"]:.4f}</div>')
+        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(c["id"])} · image '
+                        f'{escape(c["group"])} · {escape(c["tokens"])} tokens</div>{_seen_unseen(c)}</div>'
+                        for c in (pair["a"], pair["b"]))
         parts.append(f'<div class="example">{stats}<div class="pair">{boxes}</div></div>')
     return "".join(parts)
 
@@ -90,9 +89,9 @@ def takeaway(text: str | None) -> str:
 def hardest_negative_line(profile: Profile, entry: BatchStatistics) -> str | None:
     """What the hardest in-batch negative means for training, at the headline batch size."""
     in_batch = entry.hardest_in_batch
-    median = known((in_batch.quantiles or {}).get("p50"))
+    median = in_batch.quantile("p50")
     companion = profile.hardest_companion
-    companion_median = known((companion.quantiles or {}).get("p50")) if companion else None
+    companion_median = companion.quantile("p50") if companion else None
     if median is None:
         return None
     line = (f"For training: at B={entry.batch_size} the median caption's hardest in-batch negative has cosine "
@@ -104,8 +103,8 @@ def hardest_negative_line(profile: Profile, entry: BatchStatistics) -> str | Non
                     "this far from the twins that decide Recall@1" if gap >= 0.05 else
                     "a random batch already holds negatives nearly as close as a caption's nearest twin, so Gbar "
                     "boosts hard negatives at every step"))
-    gamma = profile.gamma or {}
-    suggested, scale = gamma.get("suggested_gamma"), gamma.get("logit_scale")
+    gamma = profile.gamma or Gamma()
+    suggested, scale = gamma.suggested_gamma, gamma.logit_scale
     if suggested is not None and scale:
         line += f"; at the suggested gamma {suggested:.2f} that boost is s·γ·G = {scale * suggested * median:.1f} logits"
     return line + "."
@@ -113,12 +112,12 @@ def hardest_negative_line(profile: Profile, entry: BatchStatistics) -> str | Non
 
 def buckets_line(batches) -> str | None:
     """What the fixed cosine buckets mean for training, at the headline batch size."""
-    entry = next((entry for entry in batches if (entry.buckets or {}).get("shares")), None)
+    entry = next((entry for entry in batches if entry.buckets and entry.buckets.shares), None)
     if entry is None:
         return None
     buckets = entry.buckets
-    edges, above = buckets.get("edges") or [], buckets.get("share_above") or []
-    per_row = buckets.get("expected_above_per_row") or []
+    edges, above = buckets.edges or (), buckets.share_above or ()
+    per_row = buckets.expected_above_per_row or ()
     if not edges or not above:
         return None
     hardest_edge, share = edges[-1], above[-1]
@@ -154,7 +153,7 @@ def figure_sections(profile: Profile) -> list[Section]:
                                 "Each caption's hardest negative in random training batches (the entry HN-CLIP's "
                                 "Gbar boosts most) beside its hardest companion in the whole dataset, on the same "
                                 "batches as every in-batch number here. Dashed lines: means."))
-    if any((entry.buckets or {}).get("shares") for entry in batches):
+    if any(entry.buckets and entry.buckets.shares for entry in batches):
         series = [(dataset_label(profile), batches)]
         body = figure_div(figures.bucket_composition_figure(series), "fig-buckets") + takeaway(buckets_line(batches))
         sections.append(Section("buckets", "In-batch negatives by hardness", body,
@@ -167,64 +166,69 @@ def figure_sections(profile: Profile) -> list[Section]:
                                 f"Caption-caption cosine of one random batch of {entry.batch_size} (diagonal "
                                 "masked): the bright off-diagonal cells are the near-twins HN-CLIP's Gbar boosts."))
     lengths = profile.lengths
-    if lengths and lengths.histogram and known(lengths.known, True):
+    if lengths and lengths.histogram and lengths.counted:
         sections.append(Section("lengths", "Caption length", figure_div(figures.caption_length_figure(lengths), "fig-lengths"),
                                 "Untruncated token counts with the encoder's own tokenizer; bars right of the dashed "
                                 "line are cut when embedded."))
     truncation = profile.truncation
-    if truncation and truncation.get("per_length"):
+    if truncation and truncation.per_length:
         sections.append(Section("truncation", "Context length", figure_div(figures.truncation_figure(truncation),
                                 TRUNCATION_FIGURE_ID) + truncation_pairs_html(truncation),
                                 "The same captions embedded at several maximum token lengths: how the geometry "
                                 "changes when the encoder sees less of each caption."))
     gamma = profile.gamma
-    if gamma and gamma.get("batches"):
+    if gamma and gamma.batches:
         sections.append(Section("gamma", "Gamma diagnostics", figure_div(figures.gamma_figure(gamma), "fig-gamma"),
                                 gamma_caption(gamma)))
     return sections
 
 
-def gamma_caption(gamma) -> str:
+def gamma_caption(gamma: Gamma) -> str:
     """The headline gamma with both views (concentration and margin), the caution and the paper's sweep."""
     from capgeo.findings.gamma import describe_margins
 
-    headline = gamma["batches"][0]
-    suggestion = headline["suggestion"]
-    low, high = suggestion["range"]
-    parts = [f"Suggested gamma {suggestion['gamma']:.2f} (range {low:.2f}-{high:.2f}) at B={headline['batch_size']}, "
-             f"the headline batch size; other rows are extra batch sizes.", headline.get("why") or ""]
-    if headline.get("margins"):   # profiles saved before the margin view have none
-        parts.append(describe_margins(headline["margins"], suggestion["gamma_exact"]) + ".")
-    if gamma.get("paper_sweep_note"):
-        parts.append(f"Evidence: {gamma['paper_sweep_note']}.")
-    if gamma.get("encoder_caution"):
-        parts.append(f"Caution: {gamma['encoder_caution']}")
-    parts.append(f"Rule: {gamma.get('rule', 'see capgeo docs gamma')}. Logit scale from "
-                 f"{gamma.get('logit_scale_source', '?')}.")
+    headline = gamma.headline
+    suggestion = headline.suggestion
+    low, high = suggestion.range
+    parts = [f"Suggested gamma {suggestion.gamma:.2f} (range {low:.2f}-{high:.2f}) at B={headline.batch_size}, "
+             f"the headline batch size; other rows are extra batch sizes.", headline.why or ""]
+    if headline.margins:   # profiles saved before the margin view have none
+        parts.append(describe_margins(headline.margins, suggestion.gamma_exact) + ".")
+    if gamma.paper_sweep_note:
+        parts.append(f"Evidence: {gamma.paper_sweep_note}.")
+    if gamma.encoder_caution:
+        parts.append(f"Caution: {gamma.encoder_caution}")
+    parts.append(f"Rule: {_shown(gamma.rule, 'see capgeo docs gamma')}. Logit scale from "
+                 f"{_shown(gamma.logit_scale_source, '?')}.")
     return " ".join(part for part in parts if part)
+
+
+def _shown(value, default: str) -> str:
+    """``value``, or ``default`` when the profile does not have it."""
+    return default if value is None else value
 
 
 def provenance_rows(profile: Profile, command: str | None, created: str) -> list[tuple[str, str]]:
     dataset = profile.dataset or Dataset()
     encoder = profile.encoder or Encoder()
     provenance = profile.provenance or Provenance()
-    options = plain(profile.options or {})
+    options = profile.options.to_dict() if profile.options else {}
     rows = [
         ("Report made with", f"capgeo {escape(__version__)} on {escape(created)}"),
         ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>'),
-        ("Profile computed", f"capgeo {escape(known(provenance.capgeo_version, '?'))} on "
-                             f"{escape(known(provenance.created, '?'))}"
-                             + (f" in {provenance.elapsed_s:.1f} s" if known(provenance.elapsed_s) is not None else "")),
+        ("Profile computed", f"capgeo {escape(_shown(provenance.capgeo_version, '?'))} on "
+                             f"{escape(_shown(provenance.created, '?'))}"
+                             + (f" in {provenance.elapsed_s:.1f} s" if provenance.elapsed_s is not None else "")),
     ]
     if provenance.command:
         rows.append(("Profile command", f'<pre class="command">{escape(provenance.command)}</pre>'))
     rows += [
-        ("Data file", f"{escape(known(dataset.source, '?'))} ({escape(known(dataset.format, '?'))})"),
-        ("Data fingerprint (sha256)", f"<code>{escape(known(dataset.fingerprint, '?'))}</code>"),
-        ("Caption texts digest (sha256)", f"<code>{escape(known(dataset.texts_digest, '?'))}</code>"),
-        ("Encoder", f"{escape(encoder_label(profile))}: {escape(known(encoder.kind, '?'))} "
-                    f"{escape(known(encoder.name, '?'))}, fingerprint "
-                    f"<code>{escape(known(encoder.fingerprint, '?'))}</code>"),
+        ("Data file", f"{escape(_shown(dataset.source, '?'))} ({escape(_shown(dataset.format, '?'))})"),
+        ("Data fingerprint (sha256)", f"<code>{escape(shown_field(dataset, 'fingerprint'))}</code>"),
+        ("Caption texts digest (sha256)", f"<code>{escape(_shown(dataset.texts_digest, '?'))}</code>"),
+        ("Encoder", f"{escape(encoder_label(profile))}: {escape(_shown(encoder.kind, '?'))} "
+                    f"{escape(_shown(encoder.name, '?'))}, fingerprint "
+                    f"<code>{escape(_shown(encoder.fingerprint, '?'))}</code>"),
         ("Profile options", f"<code>{escape(json.dumps(options, sort_keys=True))}</code>"),
     ]
     for name in ("dupes", "gamma", "truncation"):
@@ -240,7 +244,7 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     created = created or now_utc()
     dataset = profile.dataset or Dataset()
     title = f"capgeo report: {dataset_label(profile)}"
-    subtitle = (f"{dataset.n_captions:,} captions of {known(dataset.n_groups, '?'):,} images · "
+    subtitle = (f"{dataset.n_captions:,} captions of {_shown(dataset.n_groups, '?'):,} images · "
                 f"encoder {encoder_label(profile)} · {created}") if isinstance(dataset.n_captions, int) \
         else f"encoder {encoder_label(profile)} · {created}"
     page = Page(title, subtitle)
@@ -256,7 +260,7 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     if profile.map:
         from capgeo.map import DEFAULT_MAX_POINTS, SEARCH_SCRIPT, map_body
 
-        page.sections.append(Section("map", "Caption map", map_body(profile.map),
+        page.sections.append(Section("map", "Caption map", map_body(profile.map.to_dict()),
                                      "A 2-D projection of the caption embeddings (as `capgeo map` draws it, which "
                                      f"maps up to {DEFAULT_MAX_POINTS:,} captions): nearby points are captions the "
                                      "encoder places close together. Hover a point for its caption; drag to zoom."))
@@ -264,7 +268,7 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     if profile.leak:
         from capgeo.report.leak import leak_html
 
-        page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile.leak),
+        page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile.leak.body),
                                      "Evaluation captions with a twin in this (training) dataset."))
     missing = list(notes or [])
     if not profile.dupes and not any("gallery" in note for note in missing):
@@ -276,7 +280,7 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     if profile.batches and not figures.hardest_in_batch_entries(profile.batches):
         missing.append("Hardest negative in a batch: the profile was saved before capgeo recorded the hardest "
                        "in-batch negative's histogram; profile the dataset again to draw it.")
-    if profile.lengths and not known(profile.lengths.known, True):
+    if profile.lengths and not profile.lengths.counted:
         missing.append("Caption length: the encoder has no tokenizer capgeo can run (precomputed vectors), "
                        "so token counts are unknown.")
     if missing:

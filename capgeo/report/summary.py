@@ -11,7 +11,7 @@ from pathlib import PurePath
 from typing import Sequence
 
 from capgeo.display import counted
-from capgeo.geometry.typed_profile import ABSENT, Dataset, Encoder, Profile, as_profile, known, profile_section
+from capgeo.geometry.typed_profile import Gamma, Profile, as_profile
 
 MISSING = "not computed"
 
@@ -38,23 +38,24 @@ def _counted(value, noun: str) -> str:
 
 def dataset_label(profile: Profile | dict) -> str:
     """Short name of a profile's dataset: the source file's name."""
-    source = (profile_section(profile, "dataset") or Dataset()).source or "dataset"
+    dataset = as_profile(profile).dataset
+    source = (dataset.source if dataset else None) or "dataset"
     return PurePath(str(source)).name or str(source)
 
 
 def encoder_label(profile: Profile | dict) -> str:
-    encoder = profile_section(profile, "encoder") or Encoder()
-    return str(encoder.spec or encoder.name or "encoder")
+    encoder = as_profile(profile).encoder
+    return str((encoder.spec or encoder.name if encoder else None) or "encoder")
 
 
-def gamma_suggestion(gamma) -> tuple[float | None, list | None]:
-    """(suggested gamma, [low, high]) from a ``gamma`` section (findings/gamma.py's gamma_section)."""
-    if not gamma:
+def gamma_suggestion(gamma: Gamma | None) -> tuple[float | None, tuple | None]:
+    """(suggested gamma, (low, high)) from a ``gamma`` section (findings/gamma.py's gamma_section)."""
+    if gamma is None:
         return None, None
-    low_high = gamma.get("suggested_range")
+    low_high = gamma.suggested_range
     if low_high is not None and any(v is None for v in low_high):
         low_high = None
-    return gamma.get("suggested_gamma"), low_high
+    return gamma.suggested_gamma, low_high
 
 
 def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
@@ -65,109 +66,118 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
     pairwise, within, hardest = profile.pairwise, profile.within_group, profile.hardest_companion
     exact, near = profile.exact_duplicates, profile.near_duplicates
     # vectors from a file: no tokenizer, no checkpoint (their context length is stored as 0)
-    precomputed = known(encoder.kind) == "precomputed"
+    precomputed = encoder.kind == "precomputed"
 
     rows = [
         ("Dataset", f"{dataset_label(profile)} ({shown(dataset.format)})"),
-        ("Captions / groups (images)", f"{_count(known(dataset.n_captions))} / {_count(known(dataset.n_groups))}"),
+        ("Captions / groups (images)", f"{_count(dataset.n_captions)} / {_count(dataset.n_groups)}"),
         ("Encoder", f"{encoder_label(profile)} ({shown(encoder.kind)}, {shown(encoder.name)}, "
                     f"width {shown(encoder.width)})"),
         ("Context length", "unknown (precomputed vectors)" if precomputed else
                            f"{shown(encoder.context_length)} tokens"
                            + (f" (captions cut to {lengths.max_tokens})" if lengths and lengths.max_tokens
-                              not in (None, ABSENT, encoder.context_length) else "")),
-        ("Logit scale", _num(encoder.logit_scale, 1) if known(encoder.logit_scale) is not None
+                              not in (None, encoder.context_length) else "")),
+        ("Logit scale", _num(encoder.logit_scale, 1) if encoder.logit_scale is not None
          else "unknown (precomputed vectors)" if precomputed else "none in checkpoint"),
         ("Captions truncated by the encoder",
-         f"{_count(known(lengths.n_truncated))} ({_pct(known(lengths.share_truncated))})" if lengths
+         f"{_count(lengths.n_truncated)} ({_pct(lengths.share_truncated)})" if lengths
          # a `capgeo truncation` result has token counts in its own section, not in `lengths`
-         else MISSING + " (see the truncation section)" if known(profile.truncation) and not precomputed
+         else MISSING + " (see the truncation section)" if profile.truncation and not precomputed
          else "unknown (no token counts)"),
         ("Caption length (tokens)",
          # the median as the JSON and the terminal give it (136.5, not 136 by rounding half to even)
-         f"mean {_num(known(lengths.mean), 1)}, median {_general(known(lengths.median))}, "
-         f"max {_count(known(lengths.max))}" if lengths else MISSING),
+         f"mean {_num(lengths.mean, 1)}, median {_general(lengths.median)}, "
+         f"max {_count(lengths.max)}" if lengths else MISSING),
         ("Mean pairwise cosine (different images)",
-         f"{_num(known(pairwise.mean))} ± {_num(known(pairwise.std))}" if pairwise else MISSING),
+         f"{_num(pairwise.mean)} ± {_num(pairwise.std)}" if pairwise else MISSING),
     ]
     # null: every image has one caption; absent: the profile (gamma's, truncation's) has no such section
     rows.append(("Mean cosine within an image (positives)",
-                 _num(known(within.mean)) if within else MISSING if within is ABSENT else "none: one caption per image"))
+                 _num(within.mean) if within else "none: one caption per image" if profile.written_null("within_group")
+                 else MISSING))
     rows.append(("Mean hardest-companion cosine",
-                 f"{_num(known(hardest.mean))} (N = {_count(known(hardest.count))})" if hardest else MISSING))
+                 f"{_num(hardest.mean)} (N = {_count(hardest.count)})" if hardest else MISSING))
     for entry in profile.batches or ():
-        buckets = known(entry.buckets) or {}
-        if buckets.get("shares"):
-            value = _pct(buckets["shares"][-1])
-            relative = known(entry.relative_buckets) or {}
-            if relative.get("shares") and relative.get("quantile_levels"):
-                value += (f" (above this dataset's pairwise p{100 * relative['quantile_levels'][-1]:g}, "
-                          f"cosine {relative['edges'][-1]:.3f}: {_pct(relative['shares'][-1])})")
-            rows.append((f"In-batch negatives {buckets['labels'][-1]}, B={entry.batch_size}", value))
-        near_batch = known(entry.near_duplicate) or {}
-        if near_batch.get("share_batches") is not None:
+        buckets = entry.buckets
+        if buckets and buckets.shares:
+            value = _pct(buckets.shares[-1])
+            relative = entry.relative_buckets
+            if relative and relative.shares and relative.quantile_levels:
+                value += (f" (above this dataset's pairwise p{100 * relative.quantile_levels[-1]:g}, "
+                          f"cosine {relative.edges[-1]:.3f}: {_pct(relative.shares[-1])})")
+            rows.append((f"In-batch negatives {buckets.labels[-1]}, B={entry.batch_size}", value))
+        near_batch = entry.near_duplicate
+        if near_batch and near_batch.share_batches is not None:
             # the threshold in the value, not the label: compare lines profiles up by label
             rows.append((f"Batches with a near-twin, B={entry.batch_size}",
-                         f"{_pct(near_batch['share_batches'])} (a pair at cosine >= {near_batch.get('threshold')})"))
+                         f"{_pct(near_batch.share_batches)} (a pair at cosine >= {near_batch.threshold})"))
     # one label whatever the threshold, so compare lines profiles up in one row (the threshold in
     # the label would give a "not computed" row beside the computed one)
     rows.append(("Near-duplicate pairs",
-                 f"{_counted(known(near.n_pairs_cross_group), 'pair')} at cosine >= {shown(near.threshold)}; "
-                 f"{_counted(known(near.n_captions_hardest_above), 'caption')} "
-                 f"{'has' if known(near.n_captions_hardest_above) == 1 else 'have'} one" if near else MISSING))
+                 f"{_counted(near.n_pairs_cross_group, 'pair')} at cosine >= {shown(near.threshold)}; "
+                 f"{_counted(near.n_captions_hardest_above, 'caption')} "
+                 f"{'has' if near.n_captions_hardest_above == 1 else 'have'} one" if near else MISSING))
     # one number, the pairs of identical captions of different images, as the alert gives it
-    rows.append(("Exact duplicates", f"{_counted(known(exact.n_pairs_cross_group), 'pair')} across images"
+    rows.append(("Exact duplicates", f"{_counted(exact.n_pairs_cross_group, 'pair')} across images"
                  if exact else MISSING))
     value, _ = gamma_suggestion(profile.gamma)
-    gamma = known(profile.gamma) or {}
+    gamma = profile.gamma
     headline = headline_gamma_text(gamma)
-    if headline and gamma.get("encoder_caution"):
+    if headline and gamma.encoder_caution:
         headline += f" (for {encoder_geometry(profile)}, not the tower training fine-tunes)"
     rows.append(("Suggested gamma", headline or MISSING))
-    if value is not None and gamma.get("logit_scale") is not None:
+    if value is not None and gamma.logit_scale is not None:
         # gamma and s act only through s * gamma: the same captions suggest 0.19 at s = 100 and 0.96 at s = 20
         rows.append(("Logit scale s behind the gamma",
-                     f"{gamma['logit_scale']:g}" + (f" ({shown(gamma['logit_scale_source'])})"
-                                                    if gamma.get("logit_scale_source") else "")))
+                     f"{gamma.logit_scale:g}" + (f" ({shown(gamma.logit_scale_source)})"
+                                                 if gamma.logit_scale_source else "")))
     # the margin view (margin-matched gamma) is in the gamma section, beside what it means: one
     # gamma here, as on the terminal
     return rows
 
 
-def headline_gamma_text(gamma: dict) -> str | None:
+def headline_gamma_text(gamma: Gamma | dict | None) -> str | None:
     """The headline gamma as every first screen gives it: "0.13 (range 0.06-0.19) at B=128", with
     which end of the range the clip interval cuts, or why the gamma itself is at its end. None
     without a suggestion."""
+    if isinstance(gamma, dict):
+        gamma = Gamma.from_dict(gamma)
     value, low_high = gamma_suggestion(gamma)
     if value is None:
         return None
-    entries = gamma.get("batches") or [{}]
-    suggestion = entries[0].get("suggestion") or {}
-    batch_size = gamma.get("headline_batch_size") or entries[0].get("batch_size")
+    headline = gamma.headline
+    suggestion = headline.suggestion if headline else None
+    batch_size = gamma.headline_batch_size or (headline.batch_size if headline else None)
     text = f"{value:.2f}"
     if low_high:
-        ends = suggestion.get("range_clipped") or (False, False)
-        clipped = ("" if suggestion.get("clipped") or not any(ends) else
+        ends = (suggestion.range_clipped if suggestion else None) or (False, False)
+        clipped = ("" if (suggestion and suggestion.clipped) or not any(ends) else
                    "; both ends clipped" if all(ends) else "; lower end clipped" if ends[0] else "; upper end clipped")
         text += f" (range {low_high[0]:.2f}-{low_high[1]:.2f}{clipped})"
     if batch_size:
         text += f" at B={batch_size}"
-    if suggestion.get("clipped") and suggestion.get("clip_note"):
-        text += f", clipped: {suggestion['clip_note']}"
+    if suggestion and suggestion.clipped and suggestion.clip_note:
+        text += f", clipped: {suggestion.clip_note}"
     return text
 
 
 def encoder_geometry(profile: Profile | dict) -> str:
     """Whose geometry a cautioned gamma is for, in a few words."""
-    encoder = profile_section(profile, "encoder") or Encoder()
-    if known(encoder.kind) == "sentence-transformers":
+    encoder = as_profile(profile).encoder
+    if encoder and encoder.kind == "sentence-transformers":
         return f"{shown(encoder.name)}'s geometry"
     return "the geometry of vectors of unknown origin"
 
 
 def shown(value) -> str:
     """A field as text, "?" when the profile does not have it."""
-    return "?" if value is ABSENT else str(value)
+    return "?" if value is None else str(value)
+
+
+def shown_field(section, name: str) -> str:
+    """Field ``name`` of a typed section as text: "None" when written as null, "?" when absent."""
+    value = getattr(section, name)
+    return "None" if value is None and name in section.nulls else shown(value)
 
 
 #: the rows `capgeo compare` prints on the terminal, by the start of their labels (a batch size's row
