@@ -177,24 +177,22 @@ def test_options_are_checked_before_the_encoding(dataset, monkeypatch):
 
 
 def test_capgeo_profile_of_a_path_is_the_cli_json(dataset):
-    from capgeo.geometry.typed_profile import Profile, plain
+    from capgeo.geometry.typed_profile import Profile
 
     _, data, vectors = dataset
     typed = capgeo.profile(str(data), f"vectors:{vectors}", 8, n_batches=5, seed=2, progress=False)
     assert isinstance(typed, Profile)
     from_cli = cli_json(data, "--encoder", f"vectors:{vectors}", "--batch-size", 8, "--n-batches", 5, "--seed", 2)
-    assert without_provenance(plain(typed)) == without_provenance(from_cli)
-    assert typed.gamma["batches"][0]["batch_size"] == 8   # gamma included, at the headline batch
+    assert without_provenance(typed.to_dict()) == without_provenance(from_cli)
+    assert typed.gamma.batches[0].batch_size == 8   # gamma included, at the headline batch
 
 
 def test_capgeo_profile_of_a_list_of_dicts_is_the_cli_json_of_its_file(dataset):
-    from capgeo.geometry.typed_profile import plain
-
     records, data, vectors = dataset
     typed = capgeo.profile(records, f"vectors:{vectors}", batch_size=[8, 4], n_batches=5, progress=False)
     from_cli = cli_json(data, "--encoder", f"vectors:{vectors}", "--batch-size", 8, "--batch-size", 4,
                         "--n-batches", 5)
-    from_memory = without_provenance(plain(typed))
+    from_memory = without_provenance(typed.to_dict())
     # read from memory: the dataset section says so; everything computed is the same
     assert from_memory.pop("dataset")["n_captions"] == from_cli.pop("dataset")["n_captions"] == len(records)
     assert from_memory == without_provenance(from_cli)
