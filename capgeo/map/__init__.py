@@ -38,16 +38,14 @@ PCA_DIMENSIONS = 2
 PERPLEXITY = 30.0
 #: above this many points openTSNE approximates the gradient by FFT interpolation (Barnes-Hut below)
 FFT_ABOVE = 10_000
-#: above this many points the map takes half the neighbours and fewer iterations, and a coarser FFT grid:
-#: at 100,000 captions on 2 cores the pass's top-45 lists and the iterations make most of the time,
-#: and a map of that many points shows its clusters at either setting (measured in docs/report.md)
+#: above this many points the map takes half the neighbours and a third of the iterations: at 100,000
+#: captions on 2 cores the pass's top-k lists and the iterations make most of the time, and the later
+#: iterations cost the most (the FFT grid grows with the layout). At 10,000 points these settings keep
+#: 94% of the 10-NN preservation of 250 + 500 iterations (measured in docs/report.md)
 LARGE_ABOVE = 20_000
 LARGE_PERPLEXITY = 15.0
 #: exaggerated iterations, then normal ones (openTSNE's defaults: 250, then 500)
-LARGE_ITERATIONS = (125, 375)
-#: layout units per FFT grid interval above LARGE_ABOVE (openTSNE's default: 1); the grid, and with it
-#: each iteration's cost, grows with the layout's extent
-LARGE_INTS_IN_INTERVAL = 1
+LARGE_ITERATIONS = (75, 175)
 #: companions per caption the pass keeps for the near-duplicate sets (rows with more at the threshold are
 #: searched again by capgeo.findings.duplicates)
 NEAR_DUPLICATE_TOP_K = 10
@@ -192,8 +190,7 @@ def project(vectors: np.ndarray, *, seed: int = 0, n_jobs: int | None = None, ne
     jobs = n_jobs or _threads()
     affinities = PerplexityBasedNN(knn_index=PrecomputedNeighbors(index, distances), perplexity=perplexity_for(n),
                                    n_jobs=jobs)
-    settings = {} if n <= LARGE_ABOVE else dict(zip(("early_exaggeration_iter", "n_iter"), LARGE_ITERATIONS),
-                                                ints_in_interval=LARGE_INTS_IN_INTERVAL)
+    settings = {} if n <= LARGE_ABOVE else dict(zip(("early_exaggeration_iter", "n_iter"), LARGE_ITERATIONS))
     # Barnes-Hut up to FFT_ABOVE points (openTSNE's advice: FFT's fixed interpolation grid costs more there)
     embedding = openTSNE.TSNE(n_jobs=jobs, random_state=seed, verbose=False,
                               negative_gradient_method="fft" if n > FFT_ABOVE else "bh", **settings)
