@@ -38,14 +38,15 @@ PCA_DIMENSIONS = 2
 PERPLEXITY = 30.0
 #: above this many points openTSNE approximates the gradient by FFT interpolation (Barnes-Hut below)
 FFT_ABOVE = 10_000
-#: above this many points the map takes half the neighbours and a third of the iterations: at 100,000
+#: above this many points the map takes half the neighbours and under half the iterations: at 100,000
 #: captions on 2 cores the pass's top-k lists and the iterations make most of the time, and the later
 #: iterations cost the most (the FFT grid grows with the layout). At 10,000 points these settings keep
-#: 94% of the 10-NN preservation of 250 + 500 iterations (measured in docs/report.md)
+#: 95% of the 10-NN preservation of 250 + 500 iterations, at 100,000 79% of that of 125 + 375 in 42% of
+#: its time (measured in docs/report.md)
 LARGE_ABOVE = 20_000
 LARGE_PERPLEXITY = 15.0
 #: exaggerated iterations, then normal ones (openTSNE's defaults: 250, then 500)
-LARGE_ITERATIONS = (75, 175)
+LARGE_ITERATIONS = (100, 250)
 #: companions per caption the pass keeps for the near-duplicate sets (rows with more at the threshold are
 #: searched again by capgeo.findings.duplicates)
 NEAR_DUPLICATE_TOP_K = 10
