@@ -90,6 +90,12 @@ def test_cli_writes_the_map_page(tmp_path):
     assert 'id="map-search"' in page and 'data-figure="fig-map"' in page and "scattergl" in page
     assert "<b>1</b>" not in page   # caption text shown, not run
     assert "All 24 captions." in page
+    assert "most similar captions (exact cosines)" in page
+    # a map saved before the neighbour graph says how it was drawn, not "None"
+    old = {"method": "openTSNE", "pca_dimensions": 50, "seed": 0, "n_captions": 1, "n_points": 1, "text_chars": 300,
+           "x": [0.0], "y": [0.0], "caption_ids": ["a"], "groups": ["g"], "texts": ["t"]}
+    body = caption_map.map_body(old)
+    assert "after PCA to 50 dimensions" in body and "None" not in body
 
 
 def test_without_opentsne_one_error_line_and_the_report_leaves_the_map_out(tmp_path, monkeypatch):

@@ -421,10 +421,17 @@ def map_body(section, title: str = "Caption map") -> str:
               'placeholder="words, an id or an image" size="40"></label> <span id="map-search-count"></span>'
               '<ol id="map-search-results" class="stats"></ol></div>'
             + f'<p class="takeaway">{escape(legend)}. {escape(sample_note(section))} Projection: '
-              f'{escape(section.get("method"))} on each caption\'s {section.get("neighbours")} most similar captions '
-              f'(exact cosines), started from the first {section.get("pca_dimensions")} principal components, seed '
+              f'{escape(section.get("method"))} {_projection_words(section)}, seed '
               f'{section.get("seed")}; hover text and search hold the first {section.get("text_chars")} characters '
               "of each caption.</p>")
+
+
+def _projection_words(section) -> str:
+    """How the section's layout was found; a profile saved before the neighbour graph has none."""
+    if section.get("neighbours"):
+        return (f"on each caption's {section['neighbours']} most similar captions (exact cosines), started from the "
+                f"first {section.get('pca_dimensions')} principal components")
+    return f"after PCA to {section.get('pca_dimensions')} dimensions"
 
 
 def map_page(section, *, title: str, subtitle: str, provenance: Sequence[tuple[str, str]] = ()) -> str:
