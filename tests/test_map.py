@@ -90,6 +90,12 @@ def test_cli_writes_the_map_page(tmp_path):
     assert 'id="map-search"' in page and 'data-figure="fig-map"' in page and "scattergl" in page
     assert "<b>1</b>" not in page   # caption text shown, not run
     assert "All 24 captions." in page
+    assert "most similar captions (exact cosines)" in page
+    # a map saved before the neighbour graph says how it was drawn, not "None"
+    old = {"method": "openTSNE", "pca_dimensions": 50, "seed": 0, "n_captions": 1, "n_points": 1, "text_chars": 300,
+           "x": [0.0], "y": [0.0], "caption_ids": ["a"], "groups": ["g"], "texts": ["t"]}
+    body = caption_map.map_body(old)
+    assert "after PCA to 50 dimensions" in body and "None" not in body
 
 
 def test_without_opentsne_one_error_line_and_the_report_leaves_the_map_out(tmp_path, monkeypatch):
@@ -110,3 +116,73 @@ def test_without_opentsne_one_error_line_and_the_report_leaves_the_map_out(tmp_p
     profile, notes = add_map_section(Profile(), captions, type("E", (), {"vectors": vectors})(), progress=False)
     assert profile.map is None and notes and notes[0].startswith("Caption map: left out: ")
     assert "pip install -e '.[map]'" in notes[0]
+
+
+def brute_top_k(vectors: np.ndarray, k: int):
+    """Each row's k most similar other rows by float64 cosine, ties by lower index."""
+    similarity = vectors.astype(np.float64) @ vectors.astype(np.float64).T
+    np.fill_diagonal(similarity, -np.inf)
+    columns = np.broadcast_to(np.arange(len(vectors)), similarity.shape)
+    order = np.lexsort((columns, -similarity), axis=1)[:, :k]
+    return order, np.take_along_axis(similarity, order, axis=1)
+
+
+def uneven_captions(seed: int = 4):
+    """Images of 1 to 9 captions (some more than the graph's k), captions of one image close together."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 10, size=14)
+    groups = [f"g{g}" for g, size in enumerate(sizes) for _ in range(size)]
+    vectors = np.repeat(rng.normal(size=(len(sizes), 12)), sizes, axis=0) + 0.7 * rng.normal(size=(len(groups), 12))
+    return caption_set(groups), unit(vectors)
+
+
+def test_the_neighbour_graph_is_numpy_brute_force_top_k():
+    from capgeo.geometry.pairwise import scan_pairs
+
+    captions, vectors = uneven_captions()
+    codes = captions.group_codes
+    for k in (3, 6, 11):
+        expected_index, expected_cosine = brute_top_k(vectors, k)
+        scan = scan_pairs(vectors, codes, top_k=k, histograms=False, progress=False)
+        for index, cosine in (caption_map.knn_from_scan(scan, codes, vectors, k), caption_map.knn_graph(vectors, k)):
+            np.testing.assert_array_equal(index, expected_index)
+            np.testing.assert_allclose(cosine, expected_cosine, atol=1e-5)
+    with pytest.raises(CapgeoError, match="top 12"):
+        caption_map.knn_from_scan(scan, codes, vectors, 12)
+
+
+def test_the_map_projects_the_pass_neighbour_graph(monkeypatch):
+    captions, vectors = uneven_captions()
+    seen = {}
+    real = caption_map.project
+
+    def recording(points, **options):
+        seen["neighbours"] = options["neighbours"]
+        return real(points, **options)
+
+    monkeypatch.setattr(caption_map, "project", recording)
+    section = caption_map.dataset_map(captions, vectors, seed=1, progress=False)
+    k = caption_map.neighbour_count(len(captions))
+    assert section["neighbours"] == k == min(len(captions) - 1, 90)
+    index, cosine = seen["neighbours"]
+    expected_index, expected_cosine = brute_top_k(vectors, k)
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_allclose(cosine, expected_cosine, atol=1e-5)
+    # a sample gets the graph of its own points
+    section = caption_map.dataset_map(captions, vectors, seed=1, max_points=30, progress=False)
+    rows = caption_map.sample_rows(len(captions), 30, 1)
+    np.testing.assert_array_equal(seen["neighbours"][0], brute_top_k(vectors[rows], 29)[0])
+
+
+def test_two_runs_with_one_seed_write_identical_pages(tmp_path):
+    captions, _ = planted(n_groups=15)
+    data = write_jsonl(tmp_path / "captions.jsonl", captions.ids, captions.groups,
+                       [f"caption {i}" for i in range(len(captions))])
+    pages = []
+    for run, seed in (("run-a", "5"), ("run-b", "5"), ("run-c", "6")):
+        output = tmp_path / run / "map.html"   # one name: the page quotes its command
+        result = CliRunner().invoke(main, ["map", str(data), "-o", str(output), "--seed", seed])
+        assert result.exit_code == 0, result.output
+        pages.append(output.read_bytes().replace(run.encode(), b"run-x"))
+    assert pages[0] == pages[1]
+    assert pages[0] != pages[2]

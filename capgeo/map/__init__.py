@@ -1,8 +1,9 @@
 """A caption map: a 2-D projection of the caption embeddings, one point per caption.
 
 :func:`map_section` projects the embeddings (above ``max_points`` captions, a seeded
-random sample, stated in the section) with openTSNE after a PCA to
-:data:`PCA_DIMENSIONS` dimensions, and records, per point, what the page shows: the
+random sample, stated in the section) with openTSNE on each caption's exact cosine neighbours
+(:func:`knn_graph`, or :func:`knn_from_scan` from the pass that finds the hardest companions),
+started from the first :data:`PCA_DIMENSIONS` principal components, and records, per point, what the page shows: the
 caption's id, image (group) and text, its hardest-companion cosine (the colour), the
 near-duplicate set it belongs to, and whether it leaks into an evaluation set
 (``leaked_ids``, from `capgeo leak`). The section is JSON (``capgeo.profile/1``, ``map``),
@@ -30,19 +31,25 @@ DEFAULT_MAX_POINTS = 100_000
 REPORT_MAX_POINTS = 2_000
 #: characters of each caption the map carries (hover text and search); longer captions end in "…"
 TEXT_CHARS = 300
-#: the projection works on this many principal components of the embeddings (openTSNE's advice for speed)
-PCA_DIMENSIONS = 50
-#: openTSNE's perplexity (its default); smaller datasets get a smaller one (it needs 3 x perplexity neighbours)
+#: principal components of the embeddings that start the layout (openTSNE's PCA initialisation)
+PCA_DIMENSIONS = 2
+#: openTSNE's perplexity (its default); smaller datasets get a smaller one. Each point's neighbour graph
+#: holds 3 x perplexity captions, openTSNE's rule
 PERPLEXITY = 30.0
-#: above this many points openTSNE approximates the gradient by FFT interpolation and the neighbours by Annoy
+#: above this many points openTSNE approximates the gradient by FFT interpolation (Barnes-Hut below)
 FFT_ABOVE = 10_000
-#: above this many points the map takes half the neighbours and two thirds of the iterations: at 100,000
-#: captions on 2 cores the neighbour search (60 s at perplexity 30, 40 s at 15) and 750 FFT iterations
-#: (80 s) make most of the time, and a map of that many points shows its clusters at either setting
+#: above this many points the map takes half the neighbours and under half the iterations: at 100,000
+#: captions on 2 cores the pass's top-k lists and the iterations make most of the time, and the later
+#: iterations cost the most (the FFT grid grows with the layout). At 10,000 points these settings keep
+#: 95% of the 10-NN preservation of 250 + 500 iterations, at 100,000 79% of that of 125 + 375 in 42% of
+#: its time (measured in docs/report.md)
 LARGE_ABOVE = 20_000
 LARGE_PERPLEXITY = 15.0
-#: openTSNE's default is 250 exaggerated iterations, then 500
-LARGE_ITERATIONS = (125, 375)
+#: exaggerated iterations, then normal ones (openTSNE's defaults: 250, then 500)
+LARGE_ITERATIONS = (100, 250)
+#: companions per caption the pass keeps for the near-duplicate sets (rows with more at the threshold are
+#: searched again by capgeo.findings.duplicates)
+NEAR_DUPLICATE_TOP_K = 10
 #: element id of the map's figure on a page
 MAP_FIGURE_ID = "fig-map"
 #: what to install for the map, in the one line that says it is missing
@@ -70,11 +77,99 @@ def sample_rows(n: int, max_points: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=max_points, replace=False))
 
 
-def project(vectors: np.ndarray, *, seed: int = 0, n_jobs: int | None = None) -> np.ndarray:
-    """(n, 2) float32 map coordinates of (n, d) embeddings: PCA to :data:`PCA_DIMENSIONS`, then openTSNE
-    (FFT gradients, PCA initialisation), deterministic for ``seed``."""
+def perplexity_for(n: int) -> float:
+    """openTSNE's perplexity for a map of ``n`` points."""
+    return min(PERPLEXITY if n <= LARGE_ABOVE else LARGE_PERPLEXITY, (n - 1) / 3.0)
+
+
+def neighbour_count(n: int) -> int:
+    """Neighbours per point of the map's graph for ``n`` points: 3 x the perplexity, at most n - 1."""
+    return max(1, min(n - 1, int(3 * perplexity_for(n))))
+
+
+def knn_graph(vectors, k: int, *, device: str | None = None, progress: bool | None = None):
+    """Each caption's ``k`` most similar other captions, images ignored: (index, cosine) arrays (n, k),
+    cosine descending, ties by lower index. Exact: the pairwise pass with one group per caption."""
+    from capgeo.geometry.pairwise import scan_pairs
+
+    vectors = np.asarray(vectors, dtype=np.float32)
+    scan = scan_pairs(vectors, np.arange(vectors.shape[0]), top_k=k, histograms=False, device=device,
+                      progress=progress)
+    return np.asarray(scan.companion_index, dtype=np.int64), np.asarray(scan.companion_cosine, dtype=np.float32)
+
+
+def knn_from_scan(scan, group_codes, vectors, k: int):
+    """:func:`knn_graph` from a pass that already ran: its hardest companions (other images, top ``k``
+    or more) merged with each caption's own image's captions, so no second pass is needed. Exact:
+    a caption's k most similar captions are among its k most similar of other images and those
+    of its own image."""
+    if scan.top_k < k:
+        raise CapgeoError(f"the map's neighbour graph needs the pass's top {k} companions, it kept {scan.top_k}")
+    vectors = np.asarray(vectors, dtype=np.float32)
+    other_index = np.asarray(scan.companion_index[:, :k], dtype=np.int64)
+    other_cosine = np.where(other_index >= 0, np.asarray(scan.companion_cosine[:, :k], dtype=np.float32),
+                            np.float32(-np.inf))
+    same_index, same_cosine = _same_group_neighbours(vectors, np.asarray(group_codes), k)
+    index = np.concatenate([other_index, same_index], axis=1)
+    cosine = np.concatenate([other_cosine, same_cosine], axis=1)
+    order = np.lexsort((index, -cosine), axis=1)[:, :k]
+    return np.take_along_axis(index, order, axis=1), np.take_along_axis(cosine, order, axis=1)
+
+
+#: cosines held at once while the captions of one image are compared with each other
+_SAME_GROUP_CELLS = 1 << 24
+
+
+def _same_group_neighbours(vectors: np.ndarray, codes: np.ndarray, k: int):
+    """Each caption's most similar other captions of its own image, at most ``k``: (n, w) index and
+    cosine arrays, padded with -1 and -inf, w = min(k, largest image's captions - 1)."""
+    n = vectors.shape[0]
+    _, inverse, sizes = np.unique(codes, return_inverse=True, return_counts=True)
+    width = int(min(k, sizes.max() - 1))
+    index = np.full((n, max(width, 0)), -1, dtype=np.int64)
+    cosine = np.full((n, max(width, 0)), -np.inf, dtype=np.float32)
+    if width < 1:
+        return index, cosine
+    members_of = np.argsort(inverse, kind="stable")   # captions grouped by image, in index order
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    for size in np.unique(sizes[sizes > 1]).tolist():
+        groups = np.flatnonzero(sizes == size)
+        members = members_of[starts[groups][:, None] + np.arange(size)]   # (groups, size) caption rows
+        keep = min(width, size - 1)
+        # a group larger than _SAME_GROUP_CELLS allows is compared in slices of its rows
+        row_step = max(1, min(size, _SAME_GROUP_CELLS // size))
+        group_step = max(1, _SAME_GROUP_CELLS // (size * size))
+        for first in range(0, groups.size, group_step):
+            chunk = members[first:first + group_step]
+            block = vectors[chunk]                                                  # (g, size, d)
+            for row in range(0, size, row_step):
+                rows = chunk[:, row:row + row_step]                                 # (g, r)
+                similarity = np.matmul(block[:, row:row + row_step], block.transpose(0, 2, 1))  # (g, r, size)
+                local = np.arange(rows.shape[1])
+                similarity[:, local, row + local] = -np.inf                         # no caption is its own neighbour
+                candidates = np.broadcast_to(chunk[:, None, :], similarity.shape)
+                if keep < size - 1:
+                    top = np.argpartition(-similarity, keep - 1, axis=2)[:, :, :keep]
+                    similarity = np.take_along_axis(similarity, top, axis=2)
+                    candidates = np.take_along_axis(candidates, top, axis=2)
+                order = np.lexsort((candidates, -similarity), axis=2)[:, :, :keep]
+                flat = rows.ravel()
+                index[flat, :keep] = np.take_along_axis(candidates, order, axis=2).reshape(flat.size, keep)
+                cosine[flat, :keep] = np.take_along_axis(similarity, order, axis=2).reshape(flat.size, keep)
+    return index, cosine
+
+
+def project(vectors: np.ndarray, *, seed: int = 0, n_jobs: int | None = None, neighbours=None,
+            device: str | None = None, progress: bool | None = None) -> np.ndarray:
+    """(n, 2) float32 map coordinates of (n, d) unit embeddings: openTSNE on the exact cosine neighbour
+    graph (``neighbours``: :func:`knn_graph`'s (index, cosine) of these vectors with
+    :func:`neighbour_count` columns, computed here when None), started from the first two principal
+    components; deterministic for ``seed``."""
     require_projection()
     import openTSNE
+    from openTSNE.affinity import PerplexityBasedNN
+    from openTSNE.initialization import rescale
+    from openTSNE.nearest_neighbors import PrecomputedNeighbors
 
     vectors = np.asarray(vectors, dtype=np.float32)
     n = vectors.shape[0]
@@ -83,17 +178,28 @@ def project(vectors: np.ndarray, *, seed: int = 0, n_jobs: int | None = None) ->
     centred = vectors.astype(np.float64) - vectors.astype(np.float64).mean(axis=0)
     dimensions = min(PCA_DIMENSIONS, n - 1, vectors.shape[1])
     reduced = _principal_components(centred, dimensions)
+    if dimensions < 2:
+        reduced = np.column_stack([reduced[:, 0], np.zeros(n, dtype=np.float32)])
     if n < 8:  # too few points for t-SNE's neighbourhoods: the first two principal components
-        return np.ascontiguousarray(reduced[:, :2], dtype=np.float32) if dimensions >= 2 else \
-            np.column_stack([reduced[:, 0], np.zeros(n)]).astype(np.float32)
-    perplexity = min(PERPLEXITY if n <= LARGE_ABOVE else LARGE_PERPLEXITY, (n - 1) / 3.0)
-    iterations = {} if n <= LARGE_ABOVE else dict(zip(("early_exaggeration_iter", "n_iter"), LARGE_ITERATIONS))
-    # Barnes-Hut below FFT_ABOVE points (openTSNE's advice: FFT's fixed interpolation grid costs more there)
-    embedding = openTSNE.TSNE(perplexity=perplexity, n_jobs=n_jobs or _threads(), random_state=seed,
-                              initialization="pca", negative_gradient_method="fft" if n > FFT_ABOVE else "bh",
-                              neighbors="annoy" if n > FFT_ABOVE else "exact", verbose=False,
-                              **iterations).fit(reduced)
-    return np.asarray(embedding, dtype=np.float32)
+        return np.ascontiguousarray(reduced[:, :2], dtype=np.float32)
+    k = neighbour_count(n)
+    index, cosine = knn_graph(vectors, k, device=device, progress=progress) if neighbours is None else neighbours
+    if index.shape != (n, k) or (index < 0).any():
+        raise CapgeoError(f"the map's neighbour graph must hold {k} neighbours of each of the {n} points")
+    # openTSNE's Gaussian kernels take euclidean distances, which for unit vectors follow from the cosine
+    distances = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * np.asarray(cosine, dtype=np.float64)))
+    jobs = n_jobs or _threads()
+    affinities = PerplexityBasedNN(knn_index=PrecomputedNeighbors(index, distances), perplexity=perplexity_for(n),
+                                   n_jobs=jobs)
+    settings = {} if n <= LARGE_ABOVE else dict(zip(("early_exaggeration_iter", "n_iter"), LARGE_ITERATIONS))
+    # Barnes-Hut up to FFT_ABOVE points (openTSNE's advice: FFT's fixed interpolation grid costs more there)
+    embedding = openTSNE.TSNE(n_jobs=jobs, random_state=seed, verbose=False,
+                              negative_gradient_method="fft" if n > FFT_ABOVE else "bh", **settings)
+    start = reduced[:, :2].astype(np.float64)
+    if not start[:, 0].std() > 0:   # identical embeddings: openTSNE's rescaling would divide by zero
+        start = np.random.default_rng(seed).normal(size=(n, 2))
+    layout = embedding.fit(affinities=affinities, initialization=rescale(start))
+    return np.asarray(layout, dtype=np.float32)
 
 
 def _principal_components(centred: np.ndarray, dimensions: int) -> np.ndarray:
@@ -120,11 +226,13 @@ def _short(text: str, chars: int = TEXT_CHARS) -> str:
 
 def map_section(captions, vectors, *, hardest: np.ndarray | None = None, components: Sequence | None = None,
                 leaked_ids: Sequence[str] = (), seed: int = 0, max_points: int = DEFAULT_MAX_POINTS,
-                near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD, progress: bool | None = None) -> dict:
+                near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD, neighbours=None,
+                device: str | None = None, progress: bool | None = None) -> dict:
     """The ``map`` section: the projection of ``vectors`` (one per caption of ``captions``) and what each
     point shows. ``hardest``: each caption's hardest-companion cosine (NaN without one); ``components``:
     near-duplicate sets (capgeo.findings.duplicates.Component, members as caption rows); ``leaked_ids``:
-    training caption ids with an evaluation twin. Raises MapUnavailable without openTSNE."""
+    training caption ids with an evaluation twin; ``neighbours``: the sampled points' neighbour graph
+    (:func:`project`), found here when None. Raises MapUnavailable without openTSNE."""
     require_projection()
     from capgeo.progress import progress_bar
 
@@ -134,8 +242,10 @@ def map_section(captions, vectors, *, hardest: np.ndarray | None = None, compone
         raise CapgeoError(f"the map needs one vector per caption: {vectors.shape[0]} vectors for {n} captions")
     rows = sample_rows(n, max_points, seed)
     started = time.perf_counter()
+    if neighbours is None and rows.size >= 8:
+        neighbours = knn_graph(vectors[rows], neighbour_count(rows.size), device=device, progress=progress)
     with progress_bar(f"Projecting {rows.size:,} captions (openTSNE)", None, enabled=progress):
-        coordinates = project(vectors[rows], seed=seed)
+        coordinates = project(vectors[rows], seed=seed, neighbours=neighbours, device=device)
     seconds = time.perf_counter() - started
     set_of = np.full(n, -1, dtype=np.int64)
     for number, component in enumerate(components or (), start=1):
@@ -145,6 +255,7 @@ def map_section(captions, vectors, *, hardest: np.ndarray | None = None, compone
     return {
         "method": "openTSNE",
         "pca_dimensions": int(min(PCA_DIMENSIONS, max(1, rows.size - 1), vectors.shape[1])),
+        "neighbours": int(neighbour_count(rows.size)) if rows.size >= 8 else 0,
         "seed": int(seed),
         "n_captions": int(n),
         "n_points": int(rows.size),
@@ -237,21 +348,32 @@ def dataset_map(captions, vectors, *, scan=None, leak: dict | None = None, seed:
                 max_points: int = DEFAULT_MAX_POINTS, near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
                 device: str | None = None, progress: bool | None = None) -> dict:
     """:func:`map_section` with what it shows computed here: each caption's hardest companion and the
-    near-duplicate sets from ``scan`` (the exact pairwise pass, run here when None), the leaked training
-    captions from ``leak`` (a `capgeo leak` section: its ``train_ids_to_drop``)."""
+    near-duplicate sets from ``scan`` (the exact pairwise pass, run here when None or too short), the
+    leaked training captions from ``leak`` (a `capgeo leak` section: its ``train_ids_to_drop``). When
+    every caption is mapped, that one pass also gives the projection's neighbour graph
+    (:func:`knn_from_scan`); a sample gets a pass of its own (:func:`knn_graph`)."""
     require_projection()
     from capgeo.findings.duplicates import near_duplicate_components
 
     vectors = np.asarray(vectors, dtype=np.float32)
-    if scan is None or scan.companion_mode != "exact" or not scan.top_k:
+    n = len(captions)
+    points = int(min(n, max_points))
+    # every caption is mapped: the pass's top-k lists, long enough, give the neighbour graph too
+    whole = points == n and points >= 8
+    top_k = max(NEAR_DUPLICATE_TOP_K, neighbour_count(points) if whole else 0)
+    if scan is None or scan.companion_mode != "exact" or scan.top_k < (top_k if whole else 1):
         from capgeo.geometry.pairwise import scan_pairs
 
-        scan = scan_pairs(vectors, np.asarray(captions.group_codes), top_k=10, device=device, progress=progress)
+        # only what the map shows: no histograms
+        scan = scan_pairs(vectors, np.asarray(captions.group_codes), top_k=top_k, histograms=False, device=device,
+                          progress=progress)
     hardest = np.asarray(scan.companion_cosine[:, 0], dtype=np.float64)
     components = near_duplicate_components(captions, vectors, near_duplicate_threshold, scan=scan, device=device)
+    neighbours = knn_from_scan(scan, captions.group_codes, vectors, neighbour_count(n)) if whole else None
     leaked = (leak or {}).get("train_ids_to_drop") or ()
     return map_section(captions, vectors, hardest=hardest, components=components, leaked_ids=leaked, seed=seed,
-                       max_points=max_points, near_duplicate_threshold=near_duplicate_threshold, progress=progress)
+                       max_points=max_points, near_duplicate_threshold=near_duplicate_threshold,
+                       neighbours=neighbours, device=device, progress=progress)
 
 
 #: the search box: finds captions whose id, image or text holds what is typed, and marks them on the map
@@ -299,9 +421,17 @@ def map_body(section, title: str = "Caption map") -> str:
               'placeholder="words, an id or an image" size="40"></label> <span id="map-search-count"></span>'
               '<ol id="map-search-results" class="stats"></ol></div>'
             + f'<p class="takeaway">{escape(legend)}. {escape(sample_note(section))} Projection: '
-              f'{escape(section.get("method"))} after PCA to {section.get("pca_dimensions")} dimensions, seed '
+              f'{escape(section.get("method"))} {_projection_words(section)}, seed '
               f'{section.get("seed")}; hover text and search hold the first {section.get("text_chars")} characters '
               "of each caption.</p>")
+
+
+def _projection_words(section) -> str:
+    """How the section's layout was found; a profile saved before the neighbour graph has none."""
+    if section.get("neighbours"):
+        return (f"on each caption's {section['neighbours']} most similar captions (exact cosines), started from the "
+                f"first {section.get('pca_dimensions')} principal components")
+    return f"after PCA to {section.get('pca_dimensions')} dimensions"
 
 
 def map_page(section, *, title: str, subtitle: str, provenance: Sequence[tuple[str, str]] = ()) -> str:
@@ -351,7 +481,7 @@ def write_map(captions, output, *, encoder=None, embeddings=None, device: str | 
     rows = [("Made with", f"capgeo {escape(__version__)}"),
             ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>'),
             ("Data file", escape(str(captions.source))), ("Encoder", escape(encoder_name)),
-            ("Projection", f"{escape(section['method'])}, {section['seconds']:.1f} s")]
+            ("Projection", escape(section["method"]))]
     if leak_result is not None:
         rows.append(("Evaluation sets (--leak)", escape(", ".join(entry["source"] for entry in leak_result["evals"]))))
     page = map_page(section, title=f"capgeo map: {Path(str(captions.source)).name}",
