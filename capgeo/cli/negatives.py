@@ -78,16 +78,17 @@ def print_negatives(summary: dict) -> None:
 
     console = terminal.console(highlight=False)
     levels = list(summary["cosines"][0]["quantiles"])
+    spec = None if summary["encoder"] is None else summary["encoder"]["spec"]
     table = Table(title=f"Anchor-negative cosine, {summary['min_cosine']:g} <= cosine < {summary['max_cosine']:g} "
-                        f"(encoder {shown((summary['encoder'] or {}).get('spec'))})", title_justify="left")
+                        f"(encoder {shown(spec)})", title_justify="left")
     for column in ("negative rank", "count", "mean", *levels):
         table.add_column(column, justify="right")
     for entry in summary["cosines"]:
         cells = [entry["mean"], *entry["quantiles"].values()]
         table.add_row(entry["rank"], f"{entry['count']:,}", *("n/a" if v is None else f"{v:.3f}" for v in cells))
     console.print(table)
-    rules = [f"at most {summary['per_image']} per image" if summary.get("per_image") else "any number per image"]
-    if summary.get("margin") is not None:
+    rules = [f"at most {summary['per_image']} per image" if summary["per_image"] else "any number per image"]
+    if summary["margin"] is not None:
         rules.append(f"margin {summary['margin']:g} below the lowest positive")
     console.print(f"{summary['n_negatives']:,} negatives for {summary['n_anchors']:,} captions ({', '.join(rules)}; "
                   f"no text of the anchor's own image, no text twice); {summary['n_anchors_short']:,} captions have "
