@@ -19,7 +19,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from capgeo.defaults import LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
+from capgeo.defaults import DUPES_TOP, LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
 
 __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "near_duplicates", "leak", "suggest_gamma"]
 
@@ -265,7 +265,7 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
                            logit_scale=logit_scale, progress=progress)
 
 
-def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = 50,
+def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = DUPES_TOP,
                     skip_exact: bool = False, device: str | None = None, cache_dir: str | None = None,
                     **load_options) -> NearDuplicates:
     """The ``top`` most similar caption pairs of different images at or above ``threshold``

@@ -27,7 +27,7 @@ from capgeo.cli.options import (
 )
 from capgeo.cli.pass_options import block_size_option
 from capgeo.cli.terminal import shown
-from capgeo.defaults import KEEP_POLICIES
+from capgeo.defaults import DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTILES, DUPES_TOP, KEEP_POLICIES, TOP_K
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.display import visible
 from capgeo.errors import CapgeoError
@@ -51,7 +51,7 @@ def _common_options(command):
     for option in reversed((
         dataset_options,
         encoder_options,
-        click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
+        click.option("--top-k", type=click.IntRange(min=1), default=TOP_K, show_default=True,
                      help="Companions kept per caption in the scan; crowded captions are re-searched exactly."),
         block_size_option,
         click.option("--output-format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
@@ -71,7 +71,7 @@ def _common_options(command):
                epilog=epilog("dupes"))
 @click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
               help="Only pairs with cosine >= T.")
-@click.option("--top", "top", type=click.IntRange(min=0), default=50, show_default=True, metavar="N",
+@click.option("--top", "top", type=click.IntRange(min=0), default=DUPES_TOP, show_default=True, metavar="N",
               help="List at most N pairs, most similar first; 0 = every pair (>= --threshold).")
 @click.option("--skip-exact", is_flag=True,
               help="Leave exact duplicates (same text after case and spacing) out of the pair list, so the "
@@ -101,10 +101,11 @@ def dupes(threshold, top, skip_exact, top_k, block_size, output_format, output, 
 @click.command("dupes-examples", short_help="Captions at quantiles of hardest-companion cosine, with their nearest.",
                epilog=epilog("dupes-examples"))
 @click.option("--quantile", "quantiles", type=FiniteFloatRange(0.0, 1.0), multiple=True, metavar="Q",
-              help="Quantile of hardest-companion cosine (repeatable; default 0.9, as in HN-CLIP's figures).")
-@click.option("--per-quantile", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Quantile of hardest-companion cosine (repeatable; default "
+                   f"{', '.join(f'{q:g}' for q in DUPES_QUANTILES)}, as in HN-CLIP's figures).")
+@click.option("--per-quantile", type=click.IntRange(min=1), default=DUPES_PER_QUANTILE, show_default=True,
               help="Query captions per quantile.")
-@click.option("--neighbours", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--neighbours", type=click.IntRange(min=1), default=DUPES_NEIGHBOURS, show_default=True,
               help="Nearest other-group captions shown per query.")
 @_common_options
 def dupes_examples(quantiles, per_quantile, neighbours, top_k, block_size, output_format, output, json_out,

@@ -19,7 +19,7 @@ from capgeo.cli.options import (
     warn_skipped,
     writable_output,
 )
-from capgeo.defaults import LEAK_NORMALIZE, LEAK_NORMALIZE_RULES
+from capgeo.defaults import FIXED_BLOCK_SIZE, LEAK_NORMALIZE, LEAK_NORMALIZE_RULES
 from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
 from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 from capgeo.progress import counts_passes
@@ -41,7 +41,7 @@ from capgeo.progress import counts_passes
 @click.option("--normalize", type=click.Choice(LEAK_NORMALIZE_RULES), default=LEAK_NORMALIZE, show_default=True,
               help="What two texts may differ by and still be exact twins: none (as written), whitespace (and "
                    "Unicode forms), case (and letter case: every command's rule), period (and a final period).")
-@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
+@click.option("--block-size", type=click.IntRange(min=1), default=FIXED_BLOCK_SIZE, show_default=True,
               help="Rows per block of the train x eval pass; memory grows with it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, help="Write the training ids to drop (one per line) to FILE, atomically.")

@@ -18,7 +18,7 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     row_file_output,
 )
-from capgeo.defaults import NEGATIVE_SUFFIXES
+from capgeo.defaults import FIXED_BLOCK_SIZE, NEGATIVE_SUFFIXES
 from capgeo.defaults import NEGATIVES_K as DEFAULT_K
 from capgeo.defaults import NEGATIVES_MAX_COSINE as DEFAULT_MAX_COSINE
 from capgeo.defaults import NEGATIVES_MIN_COSINE as DEFAULT_MIN_COSINE
@@ -44,7 +44,7 @@ from capgeo.progress import counts_passes
 @click.option("--margin", type=FiniteFloatRange(-2.0, 2.0), default=None, metavar="M",
               help="Keep negatives with cosine <= the anchor's lowest positive cosine (another caption of its "
                    "image) minus M, as sentence-transformers' absolute_margin (default: no margin).")
-@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
+@click.option("--block-size", type=click.IntRange(min=1), default=FIXED_BLOCK_SIZE, show_default=True,
               help="Rows per block of the pairwise pass; memory grows with it.")
 @json_option
 @counts_passes
