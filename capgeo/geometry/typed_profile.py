@@ -1012,6 +1012,7 @@ class CaptionMap(_Section):
 
     method: str | None = None
     pca_dimensions: int | None = None
+    neighbours: int | None = None
     seed: int | None = None
     n_captions: int | None = None
     n_points: int | None = None
@@ -1028,13 +1029,14 @@ class CaptionMap(_Section):
     near_duplicate_set: tuple[int | None, ...] | None = None
     leaked: tuple[bool, ...] | None = None
 
-    KEYS = ("method", "pca_dimensions", "seed", "n_captions", "n_points", "sampled", "seconds",
+    KEYS = ("method", "pca_dimensions", "neighbours", "seed", "n_captions", "n_points", "sampled", "seconds",
             "near_duplicate_threshold", "text_chars", "x", "y", "caption_ids", "groups", "texts", "hardest_companion",
             "near_duplicate_set", "leaked")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CaptionMap":
-        return cls(method=data.get("method"), pca_dimensions=data.get("pca_dimensions"), seed=data.get("seed"),
+        return cls(method=data.get("method"), pca_dimensions=data.get("pca_dimensions"),
+                   neighbours=data.get("neighbours"), seed=data.get("seed"),
                    n_captions=data.get("n_captions"), n_points=data.get("n_points"), sampled=data.get("sampled"),
                    seconds=data.get("seconds"), near_duplicate_threshold=data.get("near_duplicate_threshold"),
                    text_chars=data.get("text_chars"), x=_tuple(data.get("x")), y=_tuple(data.get("y")),
@@ -1045,7 +1047,8 @@ class CaptionMap(_Section):
 
     def to_dict(self) -> dict:
         return _written(self, {
-            "method": self.method, "pca_dimensions": self.pca_dimensions, "seed": self.seed,
+            "method": self.method, "pca_dimensions": self.pca_dimensions, "neighbours": self.neighbours,
+            "seed": self.seed,
             "n_captions": self.n_captions, "n_points": self.n_points, "sampled": self.sampled,
             "seconds": self.seconds, "near_duplicate_threshold": self.near_duplicate_threshold,
             "text_chars": self.text_chars, "x": _list(self.x), "y": _list(self.y),
