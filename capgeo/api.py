@@ -19,7 +19,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from capgeo.defaults import LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
+from capgeo.defaults import DUPES_TOP, LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
 
 __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "near_duplicates", "leak", "suggest_gamma"]
 
@@ -75,6 +75,11 @@ class EvalLeak:
     leaked_ids: tuple[str, ...]
     train_ids_to_drop: tuple[str, ...]
     pairs: tuple[dict, ...]            # the closest (eval, train) pairs, closest first
+    n_train_twins: int | None = None   # training captions twinned with one of its captions
+    n_groups: int | None = None        # its images, and of them those with a caption twinned or with every one
+    n_groups_leaked: int | None = None
+    n_groups_all_leaked: int | None = None
+    n_train_groups_twinned: int | None = None  # training images holding a twin
 
 
 @dataclass(frozen=True)
@@ -88,14 +93,19 @@ class Leak:
     train_ids_to_drop: tuple[str, ...]  # every set's, in training-set order
     encoder: dict | None
     _json: dict = field(repr=False, compare=False)
+    n_train_captions: int | None = None
 
     @classmethod
     def from_dict(cls, result: dict) -> "Leak":
+        # the image counts are in every result leak_section makes; None in one without them
+        images = ("n_train_twins", "n_groups", "n_groups_leaked", "n_groups_all_leaked", "n_train_groups_twinned")
         evals = tuple(EvalLeak(entry["source"], entry["n_captions"], entry["n_leaked"], entry["share_leaked"],
                                entry["n_exact"], tuple(entry["leaked_ids"]), tuple(entry["train_ids_to_drop"]),
-                               tuple(entry["pairs"])) for entry in result["evals"])
+                               tuple(entry["pairs"]), **{name: entry[name] for name in images if name in entry})
+                      for entry in result["evals"])
         return cls(result["train"]["source"], result["threshold"], result["normalize"], evals,
-                   tuple(result["train_ids_to_drop"]), result["encoder"], copy.deepcopy(result))
+                   tuple(result["train_ids_to_drop"]), result["encoder"], copy.deepcopy(result),
+                   n_train_captions=result["train"]["n_captions"])
 
     @property
     def n_leaked(self) -> int:
@@ -255,7 +265,7 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
                            logit_scale=logit_scale, progress=progress)
 
 
-def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = 50,
+def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = DUPES_TOP,
                     skip_exact: bool = False, device: str | None = None, cache_dir: str | None = None,
                     **load_options) -> NearDuplicates:
     """The ``top`` most similar caption pairs of different images at or above ``threshold``

@@ -13,6 +13,24 @@ BUCKET_EDGES = (0.7, 0.8, 0.9)
 RELATIVE_LEVELS = (0.5, 0.9, 0.99)
 #: companions (most similar captions of other groups) kept per caption by the pairwise pass
 TOP_K = 10
+#: dupes: pairs listed (0 or None: every pair at or above the floor)
+DUPES_TOP = 50
+#: dupes-examples: quantiles of the hardest-companion distribution its queries sit at (HN-CLIP's figures),
+#: query captions per quantile, and nearest captions of other images shown per query
+DUPES_QUANTILES = (0.9,)
+DUPES_PER_QUANTILE = 3
+DUPES_NEIGHBOURS = 3
+#: rows per tile of the all-pairs pass (--block-size of profile, dupes, truncation): None sizes the
+#: tile from the device and N (capgeo.geometry.tile_size: CPU_BLOCK_SIZE on a CPU, the largest tile
+#: that fits on a GPU)
+PAIR_BLOCK_SIZE = None
+#: the all-pairs pass's tile on a CPU: past a few thousand rows, tiles leave the caches without
+#: speeding the product
+CPU_BLOCK_SIZE = 2048
+#: rows per block of the passes that keep one tile size on every device: leak's train x eval pass
+#: (capgeo.geometry.cross sizes nothing from the device), negatives' mining and dedup's re-search
+#: when no size is given. Their results do not depend on it; memory grows with its square
+FIXED_BLOCK_SIZE = CPU_BLOCK_SIZE
 #: bins of the pairwise pass's cosine histograms over [-1, 1]
 BINS = 4000
 #: how the pairwise pass is run, and what chooses between its modes

@@ -109,6 +109,10 @@ def test_leak_against_brute_force_and_its_to_dict_is_the_leak_json(tmp_path):
     twins = {int(j) for i in leaked for j in np.flatnonzero(cosine[i] >= threshold)} | {20}
     assert found.train_ids_to_drop == tuple(f"t{j}" for j in sorted(twins))
     assert found.to_polars().height == len(entry.pairs) == len(leaked)
+    # the counts the terminal prints, read by attribute: one caption per eval image, three per training image
+    assert found.n_train_captions == 30 and entry.n_train_twins == len(twins)
+    assert (entry.n_groups, entry.n_groups_leaked, entry.n_groups_all_leaked) == (12, len(leaked), len(leaked))
+    assert entry.n_train_groups_twinned == len({j // 3 for j in twins})
 
     ids = [f"t{i}" for i in range(30)] + [f"e{i}" for i in range(12)]
     np.savez(tmp_path / "both.npz", vectors=np.vstack([train_vectors, eval_vectors]), ids=np.array(ids))

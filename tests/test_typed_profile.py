@@ -324,3 +324,37 @@ def test_per_caption_rows_as_a_frame_or_a_clear_error():
                                                   progress=False, companion_lists=False).to_dict()))
     with pytest.raises(CapgeoError, match="no per-caption companion lists"):
         Profile.from_dict(without).per_caption(captions, embeddings)
+
+
+def test_dupes_declares_the_skipped_copies_and_the_dedup_and_the_text_reads_them():
+    """`dupes --skip-exact` and `dupes-sets --keep` sections read into declared fields (nothing left in
+    ``extra``), round trip, and print the same text from the dict and from the typed section."""
+    import numpy as np
+    from rich.console import Console
+
+    from capgeo.cli.dupes import render
+    from capgeo.findings.duplicates import pairs_section, sets_section
+    from capgeo.geometry.typed_profile import Dupes
+
+    from _action_fixtures import caption_set, unit
+
+    rng = np.random.default_rng(5)
+    centres = rng.normal(size=(8, 12))
+    vectors = unit(np.repeat(centres, 2, axis=0) + 0.05 * rng.normal(size=(16, 12)))
+    texts = [f"a photo of thing {i // 2}" for i in range(16)]  # each pair of images: one text twice
+    captions = caption_set([f"g{i}" for i in range(16)], texts=texts)
+    pairs = pairs_section(captions, vectors, top=5, skip_exact=True)
+    sets = sets_section(captions, vectors, threshold=0.9, keep="longest")
+    assert pairs["n_exact_skipped"] == 8 and sets["dedup"]["n_captions_dropped"] == 8  # brute force: 8 twin pairs
+    for section in (pairs, sets):
+        typed = Dupes.from_dict(section)
+        assert not typed.extra and typed.to_dict() == section
+        texts_printed = []
+        for source in (section, typed):
+            console = Console(record=True, width=100, color_system=None)
+            with console.capture():
+                render(source, console)
+            texts_printed.append(console.export_text())
+        assert texts_printed[0] == texts_printed[1]
+    assert Dupes.from_dict(pairs).n_exact_skipped == 8
+    assert Dupes.from_dict(sets).dedup["keep"] == "longest"

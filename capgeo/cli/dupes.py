@@ -27,7 +27,7 @@ from capgeo.cli.options import (
 )
 from capgeo.cli.pass_options import block_size_option
 from capgeo.cli.terminal import shown
-from capgeo.defaults import KEEP_POLICIES
+from capgeo.defaults import DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTILES, DUPES_TOP, KEEP_POLICIES, TOP_K
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.display import visible
 from capgeo.errors import CapgeoError
@@ -51,7 +51,7 @@ def _common_options(command):
     for option in reversed((
         dataset_options,
         encoder_options,
-        click.option("--top-k", type=click.IntRange(min=1), default=10, show_default=True,
+        click.option("--top-k", type=click.IntRange(min=1), default=TOP_K, show_default=True,
                      help="Companions kept per caption in the scan; crowded captions are re-searched exactly."),
         block_size_option,
         click.option("--output-format", "output_format", type=click.Choice(OUTPUT_FORMATS), default=None,
@@ -71,7 +71,7 @@ def _common_options(command):
                epilog=epilog("dupes"))
 @click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
               help="Only pairs with cosine >= T.")
-@click.option("--top", "top", type=click.IntRange(min=0), default=50, show_default=True, metavar="N",
+@click.option("--top", "top", type=click.IntRange(min=0), default=DUPES_TOP, show_default=True, metavar="N",
               help="List at most N pairs, most similar first; 0 = every pair (>= --threshold).")
 @click.option("--skip-exact", is_flag=True,
               help="Leave exact duplicates (same text after case and spacing) out of the pair list, so the "
@@ -101,10 +101,11 @@ def dupes(threshold, top, skip_exact, top_k, block_size, output_format, output, 
 @click.command("dupes-examples", short_help="Captions at quantiles of hardest-companion cosine, with their nearest.",
                epilog=epilog("dupes-examples"))
 @click.option("--quantile", "quantiles", type=FiniteFloatRange(0.0, 1.0), multiple=True, metavar="Q",
-              help="Quantile of hardest-companion cosine (repeatable; default 0.9, as in HN-CLIP's figures).")
-@click.option("--per-quantile", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Quantile of hardest-companion cosine (repeatable; default "
+                   f"{', '.join(f'{q:g}' for q in DUPES_QUANTILES)}, as in HN-CLIP's figures).")
+@click.option("--per-quantile", type=click.IntRange(min=1), default=DUPES_PER_QUANTILE, show_default=True,
               help="Query captions per quantile.")
-@click.option("--neighbours", type=click.IntRange(min=1), default=3, show_default=True,
+@click.option("--neighbours", type=click.IntRange(min=1), default=DUPES_NEIGHBOURS, show_default=True,
               help="Nearest other-group captions shown per query.")
 @_common_options
 def dupes_examples(quantiles, per_quantile, neighbours, top_k, block_size, output_format, output, json_out,
@@ -222,7 +223,7 @@ def _write_text(section: dict, output: str | None) -> None:
 # --------------------------------------------------------------------------- rendering
 
 
-def highlighted(text: str, spans: list[dict], plain: bool = False):
+def highlighted(text: str, spans, plain: bool = False):
     """The caption as rich Text with each span styled by its kind, or, in ``plain`` text,
     wrapped in its kind's marks."""
     from rich.text import Text
@@ -258,33 +259,37 @@ def legend(console):
     return Text.assemble("  ", ("shared word", SHARED_STYLE), "   ", ("only in this caption", DIFFERING_STYLE))
 
 
-def render(section: dict, console) -> None:
+def render(section, console) -> None:
+    """Print a dupes section (its ``capgeo.dupes/1`` dict or the typed Dupes) as text."""
     from rich.text import Text
 
-    header = f"{section['n_captions']:,} captions, {section['n_groups']:,} groups"
-    if section.get("encoder"):
-        header += f", encoder {visible(section['encoder']['spec'])}"
+    from capgeo.geometry.typed_profile import Dupes, as_section
+
+    dupes = as_section(section, Dupes)
+    header = f"{dupes.n_captions:,} captions, {dupes.n_groups:,} groups"
+    if dupes.encoder is not None:
+        header += f", encoder {visible(dupes.encoder.spec)}"
     console.print(Text(header, style="dim"))
-    if section.get("components") is not None:
-        _render_components(section, console)
-    elif section.get("examples") is not None:
+    if dupes.components is not None:
+        _render_components(dupes, console)
+    elif dupes.examples is not None:
         console.print(legend(console))
-        _render_examples(section, console)
+        _render_examples(dupes, console)
     else:
         console.print(legend(console))
-        _render_pairs(section, console)
+        _render_pairs(dupes, console)
 
 
-def _score_line(prefix: str, row: dict):
+def _score_line(prefix: str, row):
     from rich.text import Text
 
-    line = Text.assemble((prefix, "bold"), f"  cosine {row['cosine']:.4f}", f"  jaccard {row['jaccard']:.2f}")
-    if row["exact_duplicate"]:
+    line = Text.assemble((prefix, "bold"), f"  cosine {row.cosine:.4f}", f"  jaccard {row.jaccard:.2f}")
+    if row.exact_duplicate:
         line.append("  EXACT DUPLICATE", style="bold red")
     return line
 
 
-def _caption_block(label: str, caption_id: str, group: str, text: str, spans: list[dict], plain: bool):
+def _caption_block(label: str, caption_id: str, group: str, text: str, spans, plain: bool):
     from rich.padding import Padding
     from rich.text import Text
 
@@ -294,78 +299,78 @@ def _caption_block(label: str, caption_id: str, group: str, text: str, spans: li
     return Padding(Text("\n").join([heading, highlighted(text, spans, plain)]), (0, 0, 0, 4))
 
 
-def pairs_title(section: dict) -> str:
+def pairs_title(dupes) -> str:
     """What the list is: near-duplicates only when every pair listed reaches the near-duplicate threshold."""
-    pairs = section["pairs"] or []
-    near = section["near_duplicates"]["threshold"]
-    threshold, limit = section["threshold"], section["limit"]
+    pairs = dupes.pairs or ()
+    near = dupes.near_duplicates["threshold"]
+    threshold, limit = dupes.threshold, dupes.limit
     listed_near = threshold is not None and threshold >= near
     kind = "near-duplicate pairs" if listed_near else "most similar pairs"
     if threshold is not None:
         bound = f"cosine >= {threshold:g}"
     elif pairs:
-        bound = f"cosine {pairs[-1]['cosine']:.4f} to {pairs[0]['cosine']:.4f}"
+        bound = f"cosine {pairs[-1].cosine:.4f} to {pairs[0].cosine:.4f}"
     else:
         bound = "none"
     top = f", top {limit}" if limit else ""
-    exact = ", exact copies left out" if section.get("skip_exact") else ""
+    exact = ", exact copies left out" if dupes.skip_exact else ""
     return f"{len(pairs):,} {kind} of different images ({bound}{top}{exact})"
 
 
-def totals_line(section: dict) -> str:
+def totals_line(dupes) -> str:
     """The exact count of near-duplicates behind the list, however many it shows."""
     from capgeo.findings.duplicates import near_duplicate_total_text
 
-    line = near_duplicate_total_text(section["near_duplicates"])
-    if section.get("skip_exact"):
-        line += f" {section.get('n_exact_skipped', 0):,} exact copies ranked above the last pair shown were skipped."
-    elif any(row["exact_duplicate"] for row in section["pairs"] or []):
+    line = near_duplicate_total_text(dupes.near_duplicates)
+    if dupes.skip_exact:
+        line += f" {dupes.n_exact_skipped or 0:,} exact copies ranked above the last pair shown were skipped."
+    elif any(row.exact_duplicate for row in dupes.pairs or ()):
         line += " --skip-exact leaves exact copies out of the list."
     return line
 
 
-def _render_pairs(section: dict, console) -> None:
+def _render_pairs(dupes, console) -> None:
     from rich.markup import escape
 
     plain = is_plain(console)
-    console.print(f"[bold]{escape(pairs_title(section))}[/]")
-    console.print(escape(totals_line(section)))
-    for row in section["pairs"] or []:
+    console.print(f"[bold]{escape(pairs_title(dupes))}[/]")
+    console.print(escape(totals_line(dupes)))
+    for row in dupes.pairs or ():
         console.print()
-        console.print(_score_line(f"#{row['rank']}", row))
-        console.print(_caption_block("A", row["id_a"], row["group_a"], row["text_a"], row["spans_a"], plain))
-        console.print(_caption_block("B", row["id_b"], row["group_b"], row["text_b"], row["spans_b"], plain))
+        console.print(_score_line(f"#{row.rank}", row))
+        console.print(_caption_block("A", row.id_a, row.group_a, row.text_a, row.spans_a, plain))
+        console.print(_caption_block("B", row.id_b, row.group_b, row.text_b, row.spans_b, plain))
 
 
-def _render_examples(section: dict, console) -> None:
+def _render_examples(dupes, console) -> None:
     from rich.padding import Padding
     from rich.text import Text
 
-    for example in section["examples"]:
-        query = example["query"]
+    for example in dupes.examples:
+        query = example.query
         console.print()
         console.print(Text.assemble(
-            (f"quantile {example['quantile']:g}", "bold"),
-            f" of hardest-companion cosine = {example['target_cosine']:.4f};",
-            f" this query's hardest companion {example['hardest_cosine']:.4f}"))
+            (f"quantile {example.quantile:g}", "bold"),
+            f" of hardest-companion cosine = {example.target_cosine:.4f};",
+            f" this query's hardest companion {example.hardest_cosine:.4f}"))
         plain = is_plain(console)
-        console.print(_caption_block("query", query["id"], query["group"], query["text"], [], plain))
-        for neighbour in example["neighbours"]:
-            console.print(Padding(_score_line(f"neighbour {neighbour['neighbour_rank']}", neighbour), (0, 0, 0, 2)))
-            console.print(_caption_block("", neighbour["id_b"], neighbour["group_b"], neighbour["text_b"],
-                                         neighbour["spans_b"], plain))
-            if neighbour["only_a_words"]:
+        console.print(_caption_block("query", query.id, query.group, query.text, [], plain))
+        for neighbour in example.neighbours:
+            console.print(Padding(_score_line(f"neighbour {neighbour.neighbour_rank}", neighbour), (0, 0, 0, 2)))
+            console.print(_caption_block("", neighbour.id_b, neighbour.group_b, neighbour.text_b,
+                                         neighbour.spans_b, plain))
+            if neighbour.only_a_words:
                 console.print(Padding(Text.assemble(("only in query: ", "dim"),
-                                                    (visible(", ".join(neighbour["only_a_words"])), DIFFERING_STYLE)),
+                                                    (visible(", ".join(neighbour.only_a_words)), DIFFERING_STYLE)),
                                       (0, 0, 0, 4)))
 
 
-def _render_components(section: dict, console) -> None:
+def _render_components(dupes, console) -> None:
     from rich.table import Table
 
-    components = section["components"]
+    components = dupes.components
     console.print(f"[bold]{len(components):,} near-duplicate sets[/] (connected components of pairs with "
-                  f"cosine >= {section['components_threshold']})")
+                  f"cosine >= {dupes.components_threshold})")
     if not components:
         return
     table = Table(expand=True)
@@ -384,11 +389,11 @@ def _render_components(section: dict, console) -> None:
         console.print(f"[dim]... {len(components) - 50:,} more sets (all of them in --output-format jsonl)[/]")
     console.print("[dim]min pair: the smallest cosine between any two members; weakest: the smallest "
                   "cosine among the pairs that hold the set together (its maximum spanning tree)[/]")
-    if section.get("dedup"):
-        _render_dedup(section["dedup"], section["n_captions"], section["n_groups"], console)
+    if dupes.dedup:
+        _render_dedup(dupes.dedup, dupes.n_captions, dupes.n_groups, console)
 
 
-def _render_dedup(dedup: dict, n_captions: int, n_groups: int, console) -> None:
+def _render_dedup(dedup, n_captions: int, n_groups: int, console) -> None:
     def mean(value):
         return "n/a" if value is None else f"{value:.4f}"
 

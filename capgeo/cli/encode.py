@@ -22,6 +22,9 @@ from capgeo.cli.options import (
 )
 
 OUTPUT_SUFFIXES = (".npy", ".npz", ".parquet")
+#: what each origin of the vectors (capgeo.encoders.base.Embeddings.origin) is called in the summary
+ORIGIN_WORDS = {"cache": "cache hit (nothing encoded)", "resumed": "resumed from a partial cache entry",
+                "encoded": "encoded", "precomputed": "read from the vector file"}
 
 
 @click.command(short_help="The kinds of --encoder spec, and what the hub ones download on first use.")
@@ -143,10 +146,7 @@ def _print_summary(summary: dict) -> None:
                                    f"longer than {summary['max_tokens']} tokens")
     else:
         table.add_row("tokens", "unknown (precomputed vectors)")
-    origin = {"cache": "cache hit (nothing encoded)", "resumed": "resumed from a partial cache entry",
-              "encoded": "encoded", "precomputed": "read from the vector file"}.get(summary["origin"],
-                                                                                    summary["origin"])
-    table.add_row("vectors", f"{origin}, {summary['seconds']:.2f} s")
+    table.add_row("vectors", f"{ORIGIN_WORDS[summary['origin']]}, {summary['seconds']:.2f} s")
     for note in summary["notes"]:
         table.add_row("note", shown(note))
     if "output" in summary:

@@ -48,7 +48,7 @@ def _print_summary(summary: dict) -> None:
     table.add_column(style="bold cyan", no_wrap=True)
     table.add_column(overflow="fold")
     table.add_row("format", shown(summary["format"]))
-    if summary.get("layout"):
+    if summary["layout"]:
         table.add_row("layout", shown(summary["layout"]))
     table.add_row("captions", f"{summary['n_captions']:,}")
     table.add_row("groups (images)", f"{summary['n_groups']:,}")

@@ -19,7 +19,7 @@ from capgeo.cli.options import (
     warn_skipped,
     writable_output,
 )
-from capgeo.defaults import LEAK_NORMALIZE, LEAK_NORMALIZE_RULES
+from capgeo.defaults import FIXED_BLOCK_SIZE, LEAK_NORMALIZE, LEAK_NORMALIZE_RULES
 from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
 from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 from capgeo.progress import counts_passes
@@ -41,7 +41,7 @@ from capgeo.progress import counts_passes
 @click.option("--normalize", type=click.Choice(LEAK_NORMALIZE_RULES), default=LEAK_NORMALIZE, show_default=True,
               help="What two texts may differ by and still be exact twins: none (as written), whitespace (and "
                    "Unicode forms), case (and letter case: every command's rule), period (and a final period).")
-@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
+@click.option("--block-size", type=click.IntRange(min=1), default=FIXED_BLOCK_SIZE, show_default=True,
               help="Rows per block of the train x eval pass; memory grows with it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, help="Write the training ids to drop (one per line) to FILE, atomically.")
@@ -70,34 +70,36 @@ def leak(train, evals, threshold, top, normalize, block_size, output, json_out, 
     emit(result, json_out, lambda shown: print_leak(shown, written_to=output))
 
 
-def print_leak(result: dict, written_to: str | None = None) -> None:
+def print_leak(result, written_to: str | None = None) -> None:
+    """Print a leak result (its ``capgeo.leak/1`` dict or the typed :class:`capgeo.api.Leak`)."""
     from rich.text import Text
 
+    from capgeo.api import Leak
     from capgeo.cli.dupes import highlighted, is_plain, legend
     from capgeo.cli.terminal import shown
     from capgeo.display import visible
 
+    leak = result if isinstance(result, Leak) else Leak.from_dict(result)
     console = terminal.console(highlight=False)
     plain = is_plain(console)  # piped, the shared and differing words are marked as `dupes` marks them
-    train = result["train"]
-    console.print(f"[dim]train {shown(train['source'])}: {train['n_captions']:,} captions; encoder "
-                  f"{shown((result['encoder'] or {}).get('spec'))}; twin = exact duplicate or cosine >= "
-                  f"{result['threshold']:g}"
-                  + (f" (exact: --normalize {result['normalize']})" if result.get("normalize") else "") + "[/dim]")
-    if any(entry["pairs"] for entry in result["evals"]):
+    spec = None if leak.encoder is None else leak.encoder["spec"]
+    console.print(f"[dim]train {shown(leak.train_source)}: {leak.n_train_captions:,} captions; encoder "
+                  f"{shown(spec)}; twin = exact duplicate or cosine >= {leak.threshold:g}"
+                  + (f" (exact: --normalize {leak.normalize})" if leak.normalize else "") + "[/dim]")
+    if any(entry.pairs for entry in leak.evals):
         console.print(legend(console))  # what the marks (or colours) on the words mean, as dupes says
-    for entry in result["evals"]:
+    for entry in leak.evals:
         console.print()
-        console.print(f"[bold]{shown(entry['source'], before_tag=True)}[/bold]: {entry['n_leaked']:,} of "
-                      f"{entry['n_captions']:,} eval captions ({entry['share_leaked']:.1%}) have a training twin "
-                      f"({entry['n_exact']:,} exact)"
-                      + (f"; dropping {entry['n_train_twins']:,} training captions removes it" if entry["n_leaked"]
+        console.print(f"[bold]{shown(entry.source, before_tag=True)}[/bold]: {entry.n_leaked:,} of "
+                      f"{entry.n_captions:,} eval captions ({entry.share_leaked:.1%}) have a training twin "
+                      f"({entry.n_exact:,} exact)"
+                      + (f"; dropping {entry.n_train_twins:,} training captions removes it" if entry.n_leaked
                          else ""))
-        if "n_groups_leaked" in entry:
-            console.print(f"  images: {entry['n_groups_leaked']:,} of {entry['n_groups']:,} eval images have a caption "
-                          f"twinned in training, {entry['n_groups_all_leaked']:,} every caption; the twins sit in "
-                          f"{entry['n_train_groups_twinned']:,} training images")
-        for rank, pair in enumerate(entry["pairs"], start=1):
+        if entry.n_groups_leaked is not None:
+            console.print(f"  images: {entry.n_groups_leaked:,} of {entry.n_groups:,} eval images have a caption "
+                          f"twinned in training, {entry.n_groups_all_leaked:,} every caption; the twins sit in "
+                          f"{entry.n_train_groups_twinned:,} training images")
+        for rank, pair in enumerate(entry.pairs, start=1):
             flag = "  [bold red]EXACT DUPLICATE[/]" if pair["exact_duplicate"] else ""
             console.print(f"  [bold]#{rank}[/bold]  cosine {pair['cosine']:.4f}  jaccard {pair['jaccard']:.2f}{flag}")
             for side in ("eval", "train"):
@@ -106,4 +108,4 @@ def print_leak(result: dict, written_to: str | None = None) -> None:
     console.print()
     where = (f"their ids are in {shown(str(written_to))}" if written_to is not None
              else "-o FILE writes their ids")
-    console.print(f"[bold]{len(result['train_ids_to_drop']):,} training captions to drop[/bold] ({where})")
+    console.print(f"[bold]{len(leak.train_ids_to_drop):,} training captions to drop[/bold] ({where})")

@@ -18,7 +18,7 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     row_file_output,
 )
-from capgeo.defaults import NEGATIVE_SUFFIXES
+from capgeo.defaults import FIXED_BLOCK_SIZE, NEGATIVE_SUFFIXES
 from capgeo.defaults import NEGATIVES_K as DEFAULT_K
 from capgeo.defaults import NEGATIVES_MAX_COSINE as DEFAULT_MAX_COSINE
 from capgeo.defaults import NEGATIVES_MIN_COSINE as DEFAULT_MIN_COSINE
@@ -44,7 +44,7 @@ from capgeo.progress import counts_passes
 @click.option("--margin", type=FiniteFloatRange(-2.0, 2.0), default=None, metavar="M",
               help="Keep negatives with cosine <= the anchor's lowest positive cosine (another caption of its "
                    "image) minus M, as sentence-transformers' absolute_margin (default: no margin).")
-@click.option("--block-size", type=click.IntRange(min=1), default=2048, show_default=True,
+@click.option("--block-size", type=click.IntRange(min=1), default=FIXED_BLOCK_SIZE, show_default=True,
               help="Rows per block of the pairwise pass; memory grows with it.")
 @json_option
 @counts_passes
@@ -78,16 +78,17 @@ def print_negatives(summary: dict) -> None:
 
     console = terminal.console(highlight=False)
     levels = list(summary["cosines"][0]["quantiles"])
+    spec = None if summary["encoder"] is None else summary["encoder"]["spec"]
     table = Table(title=f"Anchor-negative cosine, {summary['min_cosine']:g} <= cosine < {summary['max_cosine']:g} "
-                        f"(encoder {shown((summary['encoder'] or {}).get('spec'))})", title_justify="left")
+                        f"(encoder {shown(spec)})", title_justify="left")
     for column in ("negative rank", "count", "mean", *levels):
         table.add_column(column, justify="right")
     for entry in summary["cosines"]:
         cells = [entry["mean"], *entry["quantiles"].values()]
         table.add_row(entry["rank"], f"{entry['count']:,}", *("n/a" if v is None else f"{v:.3f}" for v in cells))
     console.print(table)
-    rules = [f"at most {summary['per_image']} per image" if summary.get("per_image") else "any number per image"]
-    if summary.get("margin") is not None:
+    rules = [f"at most {summary['per_image']} per image" if summary["per_image"] else "any number per image"]
+    if summary["margin"] is not None:
         rules.append(f"margin {summary['margin']:g} below the lowest positive")
     console.print(f"{summary['n_negatives']:,} negatives for {summary['n_anchors']:,} captions ({', '.join(rules)}; "
                   f"no text of the anchor's own image, no text twice); {summary['n_anchors_short']:,} captions have "

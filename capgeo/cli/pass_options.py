@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import click
 
-from capgeo.defaults import PRECISIONS
+from capgeo.defaults import CPU_BLOCK_SIZE, PAIR_BLOCK_SIZE, PRECISIONS
+from capgeo.geometry.tile_size import DEFAULT_MEMORY_SHARE, MAX_DEVICE_BLOCK_SIZE
+
+#: the share of a GPU's free memory the tile may take, in words
+_MEMORY_SHARE_WORDS = "half" if DEFAULT_MEMORY_SHARE == 0.5 else f"{DEFAULT_MEMORY_SHARE:.0%} of"
 
 
 def block_size_option(command):
     return click.option(
-        "--block-size", type=click.IntRange(min=1), default=None, metavar="ROWS",
+        "--block-size", type=click.IntRange(min=1), default=PAIR_BLOCK_SIZE, metavar="ROWS",
         help="Rows per tile of the pairwise pass (memory ~ 24 bytes x ROWS^2). "
-             "Default: sized from the device and N (2048 on CPU; on a GPU the largest tile, up to 32768, "
-             "that fits half the free memory).")(command)
+             f"Default: sized from the device and N ({CPU_BLOCK_SIZE} on CPU; on a GPU the largest tile, up to "
+             f"{MAX_DEVICE_BLOCK_SIZE}, that fits {_MEMORY_SHARE_WORDS} the free memory).")(command)
 
 
 def precision_option(command):

@@ -238,7 +238,8 @@ def print_profile(result: Profile | dict, console=None) -> None:
     print_verdict(result, console)
 
 
-#: how each alert level is marked; words, not only colour, so a piped summary keeps them
+#: how each alert level (report/alerts.py: warning or notice) is marked; words, not only colour, so a
+#: piped summary keeps them
 LEVEL_MARKS = {"warning": ("WARNING", "bold red"), "notice": ("NOTICE", "bold yellow")}
 
 
@@ -260,7 +261,7 @@ def print_verdict(result: Profile | dict, console) -> None:
     console.print(f"[bold]Verdict:[/bold] {counted(warnings, 'warning')}, {counted(len(alerts) - warnings, 'notice')} "
                   f"for training on these captions")
     for alert in alerts:
-        word, style = LEVEL_MARKS.get(alert.level, (alert.level.upper(), "bold"))
+        word, style = LEVEL_MARKS[alert.level]
         console.print(Text.assemble((f"{word:<8}", style), (alert.title, "bold")))
         console.print(Padding(Text(visible(alert.message)), (0, 0, 0, 8)))
 

@@ -62,7 +62,8 @@ def _parse_lengths(ctx, param, value):
               metavar="EDGES",
               help="Cosine edges of the in-batch hardness buckets.")
 @click.option("--threshold", type=PairThreshold(), default=None, metavar="T",
-              help="Near-duplicate cosine (pairs of different groups); default: the profile's, 0.95.")
+              help="Near-duplicate cosine (pairs of different groups); default: the profile's, "
+                   f"{DEFAULTS.near_duplicate_threshold:g}.")
 @seed_option("Seed of the batch draws.")
 @click.option("--top", "max_listed", type=click.IntRange(min=0), default=TRUNCATION_LISTED_PAIRS, show_default=True,
               metavar="N",

@@ -15,7 +15,7 @@ import numpy as np
 
 # KEEP_POLICIES: first: lowest row in the dataset; longest / shortest: most / fewest characters
 # (ties: first); random: uniform, seeded
-from capgeo.defaults import KEEP_POLICIES
+from capgeo.defaults import FIXED_BLOCK_SIZE, KEEP_POLICIES
 from capgeo.errors import CapgeoError
 
 
@@ -40,7 +40,7 @@ def choose_kept(texts: Sequence[str], components, keep: str, seed: int = 0) -> t
 
 
 def hardest_after_drop(vectors: np.ndarray, group_codes: np.ndarray, scan, dropped: np.ndarray,
-                       block_size: int = 2048, device: str | None = None) -> np.ndarray:
+                       block_size: int = FIXED_BLOCK_SIZE, device: str | None = None) -> np.ndarray:
     """Hardest-companion cosine of every remaining caption once ``dropped`` rows are gone
     (NaN for dropped rows and for captions left with no caption of another group)."""
     from capgeo.geometry.pairwise import query_companions
@@ -73,7 +73,7 @@ def hardest_after_drop(vectors: np.ndarray, group_codes: np.ndarray, scan, dropp
 
 
 def dedup_section(captions, vectors: np.ndarray | None, scan, components, keep: str, seed: int = 0,
-                  block_size: int = 2048, device: str | None = None) -> dict:
+                  block_size: int = FIXED_BLOCK_SIZE, device: str | None = None) -> dict:
     """The ``dedup`` part of a dupes section (fields in docs/dupes.md)."""
     if vectors is None:
         raise CapgeoError("dedup decisions need the caption vectors, not only a pair scan")

@@ -22,6 +22,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from capgeo.defaults import (DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTILES, DUPES_TOP, PAIR_BLOCK_SIZE,
+                             TOP_K)
 from capgeo.display import counted
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
@@ -33,8 +35,7 @@ from capgeo.progress import labelled, progress_bar
 
 SCHEMA = "capgeo.dupes/1"
 
-#: default quantile of the hardest-companion distribution for `capgeo dupes-examples` (HN-CLIP's figures)
-DEFAULT_QUANTILES = (0.9,)
+DEFAULT_QUANTILES = DUPES_QUANTILES
 
 
 class IncompleteMiningWarning(UserWarning):
@@ -232,8 +233,8 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
     return found_rows[keep], found_columns[keep], found_values[keep].astype(np.float64)
 
 
-def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None = None, limit: int | None = 50,
-                         top_k: int = 10, block_size: int | None = None, max_pairs: int = 1_000_000,
+def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None = None, limit: int | None = DUPES_TOP,
+                         top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE, max_pairs: int = 1_000_000,
                          scan=None, device: str | None = None, exclude_codes=None) -> list[Pair]:
     """Caption pairs of different groups, most similar first, each unordered pair once.
 
@@ -319,8 +320,9 @@ def _nearest_ranks(position: float, count: int, n: int) -> np.ndarray:
 
 
 def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT_QUANTILES, *,
-                          n_per_quantile: int = 1, neighbours: int = 3, top_k: int = 10,
-                          block_size: int | None = None, scan=None, device: str | None = None) -> list[Example]:
+                          n_per_quantile: int = 1, neighbours: int = DUPES_NEIGHBOURS, top_k: int = TOP_K,
+                          block_size: int | None = PAIR_BLOCK_SIZE, scan=None,
+                          device: str | None = None) -> list[Example]:
     """Query captions whose hardest-companion cosine sits at each quantile, with their nearest companions.
 
     The hardest-companion cosine of a caption is its highest cosine with a caption
@@ -361,7 +363,8 @@ def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT
 # --------------------------------------------------------------------------- components
 
 
-def near_duplicate_components(captions, source, threshold: float, *, top_k: int = 10, block_size: int | None = None,
+def near_duplicate_components(captions, source, threshold: float, *, top_k: int = TOP_K,
+                              block_size: int | None = PAIR_BLOCK_SIZE,
                               max_pairs: int = 1_000_000, member_cosine_limit: int = 2000,
                               scan=None, device: str | None = None) -> list[Component]:
     """Connected components of the graph whose edges are the pairs with cosine >= threshold.
@@ -546,10 +549,11 @@ def exact_copies_at_or_above(vectors: np.ndarray, group_codes, codes: np.ndarray
 EVERY_PAIR = -1.0
 
 
-def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = 50,
+def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = DUPES_TOP,
                   pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
-                  n_per_quantile: int = 3, neighbours: int = 3, components_threshold: float | None = None, top_k: int = 10,
-                  block_size: int | None = None, max_pairs: int = 1_000_000, skip_exact: bool = False,
+                  n_per_quantile: int = DUPES_PER_QUANTILE, neighbours: int = DUPES_NEIGHBOURS,
+                  components_threshold: float | None = None, top_k: int = TOP_K,
+                  block_size: int | None = PAIR_BLOCK_SIZE, max_pairs: int = 1_000_000, skip_exact: bool = False,
                   near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, scan=None,
                   keep: str | None = None, seed: int = 0, device: str | None = None) -> dict:
     """The engine behind :func:`pairs_section`, :func:`examples_section`, :func:`sets_section` and
@@ -648,8 +652,8 @@ def dupes_section(captions, source, *, threshold: float | None = None, limit: in
     return section
 
 
-def pairs_section(captions, source, *, threshold: float | None = None, top: int | None = 50,
-                  skip_exact: bool = False, top_k: int = 10, block_size: int | None = None,
+def pairs_section(captions, source, *, threshold: float | None = None, top: int | None = DUPES_TOP,
+                  skip_exact: bool = False, top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE,
                   device: str | None = None) -> dict:
     """`capgeo dupes`: the ``top`` most similar caption pairs of different images at or above
     ``threshold`` (None: no floor), most similar first; ``top`` 0 or None lists every such pair
@@ -659,8 +663,9 @@ def pairs_section(captions, source, *, threshold: float | None = None, top: int 
                          skip_exact=skip_exact, top_k=top_k, block_size=block_size, device=device)
 
 
-def examples_section(captions, source, *, quantiles: Sequence[float] = DEFAULT_QUANTILES, per_quantile: int = 3,
-                     neighbours: int = 3, top_k: int = 10, block_size: int | None = None,
+def examples_section(captions, source, *, quantiles: Sequence[float] = DEFAULT_QUANTILES,
+                     per_quantile: int = DUPES_PER_QUANTILE,
+                     neighbours: int = DUPES_NEIGHBOURS, top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE,
                      device: str | None = None) -> dict:
     """`capgeo dupes-examples`: ``per_quantile`` query captions at each quantile of the
     hardest-companion distribution, each with its ``neighbours`` nearest captions of other images."""
@@ -670,7 +675,8 @@ def examples_section(captions, source, *, quantiles: Sequence[float] = DEFAULT_Q
 
 
 def sets_section(captions, source, *, threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, keep: str | None = None,
-                 seed: int = 0, top_k: int = 10, block_size: int | None = None, device: str | None = None) -> dict:
+                 seed: int = 0, top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE,
+                 device: str | None = None) -> dict:
     """`capgeo dupes-sets`: near-duplicate sets (connected components of the pairs at or above
     ``threshold``), largest first; with ``keep`` (a policy of
     :data:`capgeo.defaults.KEEP_POLICIES`; ``seed`` for random) the captions that keeping one

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
-from capgeo.defaults import LEAK_NORMALIZE, LEAK_NORMALIZE_RULES, LEAK_THRESHOLD, LEAK_TOP
+from capgeo.defaults import FIXED_BLOCK_SIZE, LEAK_NORMALIZE, LEAK_NORMALIZE_RULES, LEAK_THRESHOLD, LEAK_TOP
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair
 from capgeo.progress import labelled
@@ -77,7 +77,7 @@ def twin_row(train, eval_set, train_row: int, eval_row: int, cosine: float, exac
 
 
 def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float = DEFAULT_THRESHOLD,
-              top: int = DEFAULT_TOP, block_size: int = 2048, device: str | None = None,
+              top: int = DEFAULT_TOP, block_size: int = FIXED_BLOCK_SIZE, device: str | None = None,
               progress: bool | None = None, normalize: str = LEAK_NORMALIZE) -> dict:
     """The leak of one evaluation set into the training set (fields in docs/leak.md)."""
     from capgeo.geometry.cross import scan_cross
@@ -169,7 +169,7 @@ def _cosines64(eval_vectors, train_vectors, eval_rows: np.ndarray, train_rows: n
 
 
 def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP,
-                 block_size: int = 2048, device: str | None = None, progress: bool | None = None,
+                 block_size: int = FIXED_BLOCK_SIZE, device: str | None = None, progress: bool | None = None,
                  normalize: str = LEAK_NORMALIZE) -> dict:
     """The whole `capgeo leak` result: one entry per evaluation set and the union of the training
     ids to drop. ``evals`` is a list of (CaptionSet, Embeddings); all embeddings from one encoder."""

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from capgeo.defaults import (
+    FIXED_BLOCK_SIZE,
     NEGATIVE_SUFFIXES,
     NEGATIVES_K,
     NEGATIVES_MAX_COSINE,
@@ -169,7 +170,7 @@ def most_negatives(group_codes, per_image: int | None) -> int:
 def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEFAULT_K,
                    min_cosine: float = DEFAULT_MIN_COSINE, max_cosine: float = DEFAULT_MAX_COSINE,
                    texts=None, per_image: int | None = DEFAULT_PER_IMAGE, margin: float | None = None,
-                   block_size: int = 2048, progress: bool | None = None,
+                   block_size: int = FIXED_BLOCK_SIZE, progress: bool | None = None,
                    device: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(index (N, k) int64, cosine (N, k) float32): each caption's k hardest negatives (captions
     of other groups with min_cosine <= cosine < max_cosine that pass the rules of the module
@@ -281,7 +282,7 @@ def cosine_quantiles(cosine: np.ndarray) -> list[dict]:
 
 def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, min_cosine: float = DEFAULT_MIN_COSINE,
                      max_cosine: float = DEFAULT_MAX_COSINE, per_image: int | None = DEFAULT_PER_IMAGE,
-                     margin: float | None = None, block_size: int = 2048,
+                     margin: float | None = None, block_size: int = FIXED_BLOCK_SIZE,
                      progress: bool | None = None, device: str | None = None) -> dict:
     """Mine hard negatives, write them to ``output`` (JSONL or Parquet by suffix, atomically),
     and return the summary (`capgeo negatives`, docs/negatives.md)."""

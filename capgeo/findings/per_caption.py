@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import polars as pl
 
-from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD, PER_CAPTION_SUFFIXES
+from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD, PAIR_BLOCK_SIZE, PER_CAPTION_SUFFIXES
 from capgeo.errors import CapgeoError
 from capgeo.captions.exact_duplicates import normalized_texts
 
@@ -71,7 +71,7 @@ def hardness_quantiles(hardest: np.ndarray) -> np.ndarray:
 
 
 def per_caption_rows(captions, embeddings, companions: dict, threshold: float, *,
-                     block_size: int | None = None) -> list[dict]:
+                     block_size: int | None = PAIR_BLOCK_SIZE) -> list[dict]:
     """The per-caption rows (columns :data:`COLUMNS`, described in docs/profile-schema.md)."""
     from capgeo.findings.duplicates import near_duplicate_components
 
@@ -128,7 +128,7 @@ def profile_rows(captions, embeddings, profile) -> list[dict]:
         profile = {"companions": profile.companions.to_dict(), "options": profile.options.to_dict()}
     options = profile.get("options") or {}
     return per_caption_rows(captions, embeddings, profile["companions"],
-                            float(options.get("near_duplicate_threshold", 0.95)),
+                            float(options.get("near_duplicate_threshold", NEAR_DUPLICATE_THRESHOLD)),
                             block_size=options.get("block_size_used") or options.get("block_size"))
 
 

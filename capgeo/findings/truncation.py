@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from capgeo.defaults import TOP_K, TRUNCATION_LISTED_PAIRS
+from capgeo.defaults import PAIR_BLOCK_SIZE, TOP_K, TRUNCATION_LISTED_PAIRS
 from capgeo.errors import CapgeoError, EncoderError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
 from capgeo.progress import labelled, pass_label
@@ -225,7 +225,7 @@ TWIN_PAIRS_KEPT = 5_000_000
 
 def near_duplicates_at_length(vectors: np.ndarray, full_vectors: np.ndarray, group_codes: np.ndarray,
                               cut: np.ndarray, threshold: float, *, keep: int,
-                              block_size: int | None = None, device=None) -> NearDuplicates:
+                              block_size: int | None = PAIR_BLOCK_SIZE, device=None) -> NearDuplicates:
     """Count the different-group pairs with cosine >= ``threshold`` (exact, every pair) and find
     the truncation-only ones among them: full-context cosine < ``threshold`` and at least one
     of the two captions cut (``cut``: (N,) bool). A pair of two uncut captions saw the same
@@ -351,7 +351,7 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
 
 def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, batch_size: int | None = None,
                        n_batches: int = DEFAULT_N_BATCHES, seed: int = 0, threshold: float | None = None,
-                       edges: Sequence[float] | None = None, top_k: int = TOP_K, block_size: int | None = None,
+                       edges: Sequence[float] | None = None, top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE,
                        max_listed: int = DEFAULT_LISTED_PAIRS, device=None, progress: bool | None = None) -> dict:
     """The ``truncation`` section (docs/truncation.md) from embeddings at several lengths.
 

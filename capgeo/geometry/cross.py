@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from capgeo.defaults import FIXED_BLOCK_SIZE
 from capgeo.errors import CapgeoError
 from capgeo.progress import progress_bar
 
-DEFAULT_BLOCK_SIZE = 2048
 #: pairs at or above the threshold kept at most; more means the threshold is far too low
 DEFAULT_MAX_PAIRS = 5_000_000
 
@@ -49,7 +49,7 @@ def _unit_rows(vectors, name: str) -> np.ndarray:
     return np.ascontiguousarray(vectors / norms)
 
 
-def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_size: int = DEFAULT_BLOCK_SIZE,
+def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_size: int = FIXED_BLOCK_SIZE,
                max_pairs: int = DEFAULT_MAX_PAIRS, device: str | None = None,
                progress: bool | None = None, asked_threshold: float | None = None) -> CrossScan:
     """Exact cosines of every query row against every reference row, blockwise.

@@ -24,11 +24,10 @@ import time
 
 import numpy as np
 
-from capgeo.defaults import COMPANION_MODES, ESTIMATE_THRESHOLD, PAIRWISE_MODES, SAMPLED_PAIRS
+from capgeo.defaults import COMPANION_MODES, ESTIMATE_THRESHOLD, PAIR_BLOCK_SIZE, PAIRWISE_MODES, SAMPLED_PAIRS
 from capgeo.errors import CapgeoError
 from capgeo.geometry.distribution import DEFAULT_BINS, QUANTILE_PERCENTS, Histogram
 from capgeo.geometry.pairwise import (
-    DEFAULT_BLOCK_SIZE,
     DEFAULT_TOP_K,
     PairScan,
     make_grid,
@@ -104,7 +103,7 @@ def estimate_pairs(
     top_k: int = DEFAULT_TOP_K,
     companions: str = "exact",
     recall_queries: int = DEFAULT_RECALL_QUERIES,
-    block_size: int | None = DEFAULT_BLOCK_SIZE,
+    block_size: int | None = PAIR_BLOCK_SIZE,
     bins: int = DEFAULT_BINS,
     device=None,
     progress: bool | None = None,
@@ -281,7 +280,7 @@ def pair_cosine_histogram(matrix, first, second, bins, progress, description) ->
 
 
 def fill_unfound_companions(unit_vectors: np.ndarray, codes: np.ndarray, index: np.ndarray, cosine: np.ndarray, *,
-                            block_size: int | None = DEFAULT_BLOCK_SIZE, device=None) -> int:
+                            block_size: int | None = PAIR_BLOCK_SIZE, device=None) -> int:
     """Exact companions, in place, for the captions faiss left short of their top-k although the
     dataset has enough captions of other images: those of groups larger than its search reached past
     (MAX_EXTRA_NEIGHBOURS). Returns how many captions were filled."""

@@ -47,10 +47,8 @@ from capgeo.geometry.precision import (
     matmul_precision,
     rescored_cosines,
 )
-from capgeo.defaults import TOP_K
+from capgeo.defaults import PAIR_BLOCK_SIZE, TOP_K
 from capgeo.progress import progress_bar
-
-DEFAULT_BLOCK_SIZE = None  # sized from the device and N: capgeo.geometry.tile_size
 
 # Another driver of the same tiles and merge (capgeo.scale runs them as Ray tasks). It is
 # installed from outside for the length of a command, so this engine imports no executor.
@@ -226,7 +224,7 @@ def scan_pairs(
     group_codes,
     *,
     top_k: int = DEFAULT_TOP_K,
-    block_size: int | None = None,
+    block_size: int | None = PAIR_BLOCK_SIZE,
     bins: int = DEFAULT_BINS,
     device=None,
     progress: bool | None = None,
@@ -890,7 +888,7 @@ def _torch():
 
 
 def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_K,
-                     block_size: int | None = DEFAULT_BLOCK_SIZE, device=None):
+                     block_size: int | None = PAIR_BLOCK_SIZE, device=None):
     """Exact top-k other-group companions of the captions ``queries`` only.
 
     Same ordering rules as :func:`scan_pairs` (cosine desc, lower index first); used to

@@ -32,7 +32,7 @@ class ProfileOptions:
     relative_quantiles: Sequence[float] = defaults.RELATIVE_LEVELS
     n_batches: int = DEFAULT_N_BATCHES
     top_k: int = defaults.TOP_K
-    block_size: int | None = None  # None: sized from the device (capgeo.geometry.tile_size)
+    block_size: int | None = defaults.PAIR_BLOCK_SIZE  # None: sized from the device (capgeo.geometry.tile_size)
     precision: str = defaults.PRECISIONS[0]
     bins: int = defaults.BINS
     seed: int = 0

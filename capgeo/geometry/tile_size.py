@@ -9,7 +9,8 @@ measured CPU default.
 
 from __future__ import annotations
 
-CPU_BLOCK_SIZE = 2048
+from capgeo.defaults import CPU_BLOCK_SIZE
+
 # measured on one H200 (issue 14): 16384 -> 46.8 s, 32768 -> 44.0 s at N = 1,000,000;
 # larger tiles gain nothing and make the first progress update slow
 MAX_DEVICE_BLOCK_SIZE = 32768

@@ -830,8 +830,8 @@ class DupesExample(_Section):
 
 @dataclass(frozen=True)
 class Dupes(_Section):
-    """The ``dupes`` section: a ``capgeo.dupes/1`` result (docs/dupes.md); its components and
-    near-duplicate totals stay read-only JSON."""
+    """The ``dupes`` section: a ``capgeo.dupes/1`` result (docs/dupes.md); its components,
+    near-duplicate totals and ``dedup`` stay read-only JSON."""
 
     schema: str | None = None
     n_captions: int | None = None
@@ -847,10 +847,13 @@ class Dupes(_Section):
     warnings: tuple[str, ...] | None = None
     encoder: Encoder | None = None
     skip_exact: bool | None = None
+    n_exact_skipped: int | None = None
     near_duplicates: Mapping[str, Any] | None = None
+    dedup: Mapping[str, Any] | None = None
 
     KEYS = ("schema", "n_captions", "n_groups", "threshold", "limit", "top_k", "pairs", "quantiles", "examples",
-            "components_threshold", "components", "warnings", "encoder", "skip_exact", "near_duplicates")
+            "components_threshold", "components", "warnings", "encoder", "skip_exact", "n_exact_skipped",
+            "near_duplicates", "dedup")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Dupes":
@@ -860,7 +863,8 @@ class Dupes(_Section):
                    examples=_many(DupesExample, data.get("examples")), components_threshold=data.get("components_threshold"),
                    components=_tuple(data.get("components")), warnings=_tuple(data.get("warnings")),
                    encoder=_one(Encoder, data.get("encoder")), skip_exact=data.get("skip_exact"),
-                   near_duplicates=_tuple(data.get("near_duplicates")), nulls=_nulls(data), order=_order(data),
+                   n_exact_skipped=data.get("n_exact_skipped"), near_duplicates=_tuple(data.get("near_duplicates")),
+                   dedup=_tuple(data.get("dedup")), nulls=_nulls(data), order=_order(data),
                    extra=_extra(data, cls.KEYS))
 
     def to_dict(self) -> dict:
@@ -870,7 +874,8 @@ class Dupes(_Section):
             "quantiles": _list(self.quantiles), "examples": _dicts(self.examples),
             "components_threshold": self.components_threshold, "components": _list(self.components),
             "warnings": _list(self.warnings), "encoder": _dict(self.encoder), "skip_exact": self.skip_exact,
-            "near_duplicates": _list(self.near_duplicates)})
+            "n_exact_skipped": self.n_exact_skipped, "near_duplicates": _list(self.near_duplicates),
+            "dedup": _list(self.dedup)})
 
 
 @dataclass(frozen=True)
@@ -1007,6 +1012,7 @@ class CaptionMap(_Section):
 
     method: str | None = None
     pca_dimensions: int | None = None
+    neighbours: int | None = None
     seed: int | None = None
     n_captions: int | None = None
     n_points: int | None = None
@@ -1023,13 +1029,14 @@ class CaptionMap(_Section):
     near_duplicate_set: tuple[int | None, ...] | None = None
     leaked: tuple[bool, ...] | None = None
 
-    KEYS = ("method", "pca_dimensions", "seed", "n_captions", "n_points", "sampled", "seconds",
+    KEYS = ("method", "pca_dimensions", "neighbours", "seed", "n_captions", "n_points", "sampled", "seconds",
             "near_duplicate_threshold", "text_chars", "x", "y", "caption_ids", "groups", "texts", "hardest_companion",
             "near_duplicate_set", "leaked")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CaptionMap":
-        return cls(method=data.get("method"), pca_dimensions=data.get("pca_dimensions"), seed=data.get("seed"),
+        return cls(method=data.get("method"), pca_dimensions=data.get("pca_dimensions"),
+                   neighbours=data.get("neighbours"), seed=data.get("seed"),
                    n_captions=data.get("n_captions"), n_points=data.get("n_points"), sampled=data.get("sampled"),
                    seconds=data.get("seconds"), near_duplicate_threshold=data.get("near_duplicate_threshold"),
                    text_chars=data.get("text_chars"), x=_tuple(data.get("x")), y=_tuple(data.get("y")),
@@ -1040,7 +1047,8 @@ class CaptionMap(_Section):
 
     def to_dict(self) -> dict:
         return _written(self, {
-            "method": self.method, "pca_dimensions": self.pca_dimensions, "seed": self.seed,
+            "method": self.method, "pca_dimensions": self.pca_dimensions, "neighbours": self.neighbours,
+            "seed": self.seed,
             "n_captions": self.n_captions, "n_points": self.n_points, "sampled": self.sampled,
             "seconds": self.seconds, "near_duplicate_threshold": self.near_duplicate_threshold,
             "text_chars": self.text_chars, "x": _list(self.x), "y": _list(self.y),

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
+from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD, TOP_K
 from capgeo.errors import CapgeoError
 
 #: `capgeo map` projects at most this many captions; above it, a seeded random sample of this many.
@@ -47,9 +47,9 @@ LARGE_ABOVE = 20_000
 LARGE_PERPLEXITY = 15.0
 #: exaggerated iterations, then normal ones (openTSNE's defaults: 250, then 500)
 LARGE_ITERATIONS = (100, 250)
-#: companions per caption the pass keeps for the near-duplicate sets (rows with more at the threshold are
-#: searched again by capgeo.findings.duplicates)
-NEAR_DUPLICATE_TOP_K = 10
+#: companions per caption the pass keeps for the near-duplicate sets, as every command's pass (rows with
+#: more at the threshold are searched again by capgeo.findings.duplicates)
+NEAR_DUPLICATE_TOP_K = TOP_K
 #: element id of the map's figure on a page
 MAP_FIGURE_ID = "fig-map"
 #: what to install for the map, in the one line that says it is missing
@@ -275,12 +275,19 @@ def map_section(captions, vectors, *, hardest: np.ndarray | None = None, compone
     }
 
 
+def _typed(section):
+    """A ``map`` section (its JSON object, or typed) as the typed CaptionMap the page code reads."""
+    from capgeo.geometry.typed_profile import CaptionMap, as_section
+
+    return as_section(section, CaptionMap)
+
+
 def sample_note(section) -> str:
     """What the map shows: every caption, or a stated random sample."""
-    if section.get("sampled"):
-        return (f"A random sample of {section['n_points']:,} of the {section['n_captions']:,} captions "
-                f"(seed {section['seed']}).")
-    return f"All {section['n_captions']:,} captions."
+    section = _typed(section)
+    if section.sampled:
+        return f"A random sample of {section.n_points:,} of the {section.n_captions:,} captions (seed {section.seed})."
+    return f"All {section.n_captions:,} captions."
 
 
 def map_figure(section, title: str = "Caption map") -> "go.Figure":  # noqa: F821
@@ -290,14 +297,15 @@ def map_figure(section, title: str = "Caption map") -> "go.Figure":  # noqa: F82
 
     from capgeo.report.figures import _LAYOUT, plotly_text
 
-    x = np.asarray(section["x"], dtype=np.float32)
-    y = np.asarray(section["y"], dtype=np.float32)
-    hardest = section.get("hardest_companion")
+    section = _typed(section)
+    x = np.asarray(section.x, dtype=np.float32)
+    y = np.asarray(section.y, dtype=np.float32)
+    hardest = section.hardest_companion
     colour = None if hardest is None else np.array([np.nan if v is None else v for v in hardest], dtype=np.float32)
     hover = [f"<b>{plotly_text(i)}</b> · image {plotly_text(g)}"
              + ("" if colour is None or not np.isfinite(colour[k]) else f" · hardest companion {colour[k]:.3f}")
              + "<br>" + _wrapped(plotly_text(t))
-             for k, (i, g, t) in enumerate(zip(section["caption_ids"], section["groups"], section["texts"]))]
+             for k, (i, g, t) in enumerate(zip(section.caption_ids, section.groups, section.texts))]
     marker = dict(size=4 if x.size > 20_000 else 6, opacity=0.8)
     if colour is not None:
         marker.update(color=colour, colorscale="Viridis", showscale=True,
@@ -305,12 +313,15 @@ def map_figure(section, title: str = "Caption map") -> "go.Figure":  # noqa: F82
     figure = go.Figure(go.Scattergl(x=x, y=y, mode="markers", name="captions", marker=marker, text=hover,
                                     hovertemplate="%{text}<extra></extra>", showlegend=False))
     overlays = []
-    sets = section.get("near_duplicate_set")
+    sets = section.near_duplicate_set
+    # a section without its threshold was drawn at every command's
+    threshold = section.near_duplicate_threshold
+    threshold = NEAR_DUPLICATE_THRESHOLD if threshold is None else threshold
     if sets and any(s is not None for s in sets):
         overlays.append(([k for k, s in enumerate(sets) if s is not None],
-                         f"in a near-duplicate set (cosine >= {section.get('near_duplicate_threshold', 0.95):g})",
+                         f"in a near-duplicate set (cosine >= {threshold:g})",
                          dict(symbol="circle-open", size=11, color="#d62728", line=dict(width=2))))
-    leaked = section.get("leaked")
+    leaked = section.leaked
     if leaked and any(leaked):
         overlays.append(([k for k, flag in enumerate(leaked) if flag], "leaks into an evaluation set",
                          dict(symbol="x", size=10, color="#000000")))
@@ -412,26 +423,27 @@ def map_body(section, title: str = "Caption map") -> str:
     """The map's figure, its search box and the line saying what it shows, as page HTML."""
     from capgeo.report.html import escape, figure_div
 
+    section = _typed(section)
     legend = ("Colour: each caption's hardest-companion cosine (its most similar caption of another image); "
               "red rings: captions in a near-duplicate set")
-    if section.get("leaked") is not None:
+    if section.leaked is not None:
         legend += "; black crosses: training captions with an evaluation twin (--leak)"
     return (figure_div(map_figure(section, title), MAP_FIGURE_ID)
             + '<div class="map-search"><label>Find a caption: <input id="map-search" type="search" '
               'placeholder="words, an id or an image" size="40"></label> <span id="map-search-count"></span>'
               '<ol id="map-search-results" class="stats"></ol></div>'
             + f'<p class="takeaway">{escape(legend)}. {escape(sample_note(section))} Projection: '
-              f'{escape(section.get("method"))} {_projection_words(section)}, seed '
-              f'{section.get("seed")}; hover text and search hold the first {section.get("text_chars")} characters '
+              f'{escape(section.method)} {_projection_words(section)}, seed '
+              f'{section.seed}; hover text and search hold the first {section.text_chars} characters '
               "of each caption.</p>")
 
 
 def _projection_words(section) -> str:
     """How the section's layout was found; a profile saved before the neighbour graph has none."""
-    if section.get("neighbours"):
-        return (f"on each caption's {section['neighbours']} most similar captions (exact cosines), started from the "
-                f"first {section.get('pca_dimensions')} principal components")
-    return f"after PCA to {section.get('pca_dimensions')} dimensions"
+    if section.neighbours:
+        return (f"on each caption's {section.neighbours} most similar captions (exact cosines), started from the "
+                f"first {section.pca_dimensions} principal components")
+    return f"after PCA to {section.pca_dimensions} dimensions"
 
 
 def map_page(section, *, title: str, subtitle: str, provenance: Sequence[tuple[str, str]] = ()) -> str:

@@ -7,6 +7,7 @@ with N) is stated when the Ns differ.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import PurePath
 from typing import Sequence
 
@@ -44,10 +45,10 @@ def profile_labels(profiles: Sequence[Profile | dict]) -> list[str]:
         single_dataset_many_encoders = len(set(datasets)) == 1 and len(set(encoders)) > 1
         labels.append(f"{dataset} · {encoder}" if repeated_dataset and not single_dataset_many_encoders
                       else encoder if single_dataset_many_encoders else dataset)
-    seen: dict[str, int] = {}
+    seen: Counter[str] = Counter()
     unique = []
     for label in labels:
-        seen[label] = seen.get(label, 0) + 1
+        seen[label] += 1
         unique.append(label if labels.count(label) == 1 else f"{label} ({seen[label]})")
     return unique
 

@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from capgeo.defaults import GAMMA_HARD_EDGE
 from capgeo.geometry.typed_profile import (BatchExample, BatchStatistics, Buckets, Distribution, Gamma, Histogram, Lengths,
                                            Truncation, as_section)
 
@@ -373,7 +374,7 @@ def gamma_figure(gamma: Gamma | dict, title: str = "Gamma sweep: how HN-CLIP's b
                          row=1, col=1)
         if _grid_has(grid, "hard_bucket_mass"):
             figure.add_trace(go.Scatter(x=gammas, y=[100 * p["hard_bucket_mass"] for p in grid], mode="lines+markers",
-                                        name=f"{label}: softmax mass on cosine >= {_or(gamma.hard_edge, 0.9)} (%)",
+                                        name=f"{label}: softmax mass on cosine >= {_or(gamma.hard_edge, GAMMA_HARD_EDGE)} (%)",
                                         line=dict(color=colour, dash="dash"),
                                         hovertemplate="γ=%{x}<br>mass on hardest bucket %{y:.1f}%<extra></extra>"),
                              row=1, col=1)

@@ -260,7 +260,7 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
     if profile.map:
         from capgeo.map import DEFAULT_MAX_POINTS, SEARCH_SCRIPT, map_body
 
-        page.sections.append(Section("map", "Caption map", map_body(profile.map.to_dict()),
+        page.sections.append(Section("map", "Caption map", map_body(profile.map),
                                      "A 2-D projection of the caption embeddings (as `capgeo map` draws it, which "
                                      f"maps up to {DEFAULT_MAX_POINTS:,} captions): nearby points are captions the "
                                      "encoder places close together. Hover a point for its caption; drag to zoom."))
