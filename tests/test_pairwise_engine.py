@@ -168,10 +168,17 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
     real_scan = pairwise.tile_partial
     monkeypatch.setattr(pairwise, "tile_partial", lambda *a, **k: calls.append(k) or real_scan(*a, **k))
     report = report_dataset(captions, None, ProfileOptions(batch_sizes=[8], n_batches=5),
-                            report=ReportOptions(gamma=False), embeddings=embeddings)
+                            report=ReportOptions(gamma=False, caption_map=False), embeddings=embeddings)
     assert len(calls) == 1 and calls[0]["histograms"]
     assert report.profile.to_dict()["dupes"]["pairs"] == expected["pairs"]
     assert report.profile.dupes.pairs[0].cosine == pytest.approx(1.0, abs=1e-6)
+    # the map's neighbour graph wants longer lists than the profile's top 10: one more pass, its own,
+    # with no histograms; the dupes section still reuses the profile's
+    calls.clear()
+    mapped = report_dataset(captions, None, ProfileOptions(batch_sizes=[8], n_batches=5),
+                            report=ReportOptions(gamma=False), embeddings=embeddings)
+    assert len(calls) == 2 and calls[0]["histograms"] and not calls[1]["histograms"]
+    assert mapped.profile.to_dict()["dupes"] == report.profile.to_dict()["dupes"]
 
 
 def brute_force_companions(vectors, groups, k):
