@@ -511,18 +511,17 @@ class ArrayScanState:
         values = tile[candidate, query] if by_column else tile[query, candidate]
         first = np.flatnonzero(np.concatenate([[True], query[1:] != query[:-1]]))
         local = query[first]
-        counts = np.diff(np.append(first, query.size))
-        rows = local + query_start
+        if local.size == tile.shape[1 if by_column else 0]:  # (every query: slices, not gathers)
+            rows = slice(query_start, query_start + local.size)
+        else:
+            rows = local + query_start
         old_cosine, old_index = self.best_cosine[rows], self.best_index[rows]
         old_key = ((local[:, None] << (32 + shift)) | (_descending_bits(old_cosine) << shift)).ravel()
         # two sorted runs: a stable sort merges them in one linear pass, a list's entries ahead of
         # a candidate of equal key; each query's first k of the merge are its new list (every query
         # has k entries, padding included, and at least one candidate)
         order = np.argsort(np.concatenate([old_key, key]), kind="stable")
-        merged = local.size * k + query.size
-        starts = np.arange(local.size) * k + first
-        rank = np.arange(merged) - np.repeat(starts, counts + k)
-        order = order[rank < k]
+        order = order[((np.arange(local.size) * k + first)[:, None] + np.arange(k)).ravel()]
         new_cosine = np.concatenate([old_cosine.ravel(), values])[order].reshape(local.size, k)
         new_index = np.concatenate([old_index.ravel(), candidate + candidate_start])[order].reshape(local.size, k)
         self.best_cosine[rows] = new_cosine
@@ -550,8 +549,12 @@ def _query_then_descending(query: np.ndarray, values: np.ndarray) -> np.ndarray:
 
 def _descending_bits(values: np.ndarray) -> np.ndarray:
     """int64 in [0, 2**32) that order float32 ``values`` descending, equal values equal (-0.0 and
-    0.0 too): the low 32 bits of :func:`_query_then_descending`'s keys."""
-    return _query_then_descending(np.zeros(values.shape, dtype=np.int64), values)
+    0.0 too): the low 32 bits of :func:`_query_then_descending`'s keys. (A float32's bits, as an
+    integer, ascend with a positive value and descend with a negative one: the positive ones'
+    low 31 bits are flipped, putting them below the negative ones, largest first.)"""
+    bits = (values + np.float32(0.0)).view(np.int32)  # (+0.0: -0.0 -> 0.0)
+    flip = np.bitwise_and(np.invert(np.right_shift(bits, 31)), 0x7FFFFFFF)
+    return np.bitwise_xor(bits, flip, out=flip).view(np.uint32).astype(np.int64)
 
 
 def _cells(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
