@@ -540,18 +540,16 @@ class ArrayScanState:
 
 def _query_then_descending(query: np.ndarray, values: np.ndarray) -> np.ndarray:
     """int64 keys that order (query ascending, float32 value descending), equal values equal
-    (-0.0 and 0.0 too): the query in the high 32 bits, the value's bits made order-preserving
-    and inverted in the low 32 (for captions numbered below 2**31)."""
-    bits = (values.astype(np.float32) + np.float32(0.0)).view(np.int32).astype(np.int64)  # (+0.0: -0.0 -> 0.0)
-    ascending = np.where(bits >= 0, bits + (1 << 31), (1 << 31) - 1 - (bits & 0x7FFFFFFF))
-    return (query.astype(np.int64) << 32) | ((1 << 32) - 1 - ascending)
+    (-0.0 and 0.0 too): the query in the high 32 bits, :func:`_descending_bits` in the low 32
+    (for captions numbered below 2**31)."""
+    return (query.astype(np.int64) << 32) | _descending_bits(np.asarray(values, dtype=np.float32))
 
 
 def _descending_bits(values: np.ndarray) -> np.ndarray:
     """int64 in [0, 2**32) that order float32 ``values`` descending, equal values equal (-0.0 and
-    0.0 too): the low 32 bits of :func:`_query_then_descending`'s keys. (A float32's bits, as an
-    integer, ascend with a positive value and descend with a negative one: the positive ones'
-    low 31 bits are flipped, putting them below the negative ones, largest first.)"""
+    0.0 too). A float32's bits, as an unsigned integer, ascend with a positive value and with a
+    negative one's magnitude: flipping a positive one's low 31 bits puts the positives first,
+    largest first, then the negatives, smallest magnitude first."""
     bits = (values + np.float32(0.0)).view(np.int32)  # (+0.0: -0.0 -> 0.0)
     flip = np.bitwise_and(np.invert(np.right_shift(bits, 31)), 0x7FFFFFFF)
     return np.bitwise_xor(bits, flip, out=flip).view(np.uint32).astype(np.int64)
