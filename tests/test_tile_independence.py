@@ -106,3 +106,26 @@ def test_merge_key_orders_as_the_three_key_sort():
     index = np.arange(5000)
     order = np.argsort(cpu_pass._query_then_descending(query, values), kind="stable")
     assert np.array_equal(order, np.lexsort((index, -values, query)))
+
+
+@pytest.mark.parametrize("block_size", [97, 512])
+def test_merge_by_three_key_sort_gives_the_one_key_bytes_and_brute_force(monkeypatch, block_size):
+    """Tiles too large for one int64 merge key sort on three keys: the same lists to the bit, and
+    both numpy's brute force (cosine descending, ties to the lower index) at a large k, with many
+    equal cosines (repeated vectors) and lists merged over many tiles."""
+    vectors, groups = clustered(1100, 24, seed=8)
+    vectors[500:650] = vectors[50:200]
+    k = 45
+    one_key = scan_pairs(vectors, groups, top_k=k, block_size=block_size, device="cpu", histograms=False)
+    monkeypatch.setattr(cpu_pass, "_POSITION_BITS", 0)
+    three_keys = scan_pairs(vectors, groups, top_k=k, block_size=block_size, device="cpu", histograms=False)
+    assert one_key.companion_index.tobytes() == three_keys.companion_index.tobytes()
+    assert one_key.companion_cosine.tobytes() == three_keys.companion_cosine.tobytes()
+    # brute force on the pass's own float32 cosines (one arithmetic block's product each)
+    cosine = np.full((len(vectors), len(vectors)), -np.inf, dtype=np.float32)
+    products = cpu_pass.BlockProducts(vectors)
+    products.tile_into(0, len(vectors), 0, len(vectors), cosine)
+    cosine[groups[:, None] == groups[None, :]] = -np.inf
+    order = np.argsort(-cosine, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(one_key.companion_index, order)
+    np.testing.assert_array_equal(one_key.companion_cosine, np.take_along_axis(cosine, order, 1))

@@ -203,6 +203,10 @@ class BlockProducts:
             target[...] = upper.T
 
 
+#: bits of a tile's (query, candidate) positions that one int64 merge key holds beside a cosine's 32
+#: (tiles up to 32768 x 32768 at 15 + 15; larger ones sort on three keys)
+_POSITION_BITS = 31
+
 #: a tile's histogram is binned in this many row bands on the block threads, from this many cells
 _BIN_BANDS, _PARALLEL_CELLS = 4, 1 << 18
 
@@ -480,32 +484,48 @@ class ArrayScanState:
         row, column = _cells(mask)
         if not row.size:
             return
-        values = tile[row, column]
         query, candidate = (column, row) if by_column else (row, column)
-        self._merge(query + query_start, candidate + candidate_start, values)
+        self._merge(tile, query, candidate, query_start, candidate_start, by_column)
 
-    def _merge(self, query, candidate, values) -> None:
-        """Merge candidates into their queries' lists by (cosine descending, index ascending).
+    def _merge(self, tile, query, candidate, query_start, candidate_start, by_column: bool) -> None:
+        """Merge the tile cells (``query``, ``candidate``: tile positions along the queries' side and
+        the candidates', any order) into their queries' lists by (cosine descending, index ascending).
 
-        One stable sort on (query, cosine descending) does it: equal cosines of one query meet in
-        index order already (its list's own ties are in index order and come first; the tile's
-        candidates have larger indices, one query's in increasing order, as _update picks them)."""
+        The candidates are sorted once, on one int64 key (query, cosine descending, candidate);
+        the lists are sorted already, so the lists and the candidates are two sorted runs of keys
+        (query, cosine descending), which a stable sort merges in linear time. A list's entries go
+        ahead of a candidate of the same cosine: tiles reach a caption in increasing index order."""
         k = self.top_k
-        rows = np.unique(query)
-        kept = self.best_cosine[rows] > -np.inf
-        old_query = np.repeat(rows, k)[kept.ravel()]
-        all_query = np.concatenate([old_query, query])
-        all_index = np.concatenate([self.best_index[rows][kept], candidate])
-        all_values = np.concatenate([self.best_cosine[rows][kept], values])
-        order = np.argsort(_query_then_descending(all_query, all_values), kind="stable")
-        all_query, all_index, all_values = all_query[order], all_index[order], all_values[order]
-        starts = np.searchsorted(all_query, rows)
-        rank = np.arange(all_query.size) - np.repeat(starts, np.diff(np.append(starts, all_query.size)))
-        keep = rank < k
-        self.best_cosine[rows] = -np.inf
-        self.best_index[rows] = -1
-        self.best_cosine[all_query[keep], rank[keep]] = all_values[keep]
-        self.best_index[all_query[keep], rank[keep]] = all_index[keep]
+        values = tile[candidate, query] if by_column else tile[query, candidate]
+        inverted = _descending_bits(values)
+        shift = max(int(tile.shape[0 if by_column else 1] - 1).bit_length(), 1)
+        if int(tile.shape[1 if by_column else 0] - 1).bit_length() + shift <= _POSITION_BITS:
+            key = (query.astype(np.int64) << (32 + shift)) | (inverted << shift) | candidate
+            key.sort()
+            query, candidate = key >> (32 + shift), key & ((1 << shift) - 1)
+        else:  # (tiles too large for one key: a three-key sort, and the merge keys without the candidate)
+            order = np.lexsort((candidate, inverted, query))
+            query, candidate = query[order].astype(np.int64), candidate[order].astype(np.int64)
+            shift = 0
+            key = (query << 32) | inverted[order]
+        values = tile[candidate, query] if by_column else tile[query, candidate]
+        first = np.flatnonzero(np.concatenate([[True], query[1:] != query[:-1]]))
+        local = query[first]
+        if local.size == tile.shape[1 if by_column else 0]:  # (every query: slices, not gathers)
+            rows = slice(query_start, query_start + local.size)
+        else:
+            rows = local + query_start
+        old_cosine, old_index = self.best_cosine[rows], self.best_index[rows]
+        old_key = ((local[:, None] << (32 + shift)) | (_descending_bits(old_cosine) << shift)).ravel()
+        # two sorted runs: a stable sort merges them in one linear pass, a list's entries ahead of
+        # a candidate of equal key; each query's first k of the merge are its new list (every query
+        # has k entries, padding included, and at least one candidate)
+        order = np.argsort(np.concatenate([old_key, key]), kind="stable")
+        order = order[((np.arange(local.size) * k + first)[:, None] + np.arange(k)).ravel()]
+        new_cosine = np.concatenate([old_cosine.ravel(), values])[order].reshape(local.size, k)
+        new_index = np.concatenate([old_index.ravel(), candidate + candidate_start])[order].reshape(local.size, k)
+        self.best_cosine[rows] = new_cosine
+        self.best_index[rows] = new_index
 
     # ------------------------------------------------------------------ result
 
@@ -520,11 +540,19 @@ class ArrayScanState:
 
 def _query_then_descending(query: np.ndarray, values: np.ndarray) -> np.ndarray:
     """int64 keys that order (query ascending, float32 value descending), equal values equal
-    (-0.0 and 0.0 too): the query in the high 32 bits, the value's bits made order-preserving
-    and inverted in the low 32 (for captions numbered below 2**31)."""
-    bits = (values.astype(np.float32) + np.float32(0.0)).view(np.int32).astype(np.int64)  # (+0.0: -0.0 -> 0.0)
-    ascending = np.where(bits >= 0, bits + (1 << 31), (1 << 31) - 1 - (bits & 0x7FFFFFFF))
-    return (query.astype(np.int64) << 32) | ((1 << 32) - 1 - ascending)
+    (-0.0 and 0.0 too): the query in the high 32 bits, :func:`_descending_bits` in the low 32
+    (for captions numbered below 2**31)."""
+    return (query.astype(np.int64) << 32) | _descending_bits(np.asarray(values, dtype=np.float32))
+
+
+def _descending_bits(values: np.ndarray) -> np.ndarray:
+    """int64 in [0, 2**32) that order float32 ``values`` descending, equal values equal (-0.0 and
+    0.0 too). A float32's bits, as an unsigned integer, ascend with a positive value and with a
+    negative one's magnitude: flipping a positive one's low 31 bits puts the positives first,
+    largest first, then the negatives, smallest magnitude first."""
+    bits = (values + np.float32(0.0)).view(np.int32)  # (+0.0: -0.0 -> 0.0)
+    flip = np.bitwise_and(np.invert(np.right_shift(bits, 31)), 0x7FFFFFFF)
+    return np.bitwise_xor(bits, flip, out=flip).view(np.uint32).astype(np.int64)
 
 
 def _cells(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
