@@ -104,7 +104,8 @@ def test_merge_key_orders_as_the_three_key_sort():
                                  dtype=np.float32), 5000)
     query = rng.integers(0, 50, 5000)
     index = np.arange(5000)
-    order = np.argsort(cpu_pass._query_then_descending(query, values), kind="stable")
+    key = (query.astype(np.int64) << 32) | cpu_pass._descending_bits(values)   # _merge's key, candidate bits aside
+    order = np.argsort(key, kind="stable")
     assert np.array_equal(order, np.lexsort((index, -values, query)))
 
 

@@ -538,13 +538,6 @@ class ArrayScanState:
                             n_at_or_above=self._n_at_or_above)
 
 
-def _query_then_descending(query: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """int64 keys that order (query ascending, float32 value descending), equal values equal
-    (-0.0 and 0.0 too): the query in the high 32 bits, :func:`_descending_bits` in the low 32
-    (for captions numbered below 2**31)."""
-    return (query.astype(np.int64) << 32) | _descending_bits(np.asarray(values, dtype=np.float32))
-
-
 def _descending_bits(values: np.ndarray) -> np.ndarray:
     """int64 in [0, 2**32) that order float32 ``values`` descending, equal values equal (-0.0 and
     0.0 too). A float32's bits, as an unsigned integer, ascend with a positive value and with a
