@@ -12,7 +12,6 @@ from capgeo._atomic import is_standard_output, refuse_redirected_to_a_file
 from capgeo.cli import terminal
 from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
-    SEED,
     FiniteFloatRange,
     PairThreshold,
     check_options_before_encoding,
@@ -23,6 +22,7 @@ from capgeo.cli.options import (
     load_from_options,
     ray_option,
     refuse_path_clashes,
+    seed_option,
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
@@ -134,7 +134,7 @@ def dupes_examples(quantiles, per_quantile, neighbours, top_k, block_size, outpu
 @click.option("--drop-list", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
               callback=writable_output,
               help="Write the ids of the captions dropped (by --keep, first by default), one per line, to FILE.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of --keep random.")
+@seed_option("Seed of --keep random.")
 @_common_options
 def dupes_sets(threshold, keep, drop_list, seed, top_k, block_size, output_format, output, json_out, **options):
     """Sets of near-duplicate captions of DATA: connected components of the pairs of different

@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from capgeo.cli.options import (
-    SEED,
     dataset_options,
     encoder_options,
     load_from_options,
     refuse_path_clashes,
     reproduce_command,
+    seed_option,
     writable_default_output,
     writable_output,
 )
@@ -20,7 +20,7 @@ from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
 @click.command("map", short_help="A caption map of DATA: a 2-D projection of its caption embeddings (HTML).")
 @dataset_options
 @encoder_options
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the projection and of the sample.")
+@seed_option("Seed of the projection and of the sample.")
 @click.option("--max-points", type=click.IntRange(min=1), default=None,
               help="Map at most this many captions, a random sample of them above it (default 100,000).")
 @click.option("--threshold", type=click.FloatRange(-1, 1), default=NEAR_DUPLICATE_THRESHOLD, show_default=True,
