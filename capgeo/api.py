@@ -164,15 +164,6 @@ def _frame(rows: Sequence[dict], columns: Sequence[str]):
 # --------------------------------------------------------------------------- inputs
 
 
-def _captions(data, load_options: dict):
-    """A CaptionSet as it is, else whatever load_captions reads."""
-    if hasattr(data, "texts") and hasattr(data, "group_codes"):
-        return data
-    from capgeo.captions import load_captions
-
-    return load_captions(data, **load_options)
-
-
 def _embeddings(captions, encoder, *, device, cache_dir, role: str = "vectors"):
     """Embeddings of ``captions``: ``encoder`` as Embeddings, as (N, d) vectors, or a spec (or an
     encoder already loaded) to embed with."""
@@ -249,17 +240,16 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     """
     import numbers
 
-    from capgeo.captions import load_captions
     from capgeo.errors import CapgeoError
     from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.pipeline import EncodeOptions, profile_dataset
+    from capgeo.pipeline import EncodeOptions, loaded_captions, profile_dataset
 
     if batch_size is not None:
         if "batch_sizes" in options:
             raise CapgeoError("give batch_size or batch_sizes, not both")
         options["batch_sizes"] = (batch_size,) if isinstance(batch_size, numbers.Integral) else tuple(batch_size)
     load_options = {name: options.pop(name) for name in _LOAD_OPTIONS if name in options}
-    captions = load_captions(data, **load_options)
+    captions = loaded_captions(data, load_options)
     encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
     return profile_dataset(captions, encode, ProfileOptions.of(None, **options), gamma=gamma,
                            logit_scale=logit_scale, progress=progress)
@@ -276,8 +266,9 @@ def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None
     >>> found.n_near_duplicate_pairs, found.to_polars().select("id_a", "id_b", "cosine")
     """
     from capgeo.findings.duplicates import pairs_section
+    from capgeo.pipeline import loaded_captions
 
-    captions = _captions(data, load_options)
+    captions = loaded_captions(data, load_options)
     _check(captions)
     embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
     return NearDuplicates.from_dict(pairs_section(captions, embeddings, threshold=threshold, top=top,
@@ -296,10 +287,10 @@ def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = L
     >>> found.evals[0].share_leaked, found.train_ids_to_drop[:5]
     """
     from capgeo.findings.leak import leak_section
-    from capgeo.pipeline import vectors_for_different_sets
+    from capgeo.pipeline import loaded_captions, vectors_for_different_sets
 
-    train_set = _captions(train, load_options)
-    eval_sets = [_captions(data, load_options) for data in (eval_set, *more_evals)]
+    train_set = loaded_captions(train, load_options)
+    eval_sets = [loaded_captions(data, load_options) for data in (eval_set, *more_evals)]
     sets = [train_set, *eval_sets]
     if encoder is None or isinstance(encoder, str):
         encoder = vectors_for_different_sets(encoder, train_set, eval_sets)  # a vectors file fits sets by id
@@ -341,8 +332,9 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
     """
     from capgeo.findings.gamma import gamma_profile
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
+    from capgeo.pipeline import loaded_captions
 
-    captions = _captions(data, load_options)
+    captions = loaded_captions(data, load_options)
     _check(captions)
     requested = [batch_size] if isinstance(batch_size, int) else list(batch_size or ())
     resolved = resolve_batch_sizes(requested, captions.n_groups)

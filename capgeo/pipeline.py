@@ -94,12 +94,13 @@ def _on_ray(address: str | None):
         yield
 
 
-def _loaded(captions):
-    """A CaptionSet as it is; anything else read by load_captions (format detected)."""
+def loaded_captions(captions, load_options: dict | None = None):
+    """A CaptionSet as it is; anything else read by load_captions with ``load_options`` (its keyword
+    arguments; format detected unless they name one)."""
     if isinstance(captions, (str, Path)) or not hasattr(captions, "group_codes"):
         from capgeo.captions import load_captions
 
-        return load_captions(captions)
+        return load_captions(captions, **(load_options or {}))
     return captions
 
 
@@ -125,7 +126,7 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
 
     encode = (encode or EncodeOptions()).checked()
     options = options or ProfileOptions()
-    captions = _loaded(captions)
+    captions = loaded_captions(captions)
     # every check before the (slow) encoding, the batch sizes resolved once for the whole run
     options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
     include_companions = options.include_companions
@@ -196,7 +197,7 @@ def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *
 
     encode = (encode or EncodeOptions()).checked()
     options = options or ProfileOptions()
-    captions = _loaded(captions)
+    captions = loaded_captions(captions)
     resolved = resolve_batch_sizes(options.batch_sizes, captions.n_groups)   # fail before the (slow) encoding
     for size in resolved.sizes:
         check_gamma_batch_size(size, captions.n_groups)
@@ -228,7 +229,7 @@ def truncation_dataset(captions, encode: EncodeOptions | None = None, options=No
     options = options or ProfileOptions()
     with _on_ray(encode.ray_address):
         return truncation_profile(
-            _loaded(captions), encode.encoder, lengths=lengths, device=encode.device, cache_dir=encode.cache_dir,
+            loaded_captions(captions), encode.encoder, lengths=lengths, device=encode.device, cache_dir=encode.cache_dir,
             use_cache=encode.use_cache, progress=progress, command=command,
             batch_size=options.batch_sizes[0] if options.batch_sizes else None, n_batches=options.n_batches,
             edges=options.buckets, threshold=threshold, seed=options.seed, top_k=options.top_k,
