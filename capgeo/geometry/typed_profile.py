@@ -63,17 +63,12 @@ def _holds_frozen(kinds: set) -> bool:
     return any(issubclass(kind, (tuple, dict, types.MappingProxyType)) for kind in kinds)
 
 
-def _nulls(data: Mapping[str, Any]) -> frozenset[str]:
-    return frozenset(key for key, value in data.items() if value is None)
-
-
-def _order(data: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(data)
-
-
-def _extra(data: Mapping[str, Any], declared: tuple[str, ...]) -> Mapping[str, Any]:
+def _kept(data: Mapping[str, Any], declared: tuple[str, ...]) -> dict:
+    """What every section keeps of its JSON object beside its fields (:class:`_Section`): the keys
+    written as null, the order the keys came in, and the undeclared keys, read-only."""
     kept = {key: _frozen(value) for key, value in data.items() if key not in declared}
-    return types.MappingProxyType(kept) if kept else _EMPTY
+    return {"nulls": frozenset(key for key, value in data.items() if value is None), "order": tuple(data),
+            "extra": types.MappingProxyType(kept) if kept else _EMPTY}
 
 
 def _written(section: "_Section", values: dict) -> dict:
@@ -135,7 +130,7 @@ class Histogram(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Histogram":
         return cls(edges=_tuple(data.get("edges")), counts=_tuple(data.get("counts")), start=data.get("start"),
-                   width=data.get("width"), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   width=data.get("width"), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"edges": _list(self.edges), "counts": _list(self.counts), "start": self.start,
@@ -154,7 +149,7 @@ class CaptionsPerGroup(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CaptionsPerGroup":
         return cls(min=data.get("min"), mean=data.get("mean"), max=data.get("max"),
-                   histogram=_tuple(data.get("histogram")), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   histogram=_tuple(data.get("histogram")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"min": self.min, "mean": self.mean, "max": self.max,
@@ -188,7 +183,7 @@ class Dataset(_Section):
                    splits=_tuple(data.get("splits")), words_per_caption=_tuple(data.get("words_per_caption")),
                    examples=_tuple(data.get("examples")), skipped=_tuple(data.get("skipped")),
                    fingerprint=data.get("fingerprint"), texts_digest=data.get("texts_digest"),
-                   groups_digest=data.get("groups_digest"), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   groups_digest=data.get("groups_digest"), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -215,7 +210,7 @@ class Encoder(_Section):
     def from_dict(cls, data: Mapping[str, Any]) -> "Encoder":
         return cls(spec=data.get("spec"), kind=data.get("kind"), name=data.get("name"), width=data.get("width"),
                    context_length=data.get("context_length"), logit_scale=data.get("logit_scale"),
-                   fingerprint=data.get("fingerprint"), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   fingerprint=data.get("fingerprint"), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"spec": self.spec, "kind": self.kind, "name": self.name, "width": self.width,
@@ -248,8 +243,7 @@ class Lengths(_Section):
                    p95=data.get("p95"), p99=data.get("p99"), min=data.get("min"), max=data.get("max"),
                    context_length=data.get("context_length"), max_tokens=data.get("max_tokens"),
                    n_truncated=data.get("n_truncated"), share_truncated=data.get("share_truncated"),
-                   histogram=_one(Histogram, data.get("histogram")), nulls=_nulls(data), order=_order(data),
-                   extra=_extra(data, cls.KEYS))
+                   histogram=_one(Histogram, data.get("histogram")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -304,7 +298,7 @@ class Distribution(_Section):
                    mode=data.get("mode"), pairs_total=data.get("pairs_total"), count=data.get("count"),
                    exact=data.get("exact"), bin_width=data.get("bin_width"), bounds=_tuple(data.get("bounds")),
                    precision=_tuple(data.get("precision")), recall=_tuple(data.get("recall")),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -339,7 +333,7 @@ class Companions(_Section):
         return cls(caption_id=_tuple(data.get("caption_id")), hardest_id=_tuple(data.get("hardest_id")),
                    hardest_cosine=_tuple(data.get("hardest_cosine")), top_k=data.get("top_k"),
                    top_ids=_tuple(data.get("top_ids")), top_cosines=_tuple(data.get("top_cosines")),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"caption_id": _list(self.caption_id), "hardest_id": _list(self.hardest_id),
@@ -371,7 +365,7 @@ class ExactDuplicates(_Section):
                    n_pairs_within_group=data.get("n_pairs_within_group"),
                    n_sets_cross_group=data.get("n_sets_cross_group"),
                    n_redundant_cross_group=data.get("n_redundant_cross_group"), examples=_tuple(data.get("examples")),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -404,7 +398,7 @@ class NearDuplicates(_Section):
                    bin_width=data.get("bin_width"), share_pairs=data.get("share_pairs"),
                    n_captions_hardest_above=data.get("n_captions_hardest_above"),
                    share_captions_hardest_above=data.get("share_captions_hardest_above"), exact=data.get("exact"),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -434,8 +428,7 @@ class Buckets(_Section):
         return cls(kind=data.get("kind"), edges=_tuple(data.get("edges")),
                    quantile_levels=_tuple(data.get("quantile_levels")), labels=_tuple(data.get("labels")),
                    shares=_tuple(data.get("shares")), share_above=_tuple(data.get("share_above")),
-                   expected_above_per_row=_tuple(data.get("expected_above_per_row")), nulls=_nulls(data), order=_order(data),
-                   extra=_extra(data, cls.KEYS))
+                   expected_above_per_row=_tuple(data.get("expected_above_per_row")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -457,8 +450,7 @@ class BatchNearDuplicates(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "BatchNearDuplicates":
         return cls(threshold=data.get("threshold"), share_batches=data.get("share_batches"),
-                   mean_pairs_per_batch=data.get("mean_pairs_per_batch"), nulls=_nulls(data), order=_order(data),
-                   extra=_extra(data, cls.KEYS))
+                   mean_pairs_per_batch=data.get("mean_pairs_per_batch"), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"threshold": self.threshold, "share_batches": self.share_batches,
@@ -478,7 +470,7 @@ class BatchExample(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "BatchExample":
         return cls(caption_ids=_tuple(data.get("caption_ids")), group_ids=_tuple(data.get("group_ids")),
-                   cosine=_tuple(data.get("cosine")), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   cosine=_tuple(data.get("cosine")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"caption_ids": _list(self.caption_ids), "group_ids": _list(self.group_ids),
@@ -509,7 +501,7 @@ class BatchStatistics(_Section):
                    relative_buckets=_one(Buckets, data.get("relative_buckets")),
                    hardest_in_batch=_one(Distribution, data.get("hardest_in_batch")),
                    near_duplicate=_one(BatchNearDuplicates, data.get("near_duplicate")),
-                   example=_one(BatchExample, data.get("example")), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   example=_one(BatchExample, data.get("example")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -560,7 +552,7 @@ class Options(_Section):
                    mode_used=data.get("mode_used"), sampled_above=data.get("sampled_above"),
                    sampled_pairs=data.get("sampled_pairs"), companions=data.get("companions"),
                    include_companions=data.get("include_companions"), device=data.get("device"),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -592,7 +584,7 @@ class Provenance(_Section):
         return cls(capgeo_version=data.get("capgeo_version"), created=data.get("created"),
                    command=data.get("command"), working_directory=data.get("working_directory"),
                    elapsed_s=data.get("elapsed_s"), embeddings_origin=data.get("embeddings_origin"),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"capgeo_version": self.capgeo_version, "created": self.created,
@@ -623,7 +615,7 @@ class GammaSuggestion(_Section):
                    range=_tuple(data.get("range")), range_exact=_tuple(data.get("range_exact")),
                    target_share=data.get("target_share"), clipped=data.get("clipped"),
                    range_clipped=_tuple(data.get("range_clipped")), clip_note=data.get("clip_note"),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -661,7 +653,7 @@ class GammaBatch(_Section):
                    suggestion=_one(GammaSuggestion, data.get("suggestion")), margins=_tuple(data.get("margins")),
                    gaussian_approximation=data.get("gaussian_approximation"), why=data.get("why"),
                    grid=_tuple(data.get("grid")), image=_tuple(data.get("image")),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -714,7 +706,7 @@ class Gamma(_Section):
                    n_batches=data.get("n_batches"), seed=data.get("seed"), clip=_tuple(data.get("clip")),
                    image_embeddings=data.get("image_embeddings"), reference=_tuple(data.get("reference")),
                    batches=_many(GammaBatch, data.get("batches")), batch_sizes_left_out=_tuple(data.get("batch_sizes_left_out")),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -770,8 +762,7 @@ class DupesPair(_Section):
                    text_b=data.get("text_b"), cosine=data.get("cosine"), jaccard=data.get("jaccard"),
                    exact_duplicate=data.get("exact_duplicate"), shared_words=_tuple(data.get("shared_words")),
                    only_a_words=_tuple(data.get("only_a_words")), only_b_words=_tuple(data.get("only_b_words")),
-                   spans_a=_tuple(data.get("spans_a")), spans_b=_tuple(data.get("spans_b")), nulls=_nulls(data),
-                   order=_order(data), extra=_extra(data, cls.KEYS))
+                   spans_a=_tuple(data.get("spans_a")), spans_b=_tuple(data.get("spans_b")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -797,7 +788,7 @@ class DupesQuery(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "DupesQuery":
         return cls(index=data.get("index"), id=data.get("id"), group=data.get("group"), text=data.get("text"),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"index": self.index, "id": self.id, "group": self.group, "text": self.text})
@@ -819,8 +810,7 @@ class DupesExample(_Section):
     def from_dict(cls, data: Mapping[str, Any]) -> "DupesExample":
         return cls(quantile=data.get("quantile"), target_cosine=data.get("target_cosine"),
                    query=_one(DupesQuery, data.get("query")), hardest_cosine=data.get("hardest_cosine"),
-                   neighbours=_many(DupesPair, data.get("neighbours")), nulls=_nulls(data), order=_order(data),
-                   extra=_extra(data, cls.KEYS))
+                   neighbours=_many(DupesPair, data.get("neighbours")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"quantile": self.quantile, "target_cosine": self.target_cosine,
@@ -864,8 +854,7 @@ class Dupes(_Section):
                    components=_tuple(data.get("components")), warnings=_tuple(data.get("warnings")),
                    encoder=_one(Encoder, data.get("encoder")), skip_exact=data.get("skip_exact"),
                    n_exact_skipped=data.get("n_exact_skipped"), near_duplicates=_tuple(data.get("near_duplicates")),
-                   dedup=_tuple(data.get("dedup")), nulls=_nulls(data), order=_order(data),
-                   extra=_extra(data, cls.KEYS))
+                   dedup=_tuple(data.get("dedup")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -892,8 +881,7 @@ class TruncationNearDuplicates(_Section):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TruncationNearDuplicates":
         return cls(threshold=data.get("threshold"), n_pairs=data.get("n_pairs"), n_captions=data.get("n_captions"),
-                   n_truncation_only=data.get("n_truncation_only"), nulls=_nulls(data), order=_order(data),
-                   extra=_extra(data, cls.KEYS))
+                   n_truncation_only=data.get("n_truncation_only"), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {"threshold": self.threshold, "n_pairs": self.n_pairs, "n_captions": self.n_captions,
@@ -929,8 +917,7 @@ class TruncationLength(_Section):
                    hardest_in_batch=_one(Distribution, data.get("hardest_in_batch")),
                    near_duplicate_in_batch=_one(BatchNearDuplicates, data.get("near_duplicate_in_batch")),
                    near_duplicates=_one(TruncationNearDuplicates, data.get("near_duplicates")),
-                   reference=data.get("reference"), movement=_tuple(data.get("movement")), nulls=_nulls(data),
-                   order=_order(data), extra=_extra(data, cls.KEYS))
+                   reference=data.get("reference"), movement=_tuple(data.get("movement")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -979,7 +966,7 @@ class Truncation(_Section):
                    per_length=_many(TruncationLength, data.get("per_length")),
                    truncation_only_pairs=_tuple(data.get("truncation_only_pairs")),
                    cut_offset_method=data.get("cut_offset_method"), elapsed_s=data.get("elapsed_s"),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -1043,7 +1030,7 @@ class CaptionMap(_Section):
                    caption_ids=_tuple(data.get("caption_ids")), groups=_tuple(data.get("groups")),
                    texts=_tuple(data.get("texts")), hardest_companion=_tuple(data.get("hardest_companion")),
                    near_duplicate_set=_tuple(data.get("near_duplicate_set")), leaked=_tuple(data.get("leaked")),
-                   nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -1107,7 +1094,7 @@ class Profile(_Section):
                    provenance=_one(Provenance, data.get("provenance")), dupes=_one(Dupes, data.get("dupes")),
                    gamma=_one(Gamma, data.get("gamma")), gamma_left_out=data.get("gamma_left_out"),
                    truncation=_one(Truncation, data.get("truncation")), leak=_one(Leak, data.get("leak")),
-                   map=_one(CaptionMap, data.get("map")), nulls=_nulls(data), order=_order(data), extra=_extra(data, cls.KEYS))
+                   map=_one(CaptionMap, data.get("map")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         """The ``capgeo.profile/1`` JSON object (plain dicts and lists), as :meth:`from_dict` read it."""
