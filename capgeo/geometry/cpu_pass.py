@@ -557,15 +557,3 @@ def _cells(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _block_total(block: np.ndarray) -> float:
     """Sum of one A x A block: each row in float32 (numpy's pairwise order, fixed by A), rows in float64."""
     return float(block.sum(axis=1, dtype=np.float32).astype(np.float64).sum())
-
-
-def rescored(matrix: np.ndarray, rows: np.ndarray, columns: np.ndarray, step: int = 1 << 14) -> np.ndarray:
-    """Float64 cosines of the pairs (rows[i], columns[i]) of ``matrix``, rounded to float32: the
-    same value on every device and for every tile size (the pass's own floats are float32
-    products, whose last bit depends on the device's kernel)."""
-    out = np.empty(rows.size, dtype=np.float32)
-    for start in range(0, rows.size, step):
-        left = matrix[rows[start:start + step]].astype(np.float64)
-        right = matrix[columns[start:start + step]].astype(np.float64)
-        out[start:start + step] = np.einsum("ij,ij->i", left, right)
-    return out
