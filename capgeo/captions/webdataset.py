@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from capgeo import _json
 from capgeo.captions.clean import RawCaptions
+from capgeo.captions.compressed import sniff
 from capgeo.captions.shards import expand_source
 from capgeo.errors import DataError
 
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
     import tarfile
 
 TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd")
-#: the first bytes of a zstd frame
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: caption member extensions, then .json keys, tried in order when no column is named
 CAPTION_MEMBERS = ("txt", "text", "caption")
 CAPTION_KEYS = ("caption", "text", "txt")
@@ -284,12 +283,12 @@ class _open:
         self.handles.append(raw)
         size = os.fstat(raw.fileno()).st_size
         fileobj = raw
-        head = raw.read(4)
+        kind = sniff(raw.read(6))   # by content, as other compressed files are
         raw.seek(0)
-        if head[:2] == b"\x1f\x8b":
+        if kind == "gzip":
             fileobj, size = _LastBlock(gzip.GzipFile(fileobj=raw, mode="rb")), None
             self.handles.append(fileobj)
-        elif head == ZSTD_MAGIC:
+        elif kind == "zstd":
             fileobj, size = _LastBlock(_ZstdStream(self.shard)), None
             self.handles.append(fileobj)
         archive = tarfile.open(fileobj=fileobj, mode="r:")
