@@ -11,9 +11,9 @@ def one_blas_thread():
 
     numpy's OpenBLAS splits even one batch's 128 x 384 product over every core, and its threads
     wait spinning between calls: the gamma section's 200 in-batch products took 12.7 s (2.1 s of
-    CPU) on this machine's two shared cores, and 1.2 s (0.16 s of CPU) on one thread. The threads
-    split the output's rows and columns, never a sum, so every product is the same to the bit
-    (tests/test_inbatch.py)."""
+    CPU) on this machine's two shared cores, and 1.2 s (0.16 s of CPU) on one thread. One thread
+    also keeps the bits from following the core count: OpenBLAS's threaded kernels may round
+    differently (they do on AMD EPYC), within float32 rounding (tests/test_inbatch.py)."""
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:

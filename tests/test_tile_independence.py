@@ -124,8 +124,8 @@ def test_merge_by_three_key_sort_gives_the_one_key_bytes_and_brute_force(monkeyp
     assert one_key.companion_cosine.tobytes() == three_keys.companion_cosine.tobytes()
     # brute force on the pass's own float32 cosines (one arithmetic block's product each)
     cosine = np.full((len(vectors), len(vectors)), -np.inf, dtype=np.float32)
-    products = cpu_pass.BlockProducts(vectors)
-    products.tile_into(0, len(vectors), 0, len(vectors), cosine)
+    with cpu_pass.block_threads(1):   # (the pass's products run on one BLAS thread)
+        cpu_pass.BlockProducts(vectors).tile_into(0, len(vectors), 0, len(vectors), cosine)
     cosine[groups[:, None] == groups[None, :]] = -np.inf
     order = np.argsort(-cosine, axis=1, kind="stable")[:, :k]
     np.testing.assert_array_equal(one_key.companion_index, order)
