@@ -91,11 +91,21 @@ def _scan_cross_torch(query_matrix, reference_matrix, torch_device, *, threshold
     block product (:class:`capgeo.geometry.torch_blocks.TorchBlockProducts`), whatever the tile."""
     import torch
 
-    from capgeo.geometry.torch_blocks import TorchBlockProducts
+    from capgeo.geometry.torch_blocks import TorchBlockProducts, block_threads
 
-    query_rows = torch.from_numpy(query_matrix).to(torch_device)
-    reference_rows = torch.from_numpy(reference_matrix).to(torch_device)
-    products = TorchBlockProducts(query_rows, reference_rows)
+    with block_threads(torch_device) as pool:
+        query_rows = torch.from_numpy(query_matrix).to(torch_device)
+        reference_rows = torch.from_numpy(reference_matrix).to(torch_device)
+        return _walk_cross_torch(TorchBlockProducts(query_rows, reference_rows, pool=pool), threshold=threshold,
+                                 top_k=top_k, block_size=block_size, max_pairs=max_pairs, progress=progress,
+                                 asked_threshold=asked_threshold)
+
+
+def _walk_cross_torch(products, *, threshold, top_k, block_size, max_pairs, progress, asked_threshold) -> CrossScan:
+    import torch
+
+    query_rows, reference_rows = products.rows, products.columns
+    torch_device = query_rows.device
     m, n = query_rows.shape[0], reference_rows.shape[0]
     buffer = torch.empty(min(block_size, m) * min(block_size, n), dtype=torch.float32, device=torch_device)
     k = max(min(top_k, n), 1)

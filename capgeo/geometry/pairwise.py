@@ -64,7 +64,6 @@ def running_passes_with(runner):
     finally:
         _pass_runner.reset(token)
 DEFAULT_TOP_K = TOP_K
-SMALL_TILE = 256  # arithmetic blocks narrower than this run on one CPU thread
 # a tile side where more than this share of cells may enter the top-k lists takes the
 # dense path (a top-k over every cell); below it the few are picked out and merged
 DENSE_ABOVE_SHARE = 1 / 64
@@ -332,6 +331,8 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
         return state.partial()
     import torch
 
+    from capgeo.geometry.torch_blocks import block_threads as torch_block_threads
+
     if isinstance(matrix, np.ndarray):
         import warnings
 
@@ -348,9 +349,10 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
         state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, reduced,
                            max_pairs, count_at_or_above,
                            None if exclude_codes is None else torch.from_numpy(exclude_codes).to(device))
-    threads = _CpuThreads(device, bookkeeping_threads)
-    with torch.inference_mode(), matmul_precision(precision), _threads_for_blocks(device, state.products.size), \
+    threads = _CpuThreads(device, bookkeeping_threads if bookkeeping_threads is not None else torch.get_num_threads())
+    with torch.inference_mode(), matmul_precision(precision), torch_block_threads(device) as pool, \
             progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
+        state.products.pool = pool
         for row_block, column_block in tiles:
             state.add_tile(row_block, column_block, threads)
             bar.advance(1)
@@ -398,24 +400,6 @@ def finish_scan(partial: PairPartial, group_codes, *, device=None, seconds: floa
                                    "pairs_rescored": int(partial.pairs_rescored),
                                    "companions": "exact (re-scored from the float32 vectors)"}
     return scan
-
-
-@contextlib.contextmanager
-def _threads_for_blocks(device, block_size):
-    """One CPU thread for small arithmetic blocks: waking a thread pool costs more than a 64 x 64
-    matmul (milliseconds per product on a loaded machine). Large blocks keep torch's default. The
-    block, not the tile, decides, so the thread count is the same for every tile size."""
-    import torch
-
-    if device.type != "cpu" or block_size >= SMALL_TILE:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 class _CpuThreads:
@@ -495,8 +479,6 @@ class _ScanState:
         self._padded_groups[:n] = groups
         self._block_low = [int(codes[start:start + size].min()) for start in range(0, n, size)]
         self._block_high = [int(codes[start:start + size].max()) for start in range(0, n, size)]
-        self._block_scratch = torch.empty((size, size), dtype=torch.float32, device=device) if histograms else None
-        self._block_squares = torch.empty((size, size), dtype=torch.float32, device=device) if histograms else None
         self._block_sum_parts = []  # (4,) float64 per arithmetic block: partials.ALL_SUM, ...
         self._span = (0, 0, 0, 0)  # the tile being walked: rows, then columns
         infinity = torch.tensor(float("inf"), device=device)
@@ -724,8 +706,8 @@ class _ScanState:
             return
         counted = product
         if row_block == column_block:  # the pairs i < j only
-            counted = torch.triu(product, 1, out=self._block_scratch)
-        squares = torch.mul(counted, counted, out=self._block_squares)
+            counted = torch.triu(product, 1)
+        squares = torch.mul(counted, counted)  # (new tensors: blocks run on several threads)
         sums = [_block_total(counted), _block_total(squares)]
         if self._block_low[row_block] <= self._block_high[column_block] and \
                 self._block_low[column_block] <= self._block_high[row_block]:
