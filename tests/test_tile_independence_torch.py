@@ -154,3 +154,18 @@ def test_the_whole_profile_is_the_same_bytes_for_any_tile(torch_engine, small_bl
     for block_size in (7, 61, 10_000):
         assert profile_bytes(data, vectors, tmp_path / f"{block_size}.json", block_size, *extra) == reference, \
             block_size
+
+
+def test_gpu_tiles_are_whole_numbers_of_arithmetic_blocks():
+    from capgeo.geometry.tile_size import choose_block_size
+
+    gib = 1 << 30
+    for free in (1 * gib, 8 * gib, 40 * gib, 140 * gib):
+        assert choose_block_size(10_000_000, "cuda", free_bytes=free) % ARITHMETIC_BLOCKS["cuda"] == 0
+
+
+def test_the_pass_leaves_torch_threads_as_it_found_them(torch_engine):
+    vectors, groups = clustered(300, 8, seed=27)
+    before = torch.get_num_threads()
+    scan(vectors, groups, 100)
+    assert torch.get_num_threads() == before

@@ -3,7 +3,7 @@
 `capgeo leak` asks which evaluation captions have a twin in the training set. That is a
 rectangular (queries x references) problem, unlike the symmetric pass of
 :mod:`capgeo.geometry.pairwise`, so it gets its own small walker: query rows in blocks,
-reference columns in blocks, one matmul per tile, never the whole M x N matrix.
+reference columns in blocks (tiles), never the whole M x N matrix.
 
 From each tile it keeps (1) every pair with cosine >= ``threshold`` and (2) each query's
 ``top_k`` most similar references. Both are exact: no pair is skipped or estimated, and the

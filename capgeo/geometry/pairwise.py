@@ -423,7 +423,6 @@ class _CpuThreads:
             self.torch.set_num_threads(self.saved)
 
 
-
 class _ScanState:
     """Device-side accumulators of the tiles one call walks, plus reusable tile-sized buffers.
 
