@@ -17,6 +17,10 @@ Methods:
           the same pass with the fixed arithmetic shape off: one product per tile (its
           arithmetic block set to the tile), which is what the fixed 256-row shape costs
           against (`--methods capgeo,capgeo-one-product` measures it, issue #31 item 6)
+  capgeo-torch, capgeo-torch-one-product
+          the same two for the torch engine (what cuda, mps, tf32 and bf16 run) on the CPU at
+          fp32: fixed-shape arithmetic blocks (capgeo.defaults.ARITHMETIC_BLOCKS["cpu"]), or
+          one block per tile
 Seconds are wall time; CPU seconds (user + system) show the work done when other
 jobs share the cores. "data MB" is the worker's peak after loading the vectors and
 importing its library (torch alone is ~600 MB of resident libraries).
@@ -29,6 +33,7 @@ import argparse
 import importlib.util
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -112,14 +117,32 @@ def run_capgeo_one_product(vectors, groups, args) -> dict:
     return run_capgeo(vectors, groups, args)
 
 
+def run_capgeo_torch(vectors, groups, args) -> dict:
+    from capgeo.geometry import pairwise
+
+    pairwise.runs_on_numpy = lambda device, precision="fp32": False  # the torch engine, on the CPU
+    return run_capgeo(vectors, groups, args)
+
+
+def run_capgeo_torch_one_product(vectors, groups, args) -> dict:
+    from capgeo.defaults import ARITHMETIC_BLOCKS
+
+    ARITHMETIC_BLOCKS["cpu"] = args.block_size  # one arithmetic block per tile: no fixed shape
+    return run_capgeo_torch(vectors, groups, args)
+
+
 METHODS = {"capgeo": run_capgeo, "capgeo-one-product": run_capgeo_one_product, "faiss": run_faiss,
-           "numpy": run_numpy}
+           "numpy": run_numpy, "capgeo-torch": run_capgeo_torch,
+           "capgeo-torch-one-product": run_capgeo_torch_one_product}
 
 
 def worker(args) -> None:
     vectors, groups = load_vectors(args)
     # warm up the libraries (imports, thread pools) outside the timing
-    if args.worker.startswith("capgeo"):
+    if args.worker.startswith("capgeo-torch"):
+        import torch  # noqa: F401
+        import capgeo.geometry.pairwise  # noqa: F401
+    elif args.worker.startswith("capgeo"):
         import capgeo.geometry.pairwise  # noqa: F401  (the CPU pass is numpy's: no torch to warm)
     elif args.worker == "faiss":
         import faiss  # noqa: F401
@@ -155,21 +178,25 @@ def main() -> None:
 
     forwarded = [f"--n={args.n}", f"--width={args.width}", f"--k={args.k}", f"--block-size={args.block_size}",
                  f"--seed={args.seed}"] + ([f"--embeddings={args.embeddings}"] if args.embeddings else [])
-    results = {}
+    methods = []
     for method in args.methods.split(","):
         if method == "faiss" and importlib.util.find_spec("faiss") is None:
             # README set-up installs capgeo without extras: say what the row needs instead of failing
             print("faiss not installed: its baseline row is left out (pip install faiss-cpu, or '.[faiss]')",
                   file=sys.stderr)
             continue
-        runs = []
-        for _ in range(args.repeat):
+        methods.append(method)
+    # rounds of every method in turn, so that a change of load on shared cores touches them alike
+    runs: dict = {method: [] for method in methods}
+    for _ in range(args.repeat):
+        for method in methods:
             completed = subprocess.run([sys.executable, __file__, f"--worker={method}", *forwarded],
                                        capture_output=True, text=True)
             if completed.returncode != 0:  # say why, not only that the worker failed
                 sys.exit(f"{method} worker failed:\n{completed.stderr[-3000:]}")
-            runs.append(json.loads(completed.stdout.strip().splitlines()[-1]))
-        results[method] = min(runs, key=lambda run: run["seconds"])
+            runs[method].append(json.loads(completed.stdout.strip().splitlines()[-1]))
+    results = {method: min(done, key=lambda run: run["seconds"]) for method, done in runs.items()}
+    medians = {method: statistics.median(run["seconds"] for run in done) for method, done in runs.items()}
 
     if not results:
         sys.exit("no method left to run")
@@ -178,7 +205,13 @@ def main() -> None:
     print(f"{'method':8s} {'seconds':>9s} {'CPU s':>9s} {'peak MB':>9s} {'data MB':>9s}")
     for method, run in results.items():
         print(f"{method:8s} {run['seconds']:9.2f} {run['cpu_seconds']:9.2f} {run['peak_mb']:9.0f} "
-              f"{run['data_mb']:9.0f}")
+              f"{run['data_mb']:9.0f}  (median of {len(runs[method])}: {medians[method]:.2f} s)")
+    for engine in ("capgeo", "capgeo-torch"):
+        if engine in results and f"{engine}-one-product" in results:
+            fixed, one = results[engine], results[f"{engine}-one-product"]
+            print(f"{engine}: fixed-shape blocks / one product per tile: time {fixed['seconds'] / one['seconds']:.2f}x "
+                  f"(medians {medians[engine] / medians[f'{engine}-one-product']:.2f}x), "
+                  f"CPU time {fixed['cpu_seconds'] / one['cpu_seconds']:.2f}x")
     if "capgeo" in results:
         mine = results["capgeo"]
         for baseline in ("faiss", "numpy"):

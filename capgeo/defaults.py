@@ -31,6 +31,12 @@ CPU_BLOCK_SIZE = 2048
 #: (capgeo.geometry.cross sizes nothing from the device), negatives' mining and dedup's re-search
 #: when no size is given. Their results do not depend on it; memory grows with its square
 FIXED_BLOCK_SIZE = CPU_BLOCK_SIZE
+#: rows of the vectors in one arithmetic block of the all-pairs and train x eval passes, by device kind:
+#: every cosine is one entry of an A x A product of two blocks (the last block zero-padded), whatever
+#: the tile, so results do not depend on --block-size. A CPU block of 256 costs nothing measurable
+#: against one product per 2048-row tile (bench/bench_geometry.py); a GPU wants blocks large enough
+#: that each product keeps it busy, and its tiles are whole numbers of them (capgeo.geometry.tile_size)
+ARITHMETIC_BLOCKS = {"cpu": 256, "mps": 2048, "cuda": 4096}
 #: bins of the pairwise pass's cosine histograms over [-1, 1]
 BINS = 4000
 #: how the pairwise pass is run, and what chooses between its modes

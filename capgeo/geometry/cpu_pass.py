@@ -24,16 +24,16 @@ import os
 
 import numpy as np
 
+from capgeo.defaults import ARITHMETIC_BLOCKS
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.geometry.distribution import bin_scale_offset
 from capgeo.geometry.partials import ALL_SQUARES, ALL_SUM, SAME_SQUARES, SAME_SUM, PairPartial, TooManyPairs, \
     exact_units, pass_partial
 
-#: rows of the vectors in one arithmetic block: every cosine is one entry of an A x A product.
-#: 256 costs nothing measurable against one product per 2048-row tile on a 2-core CPU
-#: (bench/bench_geometry.py --fixed-shape), and pads small datasets less than 512 would
-ARITHMETIC_BLOCK = 256
+#: rows of the vectors in one arithmetic block: every cosine is one entry of an A x A product
+#: (bench/bench_geometry.py --fixed-shape measures what it costs; 256 pads small datasets less than 512)
+ARITHMETIC_BLOCK = ARITHMETIC_BLOCKS["cpu"]
 
 
 
@@ -165,6 +165,10 @@ class BlockProducts:
             lower = np.tril_indices(self.size, -1)
             out[lower] = out.T[lower]
 
+    def whole_block_into(self, row_block: int, column_block: int, out: np.ndarray) -> None:
+        """A block that lies whole inside a tile, into its place there (``out``, a view of the tile)."""
+        self.product_into(row_block, column_block, out)
+
     def product(self, row_block: int, column_block: int) -> np.ndarray:
         """The A x A block (a view of the transposed upper block below the diagonal), kept for the next call."""
         flip = self.symmetric and row_block > column_block
@@ -196,9 +200,9 @@ class BlockProducts:
                                         left - column_block * size:right - column_block * size]
         if self.pool is None or len(whole_blocks) < 2:
             for job in whole_blocks:
-                self.product_into(*job)
+                self.whole_block_into(*job)
         else:
-            list(self.pool.map(lambda job: self.product_into(*job), whole_blocks))
+            list(self.pool.map(lambda job: self.whole_block_into(*job), whole_blocks))
         for target, upper in mirrored:
             target[...] = upper.T
 

@@ -3,14 +3,15 @@
 `capgeo leak` asks which evaluation captions have a twin in the training set. That is a
 rectangular (queries x references) problem, unlike the symmetric pass of
 :mod:`capgeo.geometry.pairwise`, so it gets its own small walker: query rows in blocks,
-reference columns in blocks, one matmul per tile, never the whole M x N matrix.
+reference columns in blocks (tiles), never the whole M x N matrix.
 
 From each tile it keeps (1) every pair with cosine >= ``threshold`` and (2) each query's
 ``top_k`` most similar references. Both are exact: no pair is skipped or estimated, and the
-result does not depend on the block size: on the CPU (numpy) every cosine comes from an
-arithmetic block of one shape (:class:`capgeo.geometry.cpu_pass.BlockProducts`), whatever the
-tile. Equal cosines are ordered by the lower reference index first, as in pairwise.py, so
-results are reproducible. ``--device cuda`` / mps run the same walk in torch.
+result does not depend on the block size: every cosine comes from an arithmetic block of one
+shape (:class:`capgeo.geometry.cpu_pass.BlockProducts` on the CPU, in numpy;
+:class:`capgeo.geometry.torch_blocks.TorchBlockProducts` for ``--device cuda`` / mps, which run
+the same walk in torch), whatever the tile. Equal cosines are ordered by the lower reference
+index first, as in pairwise.py, so results are reproducible.
 """
 
 from __future__ import annotations
@@ -79,9 +80,34 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
     import torch
 
     torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    query_rows = torch.from_numpy(query_matrix).to(torch_device)
-    reference_rows = torch.from_numpy(reference_matrix).to(torch_device)
+    return _scan_cross_torch(query_matrix, reference_matrix, torch_device, threshold=threshold, top_k=top_k,
+                             block_size=block_size, max_pairs=max_pairs, progress=progress,
+                             asked_threshold=asked_threshold)
+
+
+def _scan_cross_torch(query_matrix, reference_matrix, torch_device, *, threshold, top_k, block_size, max_pairs,
+                      progress, asked_threshold) -> CrossScan:
+    """:func:`scan_cross` in torch on ``torch_device``: every cosine from one fixed-shape arithmetic
+    block product (:class:`capgeo.geometry.torch_blocks.TorchBlockProducts`), whatever the tile."""
+    import torch
+
+    from capgeo.geometry.torch_blocks import TorchBlockProducts, block_threads
+
+    with block_threads(torch_device) as pool:
+        query_rows = torch.from_numpy(query_matrix).to(torch_device)
+        reference_rows = torch.from_numpy(reference_matrix).to(torch_device)
+        return _walk_cross_torch(TorchBlockProducts(query_rows, reference_rows, pool=pool), threshold=threshold,
+                                 top_k=top_k, block_size=block_size, max_pairs=max_pairs, progress=progress,
+                                 asked_threshold=asked_threshold)
+
+
+def _walk_cross_torch(products, *, threshold, top_k, block_size, max_pairs, progress, asked_threshold) -> CrossScan:
+    import torch
+
+    query_rows, reference_rows = products.rows, products.columns
+    torch_device = query_rows.device
     m, n = query_rows.shape[0], reference_rows.shape[0]
+    buffer = torch.empty(min(block_size, m) * min(block_size, n), dtype=torch.float32, device=torch_device)
     k = max(min(top_k, n), 1)
     found_query, found_reference, found_cosine = [], [], []
     found = 0
@@ -96,8 +122,10 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
             running_cosine = torch.full((rows.shape[0], 0), float("-inf"), device=torch_device)
             running_index = torch.full((rows.shape[0], 0), -1, dtype=torch.int64, device=torch_device)
             for reference_start in reference_starts:
-                columns = reference_rows[reference_start:reference_start + block_size]
-                tile = rows @ columns.T
+                reference_end = min(reference_start + block_size, n)
+                tile = buffer[:rows.shape[0] * (reference_end - reference_start)].view(
+                    rows.shape[0], reference_end - reference_start)
+                products.tile_into(query_start, query_start + rows.shape[0], reference_start, reference_end, tile)
                 hit_rows, hit_columns = torch.nonzero(tile >= threshold, as_tuple=True)
                 found += int(hit_rows.numel())
                 if found > max_pairs:

@@ -1,7 +1,8 @@
 """One blockwise pass over the caption cosine-similarity matrix.
 
 The N x N matrix is never built: the pass walks its upper triangle in
-``block_size x block_size`` tiles (one torch matmul each, into a reused buffer)
+``block_size x block_size`` tiles (each filled from fixed-shape arithmetic block products,
+:mod:`capgeo.geometry.torch_blocks`, so every cosine is the same float whatever the tile)
 and, from each tile, accumulates
 
 * a histogram (plus exact moments) of the cosines of pairs of *different* groups
@@ -39,8 +40,7 @@ from capgeo.geometry.distribution import (
     bin_indices_torch,
     summarize_values,
 )
-from capgeo.geometry.partials import (ALL_SQUARES, ALL_SUM, SAME_SQUARES, SAME_SUM, PairPartial, TooManyPairs,
-                                     exact_units, pass_partial, sorted_pairs)
+from capgeo.geometry.partials import PairPartial, TooManyPairs, exact_units, pass_partial, sorted_pairs
 from capgeo.geometry.precision import (
     ReducedProducts,
     check_precision,
@@ -64,7 +64,6 @@ def running_passes_with(runner):
     finally:
         _pass_runner.reset(token)
 DEFAULT_TOP_K = TOP_K
-SMALL_TILE = 256  # tiles narrower than this run on one CPU thread
 # a tile side where more than this share of cells may enter the top-k lists takes the
 # dense path (a top-k over every cell); below it the few are picked out and merged
 DENSE_ABOVE_SHARE = 1 / 64
@@ -332,6 +331,8 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
         return state.partial()
     import torch
 
+    from capgeo.geometry.torch_blocks import block_threads as torch_block_threads
+
     if isinstance(matrix, np.ndarray):
         import warnings
 
@@ -345,12 +346,13 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
             reduced = ReducedProducts(matrix, precision)
             precision_error = {"cosine_error_bound": reduced.bound, "product": reduced.product_kind,
                                **reduced.measure(bins)}
-        state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, len(tiles), reduced,
+        state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, reduced,
                            max_pairs, count_at_or_above,
                            None if exclude_codes is None else torch.from_numpy(exclude_codes).to(device))
-    threads = _CpuThreads(device, bookkeeping_threads)
-    with torch.inference_mode(), matmul_precision(precision), _threads_for_tiles(device, grid.block_size), \
+    threads = _CpuThreads(device, bookkeeping_threads if bookkeeping_threads is not None else torch.get_num_threads())
+    with torch.inference_mode(), matmul_precision(precision), torch_block_threads(device) as pool, \
             progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
+        state.products.pool = pool
         for row_block, column_block in tiles:
             state.add_tile(row_block, column_block, threads)
             bar.advance(1)
@@ -400,23 +402,6 @@ def finish_scan(partial: PairPartial, group_codes, *, device=None, seconds: floa
     return scan
 
 
-@contextlib.contextmanager
-def _threads_for_tiles(device, block_size):
-    """One CPU thread for tiny tiles: waking a thread pool costs more than a 64 x 64 matmul
-    (milliseconds per tile on a loaded machine). Large tiles keep torch's default."""
-    import torch
-
-    if device.type != "cpu" or block_size >= SMALL_TILE:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 class _CpuThreads:
     """Reusable context: torch runs on ``threads`` CPU threads inside, its own setting outside."""
 
@@ -438,22 +423,22 @@ class _CpuThreads:
             self.torch.set_num_threads(self.saved)
 
 
-# slots of the per-tile float64 sums (partials.ALL_SUM, ...): all pairs of the tile (strict upper
-# triangle on the diagonal), then the same-group pairs among them
-
-
 class _ScanState:
     """Device-side accumulators of the tiles one call walks, plus reusable tile-sized buffers.
 
-    Each tile's sums are float64 (float32 products, summed per row in float32 over at most
-    one tile width, rows added in float64) and kept per tile; :meth:`partial` adds them
-    exactly, so the result depends on the tile grid only through float rounding inside
-    a row of one tile (~1e-12 relative), not on how tiles are grouped.
+    Every cosine comes from a fixed-shape arithmetic block product
+    (:class:`capgeo.geometry.torch_blocks.TorchBlockProducts`), so each is the same float for
+    any tile size. The float64 sums are taken per arithmetic block (each row of the A x A
+    product summed in float32, rows added in float64), by the one tile that holds the block's
+    first counted cell, kept on the device and added exactly by :meth:`partial`: they do not
+    depend on the tiles either, nor on how tiles are grouped.
     """
 
-    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, n_tiles, reduced=None,
+    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, reduced=None,
                  max_pairs=None, count_threshold=None, exclude_codes=None):
         import torch
+
+        from capgeo.geometry.torch_blocks import TorchBlockProducts
 
         self.exclude = exclude_codes
         self.torch = torch
@@ -481,8 +466,20 @@ class _ScanState:
         self._lower = torch.ones(block_size, block_size, dtype=torch.bool, device=device).tril()
         self.negative_counts = torch.zeros(bins + 1, dtype=torch.int64, device=device)
         self.same_counts = torch.zeros(bins + 1, dtype=torch.int64, device=device)
-        self._tile_sums = torch.zeros((max(n_tiles, 1), 4), dtype=torch.float64, device=device)
         self._tile_number = 0
+        inputs = matrix if reduced is None else reduced.inputs
+        self.products = TorchBlockProducts(inputs, multiply=None if reduced is None else reduced.multiply,
+                                           on_block=self._block_sums if histograms else None)
+        size = self.products.size
+        # group codes of the arithmetic blocks, padded (padding cells' cosines are zero: whatever
+        # group they seem to share, they add nothing to a sum)
+        blocks = -(-n // size)
+        self._padded_groups = torch.full((blocks * size,), -1, dtype=torch.int64, device=device)
+        self._padded_groups[:n] = groups
+        self._block_low = [int(codes[start:start + size].min()) for start in range(0, n, size)]
+        self._block_high = [int(codes[start:start + size].max()) for start in range(0, n, size)]
+        self._block_sum_parts = []  # (4,) float64 per arithmetic block: partials.ALL_SUM, ...
+        self._span = (0, 0, 0, 0)  # the tile being walked: rows, then columns
         infinity = torch.tensor(float("inf"), device=device)
         # running (min, max) of negatives and of same-group pairs, on the device (no sync per tile)
         self.negative_range = torch.stack([infinity, -infinity])
@@ -507,10 +504,8 @@ class _ScanState:
         column_start, column_end = self.grid.span(column_block)
         rows, columns = row_end - row_start, column_end - column_start
         tile = self._tile[: rows * columns].view(rows, columns)
-        if self.reduced is None:
-            torch.mm(self.matrix[row_start:row_end], self.matrix[column_start:column_end].T, out=tile)
-        else:
-            self.reduced.product(row_start, row_end, column_start, column_end, tile)
+        self._span = (row_start, row_end, column_start, column_end)
+        self.products.tile_into(row_start, row_end, column_start, column_end, tile)
         shares_groups = (self._code_low[row_block] <= self._code_high[column_block]
                          and self._code_low[column_block] <= self._code_high[row_block])
         diagonal = row_block == column_block
@@ -700,6 +695,29 @@ class _ScanState:
             self._merge_candidates(self._candidate_table(query, None), query, candidate,
                                    self._rescore(query, candidate))
 
+    def _block_sums(self, row_block, column_block, product):
+        """Keep the sums of one arithmetic block (``product``: its A x A cosines, row block <=
+        column block) if its first counted cell lies in the tile being walked."""
+        torch, size = self.torch, self.products.size
+        row_start, row_end, column_start, column_end = self._span
+        first_row, first_column = row_block * size, column_block * size + (row_block == column_block)
+        if not (row_start <= first_row < row_end and column_start <= first_column < min(column_end, self.grid.n)):
+            return
+        counted = product
+        if row_block == column_block:  # the pairs i < j only
+            counted = torch.triu(product, 1)
+        squares = torch.mul(counted, counted)  # (new tensors: blocks run on several threads)
+        sums = [_block_total(counted), _block_total(squares)]
+        if self._block_low[row_block] <= self._block_high[column_block] and \
+                self._block_low[column_block] <= self._block_high[row_block]:
+            codes = self._padded_groups
+            same = codes[first_row:first_row + size, None] == codes[None, column_block * size:(column_block + 1) * size]
+            inside = torch.where(same, counted, 0.0)
+            sums += [_block_total(inside), _block_total(inside.mul_(inside))]
+        else:
+            sums += [sums[0].new_zeros(()), sums[0].new_zeros(())]
+        self._block_sum_parts.append(torch.stack(sums))
+
     def _rescore(self, rows, columns):
         """Float32 cosines of caption pairs, independent of how they are batched (tf32 / bf16)."""
         self._pairs_rescored += rows.numel()
@@ -712,12 +730,6 @@ class _ScanState:
         rows, columns = tile.shape
         cells = rows * columns
         scratch = self._scratch[:cells].view(rows, columns)
-        sums = self._tile_sums[self._tile_number]
-        counted = tile
-        if lower is not None:
-            counted = scratch.copy_(tile).masked_fill_(lower, 0.0)
-        sums[ALL_SUM] = _float64_total(counted)
-        sums[ALL_SQUARES] = _float64_total(torch.mul(counted, counted, out=scratch))
         bins = bin_indices_torch(tile, self.bins, scratch=scratch, out=self._bins[:cells].view(rows, columns))
         if lower is not None:
             bins.masked_fill_(lower, self.bins)  # overflow bin, discarded
@@ -725,8 +737,6 @@ class _ScanState:
         if has_same:
             inside = tile[same]
             self.same_counts += torch.bincount(bins[same], minlength=self.bins + 1)
-            sums[SAME_SUM] = inside.to(torch.float64).sum()
-            sums[SAME_SQUARES] = inside.mul(inside).to(torch.float64).sum()
             low, high = torch.aminmax(inside)
             self.same_range = torch.stack([torch.minimum(self.same_range[0], low),
                                            torch.maximum(self.same_range[1], high)])
@@ -802,12 +812,12 @@ class _ScanState:
     def partial(self) -> PairPartial:
         """The accumulators as a host-side :class:`PairPartial` (sums added exactly here)."""
         torch = self.torch
-        tile_sums = self._tile_sums[: self._tile_number].cpu().numpy()
+        block_sums = torch.stack(self._block_sum_parts).cpu().numpy() if self._block_sum_parts else np.zeros((0, 4))
         pairs = [tuple(torch.cat(parts).cpu().numpy() for parts in zip(*self._pairs))] if self._pairs else []
         touched = torch.nonzero(self._touched)[:, 0]
         return pass_partial(
             self, negative_counts=self.negative_counts.cpu().numpy(), same_counts=self.same_counts.cpu().numpy(),
-            sums=[sum(exact_units(value) for value in tile_sums[:, slot]) for slot in range(4)],
+            sums=[sum(exact_units(value) for value in block_sums[:, slot]) for slot in range(4)],
             negative_range=self.negative_range.cpu().numpy(), same_range=self.same_range.cpu().numpy(),
             touched=touched.cpu().numpy(), best_cosine=self.best_cosine[touched].cpu().numpy(),
             best_index=self.best_index[touched].cpu().numpy(), pairs=pairs, tiles=self._tile_number,
@@ -833,13 +843,14 @@ def _true_cells(mask):
     return torch.div(flat, mask.shape[1], rounding_mode="floor"), torch.remainder(flat, mask.shape[1])
 
 
-def _float64_total(values):
-    """Sum of a 2-D float32 tensor: float32 within each row (one tile wide), float64 across rows.
+def _block_total(block):
+    """Sum of one A x A block (contiguous): each row in float32, rows added in float64.
 
-    A float64 reduction of the whole tile costs ~4x a float32 one on CPU; row sums keep
-    the float32 rounding to one tile row, where it is ~1e-7 relative and averages out.
+    One shape, so one reduction kernel in one order for every block. A float64 reduction
+    costs ~4x a float32 one on CPU; row sums keep the float32 rounding to one block row
+    (~1e-7 relative, averaging out).
     """
-    return values.sum(dim=1).to(dtype=_torch().float64).sum()
+    return block.sum(dim=1).to(dtype=_torch().float64).sum()
 
 
 def _tile_topk(tile, ids, k):

@@ -97,6 +97,10 @@ class ReducedProducts:
     def product(self, row_start, row_end, column_start, column_end, out):
         self._multiply(self.inputs[row_start:row_end], self.inputs[column_start:column_end], out)
 
+    def multiply(self, rows, columns, out):
+        """The reduced-precision product of rows of :attr:`inputs` against other rows, into ``out``."""
+        self._multiply(rows, columns, out)
+
     def _tf32_product(self, rows, columns, out):
         self.torch.mm(rows, columns.T, out=out)
 

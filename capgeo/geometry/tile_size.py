@@ -9,12 +9,14 @@ measured CPU default.
 
 from __future__ import annotations
 
-from capgeo.defaults import CPU_BLOCK_SIZE
+from capgeo.defaults import ARITHMETIC_BLOCKS, CPU_BLOCK_SIZE
 
 # measured on one H200 (issue 14): 16384 -> 46.8 s, 32768 -> 44.0 s at N = 1,000,000;
 # larger tiles gain nothing and make the first progress update slow
 MAX_DEVICE_BLOCK_SIZE = 32768
-DEVICE_BLOCK_ALIGN = 1024
+# GPU tiles are whole numbers of arithmetic blocks: a tile edge through a block would make the
+# tiles on either side compute that block's product each
+DEVICE_BLOCK_ALIGN = ARITHMETIC_BLOCKS["cuda"]
 DEFAULT_MEMORY_SHARE = 0.5
 # bytes the pass holds per tile cell: the tile, its transpose, a float scratch and the
 # bin indices (4 bytes each), the mask of cells above the running top-k (1), plus torch's
@@ -27,8 +29,8 @@ def choose_block_size(n: int, device, *, memory_share: float = DEFAULT_MEMORY_SH
     """Rows per tile for ``n`` captions on ``device`` (a torch.device).
 
     CPU (and mps, whose memory is shared): :data:`CPU_BLOCK_SIZE`. CUDA: the largest
-    multiple of 1024 (at most 32768) whose tile buffers fit ``memory_share`` of the free
-    device memory (``free_bytes`` overrides the query, for tests). Never more than ``n``.
+    multiple of :data:`DEVICE_BLOCK_ALIGN` (the CUDA arithmetic block; at most 32768) whose
+    tile buffers fit ``memory_share`` of the free device memory (``free_bytes`` overrides the query, for tests). Never more than ``n``.
     """
     if n < 1:
         raise ValueError(f"need at least one caption, got {n}")
