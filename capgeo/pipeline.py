@@ -178,8 +178,13 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
         return _truncation_run(captions, encode, options, resolved, passes, progress=progress, command=command)
     if isinstance(passes, GammaPasses):
         return _gamma_run(captions, encode, options, resolved, passes, progress=progress, command=command)
+    from capgeo.geometry.estimate import resolved_mode
     from capgeo.geometry.profile import build_profile
+    from capgeo.preflight import check_faiss
 
+    if options.companions == "faiss" and resolved_mode(options.mode, captions.group_codes, options.sampled_above,
+                                                       options.sampled_pairs) == "sampled":
+        check_faiss()  # (a sample covering every negative pair runs the exact pass, which needs no faiss)
     include_companions = options.include_companions
     if per_caption is not None:
         # the per-caption file is built from the companion lists; the JSON stays as small as asked
