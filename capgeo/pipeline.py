@@ -1,5 +1,7 @@
-"""Dataset in, profile out: the one path from captions to a profile, which `capgeo profile`,
-`report`, `compare` and :func:`capgeo.profile` share.
+"""Dataset in, profile out: :func:`run_profile`, the one path from captions to a profile, which
+`capgeo profile`, `report`, `compare`, `gamma`, `truncation` and :func:`capgeo.profile` share
+(`gamma` and `truncation` ask it for their section alone: :class:`GammaPasses`,
+:class:`TruncationPasses`).
 
 What a run is asked for comes in two frozen objects, each checked once before the encoding:
 :class:`EncodeOptions` (how the captions become vectors) and
