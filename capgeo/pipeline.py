@@ -1,5 +1,7 @@
-"""Dataset in, profile out: the one path from captions to a profile, which `capgeo profile`,
-`report`, `compare` and :func:`capgeo.profile` share.
+"""Dataset in, profile out: :func:`run_profile`, the one path from captions to a profile, which
+`capgeo profile`, `report`, `compare`, `gamma`, `truncation` and :func:`capgeo.profile` share
+(`gamma` and `truncation` ask it for their section alone: :class:`GammaPasses`,
+:class:`TruncationPasses`).
 
 What a run is asked for comes in two frozen objects, each checked once before the encoding:
 :class:`EncodeOptions` (how the captions become vectors) and
@@ -54,6 +56,16 @@ class EncodeOptions:
             raise CapgeoError(f"use_cache must be True or False, got {self.use_cache!r}")
         return self
 
+    def check_cache(self) -> None:
+        """Before the encoding: the embedding cache these options read and write can be written
+        (CapgeoError otherwise). Vectors of a file (vectors:FILE) are never cached, and an encoder
+        passed already loaded is the caller's to place."""
+        from capgeo.encoders.registry import spec_kind
+        from capgeo.preflight import check_cache_folder
+
+        if self.encoder is None or (isinstance(self.encoder, str) and spec_kind(self.encoder)[0] != "precomputed"):
+            check_cache_folder(self.cache_dir, self.use_cache)
+
     def embed(self, captions, *, progress: bool | None = None, encoder=None):
         """The captions' Embeddings under these options (``encoder``: one already loaded from
         :attr:`encoder`, so that its files are not read twice)."""
@@ -62,6 +74,36 @@ class EncodeOptions:
         return embed(captions, self.encoder if encoder is None else encoder, device=self.device,
                      cache_dir=self.cache_dir, use_cache=self.use_cache, max_tokens=self.max_tokens,
                      progress=progress)
+
+
+@dataclass(frozen=True)
+class GammaPasses:
+    """`capgeo gamma`'s work in :func:`run_profile`: the ``gamma`` section alone, without the
+    pairwise pass (docs/gamma.md); the batch sizes, ``n_batches`` and ``seed`` are ProfileOptions'."""
+
+    #: the logit scale s; None: the checkpoint's, else 100
+    logit_scale: float | None = None
+    #: the gamma values of the diagnostics table; None: gamma_section's
+    grid: Sequence[float] | None = None
+    #: the caption cosine of the hardest bucket; None: gamma_section's
+    hard_edge: float | None = None
+    #: a file of image vectors (read and checked before the encoding) for the loss at initialisation
+    image_embeddings: str | Path | None = None
+
+
+@dataclass(frozen=True)
+class TruncationPasses:
+    """`capgeo truncation`'s work in :func:`run_profile`: the geometry at several maximum token
+    lengths (docs/truncation.md), from ProfileOptions' headline batch size, ``n_batches``,
+    ``buckets``, ``seed``, ``top_k`` and ``block_size``. Each length is embedded from the encoder
+    itself (EncodeOptions.max_tokens does not apply: the lengths are the point)."""
+
+    #: the maximum token lengths; None: the section's, those below the context
+    lengths: Sequence[int] | None = None
+    #: the near-duplicate cosine; None: the profile's default
+    threshold: float | None = None
+    #: truncation-only pairs listed per length; None: the section's default
+    max_listed: int | None = None
 
 
 @dataclass
@@ -107,6 +149,7 @@ def loaded_captions(captions, load_options: dict | None = None):
 def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                 per_caption: str | Path | None = None, companion_lists: bool = True,
+                passes: GammaPasses | TruncationPasses | None = None,
                 progress: bool | None = None, command: str | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
     captions to a profile.
@@ -116,25 +159,42 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     ``options``: a ``ProfileOptions``; both checked here, once, before the encoding, with the batch
     sizes resolved against the dataset (``extra_batch_sizes``: extra rows added when ``options``
     names no batch size). ``embeddings``: vectors already computed for these captions (nothing is
-    encoded). With ``gamma`` the ``gamma`` section (`capgeo gamma`) at the profile's batch sizes,
+    encoded). ``passes``: None for the whole profile; :class:`GammaPasses` for the ``gamma`` section
+    alone (`capgeo gamma`), :class:`TruncationPasses` for the ``truncation`` section alone
+    (`capgeo truncation`, which embeds at each length itself); the arguments below apply to the
+    whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
     ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
     ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
     by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
     """
-    from capgeo.geometry.profile import build_profile
     from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.preflight import check_has_negatives
 
     encode = (encode or EncodeOptions()).checked()
     options = options or ProfileOptions()
     captions = loaded_captions(captions)
     # every check before the (slow) encoding, the batch sizes resolved once for the whole run
+    check_has_negatives(captions)
     options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
+    if isinstance(passes, TruncationPasses):
+        return _truncation_run(captions, encode, options, resolved, passes, progress=progress, command=command)
+    if isinstance(passes, GammaPasses):
+        return _gamma_run(captions, encode, options, resolved, passes, progress=progress, command=command)
+    from capgeo.geometry.estimate import resolved_mode
+    from capgeo.geometry.profile import build_profile
+    from capgeo.preflight import check_faiss
+
+    if options.companions == "faiss" and resolved_mode(options.mode, captions.group_codes, options.sampled_above,
+                                                       options.sampled_pairs) == "sampled":
+        check_faiss()  # (a sample covering every negative pair runs the exact pass, which needs no faiss)
     include_companions = options.include_companions
     if per_caption is not None:
         # the per-caption file is built from the companion lists; the JSON stays as small as asked
         options = options.with_checked(include_companions=True)
         companion_lists = True
     scans = []
+    if embeddings is None:
+        encode.check_cache()
     with _on_ray(encode.ray_address):
         if embeddings is None:
             embeddings = encode.embed(captions, progress=progress)
@@ -153,6 +213,61 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile = replace(profile, gamma_left_out=left_out)
     return ProfileRun(captions, embeddings, profile, resolved, scans[0] if scans else None)
+
+
+def _gamma_run(captions, encode: EncodeOptions, options, resolved, passes: GammaPasses, *,
+               progress: bool | None, command: str | None) -> ProfileRun:
+    """:func:`run_profile` with :class:`GammaPasses`, its options already checked and resolved."""
+    from capgeo.findings.gamma import DEFAULT_GRID, checked_image_embeddings, gamma_profile
+    from capgeo.geometry.batch_size import check_gamma_batch_size
+    from capgeo.geometry.typed_profile import Profile
+
+    for size in resolved.sizes:
+        check_gamma_batch_size(size, captions.n_groups)
+    # read once, before the (slow) encoding; the profile names the file they came from
+    image_vectors = (checked_image_embeddings(passes.image_embeddings, captions)
+                     if passes.image_embeddings is not None else None)
+    encode.check_cache()
+    with _on_ray(encode.ray_address):
+        embeddings = encode.embed(captions, progress=progress)
+    profile = gamma_profile(
+        captions, embeddings, image_embeddings=image_vectors, image_source=passes.image_embeddings, command=command,
+        logit_scale=passes.logit_scale, batch_sizes=resolved.sizes, grid=passes.grid or DEFAULT_GRID,
+        n_batches=options.n_batches, seed=options.seed, progress=progress,
+        **({} if passes.hard_edge is None else {"hard_edge": passes.hard_edge}))
+    return ProfileRun(captions, embeddings, Profile.from_dict(profile), resolved)
+
+
+def _truncation_run(captions, encode: EncodeOptions, options, resolved, passes: TruncationPasses, *,
+                    progress: bool | None, command: str | None) -> ProfileRun:
+    """:func:`run_profile` with :class:`TruncationPasses`, its options already checked and resolved;
+    the run's embeddings are those at each length (a dict), the last the reference."""
+    import time
+
+    from capgeo.findings.truncation import (
+        DEFAULT_LISTED_PAIRS,
+        check_options,
+        embed_at_lengths,
+        resolve_lengths,
+        truncation_encoder,
+        truncation_result,
+    )
+    from capgeo.geometry.typed_profile import Profile
+
+    started = time.perf_counter()
+    section_options = dict(batch_size=resolved.headline, n_batches=options.n_batches, edges=options.buckets,
+                           threshold=passes.threshold, seed=options.seed, top_k=options.top_k,
+                           block_size=options.block_size,
+                           max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed)
+    check_options(captions, passes.threshold, options.buckets, resolved.headline, section_options["max_listed"])
+    encode.check_cache()
+    with _on_ray(encode.ray_address):
+        text_encoder = truncation_encoder(encode.encoder, device=encode.device, cache_dir=encode.cache_dir)
+        embeddings = embed_at_lengths(captions, text_encoder, resolve_lengths(passes.lengths, text_encoder.info),
+                                      cache_dir=encode.cache_dir, use_cache=encode.use_cache, progress=progress)
+        profile = truncation_result(captions, text_encoder, embeddings, device=encode.device, progress=progress,
+                                    command=command, started=started, **section_options)
+    return ProfileRun(captions, embeddings, Profile.from_dict(profile), resolved)
 
 
 def profile_dataset(captions, encoder=None, options=None, *, device: str | None = None,
@@ -183,57 +298,26 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
 def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, logit_scale: float | None = None,
                   grid: Sequence[float] | None = None, hard_edge: float | None = None, image_embeddings=None,
                   progress: bool | None = None, command: str | None = None) -> ProfileRun:
-    """`capgeo gamma` in one call: load, check, embed and suggest a gamma (docs/gamma.md).
+    """`capgeo gamma` in one call (docs/gamma.md): :func:`run_profile` with :class:`GammaPasses`.
 
     ``options`` is a ProfileOptions, of which the gamma rule reads the batch sizes (each one it can
-    answer: at least capgeo.geometry.batch_size.MIN_GAMMA_BATCH_SIZE), ``n_batches`` and ``seed``;
-    ``grid`` and ``hard_edge`` default to gamma_section's. ``image_embeddings``: a path of image
-    vectors (read and checked before the encoding) for the loss at initialisation. The profile is
-    gamma's own ``capgeo.profile/1``-shaped dict, without the pairwise pass.
+    answer: at least capgeo.geometry.batch_size.MIN_GAMMA_BATCH_SIZE), ``n_batches`` and ``seed``.
+    The profile holds ``dataset``, ``encoder``, ``gamma``, ``options`` and ``provenance``, without
+    the pairwise pass.
     """
-    from capgeo.findings.gamma import DEFAULT_GRID, checked_image_embeddings, gamma_profile
-    from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
-    from capgeo.geometry.profile_options import ProfileOptions
-
-    encode = (encode or EncodeOptions()).checked()
-    options = options or ProfileOptions()
-    captions = loaded_captions(captions)
-    resolved = resolve_batch_sizes(options.batch_sizes, captions.n_groups)   # fail before the (slow) encoding
-    for size in resolved.sizes:
-        check_gamma_batch_size(size, captions.n_groups)
-    # read once, before the (slow) encoding; the profile names the file they came from
-    image_vectors = checked_image_embeddings(image_embeddings, captions) if image_embeddings is not None else None
-    with _on_ray(encode.ray_address):
-        embeddings = encode.embed(captions, progress=progress)
-    profile = gamma_profile(
-        captions, embeddings, image_embeddings=image_vectors, image_source=image_embeddings, command=command,
-        logit_scale=logit_scale, batch_sizes=resolved.sizes, grid=grid or DEFAULT_GRID, n_batches=options.n_batches,
-        seed=options.seed, progress=progress, **({} if hard_edge is None else {"hard_edge": hard_edge}))
-    return ProfileRun(captions, embeddings, profile, resolved)
+    return run_profile(captions, encode, options, passes=GammaPasses(logit_scale, grid, hard_edge, image_embeddings),
+                       progress=progress, command=command)
 
 
 def truncation_dataset(captions, encode: EncodeOptions | None = None, options=None, *,
                        lengths: Sequence[int] | None = None, threshold: float | None = None,
                        max_listed: int | None = None, progress: bool | None = None,
-                       command: str | None = None) -> dict:
-    """`capgeo truncation` in one call: the geometry at several maximum token lengths
-    (docs/truncation.md), from ProfileOptions' first batch size (None: the policy's),
-    ``n_batches``, ``buckets``, ``seed``, ``top_k`` and ``block_size``. ``threshold``: the
-    near-duplicate cosine (None: the profile's default); ``max_listed``: truncation-only pairs
-    listed per length (None: the section's default). Each length is embedded from the encoder
-    itself (``encode.max_tokens`` does not apply: the lengths are the point)."""
-    from capgeo.findings.truncation import truncation_profile
-    from capgeo.geometry.profile_options import ProfileOptions
-
-    encode = (encode or EncodeOptions()).checked()
-    options = options or ProfileOptions()
-    with _on_ray(encode.ray_address):
-        return truncation_profile(
-            loaded_captions(captions), encode.encoder, lengths=lengths, device=encode.device, cache_dir=encode.cache_dir,
-            use_cache=encode.use_cache, progress=progress, command=command,
-            batch_size=options.batch_sizes[0] if options.batch_sizes else None, n_batches=options.n_batches,
-            edges=options.buckets, threshold=threshold, seed=options.seed, top_k=options.top_k,
-            block_size=options.block_size, **({} if max_listed is None else {"max_listed": max_listed}))
+                       command: str | None = None) -> ProfileRun:
+    """`capgeo truncation` in one call (docs/truncation.md): :func:`run_profile` with
+    :class:`TruncationPasses`; the profile holds ``dataset``, ``encoder``, ``truncation``,
+    ``options`` and ``provenance``."""
+    return run_profile(captions, encode, options, passes=TruncationPasses(lengths, threshold, max_listed),
+                       progress=progress, command=command)
 
 
 def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | None = None,

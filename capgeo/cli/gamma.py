@@ -11,7 +11,6 @@ from capgeo.display import counted
 from capgeo.cli.options import (
     FiniteFloatRange,
     batch_size_options,
-    check_options_before_encoding,
     dataset_options,
     emit,
     encode_from_options,
@@ -69,7 +68,7 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
 
     refuse_path_clashes()
     captions = load_from_options(options)
-    check_options_before_encoding(captions, n_batches=n_batches)
+    # the pipeline checks every option before the encoding
     run = gamma_dataset(captions, encode_from_options(options),
                         ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
                         logit_scale=logit_scale, grid=grid, hard_edge=hard_edge, image_embeddings=image_embeddings,
@@ -80,17 +79,17 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     emit(profile, json_out, _print)
 
 
-def _print(profile: dict) -> None:
+def _print(profile) -> None:
     """The gamma result on the terminal: the section's reference, then each batch size's suggestion and grid."""
     from rich.padding import Padding
     from rich.text import Text
 
     from capgeo.findings.gamma import MARGIN_VIEW_NOTE, describe_margins
 
-    from capgeo.geometry.typed_profile import Profile
+    from capgeo.geometry.typed_profile import as_profile
 
     console = terminal.console()
-    typed = Profile.from_dict(profile)
+    typed = as_profile(profile)
     section, dataset, encoder = typed.gamma, typed.dataset, typed.encoder
     reference = section.reference
     console.print(f"[bold]HN-CLIP gamma[/bold] for {shown(dataset.source)} "

@@ -12,7 +12,6 @@ from capgeo.cli.options import (
     FiniteFloatRange,
     PairThreshold,
     batch_size_options,
-    check_options_before_encoding,
     comma_separated_floats,
     dataset_options,
     emit,
@@ -105,14 +104,9 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         include_companions=not no_companions,
         **({} if relative_quantiles is None else {"relative_quantiles": relative_quantiles}))
     captions = load_from_options(options)
-    from capgeo.geometry.estimate import pairwise_mode, resolved_mode
+    from capgeo.geometry.estimate import pairwise_mode
 
-    # (a sample covering every negative pair runs the exact pass, which needs no faiss)
-    sampled = resolved_mode(mode, captions.group_codes, sampled_above, sampled_pairs) == "sampled"
-    check_options_before_encoding(captions, buckets=buckets, relative_quantiles=relative_quantiles,
-                                  n_batches=n_batches, top_k=top_k,
-                                  sampled_pairs=sampled_pairs if mode != "exact" else None,
-                                  needs_faiss=companions == "faiss" and sampled)
+    # the pipeline checks every option before the encoding
     run = run_profile(
         captions, encode_from_options(options, max_tokens=max_tokens), profile_options, command=reproduce_command(),
         gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption,

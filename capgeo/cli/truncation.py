@@ -8,7 +8,6 @@ from capgeo.cli import terminal
 from capgeo.display import visible
 from capgeo.cli.options import (
     PairThreshold,
-    check_options_before_encoding,
     comma_separated_floats,
     dataset_options,
     emit,
@@ -83,16 +82,16 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
 
     refuse_path_clashes()
     captions = load_from_options(options)
-    check_options_before_encoding(captions, buckets=buckets, n_batches=n_batches, top_k=top_k)
-    result = truncation_dataset(
+    # the pipeline checks every option before the encoding
+    run = truncation_dataset(
         captions, encode_from_options(options),
         ProfileOptions(batch_sizes=None if batch_size is None else (batch_size,), n_batches=n_batches, buckets=buckets,
                        seed=seed, top_k=top_k, block_size=block_size),
         lengths=lengths, threshold=threshold, max_listed=max_listed, command=reproduce_command())
-    emit(result, json_out, _render_on_terminal)
+    emit(run.profile, json_out, _render_on_terminal)
 
 
-def _render_on_terminal(result: dict) -> None:
+def _render_on_terminal(result) -> None:
 
     render(result, terminal.console(highlight=False))
 

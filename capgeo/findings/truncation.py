@@ -433,21 +433,41 @@ def truncation_profile(captions, encoder=None, *, lengths: Sequence[int] | None 
     ``encoder``, ``truncation`` (:func:`truncation_section`; ``options`` go there),
     ``options`` and ``provenance``. ``encoder`` is a spec, a loaded encoder or None
     (the embedded default)."""
-    from capgeo.encoders import get_encoder
-    from capgeo.encoders.embed import _is_encoder
-    from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
-
     started = time.perf_counter()
     # fail on bad options before loading a model and encoding
     check_options(captions, options.get("threshold"), options.get("edges"), options.get("batch_size"),
                   options.get("max_listed", DEFAULT_LISTED_PAIRS))
+    text_encoder = truncation_encoder(encoder, device=device, cache_dir=cache_dir)
+    embeddings = embed_at_lengths(captions, text_encoder, resolve_lengths(lengths, text_encoder.info),
+                                  cache_dir=cache_dir, use_cache=use_cache, progress=progress)
+    return truncation_result(captions, text_encoder, embeddings, device=device, progress=progress, command=command,
+                             started=started, **options)
+
+
+def truncation_encoder(encoder=None, *, device: str | None = None, cache_dir=None):
+    """The text encoder that embeds at each length: ``encoder`` when loaded already, else the one its
+    spec names (None: the embedded default), refused when it cannot cut captions itself."""
+    from capgeo.encoders import get_encoder
+    from capgeo.encoders.embed import _is_encoder
+
     text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device, cache_dir=cache_dir)
     check_encoder(text_encoder)
-    chosen = resolve_lengths(lengths, text_encoder.info)
-    embeddings = embed_at_lengths(captions, text_encoder, chosen, cache_dir=cache_dir, use_cache=use_cache,
-                                  progress=progress)
-    section = truncation_section(captions, embeddings, text_encoder, device=device, progress=progress, **options)
-    origins = sorted({item.origin for item in embeddings.values()})
+    return text_encoder
+
+
+def truncation_result(captions, text_encoder, embeddings_by_length: dict, *, device: str | None = None,
+                      progress: bool | None = None, command: str | None = None, started: float | None = None,
+                      **options) -> dict:
+    """The ``capgeo.profile/1`` dict of `capgeo truncation` from the embeddings at each length
+    (:func:`embed_at_lengths`): ``dataset``, ``encoder``, ``truncation`` (:func:`truncation_section`;
+    ``options`` go there), ``options`` and ``provenance`` (``started``: the run's start, a
+    ``time.perf_counter()``)."""
+    from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
+
+    started = time.perf_counter() if started is None else started
+    section = truncation_section(captions, embeddings_by_length, text_encoder, device=device, progress=progress,
+                                 **options)
+    origins = sorted({item.origin for item in embeddings_by_length.values()})
     profile = {
         "schema": SCHEMA,
         "dataset": summarize_dataset(captions),

@@ -81,12 +81,11 @@ class ProfileOptions:
         """These options with bad values refused (CapgeoError), the bucket edges and relative levels
         in their checked form, and ``batch_sizes`` (already checked against the dataset) in place."""
         from capgeo.geometry.estimate import pairwise_mode
-        from capgeo.geometry.inbatch import check_edges
         from capgeo.geometry.precision import check_precision
-        from capgeo.preflight import check_counts, check_pair_threshold, check_quantile_levels
+        from capgeo.preflight import check_bucket_edges, check_counts, check_pair_threshold, check_quantile_levels
 
         pairwise_mode(self.mode, 0)  # refuses an unknown mode before any work
-        edges = check_edges(self.buckets)
+        edges = check_bucket_edges(self.buckets)
         check_pair_threshold(self.near_duplicate_threshold, "near-duplicate threshold")
         levels = tuple(float(level) for level in self.relative_quantiles)
         if self.relative_buckets:
