@@ -32,12 +32,20 @@ def compression_of(path: Path) -> str | None:
     return SUFFIXES.get(name[dot:].lower()) if dot > name.rfind(os.sep) else None
 
 
+def inner_name(path: Path) -> str:
+    """The file's name once decompressed: ``12.txt`` for ``caption/12.txt.gz``."""
+    name = Path(path).name
+    return name.rpartition(".")[0] if compression_of(name) else name
+
+
 def inner_suffix(path: Path) -> str:
     """The suffix the file has once decompressed: ``.jsonl`` for ``captions.jsonl.gz``."""
-    path = Path(path)
-    if compression_of(path):
-        path = path.with_suffix("")
-    return path.suffix.lower()
+    return Path(inner_name(path)).suffix.lower()
+
+
+def inner_stem(path: Path) -> str:
+    """The file's stem once decompressed: ``12`` for ``12.txt.gz`` (the id a benchmark folder gives it)."""
+    return Path(inner_name(path)).stem
 
 
 def sniff(head: bytes) -> str | None:
