@@ -12,6 +12,7 @@ import re
 from pathlib import Path, PurePosixPath
 
 from capgeo.captions.clean import RawCaptions, key_text, row_groups
+from capgeo.captions.compressed import inner_name, inner_stem, inner_suffix
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.sources import iter_json_lines, json_kind, parse_json, read_text
 from capgeo.errors import DataError
@@ -84,16 +85,17 @@ def read_urban1k(content: DatasetContent) -> RawCaptions:
     folder = content.path
     if (folder / "caption").is_dir():
         folder = folder / "caption"
-    text_files = [path for path in visible_files(folder) if path.suffix.lower() == ".txt"]
+    # N.txt, or N.txt.gz (.zst, .bz2, .xz): read_text decompresses by the name, and the id is N
+    text_files = [path for path in visible_files(folder) if inner_suffix(path) == ".txt"]
     # captions are N.txt; another text file (a README, notes) is not one, and is said to be left out
-    files = [path for path in text_files if path.stem.isdecimal()]
-    others = sorted(path.name for path in text_files if not path.stem.isdecimal())
+    files = [path for path in text_files if inner_stem(path).isdecimal()]
+    others = sorted(path.name for path in text_files if not inner_stem(path).isdecimal())
     if not files:
         found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
         raise DataError(f"{folder}: expected Urban-1K caption files N.txt; found: {found}")
     # numeric order (1, 2, ..., 10), not string order (1, 10, 100, 2)
-    files.sort(key=lambda path: int(path.stem))
-    ids = [path.stem for path in files]
+    files.sort(key=lambda path: (int(inner_stem(path)), path.name))
+    ids = [inner_stem(path) for path in files]
     texts = [read_text(path) for path in files]
     return RawCaptions(
         source=folder, format="urban1k", texts=texts, where=lambda row: f"file {files[row].name}",
@@ -117,7 +119,7 @@ def visible_files(folder: Path) -> list[Path]:
             continue
         if path.is_file():
             files.append(path)
-        elif path.is_symlink() and not path.exists() and path.suffix.lower() in CAPTION_FILE_SUFFIXES:
+        elif path.is_symlink() and not path.exists() and inner_suffix(path) in CAPTION_FILE_SUFFIXES:
             raise DataError(f"{path}: a symbolic link to a missing file ({os.readlink(path)}); "
                             "restore its target or remove the link")
     return files
@@ -284,7 +286,8 @@ def read_dci(content: DatasetContent) -> RawCaptions:
     root = folder
     if (folder / "complete").is_dir():
         folder = folder / "complete"
-    files = sorted(path for path in visible_files(folder) if path.suffix.lower() == ".json")
+    # <image>.json, or <image>.json.gz (.zst, .bz2, .xz): read_text decompresses by the name
+    files = sorted(path for path in visible_files(folder) if inner_suffix(path) == ".json")
     if not files:
         found = ", ".join(sorted(path.name for path in folder.iterdir())[:10]) or "nothing"
         raise DataError(f"{folder}: expected DCI annotation files <image>.json; found: {found}")
@@ -298,15 +301,16 @@ def read_dci(content: DatasetContent) -> RawCaptions:
                 f"{file}: DCI annotation needs an 'extra_caption' key; found {json_kind(data)}"
             )
         fields = fields or list(data)
-        split = split_of.get(file.name, split_of.get(file.stem))
-        ids.append(file.stem)
+        name, stem = inner_name(file), inner_stem(file)
+        split = split_of.get(name, split_of.get(stem))
+        ids.append(stem)
         texts.append(_dci_description(data))
         places.append(f"file {file.name}")
         for k, summary in enumerate(_image_summaries(data.get("summaries"), file)):
-            ids.append(f"{file.stem}#summary-{k}")
+            ids.append(f"{stem}#summary-{k}")
             texts.append(summary)
             places.append(f"file {file.name}, summary {k + 1}")
-        groups.extend([file.stem] * (len(ids) - len(groups)))
+        groups.extend([stem] * (len(ids) - len(groups)))
         splits.extend([split] * (len(ids) - len(splits)))
     return RawCaptions(
         source=folder, format="dci", texts=texts, where=lambda row: places[row],

@@ -72,6 +72,10 @@ class RawCaptions:
     layout: str | None = None
     #: the files read, when the source is not one file or folder (a glob, a brace range)
     files: tuple[Path, ...] = ()
+    #: ``row_checks(texts)["edges"]`` and ``row_checks(ids)["cut"]`` when the reader computed them as it
+    #: read the columns (polars scans do: the columns are still in cache), else None
+    edges: "pl.Series | None" = None
+    cut: "pl.Series | None" = None
 
 
 class RowNumbers(Sequence):
@@ -180,13 +184,21 @@ def _columnar_caption_set(raw: RawCaptions, *, split: str | None, limit: int | N
     # another, such as the shards' texts beside ids made in one piece, would be copied into one chunk)
     given_ids = isinstance(raw.ids, pl.Series)
     keys = ({"id": ids} if given_ids else {}) | ({"group": groups} if isinstance(raw.groups, pl.Series) else {})
-    tests = pl.DataFrame({"text": texts} | keys).select(
-        _printable_edges(pl.col("text")).not_().alias("check"),
-        *([_cut_hash(pl.col("id")).alias("cut")] if given_ids else []),
-        *[(pl.col(name) == "").any().alias(f"empty {name}") for name in keys])
-    if any(tests[f"empty {name}"][0] for name in keys) or (given_ids and not _all_distinct(ids, tests["cut"])):
+    # the reader's own row tests are used where it made them on these very columns (same length, and
+    # the id cut of text ids: _named_keys returns those as they are)
+    edges = raw.edges if raw.edges is not None and len(raw.edges) == n_rows else None
+    cut = raw.cut if given_ids and ids is raw.ids and raw.cut is not None and len(raw.cut) == n_rows else None
+    tests = pl.DataFrame(({"text": texts} if edges is None else {}) | keys).select(
+        *([row_checks(pl.col("text"))["edges"]] if edges is None else []),
+        *([row_checks(pl.col("id"))["cut"]] if given_ids and cut is None else []),
+        *[(pl.col(name) == "").any().alias(f"empty {name}") for name in keys]) if edges is None or keys else None
+    if edges is None:
+        edges = tests["edges"]
+    if given_ids and cut is None:
+        cut = tests["cut"]
+    if any(tests[f"empty {name}"][0] for name in keys) or (given_ids and not _all_distinct(ids, cut)):
         return None
-    check = tests["check"]
+    check = edges
     in_split = None if split is None else splits == split
     checked_rows = (check if in_split is None else check & in_split).arg_true()
     reasons: list[tuple[int, str]] = []  # (row, why it is skipped), in row order
@@ -221,6 +233,13 @@ def _columnar_caption_set(raw: RawCaptions, *, split: str | None, limit: int | N
                         for name in COLUMNS)
     skipped_list = [Skipped(reason, len(places), tuple(places[:MAX_EXAMPLES])) for reason, places in skipped.items()]
     return CaptionSet(table, raw.source, raw.format, skipped_list, layout=raw.layout, files=raw.files)
+
+
+def row_checks(column: pl.Expr) -> dict[str, pl.Expr]:
+    """The column-wise tests of _columnar_caption_set, as expressions on ``column``: "edges", True
+    where a caption needs the row rules (see _printable_edges), and "cut", an id's cut hash (see
+    _all_distinct). Readers that scan files evaluate them in the scan, on columns still in cache."""
+    return {"edges": _printable_edges(column).not_().alias("edges"), "cut": _cut_hash(column).alias("cut")}
 
 
 def _printable_edges(text: pl.Expr) -> pl.Expr:

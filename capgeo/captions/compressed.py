@@ -32,12 +32,30 @@ def compression_of(path: Path) -> str | None:
     return SUFFIXES.get(name[dot:].lower()) if dot > name.rfind(os.sep) else None
 
 
+def inner_name(path: Path) -> str:
+    """The file's name once decompressed: ``12.txt`` for ``caption/12.txt.gz``."""
+    name = os.path.basename(os.fspath(path))
+    return name.rpartition(".")[0] if compression_of(name) else name
+
+
+def _suffix_start(name: str) -> int | None:
+    """Where Path(name).suffix starts in ``name`` (None: no suffix), without making a Path."""
+    dot = name.rfind(".")
+    return dot if 0 < dot < len(name) - 1 else None
+
+
 def inner_suffix(path: Path) -> str:
     """The suffix the file has once decompressed: ``.jsonl`` for ``captions.jsonl.gz``."""
-    path = Path(path)
-    if compression_of(path):
-        path = path.with_suffix("")
-    return path.suffix.lower()
+    name = inner_name(path)
+    dot = _suffix_start(name)
+    return "" if dot is None else name[dot:].lower()
+
+
+def inner_stem(path: Path) -> str:
+    """The file's stem once decompressed: ``12`` for ``12.txt.gz`` (the id a benchmark folder gives it)."""
+    name = inner_name(path)
+    dot = _suffix_start(name)
+    return name if dot is None else name[:dot]
 
 
 def sniff(head: bytes) -> str | None:

@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 from capgeo.captions.benchmarks import CAPTION_FILE_SUFFIXES, DOCCI_ID, visible_files
 from capgeo.captions.content import DatasetContent
 from capgeo.captions.compressed import inner_suffix
-from capgeo.captions.shards import SHARD_FORMATS, is_saved_dataset, shard_files, shard_format, shards_format
+from capgeo.captions.shards import SHARD_FORMATS, is_saved_dataset, shard_files, shards_format
 from capgeo.captions.sources import first_json_line, json_kind
 from capgeo.errors import DataError
 
@@ -56,13 +56,13 @@ def _detect_folder(content: DatasetContent) -> str:
     # folder of .txt files beside, say, a .jsonl is not an Urban-1K folder (its .jsonl would be
     # silently ignored), so it must be told with --format
     files = visible_files(folder)
-    # a compressed shard counts as its inner format (a .jsonl.gz beside a README.txt is not Urban-1K)
-    suffixes = {inner_suffix(path) if shard_format(path) else path.suffix.lower() for path in files} \
-        & CAPTION_FILE_SUFFIXES
+    # a compressed file counts as its inner format (a .jsonl.gz beside a README.txt is not Urban-1K; a
+    # folder of N.txt.gz is)
+    suffixes = {inner_suffix(path) for path in files} & CAPTION_FILE_SUFFIXES
     if suffixes == {".txt"}:
         return "urban1k"
     if suffixes == {".json"}:
-        _check_dci_like(folder, sorted(path for path in files if path.suffix.lower() == ".json"))
+        _check_dci_like(folder, sorted(path for path in files if inner_suffix(path) == ".json"))
         return "dci"
     # shards of one table (also in subfolders: the hub's data/train-00000-of-00004.parquet), unless
     # caption files of another kind sit beside them

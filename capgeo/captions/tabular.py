@@ -12,7 +12,7 @@ import io
 import json
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from capgeo import _json
 from capgeo.captions.clean import RawCaptions, RowNumbers, row_groups
@@ -70,8 +70,11 @@ class Table:
     splits: Sequence | None = None
     #: how the rows were read, for `capgeo info` ("Hugging Face parquet, 4 shards, split train")
     layout: str | None = None
-    #: reads the named columns at once, ahead of ``get`` (for files read column by column)
-    prefetch: Callable[[list[str]], None] | None = None
+    #: reads the named columns at once, ahead of ``get`` (for files read column by column); given the
+    #: caption and id columns too, it may fill ``checks`` with their row tests, computed as they are read
+    prefetch: Callable[..., None] | None = None
+    #: (test, column) -> its polars Series: ("edges", caption) and ("cut", id), as clean.row_checks makes them
+    checks: dict = field(default_factory=dict)
 
 
 def read_generic(content: DatasetContent, format: str, columns: ColumnChoice) -> RawCaptions:
@@ -396,7 +399,7 @@ def captions_from_table(table: Table, path, format: str, columns: ColumnChoice) 
     split_column = _pick(table, None, "", SPLIT_NAMES, path)
     if table.prefetch is not None:  # the columns used, read together (one pass over the shards)
         table.prefetch([name for name in (text_column, captions_column, id_column, group_column, split_column)
-                        if name is not None])
+                        if name is not None], text=text_column, id=id_column)
     if detected and text_column is not None and _holds_lists(table.get(text_column), format):
         text_column, captions_column = None, text_column
     for chosen in (id_column, group_column, split_column):
@@ -410,7 +413,9 @@ def captions_from_table(table: Table, path, format: str, columns: ColumnChoice) 
         if ids is None and groups is None:
             ids = table.numbers
         raw = RawCaptions(source=path, format=format, texts=table.get(text_column), where=table.where,
-                          ids=ids, groups=groups, splits=splits, fields=table.columns, numbers=table.numbers)
+                          ids=ids, groups=groups, splits=splits, fields=table.columns, numbers=table.numbers,
+                          edges=table.checks.get(("edges", text_column)),
+                          cut=table.checks.get(("cut", id_column)) if id_column else None)
     else:
         raw = _expand_caption_lists(table, captions_column, ids, groups, splits, path, format)
     raw.layout = table.layout
