@@ -38,15 +38,19 @@ PCA_DIMENSIONS = 2
 PERPLEXITY = 30.0
 #: above this many points openTSNE approximates the gradient by FFT interpolation (Barnes-Hut below)
 FFT_ABOVE = 10_000
-#: above this many points the map takes half the neighbours and under half the iterations: at 100,000
-#: captions on 2 cores the pass's top-k lists and the iterations make most of the time, and the later
-#: iterations cost the most (the FFT grid grows with the layout). At 10,000 points these settings keep
-#: 95% of the 10-NN preservation of 250 + 500 iterations, at 100,000 79% of that of 125 + 375 in 42% of
-#: its time (measured in docs/report.md)
+#: above this many points the map takes a third of the neighbours, under half the iterations and a
+#: coarser FFT interpolation: at 100,000 captions on 2 cores the pass's top-k lists and the iterations
+#: make most of the time, and the later iterations cost the most (the FFT grid grows with the layout).
+#: At 10,000 points 100 + 250 iterations keep 95% of the 10-NN preservation of 250 + 500; at 100,000
+#: perplexity 10 with 2 interpolation points preserves more than perplexity 15 with 3 in about 75% of
+#: its CPU time (measured in docs/report.md)
 LARGE_ABOVE = 20_000
-LARGE_PERPLEXITY = 15.0
+LARGE_PERPLEXITY = 10.0
 #: exaggerated iterations, then normal ones (openTSNE's defaults: 250, then 500)
 LARGE_ITERATIONS = (100, 250)
+#: interpolation points per FFT grid interval (openTSNE's default: 3); each point's share of the
+#: negative gradient costs their square
+LARGE_INTERPOLATION_POINTS = 2
 #: companions per caption the pass keeps for the near-duplicate sets, as every command's pass (rows with
 #: more at the threshold are searched again by capgeo.findings.duplicates)
 NEAR_DUPLICATE_TOP_K = TOP_K
@@ -191,7 +195,8 @@ def project(vectors: np.ndarray, *, seed: int = 0, n_jobs: int | None = None, ne
     jobs = n_jobs or _threads()
     affinities = PerplexityBasedNN(knn_index=PrecomputedNeighbors(index, distances), perplexity=perplexity_for(n),
                                    n_jobs=jobs)
-    settings = {} if n <= LARGE_ABOVE else dict(zip(("early_exaggeration_iter", "n_iter"), LARGE_ITERATIONS))
+    settings = {} if n <= LARGE_ABOVE else dict(zip(("early_exaggeration_iter", "n_iter"), LARGE_ITERATIONS),
+                                                 n_interpolation_points=LARGE_INTERPOLATION_POINTS)
     # Barnes-Hut up to FFT_ABOVE points (openTSNE's advice: FFT's fixed interpolation grid costs more there)
     embedding = openTSNE.TSNE(n_jobs=jobs, random_state=seed, verbose=False,
                               negative_gradient_method="fft" if n > FFT_ABOVE else "bh", **settings)
