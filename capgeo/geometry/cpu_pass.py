@@ -152,10 +152,14 @@ class BlockProducts:
             return part
         key = (id(vectors), index)
         if key not in self._padded:
-            padded = np.zeros((self.size, vectors.shape[1]), dtype=np.float32)
+            padded = self._zeros(self.size, vectors)
             padded[:part.shape[0]] = part
             self._padded[key] = padded
         return self._padded[key]
+
+    def _zeros(self, rows: int, like: np.ndarray) -> np.ndarray:
+        """A zero block of ``rows`` rows, as wide as ``like`` (the padding of a last block)."""
+        return np.zeros((rows, like.shape[1]), dtype=np.float32)
 
     def product_into(self, row_block: int, column_block: int, out: np.ndarray) -> None:
         """The A x A product of row block and column block into ``out`` (row <= column when symmetric)."""

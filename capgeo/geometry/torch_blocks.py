@@ -76,17 +76,8 @@ class TorchBlockProducts(BlockProducts):
     def _new_buffer(self):
         return self.torch.empty((self.size, self.size), dtype=self.torch.float32, device=self.rows.device)
 
-    def block(self, vectors, index: int):
-        start = index * self.size
-        part = vectors[start:start + self.size]
-        if part.shape[0] == self.size:
-            return part
-        key = (id(vectors), index)
-        if key not in self._padded:
-            padded = self.torch.zeros((self.size, vectors.shape[1]), dtype=vectors.dtype, device=vectors.device)
-            padded[:part.shape[0]] = part
-            self._padded[key] = padded
-        return self._padded[key]
+    def _zeros(self, rows: int, like):
+        return self.torch.zeros((rows, like.shape[1]), dtype=like.dtype, device=like.device)
 
     def product_into(self, row_block: int, column_block: int, out) -> None:
         """The A x A product into ``out``, which must be contiguous (a buffer of this class)."""
