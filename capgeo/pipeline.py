@@ -242,31 +242,18 @@ def _truncation_run(captions, encode: EncodeOptions, options, resolved, passes: 
                     progress: bool | None, command: str | None) -> ProfileRun:
     """:func:`run_profile` with :class:`TruncationPasses`, its options already checked and resolved;
     the run's embeddings are those at each length (a dict), the last the reference."""
-    import time
-
-    from capgeo.findings.truncation import (
-        DEFAULT_LISTED_PAIRS,
-        check_options,
-        embed_at_lengths,
-        resolve_lengths,
-        truncation_encoder,
-        truncation_result,
-    )
+    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, truncation_run
     from capgeo.geometry.typed_profile import Profile
 
-    started = time.perf_counter()
     section_options = dict(batch_size=resolved.headline, n_batches=options.n_batches, edges=options.buckets,
                            threshold=passes.threshold, seed=options.seed, top_k=options.top_k,
                            block_size=options.block_size,
                            max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed)
-    check_options(captions, passes.threshold, options.buckets, resolved.headline, section_options["max_listed"])
-    encode.check_cache()
     with _on_ray(encode.ray_address):
-        text_encoder = truncation_encoder(encode.encoder, device=encode.device, cache_dir=encode.cache_dir)
-        embeddings = embed_at_lengths(captions, text_encoder, resolve_lengths(passes.lengths, text_encoder.info),
-                                      cache_dir=encode.cache_dir, use_cache=encode.use_cache, progress=progress)
-        profile = truncation_result(captions, text_encoder, embeddings, device=encode.device, progress=progress,
-                                    command=command, started=started, **section_options)
+        embeddings, profile = truncation_run(
+            captions, encode.encoder, lengths=passes.lengths, device=encode.device, cache_dir=encode.cache_dir,
+            use_cache=encode.use_cache, progress=progress, command=command, before_encoding=encode.check_cache,
+            **section_options)
     return ProfileRun(captions, embeddings, Profile.from_dict(profile), resolved)
 
 

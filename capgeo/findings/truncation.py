@@ -433,15 +433,27 @@ def truncation_profile(captions, encoder=None, *, lengths: Sequence[int] | None 
     ``encoder``, ``truncation`` (:func:`truncation_section`; ``options`` go there),
     ``options`` and ``provenance``. ``encoder`` is a spec, a loaded encoder or None
     (the embedded default)."""
+    return truncation_run(captions, encoder, lengths=lengths, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                          progress=progress, command=command, **options)[1]
+
+
+def truncation_run(captions, encoder=None, *, lengths: Sequence[int] | None = None, device: str | None = None,
+                   cache_dir=None, use_cache: bool = True, progress: bool | None = None, command: str | None = None,
+                   before_encoding=None, **options) -> tuple[dict, dict]:
+    """:func:`truncation_profile`, and the embeddings at each length it was built from:
+    (embeddings by length, profile). ``before_encoding()``: a further check, run once the options
+    are checked and before the encoder is loaded."""
     started = time.perf_counter()
     # fail on bad options before loading a model and encoding
     check_options(captions, options.get("threshold"), options.get("edges"), options.get("batch_size"),
                   options.get("max_listed", DEFAULT_LISTED_PAIRS))
+    if before_encoding is not None:
+        before_encoding()
     text_encoder = truncation_encoder(encoder, device=device, cache_dir=cache_dir)
     embeddings = embed_at_lengths(captions, text_encoder, resolve_lengths(lengths, text_encoder.info),
                                   cache_dir=cache_dir, use_cache=use_cache, progress=progress)
-    return truncation_result(captions, text_encoder, embeddings, device=device, progress=progress, command=command,
-                             started=started, **options)
+    return embeddings, truncation_result(captions, text_encoder, embeddings, device=device, progress=progress,
+                                         command=command, started=started, **options)
 
 
 def truncation_encoder(encoder=None, *, device: str | None = None, cache_dir=None):
