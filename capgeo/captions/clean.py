@@ -188,10 +188,13 @@ def _columnar_caption_set(raw: RawCaptions, *, split: str | None, limit: int | N
     # the id cut of text ids: _named_keys returns those as they are)
     edges = raw.edges if raw.edges is not None and len(raw.edges) == n_rows else None
     cut = raw.cut if given_ids and ids is raw.ids and raw.cut is not None and len(raw.cut) == n_rows else None
-    tests = pl.DataFrame(({"text": texts} if edges is None else {}) | keys).select(
-        *([row_checks(pl.col("text"))["edges"]] if edges is None else []),
-        *([row_checks(pl.col("id"))["cut"]] if given_ids and cut is None else []),
-        *[(pl.col(name) == "").any().alias(f"empty {name}") for name in keys]) if edges is None or keys else None
+    columns, wanted = dict(keys), [(pl.col(name) == "").any().alias(f"empty {name}") for name in keys]
+    if edges is None:
+        columns["text"] = texts
+        wanted.append(row_checks(pl.col("text"))["edges"])
+    if given_ids and cut is None:
+        wanted.append(row_checks(pl.col("id"))["cut"])
+    tests = pl.DataFrame(columns).select(wanted) if wanted else None
     if edges is None:
         edges = tests["edges"]
     if given_ids and cut is None:
