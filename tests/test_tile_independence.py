@@ -130,3 +130,26 @@ def test_merge_by_three_key_sort_gives_the_one_key_bytes_and_brute_force(monkeyp
     order = np.argsort(-cosine, axis=1, kind="stable")[:, :k]
     np.testing.assert_array_equal(one_key.companion_index, order)
     np.testing.assert_array_equal(one_key.companion_cosine, np.take_along_axis(cosine, order, 1))
+
+
+def companions_of(queries, vectors, groups, block_size, device="cpu"):
+    from capgeo.geometry.pairwise import query_companions
+
+    index, cosine = query_companions(vectors, groups, queries, top_k=6, block_size=block_size, device=device)
+    return [index.tobytes(), cosine.tobytes()]
+
+
+def test_companions_of_some_captions_do_not_follow_the_tile():
+    # the recall check of approximate companions, and dedup's, read these
+    vectors, groups = clustered(700, 40, seed=14)
+    queries = np.random.default_rng(14).choice(len(vectors), 300, replace=False)
+    reference = companions_of(queries, vectors, groups, None)
+    for block_size in (1, 7, 61, 255, 256, 300, 10_000):
+        assert companions_of(queries, vectors, groups, block_size) == reference, block_size
+    # and they are the float64 brute force's, to float32 rounding
+    cosine = vectors[queries].astype(np.float64) @ vectors.astype(np.float64).T
+    cosine[groups[queries][:, None] == groups[None, :]] = -np.inf
+    index = np.frombuffer(reference[0], np.int64).reshape(len(queries), 6)
+    found = np.frombuffer(reference[1], np.float32).reshape(len(queries), 6)
+    np.testing.assert_allclose(found, np.take_along_axis(cosine, index, 1), atol=2e-6)
+    np.testing.assert_allclose(found, -np.sort(-cosine, axis=1)[:, :6], atol=2e-6)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from capgeo.defaults import ARITHMETIC_BLOCKS
 from capgeo.geometry import pairwise
 from capgeo.geometry.cross import _scan_cross_torch, scan_cross
-from capgeo.geometry.pairwise import scan_pairs
+from capgeo.geometry.pairwise import _tile_topk, scan_pairs
 from tests.test_tile_independence import clustered, fingerprint
 
 torch = pytest.importorskip("torch")
@@ -169,3 +169,21 @@ def test_the_pass_leaves_torch_threads_as_it_found_them(torch_engine):
     before = torch.get_num_threads()
     scan(vectors, groups, 100)
     assert torch.get_num_threads() == before
+
+
+def test_the_torch_companions_of_some_captions_do_not_follow_the_tile(torch_engine, small_blocks, monkeypatch):
+    from tests.test_tile_independence import companions_of
+
+    vectors, groups = clustered(130, 12, seed=26)
+    queries = np.arange(3, 130, 4)
+    multiplied = []
+    monkeypatch.setattr(pairwise, "_tile_topk", lambda tile, ids, k: multiplied.append(tile.shape) or
+                        _tile_topk(tile, ids, k))
+    reference = companions_of(queries, vectors, groups, 80)
+    assert multiplied  # the torch engine ran
+    for block_size in (1, 7, 61, 10_000):
+        assert companions_of(queries, vectors, groups, block_size) == reference, block_size
+    # and they are the numpy engine's companions
+    monkeypatch.undo()
+    numpy_index, _ = pairwise.query_companions(vectors, groups, queries, top_k=6, device="cpu")
+    np.testing.assert_array_equal(np.frombuffer(reference[0], np.int64).reshape(numpy_index.shape), numpy_index)

@@ -902,24 +902,37 @@ def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_
                      block_size: int | None = PAIR_BLOCK_SIZE, device=None):
     """Exact top-k other-group companions of the captions ``queries`` only.
 
-    Same ordering rules as :func:`scan_pairs` (cosine desc, lower index first); used to
-    measure the recall of approximate companions on a sample of captions.
-    Returns (index (q, k) int64, cosine (q, k) float32) with -1 / NaN where missing.
+    Same ordering rules as :func:`scan_pairs` (cosine descending, lower index first); used to
+    measure the recall of approximate companions on a sample of captions, and by dedup. Every
+    cosine comes from one fixed-shape arithmetic block product (the queries' rows against the
+    captions', :class:`capgeo.geometry.cpu_pass.BlockProducts`), so ``block_size`` only sets how
+    many columns a tile holds (memory): the result is the same for any. Returns (index (q, k)
+    int64, cosine (q, k) float32) with -1 / NaN where missing.
     """
     matrix, groups, device = prepare_inputs(vectors, group_codes, device)
     n = matrix.shape[0]
     block_size = make_grid(n, block_size, device).block_size
     if isinstance(matrix, np.ndarray):
-        return _query_companions_numpy(matrix, groups, np.asarray(queries, dtype=np.int64), top_k, block_size)
+        from capgeo.geometry.cpu_pass import BlockProducts, block_threads
+
+        queries = np.asarray(queries, dtype=np.int64)
+        with block_threads() as pool:
+            products = BlockProducts(np.ascontiguousarray(matrix[queries]), matrix, pool=pool)
+            return _query_companions_numpy(products, groups, queries, top_k, block_size)
     import torch
+
+    from capgeo.geometry.torch_blocks import TorchBlockProducts, block_threads
 
     queries = torch.as_tensor(np.asarray(queries, dtype=np.int64), device=device)
     best_cosine = torch.full((len(queries), top_k), float("-inf"), device=device)
     best_index = torch.full((len(queries), top_k), -1, dtype=torch.int64, device=device)
-    with torch.inference_mode():
+    with torch.inference_mode(), block_threads(device) as pool:
+        products = TorchBlockProducts(matrix[queries].contiguous(), matrix, pool=pool)
+        tile_buffer = torch.empty(len(queries) * min(block_size, n), dtype=torch.float32, device=device)
         for start in range(0, n, block_size):
             end = min(start + block_size, n)
-            tile = matrix[queries] @ matrix[start:end].T
+            tile = tile_buffer[:len(queries) * (end - start)].view(len(queries), end - start)
+            products.tile_into(0, len(queries), start, end, tile)
             columns = torch.arange(start, end, device=device)
             excluded = (groups[queries, None] == groups[None, start:end]) | (queries[:, None] == columns[None, :])
             tile.masked_fill_(excluded, float("-inf"))
@@ -934,15 +947,17 @@ def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_
     return index, cosine
 
 
-def _query_companions_numpy(matrix, groups, queries, top_k, block_size):
-    """:func:`query_companions` on the CPU: block by block, merged by (cosine descending, index ascending)."""
-    n = matrix.shape[0]
+def _query_companions_numpy(products, groups, queries, top_k, block_size):
+    """:func:`query_companions` on the CPU: tile by tile of columns, merged by (cosine descending,
+    index ascending)."""
+    n = products.columns.shape[0]
     best_cosine = np.full((len(queries), top_k), -np.inf, dtype=np.float32)
     best_index = np.full((len(queries), top_k), -1, dtype=np.int64)
-    rows = matrix[queries]
+    tile_buffer = np.empty(len(queries) * min(block_size, n), dtype=np.float32)
     for start in range(0, n, block_size):
         end = min(start + block_size, n)
-        tile = rows @ matrix[start:end].T
+        tile = tile_buffer[:len(queries) * (end - start)].reshape(len(queries), end - start)
+        products.tile_into(0, len(queries), start, end, tile)
         columns = np.arange(start, end)
         tile[(groups[queries, None] == groups[None, start:end]) | (queries[:, None] == columns[None, :])] = -np.inf
         values = np.concatenate([best_cosine, tile], axis=1)
