@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from capgeo.defaults import ARITHMETIC_BLOCKS
@@ -16,7 +17,6 @@ from capgeo.geometry.cross import _scan_cross_torch, scan_cross
 from capgeo.geometry.pairwise import _tile_topk, scan_pairs
 from tests.test_tile_independence import clustered, fingerprint
 
-torch = pytest.importorskip("torch")
 
 
 @pytest.fixture
