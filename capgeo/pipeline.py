@@ -7,6 +7,13 @@ What a run is asked for comes in two frozen objects, each checked once before th
 :class:`EncodeOptions` (how the captions become vectors) and
 :class:`capgeo.geometry.profile_options.ProfileOptions` (what is computed from them). Their
 fields' defaults are the only defaults of those options; the command line's --help reads them.
+:func:`plan_profile` does every check of a run (a :class:`ProfilePlan`), :func:`run_plan` the
+encoding and the rest, so that a command reading several datasets checks them all first.
+
+The commands that encode one dataset without profiling it have one call each here, which
+checks (:func:`checked_dataset`), embeds and computes: :func:`dupes_dataset` (`dupes`,
+`dupes-examples`, `dupes-sets`), :func:`negatives_dataset`, :func:`encode_dataset`, and
+:func:`leak_datasets` for `leak`.
 """
 
 from __future__ import annotations
@@ -239,7 +246,7 @@ def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) ->
 def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                 per_caption: str | Path | None = None, companion_lists: bool = True,
-                passes: GammaPasses | TruncationPasses | None = None,
+                passes: GammaPasses | TruncationPasses | None = None, plan: ProfilePlan | None = None,
                 progress: bool | None = None, command: str | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
     captions to a profile (:func:`plan_profile`, then :func:`run_plan`).
@@ -256,11 +263,15 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
     ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
     by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
+    ``plan``: the :class:`ProfilePlan` that :func:`plan_profile` made of these arguments, for a caller
+    that checked them before its first encoding (`compare` checks every dataset first): it is run
+    as it is, nothing checked again.
     """
-    return run_plan(plan_profile(captions, encode, options, embeddings=embeddings,
-                                 extra_batch_sizes=extra_batch_sizes, gamma=gamma, logit_scale=logit_scale,
-                                 per_caption=per_caption, companion_lists=companion_lists, passes=passes),
-                    progress=progress, command=command)
+    if plan is None:
+        plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=extra_batch_sizes,
+                            gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
+                            companion_lists=companion_lists, passes=passes)
+    return run_plan(plan, progress=progress, command=command)
 
 
 def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | None = None) -> ProfileRun:

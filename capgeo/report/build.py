@@ -2,7 +2,8 @@
 
 - :func:`report_dataset` profiles a dataset (capgeo.pipeline.run_profile, the path of
   `capgeo profile`) and adds the ``dupes`` and ``gamma`` sections (the library calls of
-  `capgeo dupes` and `capgeo gamma`), returning one complete profile dict.
+  `capgeo dupes` and `capgeo gamma`), returning one complete profile; it is
+  :func:`plan_report` (every check, before any encoding) then :func:`run_report`.
 - :func:`load_report_source` reads a saved profile (never recomputing what it
   holds) or, given a dataset, calls :func:`report_dataset`.
 - :func:`build_report` / :func:`build_compare` render and write atomically.
@@ -175,10 +176,10 @@ def report_dataset(captions, encode: EncodeOptions | None = None, options: Profi
 
 def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str | None = None) -> ReportInput:
     """Encode and compute what a :class:`ReportPlan` holds: the profile, then its report's sections."""
-    from capgeo.pipeline import run_plan
+    from capgeo.pipeline import TruncationPasses, run_profile
 
     report, encode, options = plan.report, plan.profile.encode, plan.profile.options
-    run = run_plan(plan.profile, progress=progress, command=command)
+    run = run_profile(plan.profile.captions, encode, options, plan=plan.profile, progress=progress, command=command)
     captions, embeddings, profile, scan = run.captions, run.embeddings, run.profile, run.scan
     notes = [note[0].upper() + note[1:] for note in run.batch_sizes.notes]
     # one all-pairs pass serves the profile and the dupes section
@@ -186,7 +187,9 @@ def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str |
                                   progress=progress, scan=scan)
     notes += added
     if plan.truncation is not None:
-        profile = replace(profile, truncation=run_plan(plan.truncation, progress=progress).profile.truncation)
+        made = run_profile(captions, encode, options, passes=TruncationPasses(), plan=plan.truncation,
+                           progress=progress)
+        profile = replace(profile, truncation=made.profile.truncation)
     if report.leak:
         from capgeo.pipeline import leak_sets
 
