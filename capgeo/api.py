@@ -169,7 +169,7 @@ def _embeddings(captions, encoder, *, device, cache_dir, role: str = "vectors"):
     encoder already loaded) to embed with."""
     if hasattr(encoder, "vectors") and hasattr(encoder, "info"):
         embeddings = encoder
-    elif encoder is None or isinstance(encoder, str) or hasattr(encoder, "encode"):  # a spec or a loaded encoder
+    elif _is_spec(encoder):
         from capgeo.encoders import embed
 
         return embed(captions, encoder, device=device, cache_dir=cache_dir)
@@ -181,6 +181,14 @@ def _embeddings(captions, encoder, *, device, cache_dir, role: str = "vectors"):
         raise CapgeoError(f"{role}: {len(embeddings.vectors):,} rows for {len(captions):,} captions; expected one "
                           "row per caption, in the dataset's order")
     return embeddings
+
+
+def _is_spec(encoder) -> bool:
+    """A spec, None (the embedded default) or a loaded encoder: something that embeds the captions,
+    not Embeddings or vectors of them."""
+    if hasattr(encoder, "vectors") and hasattr(encoder, "info"):
+        return False
+    return encoder is None or isinstance(encoder, str) or hasattr(encoder, "encode")
 
 
 #: the encoder spec results name for vectors given as an array
@@ -206,12 +214,6 @@ def _from_vectors(vectors, role: str):
                        logit_scale=None, fingerprint=hashlib.sha256(unit.tobytes()).hexdigest())
     return Embeddings(vectors=unit, token_counts=np.full(len(unit), -1, dtype=np.int64), max_tokens=0, info=info,
                       origin="precomputed")
-
-
-def _check(captions, **concerns) -> None:
-    from capgeo.preflight import check_before_encoding
-
-    check_before_encoding(captions, use_cache=False, **concerns)
 
 
 # --------------------------------------------------------------------------- the calls
@@ -265,14 +267,16 @@ def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None
     >>> found = capgeo.near_duplicates("data/docci_sample.jsonlines", threshold=0.8, top=None)
     >>> found.n_near_duplicate_pairs, found.to_polars().select("id_a", "id_b", "cosine")
     """
-    from capgeo.findings.duplicates import pairs_section
-    from capgeo.pipeline import loaded_captions
+    from capgeo.pipeline import EncodeOptions, dupes_dataset, loaded_captions
 
     captions = loaded_captions(data, load_options)
-    _check(captions)
-    embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
-    return NearDuplicates.from_dict(pairs_section(captions, embeddings, threshold=threshold, top=top,
-                                                  skip_exact=skip_exact, device=device))
+    if _is_spec(encoder):  # embedded (and checked, its cache folder too) by the pipeline
+        encode, embeddings = EncodeOptions(encoder, device=device, cache_dir=cache_dir), None
+    else:
+        encode, embeddings = EncodeOptions(device=device), _embeddings(captions, encoder, device=device,
+                                                                       cache_dir=cache_dir)
+    return NearDuplicates.from_dict(dupes_dataset(captions, "pairs", encode, embeddings=embeddings,
+                                                  threshold=threshold, top=top, skip_exact=skip_exact))
 
 
 def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = LEAK_THRESHOLD, top: int = LEAK_TOP,
@@ -332,10 +336,9 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
     """
     from capgeo.findings.gamma import gamma_profile
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
-    from capgeo.pipeline import loaded_captions
+    from capgeo.pipeline import checked_dataset, loaded_captions
 
-    captions = loaded_captions(data, load_options)
-    _check(captions)
+    captions, _ = checked_dataset(loaded_captions(data, load_options), cache=False)
     requested = [batch_size] if isinstance(batch_size, int) else list(batch_size or ())
     resolved = resolve_batch_sizes(requested, captions.n_groups)
     for size in resolved.sizes:

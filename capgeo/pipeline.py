@@ -7,6 +7,13 @@ What a run is asked for comes in two frozen objects, each checked once before th
 :class:`EncodeOptions` (how the captions become vectors) and
 :class:`capgeo.geometry.profile_options.ProfileOptions` (what is computed from them). Their
 fields' defaults are the only defaults of those options; the command line's --help reads them.
+:func:`plan_profile` does every check of a run (a :class:`ProfilePlan`), :func:`run_plan` the
+encoding and the rest, so that a command reading several datasets checks them all first.
+
+The commands that encode one dataset without profiling it have one call each here, which
+checks (:func:`checked_dataset`), embeds and computes: :func:`dupes_dataset` (`dupes`,
+`dupes-examples`, `dupes-sets`), :func:`negatives_dataset`, :func:`encode_dataset`, and
+:func:`leak_datasets` for `leak`.
 """
 
 from __future__ import annotations
@@ -16,6 +23,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from capgeo.defaults import (
+    FIXED_BLOCK_SIZE,
+    NEGATIVES_K,
+    NEGATIVES_MAX_COSINE,
+    NEGATIVES_MIN_COSINE,
+    NEGATIVES_PER_IMAGE,
+    TOP_K,
+)
 from capgeo.errors import CapgeoError
 
 if TYPE_CHECKING:
@@ -146,13 +161,95 @@ def loaded_captions(captions, load_options: dict | None = None):
     return captions
 
 
+@dataclass(frozen=True)
+class ProfilePlan:
+    """A profile run checked and ready (:func:`plan_profile`): every check that needs no vectors is
+    done, the options are resolved against the dataset; :func:`run_plan` encodes and computes.
+    Callers that run several datasets (`capgeo compare`) check them all before the first encoding."""
+
+    captions: Any
+    #: checked; its cache folder too, where anything is to be encoded
+    encode: EncodeOptions
+    #: resolved against the dataset (ProfileOptions.resolved)
+    options: Any
+    #: the resolved batch sizes (capgeo.geometry.batch_size.BatchSizes), with their notes
+    batch_sizes: Any
+    passes: GammaPasses | TruncationPasses | None = None
+    embeddings: Any = None
+    extra_batch_sizes: Sequence[int] = ()
+    gamma: bool = True
+    logit_scale: float | None = None
+    per_caption: str | Path | None = None
+    companion_lists: bool = True
+    #: GammaPasses' image vectors, read and checked
+    image_vectors: Any = None
+
+    def with_passes(self, passes: GammaPasses | TruncationPasses | None) -> "ProfilePlan":
+        """This plan for other passes over the same captions and options (the report's truncation
+        section beside its profile): only what those passes add is checked."""
+        image_vectors = _check_passes(self.captions, self.encode, self.options, self.batch_sizes, passes)
+        if self.embeddings is not None and passes is not None:
+            self.encode.check_cache()  # these passes encode, where this plan had its vectors given
+        return replace(self, passes=passes, embeddings=None, image_vectors=image_vectors)
+
+
+def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
+                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
+                 per_caption: str | Path | None = None, companion_lists: bool = True,
+                 passes: GammaPasses | TruncationPasses | None = None) -> ProfilePlan:
+    """Every check of a :func:`run_profile` run before its (slow) encoding, once: the captions
+    loaded (a path or data in memory), ``encode`` and ``options`` checked, the batch sizes resolved
+    against the dataset, what ``passes`` need, and the embedding cache (unless ``embeddings`` are
+    given). The arguments are :func:`run_profile`'s; :func:`run_plan` runs the plan."""
+    from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.preflight import check_has_negatives
+
+    encode = (encode or EncodeOptions()).checked()
+    options = options or ProfileOptions()
+    captions = loaded_captions(captions)
+    check_has_negatives(captions)
+    options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
+    image_vectors = _check_passes(captions, encode, options, resolved, passes)
+    if embeddings is None or passes is not None:  # (the passes embed the captions themselves)
+        encode.check_cache()
+    return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
+                       logit_scale, per_caption, companion_lists, image_vectors)
+
+
+def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) -> Any:
+    """What ``passes`` check before the encoding, the options already resolved; returns GammaPasses'
+    image vectors (read and checked), else None."""
+    if isinstance(passes, TruncationPasses):
+        from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, check_options
+
+        check_options(captions, passes.threshold, options.buckets, resolved.headline,
+                      DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed)
+        return None
+    if isinstance(passes, GammaPasses):
+        from capgeo.findings.gamma import checked_image_embeddings
+        from capgeo.geometry.batch_size import check_gamma_batch_size
+
+        for size in resolved.sizes:
+            check_gamma_batch_size(size, captions.n_groups)
+        # read once, before the (slow) encoding; the profile names the file they came from
+        return (checked_image_embeddings(passes.image_embeddings, captions)
+                if passes.image_embeddings is not None else None)
+    from capgeo.geometry.estimate import resolved_mode
+    from capgeo.preflight import check_faiss
+
+    if options.companions == "faiss" and resolved_mode(options.mode, captions.group_codes, options.sampled_above,
+                                                       options.sampled_pairs) == "sampled":
+        check_faiss()  # (a sample covering every negative pair runs the exact pass, which needs no faiss)
+    return None
+
+
 def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                 per_caption: str | Path | None = None, companion_lists: bool = True,
-                passes: GammaPasses | TruncationPasses | None = None,
+                passes: GammaPasses | TruncationPasses | None = None, plan: ProfilePlan | None = None,
                 progress: bool | None = None, command: str | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
-    captions to a profile.
+    captions to a profile (:func:`plan_profile`, then :func:`run_plan`).
 
     ``captions``: a CaptionSet, or anything :func:`capgeo.captions.load_captions` reads (a path, a
     DataFrame, a list of dicts, a ``datasets.Dataset``...). ``encode``: an :class:`EncodeOptions`;
@@ -166,35 +263,33 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
     ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
     by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
+    ``plan``: the :class:`ProfilePlan` that :func:`plan_profile` made of these arguments, for a caller
+    that checked them before its first encoding (`compare` checks every dataset first): it is run
+    as it is, nothing checked again.
     """
-    from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.preflight import check_has_negatives
+    if plan is None:
+        plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=extra_batch_sizes,
+                            gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
+                            companion_lists=companion_lists, passes=passes)
+    return run_plan(plan, progress=progress, command=command)
 
-    encode = (encode or EncodeOptions()).checked()
-    options = options or ProfileOptions()
-    captions = loaded_captions(captions)
-    # every check before the (slow) encoding, the batch sizes resolved once for the whole run
-    check_has_negatives(captions)
-    options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
-    if isinstance(passes, TruncationPasses):
-        return _truncation_run(captions, encode, options, resolved, passes, progress=progress, command=command)
-    if isinstance(passes, GammaPasses):
-        return _gamma_run(captions, encode, options, resolved, passes, progress=progress, command=command)
-    from capgeo.geometry.estimate import resolved_mode
+
+def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | None = None) -> ProfileRun:
+    """Encode and compute what a :class:`ProfilePlan` holds (:func:`plan_profile` checked it)."""
+    if isinstance(plan.passes, TruncationPasses):
+        return _truncation_run(plan, progress=progress, command=command)
+    if isinstance(plan.passes, GammaPasses):
+        return _gamma_run(plan, progress=progress, command=command)
     from capgeo.geometry.profile import build_profile
-    from capgeo.preflight import check_faiss
 
-    if options.companions == "faiss" and resolved_mode(options.mode, captions.group_codes, options.sampled_above,
-                                                       options.sampled_pairs) == "sampled":
-        check_faiss()  # (a sample covering every negative pair runs the exact pass, which needs no faiss)
+    captions, encode, options = plan.captions, plan.encode, plan.options
+    embeddings, per_caption, companion_lists = plan.embeddings, plan.per_caption, plan.companion_lists
     include_companions = options.include_companions
     if per_caption is not None:
         # the per-caption file is built from the companion lists; the JSON stays as small as asked
         options = options.with_checked(include_companions=True)
         companion_lists = True
     scans = []
-    if embeddings is None:
-        encode.check_cache()
     with _on_ray(encode.ray_address):
         if embeddings is None:
             embeddings = encode.embed(captions, progress=progress)
@@ -208,53 +303,46 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
             # the file has them; the JSON stays as small as asked
             profile = replace(profile, companions=replace(profile.companions, top_ids=None, top_cosines=None),
                               options=replace(profile.options, include_companions=False))
-    if gamma:
-        profile, left_out = with_gamma(profile, captions, embeddings, logit_scale=logit_scale, progress=progress)
+    if plan.gamma:
+        profile, left_out = with_gamma(profile, captions, embeddings, logit_scale=plan.logit_scale,
+                                       progress=progress)
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile = replace(profile, gamma_left_out=left_out)
-    return ProfileRun(captions, embeddings, profile, resolved, scans[0] if scans else None)
+    return ProfileRun(captions, embeddings, profile, plan.batch_sizes, scans[0] if scans else None)
 
 
-def _gamma_run(captions, encode: EncodeOptions, options, resolved, passes: GammaPasses, *,
-               progress: bool | None, command: str | None) -> ProfileRun:
-    """:func:`run_profile` with :class:`GammaPasses`, its options already checked and resolved."""
-    from capgeo.findings.gamma import DEFAULT_GRID, checked_image_embeddings, gamma_profile
-    from capgeo.geometry.batch_size import check_gamma_batch_size
+def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
+    """:func:`run_plan` with :class:`GammaPasses`."""
+    from capgeo.findings.gamma import DEFAULT_GRID, gamma_profile
     from capgeo.geometry.typed_profile import Profile
 
-    for size in resolved.sizes:
-        check_gamma_batch_size(size, captions.n_groups)
-    # read once, before the (slow) encoding; the profile names the file they came from
-    image_vectors = (checked_image_embeddings(passes.image_embeddings, captions)
-                     if passes.image_embeddings is not None else None)
-    encode.check_cache()
+    captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
     with _on_ray(encode.ray_address):
         embeddings = encode.embed(captions, progress=progress)
     profile = gamma_profile(
-        captions, embeddings, image_embeddings=image_vectors, image_source=passes.image_embeddings, command=command,
-        logit_scale=passes.logit_scale, batch_sizes=resolved.sizes, grid=passes.grid or DEFAULT_GRID,
-        n_batches=options.n_batches, seed=options.seed, progress=progress,
+        captions, embeddings, image_embeddings=plan.image_vectors, image_source=passes.image_embeddings,
+        command=command, logit_scale=passes.logit_scale, batch_sizes=plan.batch_sizes.sizes,
+        grid=passes.grid or DEFAULT_GRID, n_batches=options.n_batches, seed=options.seed, progress=progress,
         **({} if passes.hard_edge is None else {"hard_edge": passes.hard_edge}))
-    return ProfileRun(captions, embeddings, Profile.from_dict(profile), resolved)
+    return ProfileRun(captions, embeddings, Profile.from_dict(profile), plan.batch_sizes)
 
 
-def _truncation_run(captions, encode: EncodeOptions, options, resolved, passes: TruncationPasses, *,
-                    progress: bool | None, command: str | None) -> ProfileRun:
-    """:func:`run_profile` with :class:`TruncationPasses`, its options already checked and resolved;
-    the run's embeddings are those at each length (a dict), the last the reference."""
+def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
+    """:func:`run_plan` with :class:`TruncationPasses`; the run's embeddings are those at each
+    length (a dict), the last the reference."""
     from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, truncation_run
     from capgeo.geometry.typed_profile import Profile
 
-    section_options = dict(batch_size=resolved.headline, n_batches=options.n_batches, edges=options.buckets,
+    captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
+    section_options = dict(batch_size=plan.batch_sizes.headline, n_batches=options.n_batches, edges=options.buckets,
                            threshold=passes.threshold, seed=options.seed, top_k=options.top_k,
                            block_size=options.block_size,
                            max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed)
     with _on_ray(encode.ray_address):
         embeddings, profile = truncation_run(
             captions, encode.encoder, lengths=passes.lengths, device=encode.device, cache_dir=encode.cache_dir,
-            use_cache=encode.use_cache, progress=progress, command=command, before_encoding=encode.check_cache,
-            **section_options)
-    return ProfileRun(captions, embeddings, Profile.from_dict(profile), resolved)
+            use_cache=encode.use_cache, progress=progress, command=command, checked=True, **section_options)
+    return ProfileRun(captions, embeddings, Profile.from_dict(profile), plan.batch_sizes)
 
 
 def profile_dataset(captions, encoder=None, options=None, *, device: str | None = None,
@@ -274,9 +362,8 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
     """
     from capgeo.geometry.profile_options import ProfileOptions
 
-    if not isinstance(encoder, EncodeOptions):
-        encoder = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                                max_tokens=max_tokens)
+    encoder = _encode_options(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                              max_tokens=max_tokens)
     options = ProfileOptions.of(options, **profile_options)
     return run_profile(captions, encoder, options, gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
                        companion_lists=companion_lists, progress=progress, command=command).profile
@@ -386,22 +473,37 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
 
     ``train`` and each of ``evals`` are a CaptionSet or a path; ``load_options`` go to
     ``load_captions`` for paths; ``leak_options`` to ``leak_section``
-    (threshold, top, block_size). ``train_embeddings``: the training set's, when already computed
+    (threshold, top, block_size). ``encoder``: an :class:`EncodeOptions`, or a spec, a loaded
+    encoder or None (the embedded default) with ``device``, ``cache_dir``, ``use_cache`` and
+    ``max_tokens`` beside it; checked, with its cache folder, before any set is read.
+    ``train_embeddings``: the training set's, when already computed
     (then cut at ``max_tokens`` as the evaluation sets will be). ``on_skipped``: called with each
     Skipped (rows left out while reading a set)."""
-    from dataclasses import replace
-
-    from capgeo.encoders import embed
-    from capgeo.errors import CapgeoError, EncoderError
-    from capgeo.findings.leak import leak_section
+    from capgeo.errors import CapgeoError
 
     if isinstance(evals, (str, Path)) or hasattr(evals, "texts"):
         # one set where a list of sets belongs: a path would be read character by character ("EVAL l: no such file")
         raise CapgeoError(f"evals is a list of evaluation sets (paths or CaptionSets), got one: pass [{evals!r}]"
                           if isinstance(evals, (str, Path)) else "evals is a list of evaluation sets; pass [eval_set]")
+    encode = _encode_options(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
+                             max_tokens=max_tokens).checked()
+    encode.check_cache()
 
     def loaded(source, role: str):
         return load_set(source, load_options or {}, on_skipped, role) if isinstance(source, (str, Path)) else source
+
+    train = loaded(train, "TRAIN")
+    eval_sets = [loaded(source, "EVAL") for source in evals]
+    return leak_sets(train, eval_sets, encode, train_embeddings=train_embeddings, progress=progress, **leak_options)
+
+
+def leak_sets(train, eval_sets: Sequence, encode: EncodeOptions, *, train_embeddings=None,
+              progress: bool | None = None, **leak_options) -> dict:
+    """:func:`leak_datasets` of sets already read (CaptionSets) under options already checked
+    (``encode``, its cache folder included): embed them and find the leaked captions."""
+    from capgeo.encoders import embed
+    from capgeo.errors import EncoderError
+    from capgeo.findings.leak import leak_section
 
     def embedded(captions, role: str):
         # the spec, not a loaded model, goes to embed: a set found in the cache loads no model
@@ -410,19 +512,113 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
         try:
             # several sets are encoded in turn: each bar says whose captions it counts
             with labelled(f"{role} {Path(str(captions.source)).name}"):
-                return embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                             max_tokens=max_tokens, progress=progress)
+                return embed(captions, encoder, device=encode.device, cache_dir=encode.cache_dir,
+                             use_cache=encode.use_cache, max_tokens=encode.max_tokens, progress=progress)
         except EncoderError as error:
             # one encoder embeds every set: say which set it failed on (vectors:FILE fits one set at most)
             raise EncoderError(f"{role} {captions.source}: {error}") from error
 
-    train = loaded(train, "TRAIN")
-    eval_sets = [loaded(source, "EVAL") for source in evals]
     # a vectors file, once checked, embeds every set as it is: not read again for each
-    encoder = vectors_for_different_sets(encoder, train, eval_sets)
+    encoder = vectors_for_different_sets(encode.encoder, train, eval_sets)
     train_vectors = embedded(train, "TRAIN") if train_embeddings is None else train_embeddings
     return leak_section(train, train_vectors, [(captions, embedded(captions, "EVAL")) for captions in eval_sets],
-                        device=device, progress=progress, **leak_options)
+                        device=encode.device, progress=progress, **leak_options)
+
+
+def _encode_options(encoder, **fields) -> EncodeOptions:
+    """``encoder`` when it is an EncodeOptions, else the EncodeOptions of it and ``fields``."""
+    return encoder if isinstance(encoder, EncodeOptions) else EncodeOptions(encoder, **fields)
+
+
+def checked_dataset(captions, encode: EncodeOptions | None = None, *, needs_negatives: bool = True,
+                    cache: bool = True, top_k: int | None = None, negatives: int | None = None):
+    """The checks of a command that encodes one dataset, before its (slow) encoding, in one place:
+    ``encode``'s fields, the counts that run away (``top_k``, ``negatives``:
+    capgeo.preflight.check_counts), that the captions have negatives (captions of other images;
+    unless ``needs_negatives`` is False) and the embedding cache folder (unless ``cache`` is False:
+    nothing is encoded). Returns (captions, encode): the captions loaded when given as a path or
+    data, ``encode`` checked (default: EncodeOptions())."""
+    from capgeo.preflight import check_counts, check_has_negatives
+
+    encode = (encode or EncodeOptions()).checked()
+    captions = loaded_captions(captions)
+    check_counts(top_k=top_k, negatives=negatives)
+    if needs_negatives:
+        check_has_negatives(captions)
+    if cache:
+        encode.check_cache()
+    return captions, encode
+
+
+#: the three near-duplicate questions (`capgeo dupes`, `dupes-examples`, `dupes-sets`), each a
+#: function of capgeo.findings.duplicates: pairs_section, examples_section, sets_section
+DUPES_KINDS = ("pairs", "examples", "sets")
+
+
+def dupes_dataset(captions, kind: str = "pairs", encode: EncodeOptions | None = None, *, embeddings=None,
+                  top_k: int = TOP_K, progress: bool | None = None, **section_options) -> dict:
+    """`capgeo dupes` (``kind`` "pairs"), `dupes-examples` ("examples") or `dupes-sets` ("sets") in
+    one call: check (:func:`checked_dataset`), embed under ``encode`` (unless ``embeddings`` are
+    given) and return the ``capgeo.dupes/1`` section that capgeo.findings.duplicates'
+    ``pairs_section``, ``examples_section`` or ``sets_section`` makes with ``section_options``
+    (docs/dupes.md); ``top_k``: companions kept per caption by the scan."""
+    from capgeo.errors import CapgeoError
+
+    if kind not in DUPES_KINDS:
+        raise CapgeoError(f"kind must be one of {', '.join(DUPES_KINDS)}, got {kind!r}")
+    captions, encode = checked_dataset(captions, encode, top_k=top_k, cache=embeddings is None)
+    from capgeo.findings import duplicates
+
+    section = getattr(duplicates, f"{kind}_section")
+    with _on_ray(encode.ray_address):
+        if embeddings is None:
+            embeddings = encode.embed(captions, progress=progress)
+        return section(captions, embeddings, top_k=top_k, device=encode.device, **section_options)
+
+
+def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None = None, *, embeddings=None,
+                      k: int = NEGATIVES_K, min_cosine: float = NEGATIVES_MIN_COSINE,
+                      max_cosine: float = NEGATIVES_MAX_COSINE, per_image: int | None = NEGATIVES_PER_IMAGE,
+                      margin: float | None = None, block_size: int = FIXED_BLOCK_SIZE,
+                      progress: bool | None = None) -> dict:
+    """`capgeo negatives` in one call (docs/negatives.md): check the options and the dataset
+    (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), write
+    each caption's ``k`` hardest negatives to ``output`` (.jsonl or .parquet) and return the summary
+    (capgeo.findings.negatives.export_negatives)."""
+    from capgeo.findings.negatives import check_range, check_rules, export_negatives
+
+    check_range(min_cosine, max_cosine)
+    check_rules(per_image, margin)
+    captions, encode = checked_dataset(captions, encode, negatives=k, cache=embeddings is None)
+    with _on_ray(encode.ray_address):
+        if embeddings is None:
+            embeddings = encode.embed(captions, progress=progress)
+        return export_negatives(captions, embeddings, str(output), k=k, min_cosine=min_cosine,
+                                max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size,
+                                device=encode.device)
+
+
+def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str | Path | None = None,
+                   progress: bool | None = None) -> dict:
+    """`capgeo encode` in one call: check (:func:`checked_dataset`; a dataset of one image is
+    fine), embed under ``encode`` and return the ``capgeo.encode/1`` summary
+    (capgeo.encoders.embed.encode_summary); with ``output`` (.npy, .npz or .parquet) the vectors
+    are written there too, and the summary says how they are aligned."""
+    import time
+
+    from capgeo.encoders.embed import encode_summary
+
+    captions, encode = checked_dataset(captions, encode, needs_negatives=False)
+    started = time.perf_counter()
+    with _on_ray(encode.ray_address):
+        embeddings = encode.embed(captions, progress=progress)
+    summary = encode_summary(captions, embeddings, time.perf_counter() - started)
+    if output:
+        from capgeo.encoders.precomputed import write_vector_file
+
+        alignment = write_vector_file(str(output), embeddings.vectors, captions.ids, captions.groups)
+        summary["output"] = {"path": str(output), "aligned_by": alignment}
+    return summary
 
 
 def vectors_for_different_sets(encoder, train, eval_sets):

@@ -1,4 +1,4 @@
-"""Option checks that need no vectors, run by every command before it encodes.
+"""Option checks that need no vectors, run by the library (capgeo.pipeline) before every encoding.
 
 Encoding is the slow step (seconds to minutes), so anything that can be
 rejected without vectors is rejected first, by one function per concern, so
@@ -127,18 +127,3 @@ def check_faiss() -> None:
 
     if importlib.util.find_spec("faiss") is None:
         raise CapgeoError("approximate companions need faiss: pip install faiss-cpu (or 'capgeo[faiss]')")
-
-
-def check_before_encoding(captions=None, *, cache_dir=None, use_cache: bool = True, buckets=None,
-                          relative_quantiles=None, n_batches=None, top_k=None, sampled_pairs=None,
-                          negatives=None, needs_negatives: bool = True, group_option: bool = True,
-                          needs_faiss: bool = False) -> None:
-    """Every check above that applies to a command, in one call before it encodes."""
-    if needs_faiss:
-        check_faiss()
-    check_counts(n_batches=n_batches, top_k=top_k, sampled_pairs=sampled_pairs, negatives=negatives)
-    check_bucket_edges(buckets)
-    check_quantile_levels(relative_quantiles)
-    if captions is not None and needs_negatives:
-        check_has_negatives(captions, group_option)
-    check_cache_folder(cache_dir, use_cache)

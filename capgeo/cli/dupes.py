@@ -14,9 +14,8 @@ from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     FiniteFloatRange,
     PairThreshold,
-    check_options_before_encoding,
     dataset_options,
-    embed_from_options,
+    encode_from_options,
     encoder_options,
     json_option,
     load_from_options,
@@ -91,11 +90,8 @@ def dupes(threshold, top, skip_exact, top_k, block_size, output_format, output, 
     `capgeo dupes-examples` shows captions at quantiles of the hardest-companion distribution,
     `capgeo dupes-sets` groups near-duplicates into sets.
     """
-    from capgeo.findings.duplicates import pairs_section
-
-    _run(lambda captions, embeddings, device: pairs_section(
-        captions, embeddings, threshold=threshold, top=top, skip_exact=skip_exact, top_k=top_k,
-        block_size=block_size, device=device), top_k, output_format, output, json_out, options)
+    _run("pairs", dict(threshold=threshold, top=top, skip_exact=skip_exact, top_k=top_k, block_size=block_size),
+         output_format, output, json_out, options)
 
 
 @click.command("dupes-examples", short_help="Captions at quantiles of hardest-companion cosine, with their nearest.",
@@ -116,12 +112,10 @@ def dupes_examples(quantiles, per_quantile, neighbours, top_k, block_size, outpu
     marks them. Rows (--output-format jsonl/csv/parquet): one per (query, neighbour);
     see `capgeo docs dupes`.
     """
-    from capgeo.findings.duplicates import DEFAULT_QUANTILES, examples_section
+    from capgeo.findings.duplicates import DEFAULT_QUANTILES
 
-    _run(lambda captions, embeddings, device: examples_section(
-        captions, embeddings, quantiles=quantiles or DEFAULT_QUANTILES, per_quantile=per_quantile,
-        neighbours=neighbours, top_k=top_k, block_size=block_size, device=device),
-        top_k, output_format, output, json_out, options)
+    _run("examples", dict(quantiles=quantiles or DEFAULT_QUANTILES, per_quantile=per_quantile, neighbours=neighbours,
+                          top_k=top_k, block_size=block_size), output_format, output, json_out, options)
 
 
 @click.command("dupes-sets", short_help="Sets of near-duplicate captions; optionally keep one per set.",
@@ -144,13 +138,9 @@ def dupes_sets(threshold, keep, drop_list, seed, top_k, block_size, output_forma
     caption per set is kept and the summary says how many captions and images dropping the
     others removes. Rows (--output-format jsonl/csv/parquet): one per set; see `capgeo docs dupes`.
     """
-    from capgeo.findings.duplicates import sets_section
-
     policy = keep or ("first" if drop_list is not None else None)
-    _run(lambda captions, embeddings, device: sets_section(
-        captions, embeddings, threshold=threshold, keep=policy, seed=seed, top_k=top_k, block_size=block_size,
-        device=device), top_k, output_format, output, json_out, options,
-        before_output=lambda section: _write_drop_list(section, drop_list))
+    _run("sets", dict(threshold=threshold, keep=policy, seed=seed, top_k=top_k, block_size=block_size),
+         output_format, output, json_out, options, before_output=lambda section: _write_drop_list(section, drop_list))
 
 
 def _write_drop_list(section: dict, drop_list: str | None) -> None:
@@ -162,10 +152,11 @@ def _write_drop_list(section: dict, drop_list: str | None) -> None:
     click.echo(f"Wrote {drop_list} ({len(section['dedup']['dropped_ids']):,} caption ids)", err=True)
 
 
-def _run(compute, top_k: int, output_format: str | None, output: str | None, json_out: str | None, options: dict,
-         before_output=None) -> dict:
-    """Load and embed DATA, compute the section, and write it: the JSON (--json), the drop list,
-    then the text or rows (to -o FILE, else stdout, which JSON to stdout keeps to itself)."""
+def _run(kind: str, section_options: dict, output_format: str | None, output: str | None, json_out: str | None,
+         options: dict, before_output=None) -> dict:
+    """Load DATA, have the library check, embed and compute the ``kind`` section
+    (capgeo.pipeline.dupes_dataset), and write it: the JSON (--json), the drop list, then the text
+    or rows (to -o FILE, else stdout, which JSON to stdout keeps to itself)."""
     suffix_format = ROW_SUFFIXES.get(os.path.splitext(output)[1].lower()) if output else None
     output_format = output_format or suffix_format or "text"
     if output_format == "parquet":
@@ -175,11 +166,10 @@ def _run(compute, top_k: int, output_format: str | None, output: str | None, jso
             raise CapgeoError("parquet is binary and standard output is a terminal: give -o FILE.parquet "
                               "or redirect standard output to a file")
     refuse_path_clashes()
+    from capgeo.pipeline import dupes_dataset
+
     captions = load_from_options(options)
-    check_options_before_encoding(captions, top_k=top_k)
-    device = options["device"]  # the pass runs where the encoder does (embed_from_options takes the option)
-    embeddings = embed_from_options(captions, options)
-    section = compute(captions, embeddings, device)
+    section = dupes_dataset(captions, kind, encode_from_options(options), **section_options)
     if before_output is not None:
         before_output(section)
     for note in section["warnings"]:

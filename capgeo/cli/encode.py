@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from capgeo.cli import terminal
 from capgeo.cli.terminal import shown
 from capgeo.cli.options import (
-    check_options_before_encoding,
     dataset_options,
-    embed_from_options,
     emit,
+    encode_from_options,
     encoder_options,
     json_option,
     load_from_options,
@@ -100,23 +97,15 @@ def encode(output, max_tokens, json_out, **options):
     """Encode a dataset's captions (cached), print a summary and optionally export the vectors."""
     from pathlib import Path
 
-    from capgeo.encoders.embed import encode_summary
     from capgeo.errors import CapgeoError
+    from capgeo.pipeline import encode_dataset
 
     if output and Path(output).suffix.lower() not in OUTPUT_SUFFIXES:
         # fail before any encoding work
         raise CapgeoError(f"--output {output}: must end in .npy, .npz or .parquet")
     refuse_path_clashes()
     captions = load_from_options(options)
-    check_options_before_encoding(captions, needs_negatives=False)
-    started = time.perf_counter()
-    embeddings = embed_from_options(captions, options, max_tokens=max_tokens)
-    summary = encode_summary(captions, embeddings, time.perf_counter() - started)
-    if output:
-        from capgeo.encoders.precomputed import write_vector_file
-
-        alignment = write_vector_file(output, embeddings.vectors, captions.ids, captions.groups)
-        summary["output"] = {"path": output, "aligned_by": alignment}
+    summary = encode_dataset(captions, encode_from_options(options, max_tokens=max_tokens), output=output)
     emit(summary, json_out, _print_summary)
 
 

@@ -8,8 +8,8 @@ from capgeo.cli import terminal
 from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     FiniteFloatRange,
-    check_options_before_encoding,
     emit,
+    encode_from_options,
     encoder_options,
     column_notes,
     json_option,
@@ -57,13 +57,11 @@ def leak(train, evals, threshold, top, normalize, block_size, output, json_out, 
     from capgeo.pipeline import leak_datasets
 
     refuse_path_clashes()
-    check_options_before_encoding(needs_negatives=False)
     load_options = pop_load_options(options)
     with column_notes():
-        result = leak_datasets(train, evals, options["encoder"], device=options["device"],
-                               cache_dir=options["cache_dir"], use_cache=not options["no_cache"],
-                               load_options=load_options, threshold=threshold, top=top, block_size=block_size,
-                               normalize=normalize, on_skipped=warn_skipped)
+        result = leak_datasets(train, evals, encode_from_options(options), load_options=load_options,
+                               threshold=threshold, top=top, block_size=block_size, normalize=normalize,
+                               on_skipped=warn_skipped)
     if output is not None:
         write_id_list(result["train_ids_to_drop"], output)
         click.echo(f"Wrote {output} ({len(result['train_ids_to_drop']):,} training ids)", err=True)

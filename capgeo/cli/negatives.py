@@ -8,10 +8,9 @@ from capgeo.cli import terminal
 from capgeo.cli.terminal import shown
 from capgeo.cli.options import (
     FiniteFloatRange,
-    check_options_before_encoding,
     dataset_options,
-    embed_from_options,
     emit,
+    encode_from_options,
     encoder_options,
     json_option,
     load_from_options,
@@ -53,18 +52,13 @@ def negatives(output, k, min_cosine, max_cosine, per_image, margin, block_size, 
     --max-cosine, written as training rows, and the quantiles of anchor-negative cosine.
     HN-CLIP itself needs no mining (its Gbar term weighs the in-batch negatives); this
     serves other hard-negative losses. See `capgeo docs negatives`."""
-    from capgeo.findings.negatives import check_range, check_rules, export_negatives
+    from capgeo.pipeline import negatives_dataset
 
     per_image = per_image or None  # 0: no limit
-    check_range(min_cosine, max_cosine)
-    check_rules(per_image, margin)
     refuse_path_clashes()
     captions = load_from_options(options)
-    check_options_before_encoding(captions, negatives=k)
-    device = options["device"]  # the pass runs where the encoder does (embed_from_options takes the option)
-    embeddings = embed_from_options(captions, options)
-    summary = export_negatives(captions, embeddings, output, k=k, min_cosine=min_cosine, max_cosine=max_cosine,
-                               per_image=per_image, margin=margin, block_size=block_size, device=device)
+    summary = negatives_dataset(captions, output, encode_from_options(options), k=k, min_cosine=min_cosine,
+                                max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size)
     click.echo(f"Wrote {output}", err=True)
     if summary["k"] < k:
         each = "" if per_image is None else f", at most {per_image} of each (--per-image)"

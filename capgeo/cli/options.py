@@ -119,11 +119,6 @@ def encode_from_options(options: dict, max_tokens: int | None = None, *, encoder
                          max_tokens=max_tokens, ray_address=params.get("ray_address"))
 
 
-def embed_from_options(captions, options: dict, max_tokens: int | None = None):
-    """Pop the encoder options from a command's kwargs and return the captions' Embeddings."""
-    return encode_from_options(options, max_tokens).embed(captions)
-
-
 def ray_option(command):
     """--ray [ADDRESS]: run the command's encoding and exact pairwise pass on Ray (docs/scale.md)."""
     import functools
@@ -265,23 +260,6 @@ def refuse_replacing_a_foreign_file(option: str, path: str | None, *, default: b
                       f"docs/errors.md), so it is not replaced; give a new file name, or add --force to replace it")
 
 
-def check_options_before_encoding(captions=None, *, cache: bool = True, **concerns) -> None:
-    """The checks of capgeo.preflight that apply to the running command (``concerns``:
-    buckets, relative_quantiles, n_batches, top_k, sampled_pairs, needs_negatives),
-    plus its cache folder (unless ``cache`` is False: a command that may encode nothing, such as
-    compare of saved profiles, checks it once it has a dataset to encode), before it encodes anything."""
-    from capgeo.encoders.registry import spec_kind
-    from capgeo.preflight import check_before_encoding
-
-    params = click.get_current_context().params
-    specs = _encoder_specs(params)
-    # precomputed vectors are never cached, so their commands need no cache folder
-    precomputed = bool(specs) and all(spec and spec_kind(spec)[0] == "precomputed" for spec in specs)
-    check_before_encoding(captions, cache_dir=params.get("cache_dir"),
-                          use_cache=cache and not params.get("no_cache") and not precomputed,
-                          group_option="group_column" in params, **concerns)
-
-
 def _encoder_specs(params: dict) -> list[str | None]:
     """The --encoder values of the running command (one, several, or the default None)."""
     specs = []
@@ -289,6 +267,8 @@ def _encoder_specs(params: dict) -> list[str | None]:
         value = params.get(name)
         specs += [value] if isinstance(value, str) else list(value or ())
     return specs
+
+
 def row_file_output(suffixes: dict[str, str]):
     """click callback factory: an output file whose suffix names one of ``suffixes``'s row
     formats and that can be written, checked before any work is done."""

@@ -7,7 +7,6 @@ import click
 from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     batch_size_options,
-    check_options_before_encoding,
     column_notes,
     dataset_options,
     encode_from_options,
@@ -122,9 +121,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map,
             report=ReportOptions(dupes=not no_dupes, gamma=not no_gamma, caption_map=not no_map, truncation=truncation,
                                  leak=leak, fill_missing=fill_missing, save_profile=save_profile),
             load_options=pop_load_options(options), command=reproduce_command(), on_skipped=warn_skipped,
-            on_saved=lambda path: click.echo(f"Wrote {path}", err=True),
-            before_encoding=lambda captions: check_options_before_encoding(
-                captions, **({"n_batches": n_batches} if captions is not None else {"needs_negatives": False})))
+            on_saved=lambda path: click.echo(f"Wrote {path}", err=True))
     if written.ignored_options:
         click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
                    + ", ".join("--" + name.replace("_", "-") for name in written.ignored_options), err=True)
@@ -181,15 +178,12 @@ def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **o
     defaulted = output is None
     output = output or writable_default_output(DEFAULT_COMPARE_OUTPUT)
     refuse_path_clashes(defaults=("--output",) if defaulted else (), **({"--output": output} if defaulted else {}))
-    # the cache folder is checked per dataset, before its encoding: saved profiles need none
-    check_options_before_encoding(n_batches=n_batches, needs_negatives=False, cache=False)
     with column_notes():
         path, notes = write_compare(
             sources, output, encoders=encoders, encode=encode_from_options(options, encoder=False),
             options=ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
             load_options=pop_load_options(options), labels=labels, command=reproduce_command(),
             on_skipped=warn_skipped,
-            before_encoding=lambda captions: check_options_before_encoding(captions, n_batches=n_batches),
             on_profiles=lambda profiles, shown: _print_side_by_side(profiles, shown,
                                                                     stderr=is_standard_output(output)))
     if defaulted:

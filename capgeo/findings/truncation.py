@@ -439,16 +439,15 @@ def truncation_profile(captions, encoder=None, *, lengths: Sequence[int] | None 
 
 def truncation_run(captions, encoder=None, *, lengths: Sequence[int] | None = None, device: str | None = None,
                    cache_dir=None, use_cache: bool = True, progress: bool | None = None, command: str | None = None,
-                   before_encoding=None, **options) -> tuple[dict, dict]:
+                   checked: bool = False, **options) -> tuple[dict, dict]:
     """:func:`truncation_profile`, and the embeddings at each length it was built from:
-    (embeddings by length, profile). ``before_encoding()``: a further check, run once the options
-    are checked and before the encoder is loaded."""
+    (embeddings by length, profile). ``checked``: the options were checked already
+    (capgeo.pipeline.plan_profile checks them with the run's other options)."""
     started = time.perf_counter()
-    # fail on bad options before loading a model and encoding
-    check_options(captions, options.get("threshold"), options.get("edges"), options.get("batch_size"),
-                  options.get("max_listed", DEFAULT_LISTED_PAIRS))
-    if before_encoding is not None:
-        before_encoding()
+    if not checked:
+        # fail on bad options before loading a model and encoding
+        check_options(captions, options.get("threshold"), options.get("edges"), options.get("batch_size"),
+                      options.get("max_listed", DEFAULT_LISTED_PAIRS))
     text_encoder = truncation_encoder(encoder, device=device, cache_dir=cache_dir)
     embeddings = embed_at_lengths(captions, text_encoder, resolve_lengths(lengths, text_encoder.info),
                                   cache_dir=cache_dir, use_cache=use_cache, progress=progress)

@@ -2,7 +2,8 @@
 
 - :func:`report_dataset` profiles a dataset (capgeo.pipeline.run_profile, the path of
   `capgeo profile`) and adds the ``dupes`` and ``gamma`` sections (the library calls of
-  `capgeo dupes` and `capgeo gamma`), returning one complete profile dict.
+  `capgeo dupes` and `capgeo gamma`), returning one complete profile; it is
+  :func:`plan_report` (every check, before any encoding) then :func:`run_report`.
 - :func:`load_report_source` reads a saved profile (never recomputing what it
   holds) or, given a dataset, calls :func:`report_dataset`.
 - :func:`build_report` / :func:`build_compare` render and write atomically.
@@ -16,13 +17,13 @@ import contextlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from capgeo.captions.shards import is_pattern
 from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.profile_options import ProfileOptions
-from capgeo.geometry.typed_profile import CaptionMap, Dataset, Dupes, Encoder, Leak, Lengths, Profile, Provenance, Truncation
+from capgeo.geometry.typed_profile import CaptionMap, Dataset, Dupes, Encoder, Leak, Lengths, Profile, Provenance
 from capgeo.paths import check_output_paths, encoder_input_file, encoder_input_files, result_schema
 from capgeo.pipeline import EncodeOptions, load_set
 
@@ -118,6 +119,44 @@ class ReportOptions:
     save_profile: str | Path | None = None
 
 
+@dataclass(frozen=True)
+class ReportPlan:
+    """A report of a dataset checked and ready (:func:`plan_report`); :func:`run_report` makes it."""
+
+    #: the profile's run (capgeo.pipeline.ProfilePlan)
+    profile: Any
+    report: ReportOptions
+    #: the truncation section's run over the same captions and options, with ``report.truncation``
+    truncation: Any = None
+
+    def with_encoder(self, encoder) -> "ReportPlan":
+        """This plan with ``encoder`` (the one its spec names, loaded and checked) in the spec's place."""
+        def swapped(plan):
+            return None if plan is None else replace(plan, encode=replace(plan.encode, encoder=encoder))
+
+        return replace(self, profile=swapped(self.profile), truncation=swapped(self.truncation))
+
+
+def plan_report(captions, encode: EncodeOptions | None = None, options: ProfileOptions | None = None, *,
+                report: ReportOptions | None = None, embeddings=None) -> ReportPlan:
+    """Every check of :func:`report_dataset` before its first encoding, once
+    (capgeo.pipeline.plan_profile, and the truncation section's own checks); the evaluation
+    sets of ``report.leak`` given as paths are read now."""
+    from capgeo.pipeline import TruncationPasses, plan_profile
+
+    report = report or ReportOptions()
+    # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
+    options = ProfileOptions.of(options, relative_buckets=True)
+    plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=EXTRA_BATCH_SIZES,
+                        gamma=False)
+    if report.leak:
+        report = replace(report, leak=[load_set(source, {}, role="EVAL") if isinstance(source, (str, Path))
+                                       else source for source in report.leak])
+    # `capgeo truncation`: the same captions re-embedded at several lengths, on the same batches
+    truncation = plan.with_passes(TruncationPasses()) if report.truncation else None
+    return ReportPlan(plan, report, truncation)
+
+
 def report_dataset(captions, encode: EncodeOptions | None = None, options: ProfileOptions | None = None, *,
                    report: ReportOptions | None = None, embeddings=None, progress: bool | None = None,
                    command: str | None = None) -> ReportInput:
@@ -128,37 +167,35 @@ def report_dataset(captions, encode: EncodeOptions | None = None, options: Profi
     buckets are always added; without a batch size, the extra row EXTRA_BATCH_SIZES too).
     ``report`` says which sections to add: with ``truncation`` the ``truncation`` section
     (`capgeo truncation`); with ``leak`` (evaluation datasets) the ``leak`` section (`capgeo leak`,
-    this dataset as training set); with ``caption_map`` the ``map`` section.
+    this dataset as training set); with ``caption_map`` the ``map`` section. Everything is checked
+    before the first encoding (:func:`plan_report`, then :func:`run_report`).
     """
-    from capgeo.pipeline import run_profile
+    return run_report(plan_report(captions, encode, options, report=report, embeddings=embeddings),
+                      progress=progress, command=command)
 
-    encode = encode or EncodeOptions()
-    report = report or ReportOptions()
-    # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
-    options = ProfileOptions.of(options, relative_buckets=True)
-    run = run_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=EXTRA_BATCH_SIZES,
-                      gamma=False, progress=progress, command=command)
+
+def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str | None = None) -> ReportInput:
+    """Encode and compute what a :class:`ReportPlan` holds: the profile, then its report's sections."""
+    from capgeo.pipeline import TruncationPasses, run_profile
+
+    report, encode, options = plan.report, plan.profile.encode, plan.profile.options
+    run = run_profile(plan.profile.captions, encode, options, plan=plan.profile, progress=progress, command=command)
     captions, embeddings, profile, scan = run.captions, run.embeddings, run.profile, run.scan
     notes = [note[0].upper() + note[1:] for note in run.batch_sizes.notes]
     # one all-pairs pass serves the profile and the dupes section
     profile, added = add_sections(profile, captions, embeddings, dupes=report.dupes, gamma=report.gamma,
                                   progress=progress, scan=scan)
     notes += added
-    if report.truncation:
-        # `capgeo truncation`: the same captions re-embedded at several lengths, on the same batches
-        from capgeo.findings.truncation import truncation_profile
-
-        profile = replace(profile, truncation=Truncation.from_dict(truncation_profile(
-            captions, encode.encoder, device=encode.device, cache_dir=encode.cache_dir, use_cache=encode.use_cache,
-            progress=progress, batch_size=run.batch_sizes.headline, n_batches=options.n_batches,
-            seed=options.seed)["truncation"]))
+    if plan.truncation is not None:
+        made = run_profile(captions, encode, options, passes=TruncationPasses(), plan=plan.truncation,
+                           progress=progress)
+        profile = replace(profile, truncation=made.profile.truncation)
     if report.leak:
-        from capgeo.pipeline import leak_datasets
+        from capgeo.pipeline import leak_sets
 
         # the evaluation sets cut to the training set's length: the same captions then compare alike
-        profile = replace(profile, leak=Leak.from_dict(leak_datasets(
-            captions, report.leak, encode.encoder, device=encode.device, cache_dir=encode.cache_dir,
-            use_cache=encode.use_cache, progress=progress, train_embeddings=embeddings, max_tokens=encode.max_tokens)))
+        profile = replace(profile, leak=Leak.from_dict(leak_sets(captions, report.leak, encode,
+                                                                 train_embeddings=embeddings, progress=progress)))
     if report.caption_map:
         profile, added = add_map_section(profile, captions, embeddings, scan=scan, seed=options.seed,
                                          device=encode.device, progress=progress)
@@ -388,15 +425,15 @@ class WrittenReport:
 def write_report(source: str | Path, output: str | Path, *, encode: EncodeOptions | None = None,
                  options: ProfileOptions | None = None, report: ReportOptions | None = None,
                  load_options: dict | None = None, command: str | None = None, on_skipped: Callable | None = None,
-                 before_encoding: Callable | None = None, on_saved: Callable | None = None) -> WrittenReport:
+                 on_saved: Callable | None = None) -> WrittenReport:
     """`capgeo report`: a dataset (profiled, with dupes, gamma and optionally truncation) or a saved
     profile (drawn as it is, or with ``report.fill_missing`` completed from its dataset) to one HTML file.
 
     ``encode``, ``options`` and ``report`` are the run's EncodeOptions, ProfileOptions and
     ReportOptions. ``load_options`` are :func:`capgeo.captions.load_captions`'s keyword arguments;
     ``on_skipped`` is called with each :class:`~capgeo.captions.model.Skipped` as soon as the dataset is read;
-    ``before_encoding`` with the captions (None for a saved profile to complete) before anything is encoded,
-    so option checks fail before the slow part; ``on_saved`` with the path of ``report.save_profile`` once written."""
+    ``on_saved`` with the path of ``report.save_profile`` once written. Every option is checked
+    before anything is encoded (:func:`plan_report`)."""
     encode = (encode or EncodeOptions()).checked()
     options, report = options or ProfileOptions(), report or ReportOptions()
     load_options = dict(load_options or {})
@@ -419,8 +456,7 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
         with _drawing_saved_profiles([source]):
             report_input = load_saved_profile(source, dupes=report.dupes, gamma=report.gamma)
         if report.fill_missing:
-            if before_encoding:
-                before_encoding(None)
+            encode.check_cache()
             report_input = fill_missing(report_input, device=encode.device, cache_dir=encode.cache_dir,
                                         use_cache=encode.use_cache, dupes=report.dupes, gamma=report.gamma,
                                         outputs={"--output": output, "--save-profile": save_profile_to})
@@ -437,8 +473,6 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
 
             # vectors aligned by row cannot embed the eval sets: refused now, not after the whole profile
             vectors_for_different_sets(encode.encoder, captions, eval_sets)
-        if before_encoding:
-            before_encoding(captions)
         report_input = report_dataset(captions, encode, options, report=replace(report, leak=eval_sets),
                                       command=command)
         if report.fill_missing:
@@ -476,7 +510,6 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                   encode: EncodeOptions | None = None, options: ProfileOptions | None = None,
                   load_options: dict | None = None, labels: Sequence[str] | None = None, limit: int | None = None,
                   command: str | None = None, on_skipped: Callable | None = None,
-                  before_encoding: Callable | None = None,
                   on_profiles: Callable | None = None) -> tuple[Path, list[str]]:
     """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
     the embedded one) on one HTML page. Returns the page's path and notes for the user;
@@ -484,10 +517,15 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
 
     ``encode`` (its encoder aside: each of ``encoders`` in turn) and ``options`` are the
     datasets' EncodeOptions and ProfileOptions. ``load_options`` (load_captions' keyword
-    arguments; ``limit`` is one of them) apply to each dataset."""
+    arguments; ``limit`` is one of them) apply to each dataset. Every source is read and checked
+    (:func:`plan_report`, for each encoder) before the first one is encoded; saved profiles alone
+    need no cache folder."""
+    from capgeo.preflight import check_counts
+
     encode = (encode or EncodeOptions()).checked()
     options = options or ProfileOptions()
     defaults = ProfileOptions()
+    check_counts(n_batches=options.n_batches)  # the datasets' option, refused before any source is read
     check_output_paths({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
     loaded, notes, saved_profiles = [], [], []
     load_options = {**(load_options or {}), **({"limit": limit} if limit is not None else {})}
@@ -506,10 +544,9 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
             saved_profiles.append(source)
             continue
         captions = load_set(source, load_options, on_skipped, role="SOURCE")
-        if before_encoding:
-            before_encoding(captions)
-        loaded.append(captions)
-    datasets = [item for item in loaded if not isinstance(item, Profile)]
+        loaded.append([plan_report(captions, replace(encode, encoder=spec), options, report=ReportOptions(dupes=False))
+                       for spec in encoders or (None,)])
+    datasets = [plans[0].profile.captions for plans in loaded if not isinstance(plans, Profile)]
     n_profiles = len(saved_profiles) + len(datasets) * len(encoders or (None,))
     if n_profiles < 2:
         raise CapgeoError("compare needs at least two profiles: give two or more SOURCES, "
@@ -519,17 +556,16 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
     checked = _checked_encoders(encoders or (None,), datasets, device=encode.device,
                                 cache_dir=encode.cache_dir) if datasets else []
     profiles, adapted = [], []
-    for captions in loaded:
-        if isinstance(captions, Profile):
-            profiles.append(captions)
+    for plans in loaded:
+        if isinstance(plans, Profile):
+            profiles.append(plans)
             continue
-        for encoder in checked:
-            made = report_dataset(captions, replace(encode, encoder=encoder), options,
-                                  report=ReportOptions(dupes=False), command=command)
+        for plan, encoder in zip(plans, checked):
+            made = run_report(plan.with_encoder(encoder), command=command)
             profiles.append(made.profile)
             # compare draws no gallery, so its absence is no news
-            adapted += [(len(profiles) - 1, Path(str(captions.source)).resolve(), note) for note in made.notes
-                        if note != NO_DUPES_NOTE]
+            adapted += [(len(profiles) - 1, Path(str(plan.profile.captions.source)).resolve(), note)
+                        for note in made.notes if note != NO_DUPES_NOTE]
     # what was adapted (a batch size cut to the dataset's images, a gamma left out) changes what the columns
     # mean side by side: said on the terminal and on the page, as `report` says it, named by the page's
     # labels, once a dataset whatever the encoders
