@@ -73,7 +73,7 @@ REFERENCE = ReferenceGeometry()
 #: E[max of n standard normals] (expected_max_standard_normal) and the standard normal quantile
 #: (scipy.stats.norm.ppf) at the default reference's n - 1 and share, as scipy computes them
 #: (tests/test_gamma.py recomputes both): every profile needs them, and importing scipy for two
-#: constants took longer than all of the gamma section's arithmetic
+#: constants takes longer than all of the gamma section's arithmetic
 _REFERENCE_CONSTANTS = {("expected_max", 5099): 3.682584554444196, ("normal_quantile", 0.9): 1.2815515655446004}
 
 

@@ -325,7 +325,7 @@ def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = 
     size = matrix.shape[0]
     ids = [plotly_text(i) for i in (range(size) if example.caption_ids is None else example.caption_ids)]
     # each row and column named "index · id" on category axes, so the hover reads both from the axes: a
-    # text per cell (B x B strings) was 0.6 MB of a 128-caption batch's page
+    # text per cell (B x B strings) would add 0.6 MB to a 128-caption batch's page
     labels = [f"{index} · {caption_id}" for index, caption_id in enumerate(ids)]
     figure = go.Figure(go.Heatmap(
         z=matrix, x=labels, y=labels, colorscale="Viridis", colorbar=dict(title=dict(text="cosine")),
