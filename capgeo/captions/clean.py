@@ -201,9 +201,8 @@ def _columnar_caption_set(raw: RawCaptions, *, split: str | None, limit: int | N
         cut = tests["cut"]
     if any(tests[f"empty {name}"][0] for name in keys) or (given_ids and not _all_distinct(ids, cut)):
         return None
-    check = edges
     in_split = None if split is None else splits == split
-    checked_rows = (check if in_split is None else check & in_split).arg_true()
+    checked_rows = (edges if in_split is None else edges & in_split).arg_true()
     reasons: list[tuple[int, str]] = []  # (row, why it is skipped), in row order
     cleaned_rows: list[int] = []
     cleaned: list[str] = []

@@ -189,8 +189,8 @@ def frames_table(files: list[Path], format: str, source, *, splits: Sequence | N
 
     def prefetch(names: list[str], text: str | None = None, id: str | None = None) -> None:
         """Reads ``names`` in one pass, and with them the caption's and the id's row tests
-        (clean.row_checks) where the files are Parquet: evaluated in the scan, file by file, they took
-        about a third of the time they take on the whole columns afterwards."""
+        (clean.row_checks) where the files are Parquet: evaluated in the scan, file by file, they cost
+        about a third of what they cost on the whole columns afterwards."""
         plain = [name for name in dict.fromkeys(names) if name not in cache and not is_image_dtype(dtypes[name])]
         wanted = {("edges", text): text, ("cut", id): id}
         tests = {key: row_checks(pl.col(name))[key[0]].alias(_unused_name(columns, key))

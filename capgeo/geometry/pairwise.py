@@ -917,7 +917,7 @@ def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_
 
         queries = np.asarray(queries, dtype=np.int64)
         with block_threads() as pool:
-            products = BlockProducts(np.ascontiguousarray(matrix[queries]), matrix, pool=pool)
+            products = BlockProducts(matrix[queries], matrix, pool=pool)
             return _query_companions_numpy(products, groups, queries, top_k, block_size)
     import torch
 
@@ -927,7 +927,7 @@ def query_companions(vectors, group_codes, queries, *, top_k: int = DEFAULT_TOP_
     best_cosine = torch.full((len(queries), top_k), float("-inf"), device=device)
     best_index = torch.full((len(queries), top_k), -1, dtype=torch.int64, device=device)
     with torch.inference_mode(), block_threads(device) as pool:
-        products = TorchBlockProducts(matrix[queries].contiguous(), matrix, pool=pool)
+        products = TorchBlockProducts(matrix[queries], matrix, pool=pool)
         tile_buffer = torch.empty(len(queries) * min(block_size, n), dtype=torch.float32, device=device)
         for start in range(0, n, block_size):
             end = min(start + block_size, n)
