@@ -118,30 +118,32 @@ def make_data(folder: Path, n: int, width: int, seed: int = 0) -> tuple[Path, Pa
     return captions, vector_file
 
 
-def import_seconds(stderr: str) -> dict[str, float]:
-    """Seconds spent importing each top-level package, from -X importtime output: each module's own
-    time (its nested imports are counted to their own packages)."""
-    totals: dict[str, float] = {}
+def importtime_rows(stderr: str) -> list[tuple[float, str]]:
+    """(own seconds, module) of each module -X importtime lists, in the order their imports ended
+    (a parent after its children); the header left out."""
+    rows = []
     for line in stderr.splitlines():
         if not line.startswith("import time:") or line.count("|") != 2:
             continue
         own, _, name = line[len("import time:"):].split("|")
-        if not own.strip().isdigit():  # the header
-            continue
-        package = name.strip().split(".")[0]
-        totals[package] = totals.get(package, 0.0) + int(own) / 1e6
+        if own.strip().isdigit():  # (not the header)
+            rows.append((int(own) / 1e6, name.strip()))
+    return rows
+
+
+def import_seconds(stderr: str) -> dict[str, float]:
+    """Seconds spent importing each top-level package: each module's own time (its nested imports
+    are counted to their own packages)."""
+    totals: dict[str, float] = {}
+    for seconds, name in importtime_rows(stderr):
+        package = name.split(".")[0]
+        totals[package] = totals.get(package, 0.0) + seconds
     return totals
 
 
 def imported_modules(stderr: str) -> list[str]:
-    """Every module -X importtime lists, in the order their imports ended (a parent after its children)."""
-    names = []
-    for line in stderr.splitlines():
-        if line.startswith("import time:") and line.count("|") == 2:
-            name = line.rsplit("|", 1)[1].strip()
-            if name and name != "imported package":
-                names.append(name)
-    return names
+    """Every module the command imports, in the order -X importtime lists them."""
+    return [name for _, name in importtime_rows(stderr)]
 
 
 GOALS = {"profile": 3.0, "no-gamma": 2.0}   # issue #31: x the baseline, wall time
