@@ -11,6 +11,7 @@ itself, which then writes it or raises its own error.
 from __future__ import annotations
 
 import json
+from itertools import chain
 from json.encoder import encode_basestring
 from math import isfinite
 
@@ -75,12 +76,39 @@ def _write_list(values, parts: list[str], level: int, step: str) -> None:
             texts = map(_scalar_text, values)
         parts += ("[", inner, ("," + inner).join(texts), "\n", step * level, "]")
         return
+    if kinds == {list} or kinds == {tuple}:
+        rows = _plain_rows(values, level + 1, step)
+        if rows is not None:
+            parts += ("[", inner, ("," + inner).join(rows), "\n", step * level, "]")
+            return
     parts += ("[", inner)
     for position, item in enumerate(values):
         if position:
             parts.append("," + inner)
         _write(item, parts, level + 1, step)
     parts += ("\n", step * level, "]")
+
+
+def _plain_rows(rows, level: int, step: str):
+    """The texts of ``rows`` (lists, as a profile's N companion lists are) when every row holds
+    plain values of one kind (or is empty), in one pass over all their values; else None."""
+    kinds = set(map(type, chain.from_iterable(rows)))
+    if len(kinds) > 1 or not kinds.isdisjoint((dict, list, tuple)):
+        return None
+    kind = next(iter(kinds), None)
+    if kind is float:
+        if not all(map(isfinite, chain.from_iterable(rows))):
+            raise _NotPlain
+        text = float.__repr__
+    elif kind is None:
+        text = None
+    elif kind in _SCALAR_TEXT:
+        text = _SCALAR_TEXT[kind]
+    else:
+        return None
+    inner, close = "\n" + step * (level + 1), "\n" + step * level + "]"
+    separator, opening = "," + inner, "[" + inner
+    return [opening + separator.join(map(text, row)) + close if row else "[]" for row in rows]
 
 
 def _write_dict(values: dict, parts: list[str], level: int, step: str) -> None:

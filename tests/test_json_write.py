@@ -71,3 +71,19 @@ def test_what_json_converts_or_refuses_is_left_to_json():
     assert dumps(converted) == reference(converted)
     with pytest.raises(TypeError, match="not JSON serializable"):
         dumps({"array": np.zeros(2)})
+
+
+@pytest.mark.parametrize("rows", [
+    [[]], [[], [1, 2]], [(1, 2), (3,)], [[1.5, -0.0], [1e-7]], [["a\n", "\u00e9"], []], [[None, None], [None]],
+    [[True], [False, True]], [[1], [2.0]], [[1, True]], [[1, [2]], [3]], [[{"a": 1}]], [[Level.HIGH], [1]],
+    [[np.float64(0.5)], [1.0]]])
+@pytest.mark.parametrize("indent", [0, 2, 4])
+def test_lists_of_flat_rows_match_json(rows, indent):
+    # a profile's N companion lists take the one-pass path; rows it does not know fall back
+    value = {"rows": rows}
+    assert dumps(value, indent) == reference(value, indent)
+
+
+def test_a_non_finite_float_in_a_row_raises_what_json_raises():
+    with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+        dumps({"rows": [[1.0], [2.0, math.nan]]})
