@@ -8,6 +8,7 @@ in docs/profile-schema.md; the report, gamma and other commands read it back wit
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import time
@@ -422,11 +423,38 @@ def _nice_width(span: int, target_bins: int) -> int:
         magnitude *= 10
 
 
+_PLAIN_KINDS = frozenset((str, int, bool, type(None)))
+
+
+def _plain_list(values):
+    """``values`` as to_json_ready returns them when they hold only plain values and finite floats
+    (or lists of them, as a profile's N companion lists are), in C-level steps; else None."""
+    kinds = set(map(type, values))
+    if kinds - {float} <= _PLAIN_KINDS:
+        return list(values) if _all_finite(values, kinds) else None
+    if kinds == {list} or kinds == {tuple}:
+        inner = set(map(type, itertools.chain.from_iterable(values)))
+        if inner - {float} <= _PLAIN_KINDS and _all_finite(itertools.chain.from_iterable(values), inner):
+            return list(map(list, values))
+    return None
+
+
+def _all_finite(values, kinds) -> bool:
+    """Is every float of ``values`` (whose types are ``kinds``) finite?"""
+    if float not in kinds:
+        return True
+    floats = values if kinds == {float} else (value for value in values if type(value) is float)
+    return all(map(math.isfinite, floats))
+
+
 def to_json_ready(value):
     """Recursively turn numpy scalars/arrays into Python values and NaN/inf into None."""
     if isinstance(value, dict):
         return {str(key): to_json_ready(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
+        plain = _plain_list(value)
+        if plain is not None:
+            return plain
         return [to_json_ready(item) for item in value]
     if isinstance(value, np.ndarray):
         return to_json_ready(value.tolist())
