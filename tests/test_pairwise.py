@@ -129,6 +129,19 @@ def test_clustered_groups_every_statistic(block_size):
     assert_scan_matches(scan, vectors, groups)
 
 
+@pytest.mark.parametrize("layout", ["images of five", "alternating", "one caption each"])
+@pytest.mark.parametrize("top_k", [10, 150])
+def test_companions_of_wide_tiles_match_brute_force(layout, top_k):
+    # tiles of 650 captions: a list's first floor comes from a sample of every second candidate;
+    # alternating groups mask every sampled candidate of the even rows, which then take their whole row's
+    vectors, _ = clustered(1300, 8, 1, seed=7)
+    groups = {"images of five": np.arange(1300) // 5, "alternating": np.arange(1300) % 2,
+              "one caption each": np.arange(1300)}[layout]
+    scan = scan_pairs(vectors, groups, top_k=top_k, block_size=650, device="cpu")
+    assert scan.block_size == 650
+    assert_companions_match(scan, brute_force(vectors, groups), groups)
+
+
 def test_block_size_does_not_change_results():
     vectors, groups = clustered(50, 16, 15, seed=2)
     scans = [scan_pairs(vectors, groups, top_k=4, block_size=size, device="cpu") for size in (1, 3, 7, 49, 50, 500)]
