@@ -66,14 +66,7 @@ def _write_list(values, parts: list[str], level: int, step: str) -> None:
     inner = "\n" + step * (level + 1)
     kinds = set(map(type, values))
     if kinds.isdisjoint((dict, list, tuple)):
-        if kinds == {float}:
-            if not all(map(isfinite, values)):
-                raise _NotPlain
-            texts = map(float.__repr__, values)
-        elif len(kinds) == 1 and next(iter(kinds)) in _SCALAR_TEXT:
-            texts = map(_SCALAR_TEXT[next(iter(kinds))], values)
-        else:
-            texts = map(_scalar_text, values)
+        texts = map(_text_of(kinds, values), values)
         parts += ("[", inner, ("," + inner).join(texts), "\n", step * level, "]")
         return
     if kinds == {list} or kinds == {tuple}:
@@ -89,23 +82,26 @@ def _write_list(values, parts: list[str], level: int, step: str) -> None:
     parts += ("\n", step * level, "]")
 
 
+def _text_of(kinds: set, values):
+    """The function that writes each of ``values`` (plain values of types ``kinds``)."""
+    if len(kinds) == 1:
+        kind = next(iter(kinds))
+        if kind is float:
+            if not all(map(isfinite, values)):
+                raise _NotPlain
+            return float.__repr__
+        if kind in _SCALAR_TEXT:
+            return _SCALAR_TEXT[kind]
+    return _scalar_text
+
+
 def _plain_rows(rows, level: int, step: str):
     """The texts of ``rows`` (lists, as a profile's N companion lists are) when every row holds
-    plain values of one kind (or is empty), in one pass over all their values; else None."""
+    plain values only, in one pass over all their values; else None."""
     kinds = set(map(type, chain.from_iterable(rows)))
-    if len(kinds) > 1 or not kinds.isdisjoint((dict, list, tuple)):
+    if not kinds.isdisjoint((dict, list, tuple)):
         return None
-    kind = next(iter(kinds), None)
-    if kind is float:
-        if not all(map(isfinite, chain.from_iterable(rows))):
-            raise _NotPlain
-        text = float.__repr__
-    elif kind is None:
-        text = None
-    elif kind in _SCALAR_TEXT:
-        text = _SCALAR_TEXT[kind]
-    else:
-        return None
+    text = _text_of(kinds, chain.from_iterable(rows)) if kinds else None
     inner, close = "\n" + step * (level + 1), "\n" + step * level + "]"
     separator, opening = "," + inner, "[" + inner
     return [opening + separator.join(map(text, row)) + close if row else "[]" for row in rows]
