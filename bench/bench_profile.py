@@ -15,8 +15,10 @@ and, once, `python -X importtime` on the first size's profile: the seconds spent
 by top-level package. Wall seconds and CPU seconds (user + system of the child) are both
 shown: CPU seconds are the work done whatever else shares the cores.
 
-Two ratios a size. End to end: the whole command over the baseline's work, which leaves its own
-start-up out. After start-up: the command's work alone, the start-up of item 1 left out as the
+Three ratios a size. End to end: the whole command over the baseline's work, which leaves its own
+start-up out. Both as scripts: the whole command over the baseline run as a script of its own
+(python start, importing numpy and faiss, reading the vectors, the work), what a user who wrote
+that script waits for. After start-up: the command's work alone, the start-up of item 1 left out as the
 baseline's is: a child first imports every module the command imports (the list -X importtime
 gave), then runs the command in the same process and times it from there (cold: nothing of the
 pass has run before). A fixed line says what the start-up is: `capgeo profile` of 100 captions.
@@ -153,16 +155,18 @@ def print_ratios(sizes: list[dict]) -> None:
     """One line a size: the profile's and --no-gamma's wall time over the baseline's, end to end and
     after start-up, against the goals."""
     print(f"{'size':>13} {'baseline s':>10} {'profile':>12} {'no-gamma':>12} | after start-up: {'profile':>12} "
-          f"{'no-gamma':>12}   (goals: profile <= {GOALS['profile']:g}x, --no-gamma <= {GOALS['no-gamma']:g}x)")
+          f"{'no-gamma':>12} | both as scripts: {'profile':>12} {'no-gamma':>12}   "
+          f"(goals: profile <= {GOALS['profile']:g}x, --no-gamma <= {GOALS['no-gamma']:g}x)")
     for entry in sizes:
         cells = []
-        for key in ("wall_s", "work_s"):
+        for key, over, named in (("wall_s", "baseline_s", "ratio"), ("work_s", "baseline_s", "work_ratio"),
+                                 ("wall_s", "process_wall_s", "script_ratio")):
             for name, goal in GOALS.items():
-                ratio = entry[f"{name}_{key}"] / entry["baseline_s"]
-                entry[f"{name}_{'ratio' if key == 'wall_s' else 'work_ratio'}"] = ratio
+                ratio = entry[f"{name}_{key}"] / entry[over]
+                entry[f"{name}_{named}"] = ratio
                 cells.append(f"{ratio:5.2f}x {'met' if ratio <= goal else 'NOT':>4}")
         print(f"{entry['n']:>7,} x {entry['width']:<3} {entry['baseline_s']:10.2f} {cells[0]:>12} {cells[1]:>12} | "
-              f"{'':>15} {cells[2]:>12} {cells[3]:>12}")
+              f"{'':>15} {cells[2]:>12} {cells[3]:>12} | {'':>16} {cells[4]:>12} {cells[5]:>12}")
 
 
 def main() -> None:
@@ -200,12 +204,15 @@ def main() -> None:
                 after = [json.loads(run([sys.executable, "-c", AFTER_START_UP, str(modules), *arguments, *extra])[3]
                                     .strip().splitlines()[-1]) for _ in range(args.repeat)]
                 work[name] = min(after, key=lambda entry: entry["work_s"])
-            best = None
+            best, script = None, None
             for _ in range(args.repeat):
                 wall, cpu, out, _ = run([sys.executable, "-c", BASELINE % {"k": TOP_K, "bins": BINS}, str(vectors)])
                 inside = json.loads(out)
                 if best is None or inside["search_s"] + inside["histogram_s"] < best["search_s"] + best["histogram_s"]:
-                    best = {**inside, "process_wall_s": wall, "process_cpu_s": cpu}
+                    best = inside
+                if script is None or wall < script["process_wall_s"]:
+                    script = {"process_wall_s": wall, "process_cpu_s": cpu}
+            best = {**best, **script}   # (the fastest work, and the fastest whole script: each run's best)
             baseline = best["search_s"] + best["histogram_s"]
             baseline_cpu = best["search_cpu_s"] + best["histogram_cpu_s"]
             entry = {"n": n, "width": width, "baseline_s": baseline, "baseline_cpu_s": baseline_cpu, **best,
@@ -216,7 +223,7 @@ def main() -> None:
             results["sizes"].append(entry)
             print(f"N = {n:,}, width {width}: baseline {baseline:.2f} s wall, {baseline_cpu:.2f} s CPU "
                   f"(faiss top-{TOP_K} {best['search_s']:.2f} s + histogram of {best['pairs']:,} pairs "
-                  f"{best['histogram_s']:.2f} s)")
+                  f"{best['histogram_s']:.2f} s); as a script {best['process_wall_s']:.2f} s wall")
             for name, (wall, cpu) in timings.items():
                 print(f"  {name:<9} {wall:6.2f} s wall ({wall / baseline:4.1f}x), {cpu:6.2f} s CPU "
                       f"({cpu / baseline_cpu:4.1f}x); after start-up {work[name]['work_s']:6.2f} s wall "
