@@ -565,3 +565,30 @@ def test_in_batch_rows_are_each_batchs_float64_product_to_the_bit(batch_size, ma
     monkeypatch.setattr(gamma_module, "ROW_CHUNK_VALUES", 1)   # one batch a run
     with block_threads(2) as pool:
         assert np.array_equal(in_batch_negative_rows(vectors, batches, pool=pool, threads=2, **limit), expected)
+
+
+def test_image_losses_once_a_gamma_and_side_by_side_are_each_batchs_own_to_the_bit():
+    """Plain InfoNCE and a grid gamma of 0 (or a repeated gamma) are computed once, batches run on two
+    threads: the losses are those of every gamma of [0, *grid] computed for each batch on its own."""
+    from capgeo.geometry.cpu_pass import block_threads
+
+    texts = common_direction_vectors(240, 24, seed=9)
+    codes = np.arange(240) // 2
+    images = gamma_module.check_image_vectors(texts.reshape(120, 2, -1).mean(axis=1) + 0.01, 120, texts.shape[1])
+    batches = sample_batches(codes, 16, 12, 3)
+    grid = [0.0, 0.5, -0.0, 0.5, 1.0]
+    expected = []
+    with block_threads(1):   # (the section's products run on one BLAS thread)
+        for batch in batches:
+            members = texts[batch].astype(np.float64)
+            similarity = images[codes[batch]].astype(np.float64) @ members.T
+            expected.append(hnclip_loss_grid(similarity, boosted_caption_cosine(members), 100.0, [0.0, *grid]))
+    expected = np.array(expected)
+    for pool, threads in ((None, 1), ("pool", 2)):
+        with block_threads(threads) as made:
+            result = gamma_module.image_loss_diagnostics(texts, images, codes, batches, 100.0, grid,
+                                                         pool=made if pool else None, threads=threads)
+        assert result["plain"]["mean_loss"] == float(expected[:, 0].mean())
+        assert [entry["mean_loss"] for entry in result["boosted"]] == [float(expected[:, k].mean()) for k in range(1, 6)]
+        assert [entry["share_batches_below"] for entry in result["boosted"]] == [
+            float((expected[:, k] < gamma_module.SOLVED_LOSS).mean()) for k in range(1, 6)]

@@ -522,16 +522,33 @@ def _reference_margin_cosines(reference: ReferenceGeometry) -> dict:
 
 
 def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, group_codes: np.ndarray,
-                           batches: np.ndarray, logit_scale: float, gammas) -> dict:
-    """At initialisation: share of batches whose plain InfoNCE / boosted loss is below SOLVED_LOSS."""
-    plain = np.empty(len(batches))
-    boosted = np.empty((len(batches), len(gammas)))
-    for b, batch in enumerate(batches):
-        texts = text_vectors[batch].astype(np.float64)
-        images = image_vectors[group_codes[batch]].astype(np.float64)
-        similarity = images @ texts.T
-        losses = hnclip_loss_grid(similarity, boosted_caption_cosine(texts), logit_scale, [0.0, *gammas])
-        plain[b], boosted[b] = losses[0], losses[1:]
+                           batches: np.ndarray, logit_scale: float, gammas, pool=None, threads: int = 1) -> dict:
+    """At initialisation: share of batches whose plain InfoNCE / boosted loss is below SOLVED_LOSS.
+
+    ``pool`` (from cpu_pass.block_threads, of ``threads`` threads) runs batches side by side: each
+    batch's losses are its own arithmetic, on one BLAS thread."""
+    # each distinct gamma once (plain InfoNCE is gamma 0, which the grid holds too): a gamma's losses
+    # are its own slice of the loss grid's arithmetic, whatever other gammas share the call
+    wanted = [0.0, *(float(gamma) for gamma in gammas)]
+    distinct = list(dict.fromkeys(gamma.hex() for gamma in wanted))   # (0.0 and -0.0 kept apart)
+    computed = [float.fromhex(gamma) for gamma in distinct]
+    losses = np.empty((len(batches), len(computed)))
+
+    def run(indices):
+        for b in indices:
+            batch = batches[b]
+            texts = text_vectors[batch].astype(np.float64)
+            images = image_vectors[group_codes[batch]].astype(np.float64)
+            similarity = images @ texts.T
+            losses[b] = hnclip_loss_grid(similarity, boosted_caption_cosine(texts), logit_scale, computed)
+
+    indices = list(range(len(batches)))
+    if pool is None or threads < 2 or len(indices) < 2:
+        run(indices)
+    else:
+        list(pool.map(run, [indices[part::threads] for part in range(threads)]))
+    losses = losses[:, [distinct.index(gamma.hex()) for gamma in wanted]]
+    plain, boosted = losses[:, 0], losses[:, 1:]
     return {
         "solved_loss": SOLVED_LOSS,
         "plain": {"share_batches_below": float((plain < SOLVED_LOSS).mean()), "mean_loss": float(plain.mean())},
@@ -732,7 +749,8 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
                 * reference_within_row_spread(reference) / spread if spread > 0 else None,
                 "why": _why(suggestion, batch_size, scale, spread, reference),
                 "grid": grid_rows,
-                "image": (image_loss_diagnostics(vectors, image_vectors, group_codes, batches, scale, grid)
+                "image": (image_loss_diagnostics(vectors, image_vectors, group_codes, batches, scale, grid,
+                                                 pool=pool, threads=threads)
                           if image_vectors is not None else None),
             }
             per_batch_size.append(entry)
