@@ -170,6 +170,8 @@ def inbatch_statistics(
     near_pairs = np.empty(n_batches, dtype=np.int64)
     upper = np.triu(np.ones((B, B), dtype=bool), k=1)
     diagonal = np.arange(B)
+    # each compared as given: an edge as a Python float (in float32, as numpy compares a float32 array
+    # with one), a relative edge as a float64 scalar (in float64)
     thresholds = [*edges, *([] if relative is None else relative)]
     example = []
 
