@@ -548,7 +548,8 @@ def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, 
     else:
         list(pool.map(run, [indices[part::threads] for part in range(threads)]))
     losses = losses[:, [distinct.index(gamma.hex()) for gamma in wanted]]
-    plain, boosted = losses[:, 0], losses[:, 1:]
+    # (laid out as each batch's losses are read below: the plain ones together, the boosted ones a row a batch)
+    plain, boosted = np.ascontiguousarray(losses[:, 0]), np.ascontiguousarray(losses[:, 1:])
     return {
         "solved_loss": SOLVED_LOSS,
         "plain": {"share_batches_below": float((plain < SOLVED_LOSS).mean()), "mean_loss": float(plain.mean())},
