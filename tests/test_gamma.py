@@ -497,3 +497,98 @@ def test_sorted_rows_give_numpys_percentiles_and_the_same_statistics_on_any_thre
             for key, values in two.masses([0.0, 20.0, 90.0], 0.9, 2).items():
                 assert np.array_equal(values, one.masses([0.0, 20.0, 90.0], 0.9, 2)[key])
         assert gamma_module.margin_cosines(one)["hardest"] == pytest.approx(rows.max(axis=1).astype(np.float64).mean(), rel=1e-12)
+
+
+def _masses_in_full(rows: np.ndarray, scaled_gammas, hard_edge: float, top_count: int) -> dict:
+    """The grid's sums with every weight computed and summed over every row: the formula the closed
+    form at gamma 0 and the hard-row sums stand in for."""
+    centred = np.sort(rows.astype(np.float64), axis=1)
+    centred -= centred[:, -1:].copy()
+    n = rows.shape[1]
+    hard_count = np.count_nonzero(rows.astype(np.float64) >= hard_edge, axis=1)
+    in_hard = (np.arange(n) >= n - hard_count[:, None]).astype(np.float64)
+    out = {key: [] for key in ("effective", "hard_mass", "top_mass")}
+    for scaled_gamma in scaled_gammas:
+        z = scaled_gamma * centred
+        w = np.exp(z)
+        total, weighted = np.einsum("ij->i", w), np.einsum("ij,ij->i", w, z)
+        out["effective"].append(np.exp(np.log(total) - weighted / total).sum())
+        out["hard_mass"].append((np.einsum("ij,ij->i", w, in_hard) / total).sum())
+        out["top_mass"].append((np.einsum("ij->i", w[:, n - top_count:]) / total).sum())
+    return {key: np.array(values) for key, values in out.items()}
+
+
+@pytest.mark.parametrize("width", [3, 4, 19, 127])
+def test_grid_sums_at_gamma_zero_and_over_hard_rows_only_are_the_full_sums_to_the_bit(width, monkeypatch):
+    """At gamma 0 the grid's sums are counts, and rows without a hard negative are left out of the hard
+    mass: both give what summing every weight of every row gives, to the bit, in one chunk or many."""
+    rng = np.random.default_rng(width)
+    rows = rng.uniform(0.5, 0.95, size=(900, width)).astype(np.float32)
+    rows[::3] = np.minimum(rows[::3], 0.85)   # a third of the rows has no negative at or above 0.9
+    gammas = [0.0, -0.0, 12.5, 90.0]
+    for edge in (0.9, 0.3, 0.99):   # some rows hard, every row, (almost) none
+        expected = _masses_in_full(rows, gammas, edge, 2)
+        for chunk in (1 << 17, 7 * width):
+            monkeypatch.setattr(gamma_module._ShareCurve, "CHUNK_VALUES", chunk)
+            got = gamma_module._ShareCurve(rows).masses(gammas, edge, 2)
+            for key in expected:
+                assert np.array_equal(got[key], expected[key]), (edge, chunk, key)
+
+
+def test_share_curve_spreads_are_numpys_row_std_to_the_bit(monkeypatch):
+    rng = np.random.default_rng(8)
+    rows = rng.uniform(0.6, 0.9, size=(1000, 127)).astype(np.float32)
+    for chunk in (1 << 17, 5 * 127):
+        monkeypatch.setattr(gamma_module._ShareCurve, "CHUNK_VALUES", chunk)
+        assert np.array_equal(gamma_module._ShareCurve(rows).spreads, rows.std(axis=1, dtype=np.float64))
+
+
+@pytest.mark.parametrize("batch_size, max_values", [(2, None), (5, None), (33, None), (33, 7 * 32 * 4), (64, 7 * 63)])
+def test_in_batch_rows_are_each_batchs_float64_product_to_the_bit(batch_size, max_values, monkeypatch):
+    """The stacked products, in runs of batches and on two threads, round each batch's own float64
+    product to float32, its diagonal left out: the same bits as one product a batch."""
+    from capgeo.geometry.cpu_pass import block_threads
+
+    vectors = common_direction_vectors(400, 30, seed=6)
+    batches = sample_batches(np.arange(400), batch_size, 7, 2)
+    limit = {} if max_values is None else {"max_values": max_values}
+    rows_per_batch = batch_size if max_values is None else max(1, max_values // (7 * (batch_size - 1)))
+    off_diagonal = ~np.eye(batch_size, dtype=bool)[:rows_per_batch]
+
+    def one_batch(batch):
+        members = vectors[batch].astype(np.float64)
+        cosine = members[:rows_per_batch] @ members.T
+        return cosine[off_diagonal].reshape(rows_per_batch, batch_size - 1).astype(np.float32)
+
+    expected = np.concatenate([one_batch(batch) for batch in batches])
+    assert np.array_equal(in_batch_negative_rows(vectors, batches, **limit), expected)
+    monkeypatch.setattr(gamma_module, "ROW_CHUNK_VALUES", 1)   # one batch a run
+    with block_threads(2) as pool:
+        assert np.array_equal(in_batch_negative_rows(vectors, batches, pool=pool, threads=2, **limit), expected)
+
+
+def test_image_losses_once_a_gamma_and_side_by_side_are_each_batchs_own_to_the_bit():
+    """Plain InfoNCE and a grid gamma of 0 (or a repeated gamma) are computed once, batches run on two
+    threads: the losses are those of every gamma of [0, *grid] computed for each batch on its own."""
+    from capgeo.geometry.cpu_pass import block_threads
+
+    texts = common_direction_vectors(240, 24, seed=9)
+    codes = np.arange(240) // 2
+    images = gamma_module.check_image_vectors(texts.reshape(120, 2, -1).mean(axis=1) + 0.01, 120, texts.shape[1])
+    batches = sample_batches(codes, 16, 12, 3)
+    grid = [0.0, 0.5, -0.0, 0.5, 1.0]
+    expected = []
+    with block_threads(1):   # (the section's products run on one BLAS thread)
+        for batch in batches:
+            members = texts[batch].astype(np.float64)
+            similarity = images[codes[batch]].astype(np.float64) @ members.T
+            expected.append(hnclip_loss_grid(similarity, boosted_caption_cosine(members), 100.0, [0.0, *grid]))
+    expected = np.array(expected)
+    for pool, threads in ((None, 1), ("pool", 2)):
+        with block_threads(threads) as made:
+            result = gamma_module.image_loss_diagnostics(texts, images, codes, batches, 100.0, grid,
+                                                         pool=made if pool else None, threads=threads)
+        assert result["plain"]["mean_loss"] == float(expected[:, 0].mean())
+        assert [entry["mean_loss"] for entry in result["boosted"]] == [float(expected[:, k].mean()) for k in range(1, 6)]
+        assert [entry["share_batches_below"] for entry in result["boosted"]] == [
+            float((expected[:, k] < gamma_module.SOLVED_LOSS).mean()) for k in range(1, 6)]

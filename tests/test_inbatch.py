@@ -268,3 +268,18 @@ def test_hardest_in_batch_histogram_counts_each_row_once_against_brute_force():
     assert histogram["edges"][0] == pytest.approx(histogram["start"])
     assert histogram["edges"][0] <= reference.min() < histogram["edges"][1]
     assert histogram["edges"][-2] <= reference.max() < histogram["edges"][-1]
+
+
+def test_threads_do_not_change_results(monkeypatch):
+    """Chunks of batches run side by side on a pool, each product on one BLAS thread: any thread
+    count gives the one-thread statistics."""
+    from capgeo.geometry import cpu_pass
+
+    vectors, groups = clip_like_vectors(80, 3, 48, 2), np.arange(240) // 3
+    monkeypatch.setattr(inbatch, "_CHUNK_ENTRIES", 3 * 16 * 48)  # three batches per chunk
+    results = []
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(cpu_pass, "default_threads", lambda threads=threads: threads)
+        results.append(inbatch_statistics(vectors, groups, 16, n_batches=40, seed=2, edges=(0.7, 0.9),
+                                          relative_edges=[0.75, 0.85], relative_levels=[0.5, 0.9]))
+    assert results[0] == results[1] == results[2]

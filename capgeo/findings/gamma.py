@@ -43,6 +43,9 @@ GAMMA_CLIP = (0.05, 2.0)
 SOLVED_LOSS = 1e-3
 #: cap on in-batch cosines kept for the concentration (float32 values); bounds memory for large B
 MAX_ROW_VALUES = 4_000_000
+#: float64 values (gathered vectors and their cosines) of the batches multiplied at once: a run this
+#: small stays in the CPU's cache from the product to the float32 rows
+ROW_CHUNK_VALUES = 1 << 18
 #: The paper's gamma sweep (HN-CLIP, Long-CLIP-L fine-tuned on DOCCI): average R@1 over its
 #: benchmarks per gamma. The optimum is a plateau from 0.25 to 0.75 (each benchmark's best lies
 #: there); gamma > 0 matters far more than its second decimal.
@@ -134,10 +137,16 @@ def reference_rows(reference: ReferenceGeometry = REFERENCE) -> np.ndarray:
     return _reference_rows(reference)
 
 
+@lru_cache(maxsize=8)
+def _reference_curve(reference: ReferenceGeometry) -> "_ShareCurve":
+    """The reference rows sorted once, for every reference share and the margin view's cosines."""
+    return _ShareCurve(reference_rows(reference))
+
+
 @lru_cache(maxsize=64)
 def reference_share(gamma: float, reference: ReferenceGeometry = REFERENCE) -> float:
     """Mean effective-negative share that ``gamma`` gives the reference at s_ref, B_ref."""
-    return mean_effective_share(reference_rows(reference), reference.logit_scale * gamma)
+    return mean_effective_share(_reference_curve(reference), reference.logit_scale * gamma)
 
 
 # ---------------------------------------------------------------- concentration
@@ -155,7 +164,7 @@ class _ShareCurve:
     ``threads`` threads) runs the chunks side by side (numpy releases the GIL in its loops)."""
 
     #: values per chunk: a chunk this small stays in the CPU's cache through the passes over it
-    CHUNK_VALUES = 1 << 16
+    CHUNK_VALUES = 1 << 17
 
     def __init__(self, rows: np.ndarray, pool=None, threads: int = 1):
         rows = np.asarray(rows)
@@ -166,9 +175,14 @@ class _ShareCurve:
         self.centred = [None] * len(self.starts)
         # each row's median, 90th percentile and largest value: the margin view's cosines
         self.order_statistics = np.empty((3, self.n_rows))
+        # each row's standard deviation (what rows.std(axis=1, dtype=np.float64) gives, row by row):
+        # the within-row spread
+        self.spreads = np.empty(self.n_rows)
 
         def sort(index, start, _scratch):
-            chunk = np.sort(rows[start:start + step].astype(np.float64), axis=1)
+            chunk = rows[start:start + step].astype(np.float64)
+            self.spreads[start:start + len(chunk)] = chunk.std(axis=1)
+            chunk.sort(axis=1)
             self.order_statistics[:2, start:start + len(chunk)] = _sorted_percentiles(chunk, MARGIN_PERCENTS)
             self.order_statistics[2, start:start + len(chunk)] = chunk[:, -1]
             chunk -= chunk[:, -1:].copy()
@@ -232,13 +246,30 @@ class _ShareCurve:
             stop = start + len(centred)
             # a sorted row's negatives at or above the edge are its last ones (compared in float64)
             hard_count = np.count_nonzero(self.rows[start:stop].astype(np.float64) >= hard_edge, axis=1)
-            in_hard = (columns >= self.n_negatives - hard_count[:, None]).astype(np.float64)
+            # a row without one has hard mass 0 / total = 0 (its sum of w * 0 is 0): only the others
+            # are summed, each row's sum the same whatever rows share the call
+            hard_rows = None if hard_count.all() else np.flatnonzero(hard_count)
+            counted = hard_count if hard_rows is None else hard_count[hard_rows]
+            in_hard = (columns >= self.n_negatives - counted[:, None]).astype(np.float64)
             for k, scaled_gamma in enumerate(scaled_gammas):
+                effective, hard_mass, top_mass = (per_row[key][k, start:stop]
+                                                  for key in ("effective", "hard_mass", "top_mass"))
+                if scaled_gamma == 0:
+                    # every weight is exp(0) = 1 (C99 F.9.3.1) and every z is 0: the sums are counts,
+                    # exact in float64, and sum(w z) / total is 0
+                    total = np.full(len(centred), float(self.n_negatives))
+                    np.exp(np.log(total), out=effective)
+                    np.divide(hard_count, total, out=hard_mass)
+                    np.divide(float(top_count), total, out=top_mass)
+                    continue
                 w, total, weighted = self._weights(scaled_gamma, centred, buffers)
-                np.exp(np.log(total) - weighted / total, out=per_row["effective"][k, start:stop])
-                np.divide(np.einsum("ij,ij->i", w, in_hard), total, out=per_row["hard_mass"][k, start:stop])
-                np.divide(np.einsum("ij->i", w[:, self.n_negatives - top_count:]), total,
-                          out=per_row["top_mass"][k, start:stop])
+                np.exp(np.log(total) - weighted / total, out=effective)
+                if hard_rows is None:
+                    np.divide(np.einsum("ij,ij->i", w, in_hard), total, out=hard_mass)
+                else:
+                    hard_mass[:] = 0.0
+                    hard_mass[hard_rows] = np.einsum("ij,ij->i", w[hard_rows], in_hard) / total[hard_rows]
+                np.divide(np.einsum("ij->i", w[:, self.n_negatives - top_count:]), total, out=top_mass)
 
         self._each_chunk(work)
         return {key: values.sum(axis=1) for key, values in per_row.items()}
@@ -353,24 +384,42 @@ def shown_gamma(value: float) -> float:
 
 # ---------------------------------------------------------------- batches
 
-def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values: int = MAX_ROW_VALUES) -> np.ndarray:
+def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values: int = MAX_ROW_VALUES,
+                           pool=None, threads: int = 1) -> np.ndarray:
     """Caption cosines of each row to its B - 1 in-batch negatives: (rows, B - 1) float32.
 
     Keeps at most ``max_values`` cosines: when B is large, only the first rows of each
-    batch (a random subset, since batch order is random) are kept."""
+    batch (a random subset, since batch order is random) are kept. ``pool`` (from
+    cpu_pass.block_threads, of ``threads`` threads) multiplies batches side by side; each batch's
+    product is its own BLAS call on one thread, so neither the pool nor the run length changes a bit."""
     n_batches, batch_size = batches.shape
     rows_per_batch = int(min(batch_size, max(1, max_values // (n_batches * (batch_size - 1)))))
-    off_diagonal = ~np.eye(batch_size, dtype=bool)[:rows_per_batch]
     out = np.empty((n_batches * rows_per_batch, batch_size - 1), dtype=np.float32)
-    with one_blas_thread():
-        for b, batch in enumerate(batches):
+    # row i's negatives are its columns j < i, then its columns j > i shifted one to the left
+    below_diagonal = np.arange(batch_size - 1)[None, :] < np.arange(rows_per_batch)[:, None]
+    width = vectors.shape[1]
+    step = max(1, ROW_CHUNK_VALUES // (batch_size * (width + rows_per_batch)))
+
+    def run(starts):
+        for start in starts:
+            stop = min(start + step, n_batches)
             # in float64, rounded to float32 on the way out: a float32 product's last bits depend on
             # how many threads BLAS splits it over, and the softmax statistics made that visible (the
-            # JSON changed with OMP_NUM_THREADS); float64's differences are far below float32's rounding
-            batch_vectors = vectors[batch].astype(np.float64)
-            cosine = batch_vectors[:rows_per_batch] @ batch_vectors.T
-            out[b * rows_per_batch:(b + 1) * rows_per_batch] = cosine[off_diagonal].reshape(rows_per_batch,
-                                                                                           batch_size - 1)
+            # JSON changed with OMP_NUM_THREADS); float64's differences are far below float32's rounding.
+            # The stacked product is one BLAS call a batch, the call a single batch's product makes
+            members = vectors[batches[start:stop]].astype(np.float64)                 # (c, B, d)
+            cosine = np.matmul(members[:, :rows_per_batch], members.transpose(0, 2, 1))  # (c, R, B)
+            kept = out[start * rows_per_batch:stop * rows_per_batch].reshape(stop - start, rows_per_batch,
+                                                                           batch_size - 1)
+            np.copyto(kept, cosine[:, :, 1:], casting="same_kind")
+            np.copyto(kept, cosine[:, :, :-1], casting="same_kind", where=below_diagonal)
+
+    starts = list(range(0, n_batches, step))
+    if pool is None or threads < 2 or len(starts) < 2:
+        with one_blas_thread():
+            run(starts)
+    else:
+        list(pool.map(run, [starts[part::threads] for part in range(threads)]))
     return out
 
 
@@ -469,20 +518,38 @@ def describe_margins(margins: dict, gamma: float) -> str:
 
 @lru_cache(maxsize=8)
 def _reference_margin_cosines(reference: ReferenceGeometry) -> dict:
-    return margin_cosines(reference_rows(reference))
+    return margin_cosines(_reference_curve(reference))
 
 
 def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, group_codes: np.ndarray,
-                           batches: np.ndarray, logit_scale: float, gammas) -> dict:
-    """At initialisation: share of batches whose plain InfoNCE / boosted loss is below SOLVED_LOSS."""
-    plain = np.empty(len(batches))
-    boosted = np.empty((len(batches), len(gammas)))
-    for b, batch in enumerate(batches):
-        texts = text_vectors[batch].astype(np.float64)
-        images = image_vectors[group_codes[batch]].astype(np.float64)
-        similarity = images @ texts.T
-        losses = hnclip_loss_grid(similarity, boosted_caption_cosine(texts), logit_scale, [0.0, *gammas])
-        plain[b], boosted[b] = losses[0], losses[1:]
+                           batches: np.ndarray, logit_scale: float, gammas, pool=None, threads: int = 1) -> dict:
+    """At initialisation: share of batches whose plain InfoNCE / boosted loss is below SOLVED_LOSS.
+
+    ``pool`` (from cpu_pass.block_threads, of ``threads`` threads) runs batches side by side: each
+    batch's losses are its own arithmetic, on one BLAS thread."""
+    # each distinct gamma once (plain InfoNCE is gamma 0, which the grid holds too): a gamma's losses
+    # are its own slice of the loss grid's arithmetic, whatever other gammas share the call
+    wanted = [0.0, *(float(gamma) for gamma in gammas)]
+    distinct = list(dict.fromkeys(gamma.hex() for gamma in wanted))   # (0.0 and -0.0 kept apart)
+    computed = [float.fromhex(gamma) for gamma in distinct]
+    losses = np.empty((len(batches), len(computed)))
+
+    def run(indices):
+        for b in indices:
+            batch = batches[b]
+            texts = text_vectors[batch].astype(np.float64)
+            images = image_vectors[group_codes[batch]].astype(np.float64)
+            similarity = images @ texts.T
+            losses[b] = hnclip_loss_grid(similarity, boosted_caption_cosine(texts), logit_scale, computed)
+
+    indices = list(range(len(batches)))
+    if pool is None or threads < 2 or len(indices) < 2:
+        run(indices)
+    else:
+        list(pool.map(run, [indices[part::threads] for part in range(threads)]))
+    losses = losses[:, [distinct.index(gamma.hex()) for gamma in wanted]]
+    # (laid out as each batch's losses are read below: the plain ones together, the boosted ones a row a batch)
+    plain, boosted = np.ascontiguousarray(losses[:, 0]), np.ascontiguousarray(losses[:, 1:])
     return {
         "solved_loss": SOLVED_LOSS,
         "plain": {"share_batches_below": float((plain < SOLVED_LOSS).mean()), "mean_loss": float(plain.mean())},
@@ -659,10 +726,10 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
             block_threads(threads) as pool:
         for batch_size in batch_sizes:
             batches = sample_batches(group_codes, batch_size, n_batches, seed)
-            rows = in_batch_negative_rows(vectors, batches)
+            rows = in_batch_negative_rows(vectors, batches, pool=pool, threads=threads)
             bar.advance(1)
-            spread = float(rows.std(axis=1, dtype=np.float64).mean())
             curve = _ShareCurve(rows, pool, threads)   # sorted once, for the rule, the margins and the grid
+            spread = float(curve.spreads.mean())
             suggestion = suggest_for_rows(curve, scale, reference)
             mean_cosine = float(rows.mean(dtype=np.float64))
             bar.advance(1)
@@ -683,7 +750,8 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
                 * reference_within_row_spread(reference) / spread if spread > 0 else None,
                 "why": _why(suggestion, batch_size, scale, spread, reference),
                 "grid": grid_rows,
-                "image": (image_loss_diagnostics(vectors, image_vectors, group_codes, batches, scale, grid)
+                "image": (image_loss_diagnostics(vectors, image_vectors, group_codes, batches, scale, grid,
+                                                 pool=pool, threads=threads)
                           if image_vectors is not None else None),
             }
             per_batch_size.append(entry)

@@ -14,7 +14,6 @@ from typing import Sequence
 
 import numpy as np
 
-from capgeo.blas import one_blas_thread
 from capgeo.defaults import BUCKET_EDGES, NEAR_DUPLICATE_THRESHOLD, RELATIVE_LEVELS
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
@@ -32,8 +31,9 @@ DEFAULT_RELATIVE_LEVELS = RELATIVE_LEVELS
 DEFAULT_NEAR_DUPLICATE_THRESHOLD = NEAR_DUPLICATE_THRESHOLD
 #: Rows/columns of the example batch matrix returned for plotting.
 EXAMPLE_ROWS = 128
-#: Cosine entries held at once while processing a chunk of batches (~64 MB in float32).
-_CHUNK_ENTRIES = 16_000_000
+#: Cosine entries (and gathered vector entries) held at once while processing a chunk of batches
+#: (2 MB in float32: the chunk stays in the CPU's cache).
+_CHUNK_ENTRIES = 1 << 19
 #: Quantile levels reported for the hardest in-batch negative: the profile's p1..p99, as fractions.
 QUANTILE_LEVELS = tuple(percent / 100 for percent in QUANTILE_PERCENTS)
 
@@ -166,38 +166,50 @@ def inbatch_statistics(
     B = batch_size
     n_rows = n_batches * B
     n_entries = n_rows * (B - 1)  # (row, column) negatives, diagonal excluded: each pair twice
-    absolute_above = np.zeros(len(edges), dtype=np.int64)
-    relative_above = np.zeros(0 if relative is None else relative.size, dtype=np.int64)
     hardest = np.empty((n_batches, B), dtype=np.float32)
     near_pairs = np.empty(n_batches, dtype=np.int64)
     upper = np.triu(np.ones((B, B), dtype=bool), k=1)
-    example = None
+    diagonal = np.arange(B)
+    # each compared as given: an edge as a Python float (in float32, as numpy compares a float32 array
+    # with one), a relative edge as a float64 scalar (in float64)
+    thresholds = [*edges, *([] if relative is None else relative)]
+    example = []
 
-    # bound both the (c, B, B) cosines and the (c, B, d) gathered vectors
+    def chunk_counts(start: int) -> tuple[int, np.ndarray]:
+        """The batches from ``start``: their hardest negatives and near pairs written in place, and how
+        many ordered negatives lie at or above each threshold (absolute edges, then relative ones)."""
+        stop = min(start + chunk, n_batches)
+        members = vectors[batches[start:stop]]                      # (c, B, d)
+        # numpy's stacked float32 product, one sgemm a batch: bit for bit what torch.bmm computes
+        # (tests/test_inbatch.py), without importing torch for it
+        similarity = np.matmul(members, members.transpose(0, 2, 1))  # (c, B, B)
+        if start == 0:
+            example.append(_example_matrix(similarity[0], batches[0], caption_ids, group_ids))
+        # each unordered pair once (the float32 product need not be exactly symmetric);
+        # it is a negative of both its rows, hence the factor 2 for per-row counts
+        negatives = similarity[:, upper]                             # (c, B*(B-1)/2)
+        above = np.array([2 * int(np.count_nonzero(negatives >= edge)) for edge in thresholds], dtype=np.int64)
+        near_pairs[start:stop] = np.count_nonzero(negatives >= near_duplicate_threshold, axis=1)
+        similarity[:, diagonal, diagonal] = -np.inf
+        hardest[start:stop] = similarity.max(axis=2)
+        return stop - start, above
+
+    from capgeo.geometry.cpu_pass import block_threads
+
+    # bound both the (c, B, B) cosines and the (c, B, d) gathered vectors: a chunk this small stays
+    # in the CPU's cache from the product to the counts
     chunk = max(1, min(_CHUNK_ENTRIES // (B * B), _CHUNK_ENTRIES // (B * vectors.shape[1])))
-    with one_blas_thread():   # one sgemm a batch: small products, each on one thread
-        for start in range(0, n_batches, chunk):
-            stop = min(start + chunk, n_batches)
-            members = vectors[batches[start:stop]]                      # (c, B, d)
-            # numpy's stacked float32 product, one sgemm a batch: bit for bit what torch.bmm computes
-            # (tests/test_inbatch.py), without importing torch for it
-            similarity = np.matmul(members, members.transpose(0, 2, 1))  # (c, B, B)
-            if example is None:
-                example = _example_matrix(similarity[0], batches[0], caption_ids, group_ids)
-            # each unordered pair once (the float32 product need not be exactly symmetric);
-            # it is a negative of both its rows, hence the factor 2 for per-row counts
-            negatives = similarity[:, upper]                             # (c, B*(B-1)/2)
-            for e, edge in enumerate(edges):
-                absolute_above[e] += 2 * int(np.count_nonzero(negatives >= edge))
-            if relative is not None:
-                for e, edge in enumerate(relative):
-                    relative_above[e] += 2 * int(np.count_nonzero(negatives >= edge))
-            near_pairs[start:stop] = np.count_nonzero(negatives >= near_duplicate_threshold, axis=1)
-            diagonal = np.arange(B)
-            similarity[:, diagonal, diagonal] = -np.inf
-            hardest[start:stop] = similarity.max(axis=2)
+    starts = range(0, n_batches, chunk)
+    above = np.zeros(len(thresholds), dtype=np.int64)
+    # chunks side by side, each sgemm on one BLAS thread: small products, and the same kernel for
+    # every batch whatever the thread count; the counts are integers, summed in any order
+    with block_threads(1 if len(starts) < 2 else None) as pool:
+        for done, counts in (map if pool is None else pool.map)(chunk_counts, starts):
+            above += counts
             if progress is not None:
-                progress.advance(stop - start)
+                progress.advance(done)
+    absolute_above, relative_above = above[:len(edges)], above[len(edges):]
+    example = example[0]
 
     return {
         "batch_size": int(B),
