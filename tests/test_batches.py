@@ -36,16 +36,12 @@ def test_seed_fixes_the_draw():
 
 
 def test_a_repeated_draw_is_the_same_draw_and_its_own_array():
-    """A profile draws the batches of its in-batch statistics and of its gamma section once: a repeat
-    of the same codes, size, count and seed gives the first draw again, as a copy of its own."""
-    from capgeo.geometry import batches as batches_module
-
+    """The in-batch statistics and the gamma section each draw their batches: the same codes, size,
+    count and seed give the same draw again, a fresh array that no caller's change reaches."""
     codes = np.repeat(np.arange(60), 3)
-    batches_module._DRAWN.clear()
     first = sample_batches(codes, 8, 30, seed=5)
     first[:] = -1   # a caller's changes stay its own
     again = sample_batches(codes, 8, 30, seed=5)
-    batches_module._DRAWN.clear()
     assert np.array_equal(again, sample_batches(codes, 8, 30, seed=5))
     assert (again >= 0).all()
     assert not np.array_equal(again, sample_batches(codes[::-1].copy(), 8, 30, seed=5))

@@ -6,20 +6,9 @@ the gamma diagnostics are computed on batches drawn exactly like this.
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
-from numbers import Integral
-
 import numpy as np
 
 from capgeo.errors import CapgeoError
-
-#: the last few draws (of at most _DRAWN_SIZE indices each), by group codes, batch size, batch count
-#: and seed: a profile draws the batches of its in-batch statistics and of its gamma section from the
-#: same codes and seed, and gets them once
-_DRAWN: OrderedDict = OrderedDict()
-_DRAWN_KEPT = 4
-_DRAWN_SIZE = 1 << 21
 
 
 def sample_batches(group_codes: np.ndarray, batch_size: int, n_batches: int, seed: int = 0) -> np.ndarray:
@@ -39,13 +28,6 @@ def sample_batches(group_codes: np.ndarray, batch_size: int, n_batches: int, see
             f"batch size {batch_size} is larger than the number of groups (images) in the dataset, {n_groups}: "
             f"a batch needs {batch_size} captions of different images"
         )
-    key = None
-    if isinstance(seed, Integral) and batch_size * n_batches <= _DRAWN_SIZE:   # (no seed: a fresh draw each time)
-        key = (hashlib.blake2b(group_codes.tobytes(), digest_size=16).digest(), group_codes.size, int(batch_size),
-               int(n_batches), int(seed))
-        if key in _DRAWN:
-            _DRAWN.move_to_end(key)
-            return _DRAWN[key].copy()
     # captions of each group, as contiguous slices of one sorted index array
     order = np.argsort(group_codes, kind="stable")
     starts = np.searchsorted(group_codes[order], np.arange(n_groups))
@@ -57,8 +39,4 @@ def sample_batches(group_codes: np.ndarray, batch_size: int, n_batches: int, see
         groups = rng.choice(n_groups, size=batch_size, replace=False)
         picks = (rng.random(batch_size) * sizes[groups]).astype(np.int64)
         batches[b] = order[starts[groups] + picks]
-    if key is not None:
-        _DRAWN[key] = batches.copy()
-        while len(_DRAWN) > _DRAWN_KEPT:
-            _DRAWN.popitem(last=False)
     return batches
