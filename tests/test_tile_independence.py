@@ -84,16 +84,19 @@ def test_excluded_pairs_are_no_companions_and_no_threshold_pairs():
 
 
 def test_products_a_tile_ahead_and_banded_bins_give_the_one_thread_bytes(monkeypatch):
-    """With a thread pool the pass computes a tile's products while the tile before it is booked and
-    bins its histogram in row bands; with none, tile by tile on one thread: the same bytes. Repeated
-    vectors make equal cosines, which must go to the lower caption index either way."""
+    """With a thread pool the pass computes a tile's products (and their block sums) while the tile
+    before it is booked and bins its histogram in row bands; with none, tile by tile on one thread:
+    the same bytes, for bands of one row, of an odd number of rows and of the default size.
+    Repeated vectors make equal cosines, which must go to the lower caption index either way."""
     vectors, groups = clustered(1300, 24, seed=5)
     vectors[600:700] = vectors[100:200]  # equal cosines to many captions at once
+    monkeypatch.setattr(cpu_pass, "default_threads", lambda: 1)
+    one_thread = fingerprint(scan(vectors, groups, 512))
     monkeypatch.setattr(cpu_pass, "_PARALLEL_CELLS", 1)
     monkeypatch.setattr(cpu_pass, "default_threads", lambda: 3)
-    banded = fingerprint(scan(vectors, groups, 512))
-    monkeypatch.setattr(cpu_pass, "default_threads", lambda: 1)
-    assert fingerprint(scan(vectors, groups, 512)) == banded
+    for band_cells in (1, 512 * 7, cpu_pass._BAND_CELLS):
+        monkeypatch.setattr(cpu_pass, "_BAND_CELLS", band_cells)
+        assert fingerprint(scan(vectors, groups, 512)) == one_thread, band_cells
 
 
 def test_merge_key_orders_as_the_three_key_sort():

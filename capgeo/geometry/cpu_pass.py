@@ -215,8 +215,11 @@ class BlockProducts:
 #: (tiles up to 32768 x 32768 at 15 + 15; larger ones sort on three keys)
 _POSITION_BITS = 31
 
-#: a tile's histogram is binned in this many row bands on the block threads, from this many cells
-_BIN_BANDS, _PARALLEL_CELLS = 4, 1 << 18
+#: a tile's histogram is binned in bands of about this many cells, on the block threads from this
+#: many cells a tile: a band's bin positions and indices (3 MB) stay in the last-level cache, and no
+#: tile-sized scratch is touched (a fresh 32 MB cost 30 ms of page faults on the 2-core VM). Bands
+#: of 65,536 cells were slower at 25,000 captions: more tasks queued among the block products.
+_BAND_CELLS, _PARALLEL_CELLS = 1 << 18, 1 << 18
 
 
 class ArrayScanState:
@@ -250,8 +253,6 @@ class ArrayScanState:
         cells = grid.block_size * grid.block_size
         self._tile = np.empty(cells, dtype=np.float32)
         self._next_tile = np.empty(cells, dtype=np.float32) if self._ahead is not None else None
-        self._position = np.empty(cells, dtype=np.float32) if histograms else None
-        self._index = np.empty(cells, dtype=np.intp) if histograms else None
         self._scratch = np.empty(size * size, dtype=np.float32)
         self._mask = np.empty(cells, dtype=bool)   # the cells a tile's step picks out
         self._upper = np.triu(np.ones((size, size), dtype=np.float32), 1)
@@ -288,12 +289,12 @@ class ArrayScanState:
 
         buffers = [self._tile, self._next_tile]
         with ThreadPoolExecutor(max_workers=1) as producer:
-            pending = producer.submit(self._products, *tiles[0], self._ahead, buffers[0])
+            pending = producer.submit(self._summed_products, *tiles[0], buffers[0])
             for number, (row_block, column_block) in enumerate(tiles):
                 tile = pending.result()
                 if number + 1 < len(tiles):
-                    pending = producer.submit(self._products, *tiles[number + 1], self._ahead, buffers[(number + 1) % 2])
-                self._book(row_block, column_block, tile)
+                    pending = producer.submit(self._summed_products, *tiles[number + 1], buffers[(number + 1) % 2])
+                self._book(row_block, column_block, tile, summed=True)
                 if advance is not None:
                     advance(1)
 
@@ -306,11 +307,21 @@ class ArrayScanState:
         products.tile_into(row_start, row_end, column_start, column_end, tile)
         return tile
 
+    def _summed_products(self, row_block: int, column_block: int, buffer: np.ndarray) -> np.ndarray:
+        """The tile's cosines (the products a tile ahead), their exact block sums added: that
+        thread's work and the booking's are closer to even (the sums are integers, so the
+        thread that adds them changes nothing)."""
+        tile = self._products(row_block, column_block, self._ahead, buffer)
+        if self.histograms_on:
+            self._add_block_sums(tile, *self.grid.span(row_block), *self.grid.span(column_block), self._ahead)
+        return tile
+
     def add_tile(self, row_block: int, column_block: int) -> None:
         self._book(row_block, column_block, self._products(row_block, column_block, self.products, self._tile))
 
-    def _book(self, row_block: int, column_block: int, tile: np.ndarray) -> None:
-        """Everything a tile's cosines feed (``tile``: they, which this changes)."""
+    def _book(self, row_block: int, column_block: int, tile: np.ndarray, summed: bool = False) -> None:
+        """Everything a tile's cosines feed (``tile``: they, which this changes; ``summed``: its
+        block sums are added already)."""
         row_start, row_end = self.grid.span(row_block)
         column_start, column_end = self.grid.span(column_block)
         rows, columns = tile.shape
@@ -323,7 +334,8 @@ class ArrayScanState:
             same = _cells(np.equal(self.groups[row_start:row_end, None], self.groups[None, column_start:column_end],
                                    out=self._mask[:rows * columns].reshape(rows, columns)))
         if self.histograms_on:
-            self._add_block_sums(tile, row_start, row_end, column_start, column_end)
+            if not summed:
+                self._add_block_sums(tile, row_start, row_end, column_start, column_end, self.products)
             self._histogram(tile, same, diagonal)
         # self-pairs, same-group pairs (and pairs of equal exclusion codes) are no companions
         if same is not None:
@@ -348,9 +360,10 @@ class ArrayScanState:
                 self._update(tile, column_start, row_start, by_column=True)
         self._tiles += 1
 
-    def _add_block_sums(self, tile, row_start, row_end, column_start, column_end) -> None:
-        """Exact sums of the arithmetic blocks whose first counted cell lies in this tile."""
-        size, n = self.products.size, self.grid.n
+    def _add_block_sums(self, tile, row_start, row_end, column_start, column_end, products) -> None:
+        """Exact sums of the arithmetic blocks whose first counted cell lies in this tile
+        (``products``: the BlockProducts of the calling thread, for a block the tile cuts)."""
+        size, n = products.size, self.grid.n
         counted = self._scratch.reshape(size, size)
         for row_block in range(row_start // size, -(-row_end // size)):
             first_row = row_block * size
@@ -368,7 +381,7 @@ class ArrayScanState:
                     counted[:last_row - first_row, :last_column - first_column] = \
                         tile[first_row - row_start:last_row - row_start, first_column - column_start:last_column - column_start]
                 else:
-                    counted[...] = self.products.product(row_block, column_block)
+                    counted[...] = products.product(row_block, column_block)
                 self._block_sums(counted, row_block, column_block)
 
     def _block_sums(self, counted, row_block, column_block) -> None:
@@ -401,36 +414,29 @@ class ArrayScanState:
         Leaves the self-pairs and same-group cells at -inf."""
         bins = self.bins
         rows, columns = tile.shape
-        position = self._position[:rows * columns].reshape(rows, columns)
-        index = self._index[:rows * columns].reshape(rows, columns)
 
-        def bin_rows(start, stop):
-            """The bin counts of rows [start, stop), their bin indices left in ``index``."""
-            part, where = position[start:stop], index[start:stop]
-            np.multiply(tile[start:stop], self._scale, out=part)
-            np.add(part, self._offset, out=part)
-            np.clip(part, 0, bins - 1, out=part)
-            np.copyto(where, part, casting="unsafe")  # >= 0 after the clip, where truncation is floor
+        def bin_rows(band):
+            """The bin counts of rows [start, stop)."""
+            start, stop = band
+            where = self._bin_indices(tile[start:stop])
             if diagonal:
                 np.copyto(where, bins, where=self._lower[start:stop, :columns])  # overflow bin, discarded
             return np.bincount(where.reshape(-1), minlength=bins + 1)
 
-        # row bands on the block threads (numpy releases the GIL in each step): integer counts,
-        # so the bands change nothing
+        # integer counts, so neither the bands nor the threads change them (numpy releases the
+        # GIL in each step)
+        step = max(1, _BAND_CELLS // max(columns, 1))
+        bands = [(start, min(start + step, rows)) for start in range(0, rows, step)]
         pool = self.products.pool
-        if pool is None or rows * columns < _PARALLEL_CELLS:
-            counts = bin_rows(0, rows)
-        else:
-            step = -(-rows // _BIN_BANDS)
-            bands = [(start, min(start + step, rows)) for start in range(0, rows, step)]
-            counts = sum(pool.map(lambda band: bin_rows(*band), bands))
+        banded = map(bin_rows, bands) if pool is None or rows * columns < _PARALLEL_CELLS else pool.map(bin_rows, bands)
+        counts = sum(banded, np.zeros(bins + 1, dtype=np.intp))
         counted_same = same
         if diagonal and same is not None:
             upper = same[0] < same[1]
             counted_same = same[0][upper], same[1][upper]
         if counted_same is not None and counted_same[0].size:
             inside = tile[counted_same]
-            same_counts = np.bincount(index[counted_same], minlength=bins + 1)
+            same_counts = np.bincount(self._bin_indices(inside), minlength=bins + 1)
             self.same_counts += same_counts
             counts -= same_counts
             self.same_range = [min(self.same_range[0], float(inside.min())),
@@ -451,6 +457,13 @@ class ArrayScanState:
             low, high = extremes
         if low <= high:  # (a diagonal tile of one caption holds no pair)
             self.negative_range = [min(self.negative_range[0], low), max(self.negative_range[1], high)]
+
+    def _bin_indices(self, cosines: np.ndarray) -> np.ndarray:
+        """The fine histogram's bin of each cosine (float32 steps, the same for a cell in any band)."""
+        position = np.multiply(cosines, self._scale)
+        np.add(position, self._offset, out=position)
+        np.clip(position, 0, self.bins - 1, out=position)
+        return position.astype(np.intp)  # >= 0 after the clip, where truncation is floor
 
     def _collect_pairs(self, counted, row_start, column_start) -> None:
         rows, columns = _cells(np.greater_equal(counted, self.threshold,
