@@ -92,7 +92,6 @@ def test_products_a_tile_ahead_and_banded_bins_give_the_one_thread_bytes(monkeyp
     vectors[600:700] = vectors[100:200]  # equal cosines to many captions at once
     monkeypatch.setattr(cpu_pass, "default_threads", lambda: 1)
     one_thread = fingerprint(scan(vectors, groups, 512))
-    monkeypatch.setattr(cpu_pass, "_PARALLEL_CELLS", 1)
     monkeypatch.setattr(cpu_pass, "default_threads", lambda: 3)
     for band_cells in (1, 512 * 7, cpu_pass._BAND_CELLS):
         monkeypatch.setattr(cpu_pass, "_BAND_CELLS", band_cells)

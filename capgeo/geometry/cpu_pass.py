@@ -215,11 +215,11 @@ class BlockProducts:
 #: (tiles up to 32768 x 32768 at 15 + 15; larger ones sort on three keys)
 _POSITION_BITS = 31
 
-#: a tile's histogram is binned in bands of about this many cells, on the block threads from this
-#: many cells a tile: a band's bin positions and indices (3 MB) stay in the last-level cache, and no
+#: a tile's histogram is binned in bands of about this many cells, on the block threads when it has
+#: more than one: a band's bin positions and indices (3 MB) stay in the last-level cache, and no
 #: tile-sized scratch is touched (a fresh 32 MB cost 30 ms of page faults on the 2-core VM). Bands
 #: of 65,536 cells were slower at 25,000 captions: more tasks queued among the block products.
-_BAND_CELLS, _PARALLEL_CELLS = 1 << 18, 1 << 18
+_BAND_CELLS = 1 << 18
 
 
 class ArrayScanState:
@@ -289,39 +289,33 @@ class ArrayScanState:
 
         buffers = [self._tile, self._next_tile]
         with ThreadPoolExecutor(max_workers=1) as producer:
-            pending = producer.submit(self._summed_products, *tiles[0], buffers[0])
+            pending = producer.submit(self._products, *tiles[0], self._ahead, buffers[0])
             for number, (row_block, column_block) in enumerate(tiles):
                 tile = pending.result()
                 if number + 1 < len(tiles):
-                    pending = producer.submit(self._summed_products, *tiles[number + 1], buffers[(number + 1) % 2])
-                self._book(row_block, column_block, tile, summed=True)
+                    pending = producer.submit(self._products, *tiles[number + 1], self._ahead, buffers[(number + 1) % 2])
+                self._book(row_block, column_block, tile)
                 if advance is not None:
                     advance(1)
 
     def _products(self, row_block: int, column_block: int, products: "BlockProducts", buffer: np.ndarray) -> np.ndarray:
-        """The tile's cosines, into ``buffer``."""
+        """The tile's cosines, into ``buffer``, their exact block sums added by the thread that
+        computes them (a tile ahead, that thread's work and the booking's are closer to even; the
+        sums are integers, so which thread adds them changes nothing)."""
         row_start, row_end = self.grid.span(row_block)
         column_start, column_end = self.grid.span(column_block)
         tile = buffer[:(row_end - row_start) * (column_end - column_start)].reshape(row_end - row_start,
                                                                                   column_end - column_start)
         products.tile_into(row_start, row_end, column_start, column_end, tile)
-        return tile
-
-    def _summed_products(self, row_block: int, column_block: int, buffer: np.ndarray) -> np.ndarray:
-        """The tile's cosines (the products a tile ahead), their exact block sums added: that
-        thread's work and the booking's are closer to even (the sums are integers, so the
-        thread that adds them changes nothing)."""
-        tile = self._products(row_block, column_block, self._ahead, buffer)
         if self.histograms_on:
-            self._add_block_sums(tile, *self.grid.span(row_block), *self.grid.span(column_block), self._ahead)
+            self._add_block_sums(tile, row_start, row_end, column_start, column_end, products)
         return tile
 
     def add_tile(self, row_block: int, column_block: int) -> None:
         self._book(row_block, column_block, self._products(row_block, column_block, self.products, self._tile))
 
-    def _book(self, row_block: int, column_block: int, tile: np.ndarray, summed: bool = False) -> None:
-        """Everything a tile's cosines feed (``tile``: they, which this changes; ``summed``: its
-        block sums are added already)."""
+    def _book(self, row_block: int, column_block: int, tile: np.ndarray) -> None:
+        """Everything a tile's cosines feed but their block sums (``tile``: they, which this changes)."""
         row_start, row_end = self.grid.span(row_block)
         column_start, column_end = self.grid.span(column_block)
         rows, columns = tile.shape
@@ -334,8 +328,6 @@ class ArrayScanState:
             same = _cells(np.equal(self.groups[row_start:row_end, None], self.groups[None, column_start:column_end],
                                    out=self._mask[:rows * columns].reshape(rows, columns)))
         if self.histograms_on:
-            if not summed:
-                self._add_block_sums(tile, row_start, row_end, column_start, column_end, self.products)
             self._histogram(tile, same, diagonal)
         # self-pairs, same-group pairs (and pairs of equal exclusion codes) are no companions
         if same is not None:
@@ -416,7 +408,7 @@ class ArrayScanState:
         rows, columns = tile.shape
 
         def bin_rows(band):
-            """The bin counts of rows [start, stop)."""
+            """The bin counts of the band's rows, [start, stop)."""
             start, stop = band
             where = self._bin_indices(tile[start:stop])
             if diagonal:
@@ -428,7 +420,7 @@ class ArrayScanState:
         step = max(1, _BAND_CELLS // max(columns, 1))
         bands = [(start, min(start + step, rows)) for start in range(0, rows, step)]
         pool = self.products.pool
-        banded = map(bin_rows, bands) if pool is None or rows * columns < _PARALLEL_CELLS else pool.map(bin_rows, bands)
+        banded = map(bin_rows, bands) if pool is None or len(bands) == 1 else pool.map(bin_rows, bands)
         counts = sum(banded, np.zeros(bins + 1, dtype=np.intp))
         counted_same = same
         if diagonal and same is not None:
