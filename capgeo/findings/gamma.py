@@ -151,6 +151,16 @@ def reference_share(gamma: float, reference: ReferenceGeometry = REFERENCE) -> f
 
 # ---------------------------------------------------------------- concentration
 
+def _side_by_side(run, items: list, pool, threads: int) -> None:
+    """``run(part)`` over ``items``: in one call without a pool (or with fewer than two threads or
+    items), else on the pool's ``threads`` threads, each taking every threads-th item. Each item's
+    arithmetic is its own, so the split changes no bit."""
+    if pool is None or threads < 2 or len(items) < 2:
+        run(items)
+    else:
+        list(pool.map(run, [items[part::threads] for part in range(threads)]))
+
+
 class _ShareCurve:
     """Each in-batch row's softmax statistics as functions of the scaled gamma.
 
@@ -192,8 +202,8 @@ class _ShareCurve:
         self.shares: dict[float, float] = {}
 
     def _each_chunk(self, work, scratch: bool = True) -> None:
-        """work(index, first row, scratch buffers) for every chunk, on the pool's threads in
-        contiguous runs of chunks (each run with its own buffers)."""
+        """work(index, first row, scratch buffers) for every chunk, on the pool's threads
+        (:func:`_side_by_side`; each thread's chunks with buffers of their own)."""
         def run(indices):
             buffers = None
             if scratch and indices:
@@ -201,11 +211,7 @@ class _ShareCurve:
             for index in indices:
                 work(index, self.starts[index], buffers)
 
-        indices = list(range(len(self.starts)))
-        if self.threads < 2 or len(indices) < 2:
-            run(indices)
-            return
-        list(self.pool.map(run, [indices[part::self.threads] for part in range(self.threads)]))
+        _side_by_side(run, list(range(len(self.starts))), self.pool, self.threads)
 
     @staticmethod
     def _weights(scaled_gamma: float, centred: np.ndarray, buffers):
@@ -414,12 +420,8 @@ def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values:
             np.copyto(kept, cosine[:, :, 1:], casting="same_kind")
             np.copyto(kept, cosine[:, :, :-1], casting="same_kind", where=below_diagonal)
 
-    starts = list(range(0, n_batches, step))
-    if pool is None or threads < 2 or len(starts) < 2:
-        with one_blas_thread():
-            run(starts)
-    else:
-        list(pool.map(run, [starts[part::threads] for part in range(threads)]))
+    with one_blas_thread():   # (a pool from block_threads runs on one already)
+        _side_by_side(run, list(range(0, n_batches, step)), pool, threads)
     return out
 
 
@@ -542,11 +544,7 @@ def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, 
             similarity = images @ texts.T
             losses[b] = hnclip_loss_grid(similarity, boosted_caption_cosine(texts), logit_scale, computed)
 
-    indices = list(range(len(batches)))
-    if pool is None or threads < 2 or len(indices) < 2:
-        run(indices)
-    else:
-        list(pool.map(run, [indices[part::threads] for part in range(threads)]))
+    _side_by_side(run, list(range(len(batches))), pool, threads)
     losses = losses[:, [distinct.index(gamma.hex()) for gamma in wanted]]
     # (laid out as each batch's losses are read below: the plain ones together, the boosted ones a row a batch)
     plain, boosted = np.ascontiguousarray(losses[:, 0]), np.ascontiguousarray(losses[:, 1:])
