@@ -428,36 +428,80 @@ def test_gamma_section_does_not_depend_on_the_blas_thread_count(tmp_path):
 
 # ---------------------------------------------------------------- scipy's numbers without scipy
 
-def test_root_search_takes_scipy_brentqs_steps_to_the_bit():
-    from scipy import optimize
-    rng = np.random.default_rng(7)
-    functions = [lambda x: math.cos(x) - x, lambda x: x ** 3 - 2 * x - 5, lambda x: math.exp(-x) - 0.3,
-                 lambda x: math.atan(x - 1.7) * 1e-3, lambda x: (x - 0.4) ** 5]
-    for function in functions:
-        for _ in range(20):
-            low, high = -rng.random() * 3, 1 + rng.random() * 4
-            if function(low) * function(high) >= 0:
-                continue
-            for xtol, rtol in ((1e-6, 1e-8), (2e-12, 4 * np.finfo(float).eps)):
-                try:
-                    expected = optimize.brentq(function, low, high, xtol=xtol, rtol=rtol)
-                except RuntimeError:  # no convergence in 100 steps: not in 100 steps here either
-                    with pytest.raises(CapgeoError, match="did not converge"):
-                        gamma_module.brent_root(function, low, high, function(low), function(high),
-                                                xtol=xtol, rtol=rtol)
-                    continue
-                assert gamma_module.brent_root(function, low, high, function(low), function(high),
-                                               xtol=xtol, rtol=rtol) == expected
+def _counting_curve(rows):
+    """A share curve that counts its passes over the rows (each costs one exp per cosine)."""
+    curve = gamma_module._ShareCurve(rows)
+    passes = []
+    effective = curve.effective
+    curve.effective = lambda *arguments: passes.append(arguments[0]) or effective(*arguments)
+    return curve, passes
 
 
-def test_the_rule_solves_to_the_root_scipy_finds():
-    """On real in-batch rows: the scaled gamma is scipy's brentq root of the same share curve."""
+@pytest.mark.parametrize("rho_sd, seed", [(0.05, 2), (0.02, 3), (0.15, 4)])
+def test_the_rule_solves_to_the_root_scipy_finds(rho_sd, seed):
+    """On real in-batch rows: each of the rule's scaled gammas is scipy's brentq root of the same
+    share curve (found to the float64 limit), to 1e-12, in a few passes over the rows (4-7 here;
+    scipy's Brent steps took 8-11)."""
     from scipy import optimize
+    vectors = common_direction_vectors(600, 40, rho_sd=rho_sd, seed=seed)
+    rows = in_batch_negative_rows(vectors, sample_batches(np.arange(600), 64, 20, seed=1))
+    for reference_gamma in (0.5, 0.25, 0.75):
+        target = reference_share(reference_gamma)
+        curve, passes = _counting_curve(rows)
+        root, clipped = gamma_module.solve_scaled_gamma(curve, target, 5.0, 200.0)
+        assert clipped is None and len(passes) <= 8   # (Brent on [5, 200] took 8-11)
+        expected = optimize.brentq(lambda g: mean_effective_share(rows, g) - target, 5.0, 200.0,
+                                   xtol=1e-13, rtol=4 * np.finfo(float).eps)
+        assert root == pytest.approx(expected, rel=1e-12, abs=0)
+
+
+def test_the_root_does_not_depend_on_what_the_curve_computed_before():
     vectors = common_direction_vectors(600, 40, rho_sd=0.05, seed=2)
     rows = in_batch_negative_rows(vectors, sample_batches(np.arange(600), 64, 20, seed=1))
     target = reference_share(0.5)
-    expected = optimize.brentq(lambda g: mean_effective_share(rows, g) - target, 5.0, 200.0, xtol=1e-6, rtol=1e-8)
-    assert gamma_module.solve_scaled_gamma(rows, target, 5.0, 200.0) == (expected, None)
+    fresh = gamma_module.solve_scaled_gamma(gamma_module._ShareCurve(rows), target, 5.0, 200.0)
+    used = gamma_module._ShareCurve(rows)
+    for scaled_gamma in (12.5, 37.5, 50.0, 200.0):
+        used.share(scaled_gamma)
+    assert gamma_module.solve_scaled_gamma(used, target, 5.0, 200.0) == fresh
+
+
+@pytest.mark.parametrize("target, low, high, expected", [
+    (0.999999, 5.0, 200.0, "low"),      # even the lowest end concentrates too much
+    (1e-6, 5.0, 200.0, "high"),         # even the highest end concentrates too little
+    (None, 90.0, 200.0, "low"),         # the root (below 90) lies left of the interval
+    (None, 5.0, 30.0, "high"),          # ... and right of this one
+])
+def test_a_target_out_of_reach_gives_the_interval_end(target, low, high, expected):
+    vectors = common_direction_vectors(600, 40, rho_sd=0.05, seed=2)
+    rows = in_batch_negative_rows(vectors, sample_batches(np.arange(600), 64, 20, seed=1))
+    target = reference_share(0.5) if target is None else target
+    end = low if expected == "low" else high
+    assert gamma_module.solve_scaled_gamma(rows, target, low, high) == (end, expected)
+    # the end is out of reach by the share itself: the share is decreasing in the scaled gamma
+    share = mean_effective_share(rows, end)
+    assert share <= target if expected == "low" else share >= target
+
+
+def test_the_share_slope_is_the_derivative_of_the_share():
+    """share_and_slope: the share's bits and, against a central difference of a brute-force
+    float64 share (numpy, row by row), its derivative."""
+    vectors = common_direction_vectors(300, 24, rho_sd=0.05, seed=5)
+    rows = in_batch_negative_rows(vectors, sample_batches(np.arange(300), 32, 10, seed=2))
+
+    def brute_share(scaled_gamma):
+        z = scaled_gamma * rows.astype(np.float64)
+        w = np.exp(z - z.max(axis=1, keepdims=True))
+        p = w / w.sum(axis=1, keepdims=True)
+        return float(np.exp(-(p * np.log(p)).sum(axis=1)).mean() / rows.shape[1])
+
+    for scaled_gamma in (5.0, 42.0, 130.0):
+        share, slope = gamma_module._ShareCurve(rows).share_and_slope(scaled_gamma)
+        assert share == gamma_module._ShareCurve(rows).share(scaled_gamma)
+        assert share == pytest.approx(brute_share(scaled_gamma), rel=1e-12)
+        h = 1e-4 * scaled_gamma
+        difference = (brute_share(scaled_gamma + h) - brute_share(scaled_gamma - h)) / (2 * h)
+        assert slope < 0 and slope == pytest.approx(difference, rel=1e-6)
 
 
 def test_stored_reference_constants_are_what_scipy_computes():

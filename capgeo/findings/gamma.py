@@ -221,14 +221,24 @@ class _ShareCurve:
         np.exp(z, out=w)
         return w, np.einsum("ij->i", w), np.einsum("ij,ij->i", w, z)
 
-    def effective(self, scaled_gamma: float) -> np.ndarray:
+    def effective(self, scaled_gamma: float, slopes: np.ndarray | None = None) -> np.ndarray:
+        """Each row's effective negatives at ``scaled_gamma``; with ``slopes``, also each row's
+        derivative of them in the scaled gamma, written there (the same pass over the rows)."""
         out = np.empty(self.n_rows)
 
         def work(index, start, buffers):
             centred = self.centred[index]
-            _, total, weighted = self._weights(scaled_gamma, centred, buffers)
+            stop = start + len(centred)
+            w, total, weighted = self._weights(scaled_gamma, centred, buffers)
             # entropy of w = e^z / sum: log(sum) - sum(w z) / sum
-            np.exp(np.log(total) - weighted / total, out=out[start:start + len(centred)])
+            mean_z = weighted / total
+            np.exp(np.log(total) - mean_z, out=out[start:stop])
+            if slopes is not None:
+                # d entropy / d scaled_gamma = -(variance of z under the softmax) / scaled_gamma
+                z = buffers[0][:len(centred)]
+                np.multiply(z, z, out=z)
+                variance = np.einsum("ij,ij->i", w, z) / total - mean_z * mean_z
+                np.multiply(out[start:stop], -variance / scaled_gamma, out=slopes[start:stop])
 
         self._each_chunk(work)
         return out
@@ -238,6 +248,15 @@ class _ShareCurve:
         if scaled_gamma not in self.shares:
             self.shares[scaled_gamma] = float(self.effective(scaled_gamma).mean() / self.n_negatives)
         return self.shares[scaled_gamma]
+
+    def share_and_slope(self, scaled_gamma: float) -> tuple[float, float]:
+        """The mean effective share at ``scaled_gamma`` (the bits :meth:`share` gives) and its
+        derivative in the scaled gamma, from one pass over the rows."""
+        scaled_gamma = float(scaled_gamma)
+        slopes = np.empty(self.n_rows)
+        share = float(self.effective(scaled_gamma, slopes).mean() / self.n_negatives)
+        self.shares[scaled_gamma] = share
+        return share, float(slopes.mean() / self.n_negatives)
 
     def masses(self, scaled_gammas, hard_edge: float, top_count: int) -> dict[str, np.ndarray]:
         """Summed over rows, per scaled gamma: effective negatives, the softmax mass on negatives at
@@ -318,67 +337,72 @@ def mean_effective_share(rows, scaled_gamma: float) -> float:
     return _curve(rows).share(scaled_gamma)
 
 
+#: the root search stops once a Newton step moves the scaled gamma by at most this share of it: the
+#: step is about the error of the point it leaves, and the error of the point it reaches is about
+#: the square of that, far below the share's own float64 rounding
+ROOT_STEP_TOLERANCE = 1e-10
+#: share evaluations one root search may make (it takes 3-7 on the tests' rows; bisection alone
+#: would need under 60 on [s * 0.05, s * 2])
+ROOT_MAX_EVALUATIONS = 100
+
+
 def solve_scaled_gamma(rows, target_share: float, low: float, high: float) -> tuple[float, str | None]:
     """The scaled gamma in [low, high] whose mean effective share is ``target_share``.
 
     ``rows`` are the in-batch rows (or their _ShareCurve, to solve several targets on them).
     Returns (value, None), or the interval end and "low"/"high" when the target lies
-    outside what the interval reaches (the caller reports it as clipped)."""
+    outside what the interval reaches (the caller reports it as clipped).
+
+    Newton's method on log(share) as a function of a^2, a the scaled gamma: for normal rows
+    log(share) is -(a sigma)^2 / 2, a straight line in a^2, so the first point (that closed form
+    at the rows' mean within-row spread) is close and each step about squares the error. The
+    derivative comes from the same pass as the share. The share is decreasing in a, so every point
+    also narrows the interval that holds the root; a step that leaves it is replaced by its
+    midpoint, and an end of [low, high] is evaluated only when a step would cross it (to tell
+    whether the target is out of reach). Each point depends only on the rows and the target, so
+    the root is the same whatever else was computed on the curve before."""
     curve = _curve(rows)
+    low, high, log_target = float(low), float(high), math.log(target_share)
+    below, above = low, high                 # the root lies in [below, above]
+    below_known = above_known = False        # whether the share there was computed
 
-    def excess(scaled_gamma):
-        return curve.share(scaled_gamma) - target_share
+    def excess_at(end):
+        return math.log(curve.share(end)) - log_target
 
-    at_low = excess(low)
-    if at_low <= 0:
-        return low, "low"
-    at_high = excess(high)
-    if at_high >= 0:
-        return high, "high"
-    return brent_root(excess, low, high, at_low, at_high, xtol=1e-6, rtol=1e-8), None
-
-
-def brent_root(function, low: float, high: float, at_low: float, at_high: float, *, xtol: float, rtol: float,
-               max_iterations: int = 100) -> float:
-    """The root of ``function`` between ``low`` and ``high`` (where it is ``at_low`` and ``at_high``,
-    of opposite signs) by Brent's method, step for step as scipy.optimize.brentq takes it (the same
-    root to the bit, tests/test_gamma.py): scipy.optimize takes most of a second to import, and
-    brentq would evaluate the function at both ends again."""
-    previous, current, f_previous, f_current = float(low), float(high), float(at_low), float(at_high)
-    if f_previous == 0:
-        return previous
-    if f_current == 0:
-        return current
-    block = f_block = step_before = step = 0.0
-    for _ in range(max_iterations):
-        if f_previous * f_current < 0:
-            block, f_block = previous, f_previous
-            step_before = step = current - previous
-        if abs(f_block) < abs(f_current):
-            previous, current, block = current, block, current
-            f_previous, f_current, f_block = f_current, f_block, f_current
-        delta = (xtol + rtol * abs(current)) / 2
-        bisection = (block - current) / 2
-        if f_current == 0 or abs(bisection) < delta:
-            return current
-        if abs(step_before) > delta and abs(f_current) < abs(f_previous):
-            if previous == block:  # interpolate
-                trial = -f_current * (current - previous) / (f_current - f_previous)
-            else:  # extrapolate (inverse quadratic)
-                d_previous = (f_previous - f_current) / (previous - current)
-                d_block = (f_block - f_current) / (block - current)
-                trial = -f_current * (f_block * d_block - f_previous * d_previous) / (
-                    d_block * d_previous * (f_block - f_previous))
-            if 2 * abs(trial) < min(abs(step_before), 3 * abs(bisection) - delta):
-                step_before, step = step, trial
-            else:
-                step_before = step = bisection
+    spread = float(curve.spreads.mean())
+    point = math.sqrt(-2 * log_target) / spread if spread > 0 and log_target < 0 else math.sqrt(low * high)
+    point = min(max(point, low), high)
+    for _ in range(ROOT_MAX_EVALUATIONS):
+        share, slope = curve.share_and_slope(point)
+        excess = math.log(share) - log_target    # > 0: the share is still too large, the root lies above
+        if point == high and excess >= 0:
+            return high, "high"
+        if point == low and excess <= 0:
+            return low, "low"
+        if excess == 0:
+            return point, None
+        if excess > 0:
+            below, below_known = point, True
         else:
-            step_before = step = bisection
-        previous, f_previous = current, f_current
-        current += step if abs(step) > delta else (delta if bisection > 0 else -delta)
-        f_current = float(function(current))
-    raise CapgeoError(f"the gamma rule's root search did not converge in {max_iterations} steps "
+            above, above_known = point, True
+        # d log(share) / d(a^2) = slope / (share * 2a)
+        rate = slope / (share * 2 * point)
+        squared = point * point - excess / rate if rate < 0 else math.nan
+        following = math.sqrt(squared) if squared > 0 else (math.inf if excess > 0 else 0.0)
+        if excess > 0 and following >= above and not above_known:
+            if excess_at(high) >= 0:
+                return high, "high"
+            above_known = True
+        elif excess < 0 and following <= below and not below_known:
+            if excess_at(low) <= 0:
+                return low, "low"
+            below_known = True
+        if below <= following <= above and abs(following - point) <= ROOT_STEP_TOLERANCE * point:
+            return following, None   # (a step below the float spacing leaves the point as it is)
+        if not below < following < above:
+            following = (below + above) / 2
+        point = following
+    raise CapgeoError(f"the gamma rule's root search did not converge in {ROOT_MAX_EVALUATIONS} evaluations "
                       f"between {low} and {high}")
 
 
