@@ -440,7 +440,7 @@ def _counting_curve(rows):
 @pytest.mark.parametrize("rho_sd, seed", [(0.05, 2), (0.02, 3), (0.15, 4)])
 def test_the_rule_solves_to_the_root_scipy_finds(rho_sd, seed):
     """On real in-batch rows: each of the rule's scaled gammas is scipy's brentq root of the same
-    share curve (found to the float64 limit), to 1e-12, in a few passes over the rows (4-7 here;
+    share curve (found to the float64 limit), to 1e-12, in a few passes over the rows (3-6 here;
     scipy's Brent steps took 8-11)."""
     from scipy import optimize
     vectors = common_direction_vectors(600, 40, rho_sd=rho_sd, seed=seed)
@@ -577,6 +577,34 @@ def test_grid_sums_at_gamma_zero_and_over_hard_rows_only_are_the_full_sums_to_th
             got = gamma_module._ShareCurve(rows).masses(gammas, edge, 2)
             for key in expected:
                 assert np.array_equal(got[key], expected[key]), (edge, chunk, key)
+
+
+@pytest.mark.parametrize("gammas", [[0.0, 12.5, 25.0, 37.5, 50.0, 62.5, 75.0, 87.5, 100.0],   # the default grid at s = 100
+                                    [300.0, 0.0, 100.0, 1600.0],                                # unsorted, gaps, 16 a
+                                    [0.1 * 7, 0.3 * 7]])                                        # 0.7 and 2.1
+def test_a_grid_of_multiples_takes_one_exp_and_gives_the_full_sums_to_4e_15(gammas, monkeypatch):
+    """w(m a) = w(a)^m by repeated products: within 4e-15 of an exp per gamma, in one chunk or many."""
+    powers = gamma_module.grid_powers(gammas)
+    assert powers is not None and [powers[0] * m for m in powers[1]] == pytest.approx(gammas, rel=1e-15)
+    rng = np.random.default_rng(11)
+    rows = rng.uniform(-0.3, 0.95, size=(500, 31)).astype(np.float32)
+    expected = _masses_in_full(rows, gammas, 0.9, 4)
+    exps = []
+    for chunk in (1 << 17, 3 * 31):
+        monkeypatch.setattr(gamma_module._ShareCurve, "CHUNK_VALUES", chunk)
+        curve = gamma_module._ShareCurve(rows)
+        monkeypatch.setattr(np, "exp", lambda *a, _exp=np.exp, **k: exps.append(np.shape(a[0])) or _exp(*a, **k))
+        got = curve.masses(gammas, 0.9, 4)
+        monkeypatch.undo()
+        for key in expected:
+            assert got[key] == pytest.approx(expected[key], rel=4e-15, abs=0), key
+    # one exp of the chunk's cosines per chunk (the others are of one value a row)
+    assert sum(1 for shape in exps if len(shape) == 2) == 1 + math.ceil(500 / 3)
+
+
+def test_a_grid_that_is_not_multiples_takes_an_exp_a_gamma():
+    for gammas in ([12.5, 20.0], [10.0, 170.0], [-5.0, 10.0], [0.0], []):
+        assert gamma_module.grid_powers(gammas) is None
 
 
 def test_share_curve_spreads_are_numpys_row_std_to_the_bit(monkeypatch):

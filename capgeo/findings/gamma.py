@@ -262,9 +262,30 @@ class _ShareCurve:
         """Summed over rows, per scaled gamma: effective negatives, the softmax mass on negatives at
         or above ``hard_edge`` and on each row's ``top_count`` most similar negatives (exactly that
         many: tied negatives carry equal weights, so which of them fill the last places does not
-        change the mass)."""
+        change the mass). A grid of multiples of one scaled gamma (:func:`grid_powers`) takes one
+        exp per cosine in all: w(m a) = w(a)^m, by repeated products."""
         per_row = {key: np.empty((len(scaled_gammas), self.n_rows)) for key in ("effective", "hard_mass", "top_mass")}
         columns = np.arange(self.n_negatives)
+        powers = grid_powers(scaled_gammas)
+
+        def weights(centred, buffers):
+            """(k, w, sum of w, sum of w z) for every nonzero scaled gamma k of the grid."""
+            if powers is None:
+                for k, scaled_gamma in enumerate(scaled_gammas):
+                    if scaled_gamma != 0:
+                        yield (k, *self._weights(scaled_gamma, centred, buffers))
+                return
+            step, multiples = powers
+            base, w = buffers[0][:len(centred)], buffers[1][:len(centred)]
+            np.multiply(step, centred, out=base)
+            np.exp(base, out=base)
+            for power in range(1, max(multiples) + 1):
+                if power == 1:
+                    np.copyto(w, base)
+                else:
+                    w *= base
+                for k in (k for k, multiple in enumerate(multiples) if multiple == power):
+                    yield k, w, np.einsum("ij->i", w), scaled_gammas[k] * np.einsum("ij,ij->i", w, centred)
 
         def work(index, start, buffers):
             centred = self.centred[index]
@@ -277,17 +298,16 @@ class _ShareCurve:
             counted = hard_count if hard_rows is None else hard_count[hard_rows]
             in_hard = (columns >= self.n_negatives - counted[:, None]).astype(np.float64)
             for k, scaled_gamma in enumerate(scaled_gammas):
-                effective, hard_mass, top_mass = (per_row[key][k, start:stop]
-                                                  for key in ("effective", "hard_mass", "top_mass"))
                 if scaled_gamma == 0:
                     # every weight is exp(0) = 1 (C99 F.9.3.1) and every z is 0: the sums are counts,
                     # exact in float64, and sum(w z) / total is 0
                     total = np.full(len(centred), float(self.n_negatives))
-                    np.exp(np.log(total), out=effective)
-                    np.divide(hard_count, total, out=hard_mass)
-                    np.divide(float(top_count), total, out=top_mass)
-                    continue
-                w, total, weighted = self._weights(scaled_gamma, centred, buffers)
+                    np.exp(np.log(total), out=per_row["effective"][k, start:stop])
+                    np.divide(hard_count, total, out=per_row["hard_mass"][k, start:stop])
+                    np.divide(float(top_count), total, out=per_row["top_mass"][k, start:stop])
+            for k, w, total, weighted in weights(centred, buffers):
+                effective, hard_mass, top_mass = (per_row[key][k, start:stop]
+                                                  for key in ("effective", "hard_mass", "top_mass"))
                 np.exp(np.log(total) - weighted / total, out=effective)
                 if hard_rows is None:
                     np.divide(np.einsum("ij,ij->i", w, in_hard), total, out=hard_mass)
@@ -298,6 +318,26 @@ class _ShareCurve:
 
         self._each_chunk(work)
         return {key: values.sum(axis=1) for key, values in per_row.items()}
+
+
+#: the most repeated products that make one grid weight (w(m a) = w(a)^m): each adds at most about
+#: an ulp to the weight's rounding, so the weights stay within 4e-15 of their exp
+MAX_GRID_POWER = 16
+
+
+def grid_powers(scaled_gammas) -> tuple[float, list[int]] | None:
+    """(a, multiples) with each scaled gamma ``multiples[k] * a`` (0 to MAX_GRID_POWER times its
+    smallest positive one, a), when the grid is such multiples (the default: 1/8, 2/8, ... 1);
+    otherwise None (each gamma then takes an exp of its own)."""
+    positive = [float(gamma) for gamma in scaled_gammas if gamma > 0]
+    if not positive:
+        return None
+    step = min(positive)
+    multiples = [round(float(gamma) / step) for gamma in scaled_gammas]
+    if any(not 0 <= multiple <= MAX_GRID_POWER or abs(float(gamma) - multiple * step) > 1e-12 * abs(float(gamma))
+           for gamma, multiple in zip(scaled_gammas, multiples)):
+        return None
+    return step, multiples
 
 
 #: the margin view's percentiles of each row (with its largest value)
@@ -339,9 +379,9 @@ def mean_effective_share(rows, scaled_gamma: float) -> float:
 
 #: the root search stops once a Newton step moves the scaled gamma by at most this share of it: the
 #: step is about the error of the point it leaves, and the error of the point it reaches is about
-#: the square of that, far below the share's own float64 rounding
-ROOT_STEP_TOLERANCE = 1e-10
-#: share evaluations one root search may make (it takes 3-7 on the tests' rows; bisection alone
+#: its square (under 1e-12 of the root; tests/test_gamma.py)
+ROOT_STEP_TOLERANCE = 1e-6
+#: share evaluations one root search may make (it takes 3-6 on the tests' rows; bisection alone
 #: would need under 60 on [s * 0.05, s * 2])
 ROOT_MAX_EVALUATIONS = 100
 
