@@ -580,7 +580,8 @@ def test_grid_sums_at_gamma_zero_and_over_hard_rows_only_are_the_full_sums_to_th
 
 
 @pytest.mark.parametrize("gammas", [[0.0, 12.5, 25.0, 37.5, 50.0, 62.5, 75.0, 87.5, 100.0],   # the default grid at s = 100
-                                    [300.0, 0.0, 100.0, 1600.0],                                # unsorted, gaps, 16 a
+                                    [300.0, 0.0, 100.0, 600.0],                                 # unsorted, with gaps
+                                    [100.0 * k for k in range(1, 9)] + [1600.0],                # up to 16 a
                                     [0.1 * 7, 0.3 * 7]])                                        # 0.7 and 2.1
 def test_a_grid_of_multiples_takes_one_exp_and_gives_the_full_sums_to_4e_15(gammas, monkeypatch):
     """w(m a) = w(a)^m by repeated products: within 4e-15 of an exp per gamma, in one chunk or many."""
@@ -603,7 +604,8 @@ def test_a_grid_of_multiples_takes_one_exp_and_gives_the_full_sums_to_4e_15(gamm
 
 
 def test_a_grid_that_is_not_multiples_takes_an_exp_a_gamma():
-    for gammas in ([12.5, 20.0], [10.0, 170.0], [-5.0, 10.0], [0.0], []):
+    # not multiples; 17 a; a negative gamma; none positive; 16 products for two exps
+    for gammas in ([12.5, 20.0], [10.0, 170.0], [-5.0, 10.0], [0.0], [], [10.0, 160.0]):
         assert gamma_module.grid_powers(gammas) is None
 
 

@@ -267,6 +267,9 @@ class _ShareCurve:
         per_row = {key: np.empty((len(scaled_gammas), self.n_rows)) for key in ("effective", "hard_mass", "top_mass")}
         columns = np.arange(self.n_negatives)
         powers = grid_powers(scaled_gammas)
+        at_power: dict[int, list[int]] = {}   # the grid's gammas k by their multiple
+        for k, multiple in enumerate(powers[1] if powers else ()):
+            at_power.setdefault(multiple, []).append(k)
 
         def weights(centred, buffers):
             """(k, w, sum of w, sum of w z) for every nonzero scaled gamma k of the grid."""
@@ -284,7 +287,7 @@ class _ShareCurve:
                     np.copyto(w, base)
                 else:
                     w *= base
-                for k in (k for k, multiple in enumerate(multiples) if multiple == power):
+                for k in at_power.get(power, ()):
                     yield k, w, np.einsum("ij->i", w), scaled_gammas[k] * np.einsum("ij,ij->i", w, centred)
 
         def work(index, start, buffers):
@@ -327,8 +330,9 @@ MAX_GRID_POWER = 16
 
 def grid_powers(scaled_gammas) -> tuple[float, list[int]] | None:
     """(a, multiples) with each scaled gamma ``multiples[k] * a`` (0 to MAX_GRID_POWER times its
-    smallest positive one, a), when the grid is such multiples (the default: 1/8, 2/8, ... 1);
-    otherwise None (each gamma then takes an exp of its own)."""
+    smallest positive one, a), when the grid is such multiples (the default: 1/8, 2/8, ... 1) and
+    the products do not outnumber twice the exps they replace (a product costs a fraction of an
+    exp even where numpy's exp is vectorised, AVX-512); otherwise None (an exp a gamma)."""
     positive = [float(gamma) for gamma in scaled_gammas if gamma > 0]
     if not positive:
         return None
@@ -336,6 +340,8 @@ def grid_powers(scaled_gammas) -> tuple[float, list[int]] | None:
     multiples = [round(float(gamma) / step) for gamma in scaled_gammas]
     if any(not 0 <= multiple <= MAX_GRID_POWER or abs(float(gamma) - multiple * step) > 1e-12 * abs(float(gamma))
            for gamma, multiple in zip(scaled_gammas, multiples)):
+        return None
+    if max(multiples) > 2 * len({multiple for multiple in multiples if multiple > 0}):
         return None
     return step, multiples
 
