@@ -235,7 +235,7 @@ class _ShareCurve:
             np.exp(np.log(total) - mean_z, out=out[start:stop])
             if slopes is not None:
                 # d entropy / d scaled_gamma = -(variance of z under the softmax) / scaled_gamma
-                z = buffers[0][:len(centred)]
+                z = buffers[0][:len(centred)]   # z = scaled_gamma * centred, where _weights leaves it
                 np.multiply(z, z, out=z)
                 variance = np.einsum("ij,ij->i", w, z) / total - mean_z * mean_z
                 np.multiply(out[start:stop], -variance / scaled_gamma, out=slopes[start:stop])
