@@ -12,13 +12,14 @@ import textwrap
 
 import numpy as np
 
+from capgeo.__main__ import COLLECTION_THRESHOLDS
 from capgeo.captions import load_captions
 from capgeo.pipeline import profile_dataset
 
 SCRIPT = textwrap.dedent("""
     import atexit, gc, sys
     # registered first, so it runs last: after capgeo's own handlers
-    atexit.register(lambda: sys.stderr.write(f"FROZEN {gc.get_freeze_count()}\\n"))
+    atexit.register(lambda: sys.stderr.write(f"FROZEN {gc.get_freeze_count()} THRESHOLDS {gc.get_threshold()}\\n"))
     from capgeo.__main__ import run
     sys.argv = ["capgeo", *sys.argv[1:]]
     run()
@@ -51,6 +52,8 @@ def test_a_profile_ends_with_its_output_whole_and_atexit_handlers_run(tmp_path, 
     assert "Verdict" in done.stdout  # the terminal summary is flushed before the process ends
     frozen = int(done.stderr.rsplit("FROZEN ", 1)[1].split()[0])
     assert frozen > 0  # the objects left at exit are outside the interpreter's last collections
+    # the command ran with the command line's thresholds, not Python's
+    assert done.stderr.rsplit("THRESHOLDS ", 1)[1].split("\n")[0] == str(COLLECTION_THRESHOLDS)
     written = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
     direct = profile_dataset(load_captions("captions.jsonl"), "vectors:vectors.npy", device="cpu", batch_sizes=(16,),
                              use_cache=False).to_dict()

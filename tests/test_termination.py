@@ -4,6 +4,7 @@ files beside the outputs and in the cache and the terminal's cursor hidden."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -126,6 +127,7 @@ def test_a_second_signal_after_the_one_line_is_ignored_while_the_process_ends(mo
 
     monkeypatch.setattr(capgeo.cli, "main", interrupted)
     saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    thresholds = gc.get_threshold()   # run() sets the command line's own
     try:
         with pytest.raises(SystemExit) as ended:
             entry.run()
@@ -135,6 +137,10 @@ def test_a_second_signal_after_the_one_line_is_ignored_while_the_process_ends(mo
     finally:
         for number, handler in saved.items():
             signal.signal(number, handler)
+        gc.set_threshold(*thresholds)
     monkeypatch.setattr(capgeo.cli, "main", lambda: None)  # a command that ends well changes nothing
-    entry.run()
+    try:
+        entry.run()
+    finally:
+        gc.set_threshold(*thresholds)
     assert signal.getsignal(signal.SIGINT) is saved[signal.SIGINT]
