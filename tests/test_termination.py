@@ -127,7 +127,8 @@ def test_a_second_signal_after_the_one_line_is_ignored_while_the_process_ends(mo
 
     monkeypatch.setattr(capgeo.cli, "main", interrupted)
     saved = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-    thresholds = gc.get_threshold()   # run() sets the command line's own
+    # run() sets the command line's collection thresholds: here, the test process's own
+    monkeypatch.setattr(entry, "COLLECTION_THRESHOLDS", gc.get_threshold())
     try:
         with pytest.raises(SystemExit) as ended:
             entry.run()
@@ -137,10 +138,6 @@ def test_a_second_signal_after_the_one_line_is_ignored_while_the_process_ends(mo
     finally:
         for number, handler in saved.items():
             signal.signal(number, handler)
-        gc.set_threshold(*thresholds)
     monkeypatch.setattr(capgeo.cli, "main", lambda: None)  # a command that ends well changes nothing
-    try:
-        entry.run()
-    finally:
-        gc.set_threshold(*thresholds)
+    entry.run()
     assert signal.getsignal(signal.SIGINT) is saved[signal.SIGINT]
