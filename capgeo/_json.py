@@ -15,9 +15,10 @@ import re
 _LONG_INTEGER = re.compile(r"-?\d{4301,}")
 
 
-def loads(text: str | bytes):
+def loads(text: str | bytes, **hooks):
+    """``json.loads(text, **hooks)`` (``parse_float`` and the like)."""
     try:
-        return json.loads(text)
+        return json.loads(text, **hooks)
     except json.JSONDecodeError:
         raise
     except RecursionError:

@@ -118,6 +118,15 @@ def test_what_counts_as_a_capgeo_output(tmp_path):
     assert not written_by_capgeo(file("c.json", USER_FILES["rows.json"]))
     assert not written_by_capgeo(file("d.json", json.dumps({"schema": "other/1"})))
     assert not written_by_capgeo(file("e.json", json.dumps([{"schema": "capgeo.profile/1"}])))
+    # the whole file is parsed, numbers included: two results run together (`cat`, `jq -c`), a cut one
+    # or a bad number anywhere is a user's file
+    result = json.dumps({"schema": "capgeo.profile/1", "cosines": [0.5, 1e-3, -2], "n": 0}, indent=2)
+    result = result.replace('"n": 0', '"n": 1' + "0" * 5000)  # past Python's integer string limit: still JSON
+    assert written_by_capgeo(file("e1.json", result))
+    assert not written_by_capgeo(file("e2.json", result + "\n" + result))
+    assert not written_by_capgeo(file("e3.json", result[:-20]))
+    assert not written_by_capgeo(file("e4.json", result.replace("0.001", "0.0.1")))
+    assert not written_by_capgeo(file("e5.json", result.replace("-2", "-")))
     # HTML: the generator element in the head, not the word capgeo in the body
     assert not written_by_capgeo(file("f.html", "<!DOCTYPE html><html><body>Made with capgeo</body></html>"))
     assert written_by_capgeo(file("g.html", '<!DOCTYPE html>\n<html><head>\n<meta name="generator" '
