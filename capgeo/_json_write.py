@@ -92,7 +92,19 @@ def _text_of(kinds: set, values):
             return float.__repr__
         if kind in _SCALAR_TEXT:
             return _SCALAR_TEXT[kind]
+    if kinds == _FLOAT_OR_NULL:
+        # the example batch's similarity matrix: its diagonal is null
+        if not all(map(isfinite, filter(None, values))):
+            raise _NotPlain
+        return _float_or_null
     return _scalar_text
+
+
+_FLOAT_OR_NULL = {float, type(None)}
+
+
+def _float_or_null(value) -> str:
+    return "null" if value is None else float.__repr__(value)
 
 
 def _plain_rows(rows, level: int, step: str):

@@ -76,7 +76,8 @@ def test_what_json_converts_or_refuses_is_left_to_json():
 @pytest.mark.parametrize("rows", [
     [[]], [[], [1, 2]], [(1, 2), (3,)], [[1.5, -0.0], [1e-7]], [["a\n", "\u00e9"], []], [[None, None], [None]],
     [[True], [False, True]], [[1], [2.0]], [[1, True]], [[1, [2]], [3]], [[{"a": 1}]], [[Level.HIGH], [1]],
-    [[np.float64(0.5)], [1.0]]])
+    [[np.float64(0.5)], [1.0]], [[None, 0.5, -0.0], [0.25, None, 1e-7], [0.0, 1.0, None]],
+    [[None, np.float64(0.5)], [0.25, None]]])
 @pytest.mark.parametrize("indent", [0, 2, 4])
 def test_lists_of_flat_rows_match_json(rows, indent):
     # a profile's N companion lists take the one-pass path; rows it does not know fall back
@@ -87,3 +88,7 @@ def test_lists_of_flat_rows_match_json(rows, indent):
 def test_a_non_finite_float_in_a_row_raises_what_json_raises():
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
         dumps({"rows": [[1.0], [2.0, math.nan]]})
+    for bad in ([None, 0.0, math.inf], [[None, 0.5], [-math.inf, None]], [[None, math.nan]]):
+        # floats beside nulls (an example batch's matrix, its diagonal null) take a path of their own
+        with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+            dumps({"rows": bad})
