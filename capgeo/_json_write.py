@@ -17,6 +17,7 @@ from math import isfinite
 
 _SCALAR_TEXT = {type(None): lambda _: "null", bool: lambda value: "true" if value else "false",
                 int: int.__repr__, str: encode_basestring}
+_FLOAT_OR_NULL = {float, type(None)}
 
 
 class _NotPlain(Exception):
@@ -98,9 +99,6 @@ def _text_of(kinds: set, values):
             raise _NotPlain
         return _float_or_null
     return _scalar_text
-
-
-_FLOAT_OR_NULL = {float, type(None)}
 
 
 def _float_or_null(value) -> str:
