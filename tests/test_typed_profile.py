@@ -4,6 +4,7 @@ the ones docs/profile-schema.md documents, and other schema versions are refused
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import re
 from pathlib import Path
@@ -267,9 +268,49 @@ def test_every_class_reads_and_writes_its_own_declared_keys():
 
 
 def test_no_absent_sentinel_and_no_reflection_are_left():
+    """from_dict / to_dict name their keys; the one field lookup is the shared eq/repr's."""
     source = Path(typed_profile.__file__).read_text(encoding="utf-8")
     assert not hasattr(typed_profile, "ABSENT") and not hasattr(typed_profile, "known")
-    assert "get_type_hints" not in source and "dataclasses.fields" not in source
+    assert "get_type_hints" not in source and source.count("dataclasses.fields") == 1
+    assert "dataclasses.fields" in inspect.getsource(typed_profile._field_names)
+
+
+def _generated_twin(kind: type) -> type:
+    """``kind``'s fields in a class that ``@dataclass(frozen=True)`` gives every method of its own."""
+    fields = [(item.name, item.type, dataclasses.field(default=item.default, default_factory=item.default_factory,
+                                                      repr=item.repr, compare=item.compare, kw_only=item.kw_only))
+              for item in dataclasses.fields(kind)]
+    twin = dataclasses.make_dataclass(kind.__name__, fields, frozen=True)
+    twin.__qualname__ = kind.__qualname__
+    return twin
+
+
+def test_shared_eq_hash_and_repr_are_the_generated_ones(built):
+    """The sections share _Section's __eq__/__hash__/__repr__ instead of generating their own:
+    each gives what @dataclass(frozen=True) generates for the same fields."""
+    typed = Profile.from_dict(built)
+    examples = [typed, typed.dataset, typed.pairwise, typed.pairwise.histogram, typed.batches[0],
+                typed.options, typed.lengths]
+    for section in examples:
+        twin = _generated_twin(type(section))
+        values = {item.name: getattr(section, item.name) for item in dataclasses.fields(section)}
+        assert repr(section) == repr(twin(**values)), type(section).__name__
+        reordered = dataclasses.replace(section, order=tuple(reversed(section.order)))
+        assert section == reordered and twin(**values) == twin(**{**values, "order": reordered.order})
+        shown = next(item.name for item in dataclasses.fields(section) if item.repr)
+        changed = dataclasses.replace(section, **{shown: "changed"})
+        assert (section == changed) is (twin(**values) == twin(**{**values, shown: "changed"})) is False
+        assert section.__eq__(values) is NotImplemented and twin(**values).__eq__(values) is NotImplemented
+        assert section != _generated_twin(type(section))(**values)
+        subclass = typed_profile._section(type("Subclass", (type(section),), {}))
+        assert section != subclass(**values) and subclass(**values) == subclass(**values)   # only its own class
+    hashable = {"edges": (0.0, 1.0), "counts": (3,), "nulls": frozenset({"start"}), "extra": ()}
+    assert hash(typed_profile.Histogram(**hashable)) == hash(_generated_twin(typed_profile.Histogram)(**hashable))
+    with pytest.raises(TypeError, match="unhashable type: 'mappingproxy'"):
+        hash(typed.dataset)   # as the generated __hash__: the read-only extra mapping cannot be hashed
+    with pytest.raises(TypeError, match="unhashable type: 'mappingproxy'"):
+        hash(_generated_twin(Dataset)(**{item.name: getattr(typed.dataset, item.name)
+                                          for item in dataclasses.fields(typed.dataset)}))
 
 
 # --------------------------------------------------------------------------- methods: each delegates to its writer

@@ -15,6 +15,7 @@ are kept, read-only, in its ``extra`` and written back after the declared ones.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import types
 from dataclasses import dataclass, field
@@ -106,17 +107,48 @@ def _list(value):
     return None if value is None else _plain(value)
 
 
-@dataclass(frozen=True)
+#: every section's dataclass. ``__eq__``, ``__hash__`` and ``__repr__`` are _Section's, shared: Python 3.11
+#: compiles each generated method on its own, and three a class were a third of this module's import,
+#: which every `capgeo profile` pays
+_section = dataclass(frozen=True, eq=False, repr=False)
+
+
+@_section
 class _Section:
     """What every section holds beside its fields: the keys written as null, the undeclared keys,
-    and the order the keys were read in (written back in it, so a round trip is byte for byte)."""
+    and the order the keys were read in (written back in it, so a round trip is byte for byte).
+
+    Equality, hashing and repr are the ones ``@dataclass(frozen=True)`` generates: the same class
+    and equal compared fields (``order`` is not compared); ``Name(field=value, ...)`` over the
+    fields shown (not ``nulls``, ``extra``, ``order``)."""
 
     nulls: frozenset[str] = field(default=frozenset(), kw_only=True, repr=False)
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, kw_only=True, repr=False)
     order: tuple[str, ...] = field(default=(), kw_only=True, repr=False, compare=False)
 
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        compared = _field_names(self.__class__)[0]
+        return tuple(map(self.__getattribute__, compared)) == tuple(map(other.__getattribute__, compared))
 
-@dataclass(frozen=True)
+    def __hash__(self):
+        return hash(tuple(map(self.__getattribute__, _field_names(self.__class__)[0])))
+
+    def __repr__(self):
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _field_names(self.__class__)[1])
+        return f"{self.__class__.__qualname__}({shown})"
+
+
+@functools.cache
+def _field_names(section: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of ``section``'s compared fields and of its shown ones, in field order."""
+    fields = dataclasses.fields(section)
+    return (tuple(item.name for item in fields if item.compare),
+            tuple(item.name for item in fields if item.repr))
+
+
+@_section
 class Histogram(_Section):
     """``{"edges", "counts"}`` (lengths) or with ``start`` and ``width`` (cosine summaries)."""
 
@@ -137,7 +169,7 @@ class Histogram(_Section):
                                "width": self.width})
 
 
-@dataclass(frozen=True)
+@_section
 class CaptionsPerGroup(_Section):
     min: int | None = None
     mean: float | None = None
@@ -156,7 +188,7 @@ class CaptionsPerGroup(_Section):
                                "histogram": _list(self.histogram)})
 
 
-@dataclass(frozen=True)
+@_section
 class Dataset(_Section):
     format: str | None = None
     layout: str | None = None
@@ -194,7 +226,7 @@ class Dataset(_Section):
             "texts_digest": self.texts_digest, "groups_digest": self.groups_digest})
 
 
-@dataclass(frozen=True)
+@_section
 class Encoder(_Section):
     spec: str | None = None
     kind: str | None = None
@@ -218,7 +250,7 @@ class Encoder(_Section):
                                "fingerprint": self.fingerprint})
 
 
-@dataclass(frozen=True)
+@_section
 class Lengths(_Section):
     known: bool | None = None
     n: int | None = None
@@ -258,7 +290,7 @@ class Lengths(_Section):
         return self.known is not False
 
 
-@dataclass(frozen=True)
+@_section
 class Distribution(_Section):
     """A summary of a set of cosines (pairwise, within_group, hardest_companion, hardest in-batch)."""
 
@@ -315,7 +347,7 @@ class Distribution(_Section):
         return (self.quantiles or _EMPTY).get(key)
 
 
-@dataclass(frozen=True)
+@_section
 class Companions(_Section):
     """Per caption, parallel lists in caption order (``top_ids``/``top_cosines`` only with include_companions)."""
 
@@ -341,7 +373,7 @@ class Companions(_Section):
                                "top_ids": _list(self.top_ids), "top_cosines": _list(self.top_cosines)})
 
 
-@dataclass(frozen=True)
+@_section
 class ExactDuplicates(_Section):
     normalization: str | None = None
     n_sets: int | None = None
@@ -376,7 +408,7 @@ class ExactDuplicates(_Section):
             "examples": _list(self.examples)})
 
 
-@dataclass(frozen=True)
+@_section
 class NearDuplicates(_Section):
     threshold: float | None = None
     n_pairs_cross_group: int | None = None
@@ -409,7 +441,7 @@ class NearDuplicates(_Section):
             "share_captions_hardest_above": self.share_captions_hardest_above, "exact": self.exact})
 
 
-@dataclass(frozen=True)
+@_section
 class Buckets(_Section):
     """In-batch negatives by cosine bucket (a batch entry's ``buckets`` or ``relative_buckets``)."""
 
@@ -437,7 +469,7 @@ class Buckets(_Section):
             "expected_above_per_row": _list(self.expected_above_per_row)})
 
 
-@dataclass(frozen=True)
+@_section
 class BatchNearDuplicates(_Section):
     """A batch entry's ``near_duplicate``: how often a batch holds a pair at or above the threshold."""
 
@@ -457,7 +489,7 @@ class BatchNearDuplicates(_Section):
                                "mean_pairs_per_batch": self.mean_pairs_per_batch})
 
 
-@dataclass(frozen=True)
+@_section
 class BatchExample(_Section):
     """One real batch: its captions' ids and groups and their cosine matrix (diagonal None)."""
 
@@ -477,7 +509,7 @@ class BatchExample(_Section):
                                "cosine": _list(self.cosine)})
 
 
-@dataclass(frozen=True)
+@_section
 class BatchStatistics(_Section):
     """In-batch statistics for one batch size (one entry of ``batches``)."""
 
@@ -511,7 +543,7 @@ class BatchStatistics(_Section):
             "near_duplicate": _dict(self.near_duplicate), "example": _dict(self.example)})
 
 
-@dataclass(frozen=True)
+@_section
 class Options(_Section):
     """Every option the profile was made with (docs/profile-schema.md, ``options``)."""
 
@@ -566,7 +598,7 @@ class Options(_Section):
             "include_companions": self.include_companions, "device": self.device})
 
 
-@dataclass(frozen=True)
+@_section
 class Provenance(_Section):
     """Who made the profile, when, with which command (docs/profile-schema.md, ``provenance``)."""
 
@@ -592,7 +624,7 @@ class Provenance(_Section):
                                "elapsed_s": self.elapsed_s, "embeddings_origin": self.embeddings_origin})
 
 
-@dataclass(frozen=True)
+@_section
 class GammaSuggestion(_Section):
     """A batch size's suggested gamma, its range, and whether the clip interval cut them (docs/gamma.md)."""
 
@@ -624,7 +656,7 @@ class GammaSuggestion(_Section):
             "clipped": self.clipped, "range_clipped": _list(self.range_clipped), "clip_note": self.clip_note})
 
 
-@dataclass(frozen=True)
+@_section
 class GammaBatch(_Section):
     """The gamma diagnostics at one batch size (an entry of ``gamma.batches``); ``grid`` rows,
     ``margins`` and ``image`` stay read-only JSON."""
@@ -664,7 +696,7 @@ class GammaBatch(_Section):
             "image": _list(self.image)})
 
 
-@dataclass(frozen=True)
+@_section
 class Gamma(_Section):
     """The ``gamma`` section (docs/gamma.md); its ``reference`` and ``paper_sweep`` stay read-only JSON."""
 
@@ -726,7 +758,7 @@ class Gamma(_Section):
         return self.batches[0] if self.batches else None
 
 
-@dataclass(frozen=True)
+@_section
 class DupesPair(_Section):
     """Two captions of different images and how alike they are (a row of ``dupes.pairs``, or a
     neighbour of an example query); ``spans_a``/``spans_b`` are read-only ``{start, end, kind}`` mappings."""
@@ -774,7 +806,7 @@ class DupesPair(_Section):
             "only_b_words": _list(self.only_b_words), "spans_a": _list(self.spans_a), "spans_b": _list(self.spans_b)})
 
 
-@dataclass(frozen=True)
+@_section
 class DupesQuery(_Section):
     """The query caption of an example: its index, id, image and text."""
 
@@ -794,7 +826,7 @@ class DupesQuery(_Section):
         return _written(self, {"index": self.index, "id": self.id, "group": self.group, "text": self.text})
 
 
-@dataclass(frozen=True)
+@_section
 class DupesExample(_Section):
     """A query at a quantile of the hardest-companion distribution with its nearest captions of other images."""
 
@@ -818,7 +850,7 @@ class DupesExample(_Section):
                                "neighbours": _dicts(self.neighbours)})
 
 
-@dataclass(frozen=True)
+@_section
 class Dupes(_Section):
     """The ``dupes`` section: a ``capgeo.dupes/1`` result (docs/dupes.md); its components,
     near-duplicate totals and ``dedup`` stay read-only JSON."""
@@ -867,7 +899,7 @@ class Dupes(_Section):
             "dedup": _list(self.dedup)})
 
 
-@dataclass(frozen=True)
+@_section
 class TruncationNearDuplicates(_Section):
     """Near-duplicate pairs at one maximum length, and how many of them only the cut made."""
 
@@ -888,7 +920,7 @@ class TruncationNearDuplicates(_Section):
                                "n_truncation_only": self.n_truncation_only})
 
 
-@dataclass(frozen=True)
+@_section
 class TruncationLength(_Section):
     """The geometry at one maximum token length (an entry of ``truncation.per_length``); ``movement``
     stays read-only JSON."""
@@ -929,7 +961,7 @@ class TruncationLength(_Section):
             "movement": _list(self.movement)})
 
 
-@dataclass(frozen=True)
+@_section
 class Truncation(_Section):
     """The ``truncation`` section (docs/truncation.md); the truncation-only pairs stay read-only JSON."""
 
@@ -979,7 +1011,7 @@ class Truncation(_Section):
             "elapsed_s": self.elapsed_s})
 
 
-@dataclass(frozen=True)
+@_section
 class Leak(_Section):
     """The ``leak`` section (`capgeo report --leak`, docs/leak.md); its evaluation sets stay read-only JSON."""
 
@@ -993,7 +1025,7 @@ class Leak(_Section):
         return _plain(self.body)
 
 
-@dataclass(frozen=True)
+@_section
 class CaptionMap(_Section):
     """The ``map`` section: the report's caption map, lists aligned by point."""
 
@@ -1044,7 +1076,7 @@ class CaptionMap(_Section):
             "leaked": _list(self.leaked)})
 
 
-@dataclass(frozen=True)
+@_section
 class Profile(_Section):
     """A whole profile. Sections a writer did not include are None (gamma and truncation write only
     their own); ``within_group`` and ``companions`` may also be written as null (``nulls`` says which)."""
