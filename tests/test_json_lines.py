@@ -67,3 +67,15 @@ def test_numbers_and_nesting_json_loads_cannot_read_are_one_line_errors():
     deep = "[" * 100_000 + "]" * 100_000
     with pytest.raises(DataError, match=r"captions.jsonl:1: invalid JSON line: nested too deeply"):
         list(iter_json_lines('{"a": ' + deep + "}\n", PATH))
+
+
+def test_records_of_different_keys_give_every_key_in_first_seen_order():
+    from capgeo.captions.tabular import records_table
+
+    records = [{"caption": "a", "image": 1}, {"id": "x", "caption": "b"}, {}, {"score": 2, "image": 3, 7: "k"}]
+    seen = []
+    for record in records:
+        seen += [key for key in record if key not in seen]
+    table = records_table(records, lambda row: f"line {row + 1}", ["1", "2", "3", "4"])
+    assert table.columns == ["caption", "image", "id", "score", "7"] == [str(key) for key in seen]
+    assert table.get("id") == [None, "x", None, None] and table.height == 4
