@@ -108,7 +108,7 @@ def _list(value):
 
 
 #: every section's dataclass. ``__eq__``, ``__hash__`` and ``__repr__`` are _Section's, shared: Python 3.11
-#: compiles each generated method on its own, and three a class were a third of this module's import,
+#: compiles each generated method on its own, and three a class are a third of this module's import,
 #: which every `capgeo profile` pays
 _section = dataclass(frozen=True, eq=False, repr=False)
 
