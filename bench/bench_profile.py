@@ -12,7 +12,8 @@ vectors (.npy) to a scratch folder, then runs, each in a fresh process:
                  the two timed inside the process, imports and reading the vectors left out
 
 and, once, `python -X importtime` on the first size's profile: the seconds spent importing,
-by top-level package. Wall seconds and CPU seconds (user + system of the child) are both
+by top-level package. `--repeat R` runs R rounds, each running all of them once (the baseline in
+the same round as the commands it is compared with), and keeps the fastest run of each. Wall seconds and CPU seconds (user + system of the child) are both
 shown: CPU seconds are the work done whatever else shares the cores.
 
 Three ratios a size. End to end: the whole command over the baseline's work, which leaves its own
@@ -173,7 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="5000x384,5000x768,25000x384,25000x768",
                         help="comma-separated NxWIDTH (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=1, help="runs of each command; the fastest is shown")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds, each running every command (the baseline too) once; the fastest of each is shown")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
     sizes = [tuple(int(part) for part in size.lower().split("x")) for size in args.sizes.split(",")]
@@ -198,14 +199,19 @@ def main() -> None:
             arguments = ["profile", str(captions), "--encoder", f"vectors:{vectors}", "--device", "cpu",
                          "--json", str(folder / "profile.json")]
             profile = [sys.executable, "-m", "capgeo", *arguments]
-            timings, work = {}, {}
-            for name, extra in (("profile", []), ("no-gamma", ["--no-gamma"])):
-                timings[name] = min((run([*profile, *extra])[:2] for _ in range(args.repeat)), key=lambda pair: pair[0])
-                after = [json.loads(run([sys.executable, "-c", AFTER_START_UP, str(modules), *arguments, *extra])[3]
-                                    .strip().splitlines()[-1]) for _ in range(args.repeat)]
-                work[name] = min(after, key=lambda entry: entry["work_s"])
-            best, script = None, None
+            variants = (("profile", []), ("no-gamma", ["--no-gamma"]))
+            timings, work, best, script = {}, {}, None, None
+            # each round runs every command once, the baseline among them: a machine that slows down
+            # for a minute (others share its cores) slows both sides of a ratio, not one
             for _ in range(args.repeat):
+                for name, extra in variants:
+                    timed = run([*profile, *extra])[:2]
+                    if name not in timings or timed[0] < timings[name][0]:
+                        timings[name] = timed
+                    after = json.loads(run([sys.executable, "-c", AFTER_START_UP, str(modules), *arguments, *extra])[3]
+                                       .strip().splitlines()[-1])
+                    if name not in work or after["work_s"] < work[name]["work_s"]:
+                        work[name] = after
                 wall, cpu, out, _ = run([sys.executable, "-c", BASELINE % {"k": TOP_K, "bins": BINS}, str(vectors)])
                 inside = json.loads(out)
                 if best is None or inside["search_s"] + inside["histogram_s"] < best["search_s"] + best["histogram_s"]:
