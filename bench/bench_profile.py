@@ -13,8 +13,9 @@ vectors (.npy) to a scratch folder, then runs, each in a fresh process:
 
 and, once, `python -X importtime` on the first size's profile: the seconds spent importing,
 by top-level package. `--repeat R` runs R rounds, each running all of them once (the baseline in
-the same round as the commands it is compared with), and keeps the fastest run of each. Wall seconds and CPU seconds (user + system of the child) are both
-shown: CPU seconds are the work done whatever else shares the cores.
+the same round as the commands it is compared with), and keeps the fastest run of each. Wall
+seconds and CPU seconds (user + system of the child) are both shown: CPU seconds are the work
+done whatever else shares the cores.
 
 Three ratios a size. End to end: the whole command over the baseline's work, which leaves its own
 start-up out. Both as scripts: the whole command over the baseline run as a script of its own
@@ -174,7 +175,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="5000x384,5000x768,25000x384,25000x768",
                         help="comma-separated NxWIDTH (default: %(default)s)")
-    parser.add_argument("--repeat", type=int, default=1, help="rounds, each running every command (the baseline too) once; the fastest of each is shown")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="rounds, each running every command (the baseline too) once; the fastest of each is shown")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args()
     sizes = [tuple(int(part) for part in size.lower().split("x")) for size in args.sizes.split(",")]
