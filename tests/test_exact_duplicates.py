@@ -100,6 +100,42 @@ def test_random_texts_against_brute_force(seed):
     assert result["n_pairs_within_group"] == within
 
 
+def sets_reference(texts, ids, groups, max_examples=5):
+    """The section's sets and counts from a plain grouping of rows by normalised text."""
+    keys = [" ".join(unicodedata.normalize("NFKC", text).casefold().split()) for text in texts]
+    rows_of = {}
+    for row, key in enumerate(keys):
+        rows_of.setdefault(key, []).append(row)
+    sets = sorted((rows for rows in rows_of.values() if len(rows) > 1), key=lambda rows: (-len(rows), rows[0]))
+    images = [len({str(groups[row]) for row in rows}) for rows in sets]
+    return {"n_sets": len(sets), "n_captions": sum(map(len, sets)),
+            "n_redundant_captions": sum(len(rows) - 1 for rows in sets),
+            "n_sets_cross_group": sum(count > 1 for count in images),
+            "n_redundant_cross_group": sum(count - 1 for count in images),
+            "examples": [{"text": keys[rows[0]], "caption_ids": [str(ids[row]) for row in rows],
+                          "group_ids": [str(groups[row]) for row in rows]} for rows in sets[:max_examples]]}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_field_against_a_plain_grouping(seed):
+    """Sets of equal size are listed by first occurrence; numbers as ids and groups are written as text."""
+    import random
+
+    rng = random.Random(seed)
+    n = rng.randrange(1, 90)
+    texts = [rng.choice(["a dog", "A  DOG", "a cat", "ﬁsh", "fish", "a bird", "Straße", "STRASSE"]) + rng.choice(["", " x"])
+             for _ in range(n)]
+    ids = list(range(n))
+    groups = [rng.randrange(max(1, n // 4)) for _ in range(n)]
+    max_examples = rng.randrange(0, 7)
+    result = find_exact_duplicates(texts, ids, groups, max_examples)
+    assert {name: result[name] for name in sets_reference(texts, ids, groups)} == sets_reference(
+        texts, ids, groups, max_examples)
+    cross, within = reference(texts, groups)
+    assert (result["n_pairs_cross_group"], result["n_pairs_within_group"]) == (cross, within)
+    assert result["n_pairs"] == cross + within
+
+
 def test_long_example_texts_are_cut():
     text = "word " * 200
     result = find_exact_duplicates([text, text.upper()], ["1", "2"], ["a", "b"])
