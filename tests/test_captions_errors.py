@@ -215,6 +215,7 @@ def test_csv_line_numbers_are_read_only_when_needed(tmp_path, monkeypatch):
     ("s.jsonl", '{"id":"a","caption":"bad \\ud800 escape"}\n{"id":"b","caption":"a dog"}\n', "line 1: the caption"),
     ("s2.jsonl", '{"id":"a","caption":"a cat"}\n{"id":"b\\udc00","caption":"a dog"}\n', "line 2: the id"),
     ("s.json", '[{"image":"x\\udc00","caption":"a"},{"image":"y","caption":"b"}]', "record 1: the group"),
+    ("s3.jsonl", '{"caption":"a cat","split":"test"}\n{"caption":"a dog","split":"tr\\udc00"}\n', "line 2: the split"),
 ])
 def test_an_unpaired_surrogate_escape_is_named_not_a_traceback(tmp_path, name, content, where):
     message = _error(_file(tmp_path, name, content))

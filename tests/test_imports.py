@@ -111,7 +111,7 @@ def test_help_imports_no_numerical_library():
 #: the innermost capgeo code on the stack (a third-party module's import counts against its caller)
 _WATCH_IMPORTS = r"""
 import builtins, json, sys
-HEAVY = ("torch", "open_clip", "transformers", "sentence_transformers", "scipy")
+HEAVY = ("torch", "open_clip", "transformers", "sentence_transformers", "scipy", "polars")
 importers = {}
 original = builtins.__import__
 
@@ -162,6 +162,9 @@ def _check_cpu_profile_imports(loaded: dict[str, list[str]]) -> None:
     assert "scipy" not in loaded, f"scipy imported by {loaded['scipy']}"
     # on a CPU the pass runs on numpy: torch's import alone is seconds
     assert "torch" not in loaded, f"torch imported by {loaded['torch']}"
+    # captions read record by record (text, JSON lines, CSV) stay Python lists: polars' import is a fifth of a
+    # second, as long as the pass over 5,000 captions
+    assert "polars" not in loaded, f"polars imported by {loaded['polars']}"
 
 
 def test_a_vectors_profile_imports_no_model_library_and_no_torch(tmp_path):

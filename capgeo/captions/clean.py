@@ -25,17 +25,21 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import filterfalse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from capgeo.captions.model import COLUMNS, CaptionSet, Skipped
+from capgeo.captions.model import COLUMNS, CaptionColumns, CaptionSet, Skipped
 from capgeo.captions.sources import json_kind
 from capgeo.errors import DataError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: Unicode categories that show nothing: control, format (zero-width), surrogate,
 #: unassigned, and separators
@@ -100,8 +104,14 @@ class RowNumbers(Sequence):
         return map(str, range(self.start, self.start + self._height))
 
 
+def _is_series(values) -> bool:
+    """Is ``values`` a polars Series? Without importing polars: a reader that made one has."""
+    polars = sys.modules.get("polars")
+    return polars is not None and isinstance(values, polars.Series)
+
+
 def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | None = None) -> CaptionSet:
-    if isinstance(raw.texts, pl.Series):
+    if _is_series(raw.texts):
         # columns read by polars (Parquet, Arrow, DataFrames): the common case without a Python object
         # per caption; anything it does not take (a missing id, a duplicate, ...) goes the row-by-row way,
         # which applies the same rules and says what is wrong
@@ -125,7 +135,7 @@ PYTHON_WHITESPACE = ("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\
 def _as_lists(raw: RawCaptions) -> RawCaptions:
     """``raw`` with its polars columns as Python lists, for the row-by-row rules."""
     def listed(values):
-        return values.to_list() if isinstance(values, pl.Series) else values
+        return values.to_list() if _is_series(values) else values
 
     return dataclasses.replace(raw, texts=listed(raw.texts), ids=listed(raw.ids), groups=listed(raw.groups),
                                splits=listed(raw.splits))
@@ -135,6 +145,8 @@ def _named_keys(values) -> pl.Series | None:
     """Ids or groups as text when none is null, else None. Integers are written as _key writes them
     (str); other types are left to the row-by-row rules. Empty text, also a missing key, is tested
     with the captions (_columnar_caption_set)."""
+    import polars as pl
+
     if values.null_count():
         return None
     if values.dtype == pl.String:
@@ -148,6 +160,8 @@ def _columnar_caption_set(raw: RawCaptions, *, split: str | None, limit: int | N
     """The CaptionSet of polars columns by the rules of _checked_caption_set, computed column-wise;
     None where those rules need a look at single rows (missing or duplicate ids, missing groups,
     unknown splits, nothing left), which the caller then applies."""
+    import polars as pl
+
     texts = raw.texts
     n_rows = len(texts)
     if texts.dtype != pl.String:
@@ -250,6 +264,8 @@ def _printable_edges(text: pl.Expr) -> pl.Expr:
     the first and last bytes tell: the first by comparing the text with "!" and "\x7f" (polars
     compares the leading bytes it keeps beside each string), the last read as a byte. Both took
     about a fifth of the time of slicing out the first and last characters."""
+    import polars as pl
+
     first = (text >= "!") & (text < "\x7f")
     if not hasattr(text.bin, "get"):  # polars before bin.get: the last character itself
         return (first & text.str.tail(1).is_in([chr(code) for code in range(0x21, 0x7F)])).fill_null(False)
@@ -258,6 +274,8 @@ def _printable_edges(text: pl.Expr) -> pl.Expr:
 
 def _cut_hash(values: pl.Expr) -> pl.Expr:
     """Each value's 64-bit hash cut to its low 32 bits (for :func:`_all_distinct`)."""
+    import polars as pl
+
     return values.hash(seed=0).cast(pl.UInt32, wrap_numerical=True)
 
 
@@ -266,7 +284,7 @@ def _all_distinct(values: pl.Series, cut: pl.Series) -> bool:
     (:func:`_cut_hash`), which are sorted (numpy sorts them with SIMD, several times faster than a
     hash set of the strings or of their 64-bit hashes, and than sorting those); only the values
     whose cut hashes meet (about n**2 / 2**33 pairs) are then compared as strings."""
-    import numpy as np
+    import polars as pl
 
     ordered = cut.to_numpy()  # a copy of the shards' chunks, sorted in place (np.sort copies again)
     if not ordered.flags.writeable:
@@ -337,16 +355,19 @@ def _checked_caption_set(raw: RawCaptions, *, split: str | None, limit: int | No
         # kept rows ascend without repeats: as many as read means all of them, in order
         return values if len(kept_rows) == n_rows else [values[row] for row in kept_rows]
 
-    table = pl.DataFrame(
-        {
-            "caption_id": kept(ids),
-            "group_id": kept(groups),
-            "split": kept(splits) if splits is not None else [None] * len(kept_rows),
-            "text": kept_texts,
-        },
-        schema={name: pl.String for name in COLUMNS},
-    )
-    return CaptionSet(table, raw.source, raw.format, skipped_list, layout=raw.layout, files=raw.files)
+    columns = CaptionColumns(caption_id=kept(ids), group_id=kept(groups),
+                             split=kept(splits) if splits is not None else None, text=kept_texts)
+    for values in (columns.caption_id, columns.group_id, columns.split or (), columns.text):
+        _check_unicode(values)
+    return CaptionSet.of_columns(columns, raw.source, raw.format, skipped_list, layout=raw.layout, files=raw.files)
+
+
+def _check_unicode(values) -> None:
+    """UnicodeEncodeError where one of ``values`` (texts; None for a missing split) holds half a
+    surrogate pair (a JSON escape such as "\\ud800" reads as one): not Unicode text, which polars
+    (UTF-8) and every file written later refuse. ASCII texts, nearly all, are passed over unencoded."""
+    for value in filterfalse(str.isascii, filter(None, values)):
+        value.encode("utf-8")
 
 
 def _all_named(values: list | None) -> bool:
@@ -359,9 +380,13 @@ def _caption_ids(raw: RawCaptions) -> list[str]:
         return list(raw.ids)
     if raw.ids is None and _all_named(raw.groups):
         # "<group>#<index of the caption within its group>"
-        within = pl.int_range(pl.len()).over("group").cast(pl.String)
-        return (pl.DataFrame({"group": raw.groups}, schema={"group": pl.String})
-                .select(pl.col("group") + "#" + within).to_series().to_list())
+        seen: dict[str, int] = {}
+        made = []
+        for group in raw.groups:
+            index = seen.get(group, 0)
+            seen[group] = index + 1
+            made.append(f"{group}#{index}")
+        return made
     n_rows = len(raw.texts)
     counters: Counter = Counter()
     given_ids = [_key(value, raw, row, "id") for row, value in enumerate(raw.ids)] if raw.ids is not None else None

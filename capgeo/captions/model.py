@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import polars as pl
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: Column names of CaptionSet.table, in order.
 COLUMNS = ("caption_id", "group_id", "split", "text")
@@ -24,54 +27,105 @@ class Skipped:
     examples: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
+class CaptionColumns:
+    """A CaptionSet's columns as Python lists, row by row: what the loaders that read records
+    (JSON, CSV, benchmark files, lists) make. Kept as they are, a command that reads only the
+    texts, ids and groups builds no table, and so never imports polars (a fifth of a second)."""
+
+    caption_id: list[str]
+    group_id: list[str]
+    #: None when the dataset has no split field
+    split: list[str | None] | None
+    text: list[str]
+
+
 class CaptionSet:
     """Captions of one dataset.
 
     ``table`` has the columns ``caption_id`` (unique str), ``group_id`` (str: the
     image a caption describes; captions of one image share it), ``split`` (str or
     null) and ``text`` (str). Captions of one group are positives of each other,
-    never negatives.
+    never negatives. A CaptionSet made :meth:`of_columns` builds its table when it is
+    first asked for; ``texts``, ``ids``, ``groups`` and ``splits`` never need it.
     """
 
-    table: pl.DataFrame
-    source: Path
-    format: str
-    skipped: list[Skipped] = field(default_factory=list)
-    #: how the source was read, where its format alone does not say ("Hugging Face parquet, 4 shards,
-    #: split train", "polars DataFrame"); None for one file or folder of a format
-    layout: str | None = None
-    #: the files read, when ``source`` names several (a glob or brace pattern): what the fingerprint covers
-    files: tuple[Path, ...] = ()
+    def __init__(self, table: pl.DataFrame, source: Path, format: str, skipped: list[Skipped] | None = None,
+                 layout: str | None = None, files: tuple[Path, ...] = ()):
+        self._table = table
+        self._columns: CaptionColumns | None = None
+        self.source = source
+        self.format = format
+        self.skipped = list(skipped) if skipped is not None else []
+        #: how the source was read, where its format alone does not say ("Hugging Face parquet, 4 shards,
+        #: split train", "polars DataFrame"); None for one file or folder of a format
+        self.layout = layout
+        #: the files read, when ``source`` names several (a glob or brace pattern): what the fingerprint covers
+        self.files = files
+
+    @classmethod
+    def of_columns(cls, columns: CaptionColumns, source: Path, format: str, skipped: list[Skipped] | None = None,
+                   layout: str | None = None, files: tuple[Path, ...] = ()) -> CaptionSet:
+        made = cls(None, source, format, skipped, layout, files)
+        made._columns = columns
+        return made
+
+    def __repr__(self) -> str:
+        return (f"CaptionSet({len(self):,} captions, source={self.source!r}, format={self.format!r}, "
+                f"layout={self.layout!r}, skipped={self.skipped!r})")
+
+    @property
+    def table(self) -> pl.DataFrame:
+        if self._table is None:
+            import polars as pl
+
+            columns = self._columns
+            self._table = pl.DataFrame(
+                {"caption_id": columns.caption_id, "group_id": columns.group_id,
+                 "split": columns.split if columns.split is not None else [None] * len(columns.text),
+                 "text": columns.text},
+                schema={name: pl.String for name in COLUMNS},
+            )
+        return self._table
 
     def __len__(self) -> int:
-        return self.table.height
+        return len(self._columns.text) if self._columns is not None else self._table.height
+
+    def _column(self, name: str) -> list:
+        if self._columns is not None:
+            return list(getattr(self._columns, name))
+        return self._table[name].to_list()
 
     @property
     def texts(self) -> list[str]:
-        return self.table["text"].to_list()
+        return self._column("text")
 
     @property
     def ids(self) -> list[str]:
-        return self.table["caption_id"].to_list()
+        return self._column("caption_id")
 
     @property
     def groups(self) -> list[str]:
-        return self.table["group_id"].to_list()
+        return self._column("group_id")
+
+    @property
+    def splits(self) -> list[str | None]:
+        """Each caption's split, None where it has none (every caption, in a dataset without splits)."""
+        if self._columns is not None and self._columns.split is None:
+            return [None] * len(self)
+        return self._column("split")
 
     @cached_property
     def group_codes(self) -> np.ndarray:
-        """Integer group label per caption (0..n_groups-1), in first-seen order."""
-        groups = self.table["group_id"].to_numpy()
-        _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
-        # renumber so codes follow first appearance, which keeps output stable
-        order = np.argsort(np.argsort(first))
-        return order[inverse].astype(np.int64)
+        """Integer group label per caption (0..n_groups-1), in first-seen order: stable output."""
+        codes: dict[str, int] = {}
+        return np.fromiter((codes.setdefault(group, len(codes)) for group in self.groups), dtype=np.int64,
+                           count=len(self))
 
     @cached_property
     def n_groups(self) -> int:
-        # asked several times per profile; counting a million group names takes a tenth of a second
-        return int(self.table["group_id"].n_unique())
+        # asked several times per profile
+        return int(self.group_codes.max()) + 1 if len(self) else 0
 
     @cached_property
     def fingerprint(self) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
-import polars as pl
 
 from capgeo.captions.model import CaptionSet
 
@@ -21,14 +20,14 @@ def summarize_captions(captions: CaptionSet) -> dict:
     Lengths count whitespace-separated words (``str.split``); percentiles use
     numpy's default linear interpolation.
     """
-    table = captions.table
-    words = np.fromiter(map(len, map(str.split, captions.texts)), dtype=np.int64, count=table.height)
-    per_group = table.group_by("group_id", maintain_order=True).len()["len"].to_numpy()
+    texts = captions.texts
+    words = np.fromiter(map(len, map(str.split, texts)), dtype=np.int64, count=len(texts))
+    per_group = np.fromiter(Counter(captions.groups).values(), dtype=np.int64)
     return {
         "format": captions.format,
         "layout": captions.layout,
         "source": str(captions.source),
-        "n_captions": int(table.height),
+        "n_captions": len(texts),
         "n_groups": int(per_group.size),
         "captions_per_group": {
             "min": int(per_group.min()),
@@ -36,14 +35,14 @@ def summarize_captions(captions: CaptionSet) -> dict:
             "max": int(per_group.max()),
             "histogram": _histogram(per_group),
         },
-        "splits": _split_counts(table),
+        "splits": _split_counts(captions.splits),
         "words_per_caption": {
             "mean": round(float(words.mean()), 2),
             "median": float(np.median(words)),
             "p95": round(float(np.percentile(words, 95)), 2),
             "max": int(words.max()),
         },
-        "examples": _examples(table),
+        "examples": _examples(captions.ids, captions.groups, texts),
         "skipped": [
             {"reason": item.reason, "count": item.count, "examples": list(item.examples)} for item in captions.skipped
         ],
@@ -63,23 +62,22 @@ def _histogram(per_group: np.ndarray) -> dict[str, int]:
     return histogram
 
 
-def _split_counts(table: pl.DataFrame) -> dict[str, int]:
+def _split_counts(splits: list[str | None]) -> dict[str, int]:
     """Captions per split, most common first; {} when the dataset has no split field."""
-    if table["split"].null_count() == table.height:
+    if all(split is None for split in splits):
         return {}
-    counts = Counter(table["split"].fill_null("(none)").to_list())
+    counts = Counter("(none)" if split is None else split for split in splits)
     # most common first; ties by name so the order never changes between runs
     return {name: count for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))}
 
 
-def _examples(table: pl.DataFrame) -> list[dict]:
+def _examples(ids: list[str], groups: list[str], texts: list[str]) -> list[dict]:
     """First, middle and last caption: a spread rather than three neighbours."""
-    positions = sorted({0, table.height // 2, table.height - 1})
+    positions = sorted({0, len(texts) // 2, len(texts) - 1})
     examples = []
     for position in positions:
-        row = table.row(position, named=True)
-        text = row["text"]
+        text = texts[position]
         if len(text) > EXAMPLE_CHARS:
             text = text[: EXAMPLE_CHARS - 1].rstrip() + "…"
-        examples.append({"caption_id": row["caption_id"], "group_id": row["group_id"], "text": text})
+        examples.append({"caption_id": ids[position], "group_id": groups[position], "text": text})
     return examples
