@@ -1,7 +1,8 @@
 """Benchmark: `leak` and `dupes` pair listings against a numpy brute force of the same pairs.
 
-Both sides run in this one process, on the same vectors, alternately (best of ``--repeat``),
-so a loaded machine slows both alike; the ratio is the number to read.
+Both sides run in this one process, on the same vectors, alternately: each of ``--repeat``
+rounds runs both, and the fastest run of each is kept, so a loaded machine slows both alike;
+the ratio is the number to read.
 
     python bench/bench_pairs.py --leak-threshold 0.9              # synthetic: 25,000 x 5,000, width 384
     python bench/bench_pairs.py --train train.npy --eval eval.npy # cached embeddings (.npy)
@@ -104,13 +105,17 @@ def _captions(groups):
     return _CAPTIONS[key]
 
 
-def best_of(function, repeat, *args):
-    times, result = [], None
+def best_of_alternating(ours, theirs, repeat, *args):
+    """The fastest of ``repeat`` rounds of each, every round running both one after the other, so
+    that a slower minute on a shared machine slows both sides of the ratio."""
+    times = {ours: [], theirs: []}
+    results = {}
     for _ in range(repeat):
-        started = time.perf_counter()
-        result = function(*args)
-        times.append(time.perf_counter() - started)
-    return min(times), result
+        for function in (ours, theirs):
+            started = time.perf_counter()
+            results[function] = function(*args)
+            times[function].append(time.perf_counter() - started)
+    return min(times[ours]), results[ours], min(times[theirs]), results[theirs]
 
 
 def main(argv=None) -> int:
@@ -140,8 +145,7 @@ def main(argv=None) -> int:
             ("leak", leak_capgeo, leak_numpy, (train, evaluation, args.leak_threshold)),
             ("dupes", dupes_capgeo, dupes_numpy, (train, groups, args.dupes_threshold))):
         ours(*inputs)  # warm: imports, first allocations
-        seconds, found = best_of(ours, args.repeat, *inputs)
-        numpy_seconds, numpy_found = best_of(theirs, args.repeat, *inputs)
+        seconds, found, numpy_seconds, numpy_found = best_of_alternating(ours, theirs, args.repeat, *inputs)
         ratio = seconds / numpy_seconds
         results[name] = {"capgeo_s": round(seconds, 3), "numpy_s": round(numpy_seconds, 3),
                          "ratio": round(ratio, 2), "pairs": found, "numpy_pairs": numpy_found,
