@@ -46,12 +46,14 @@ def test_the_columns_are_the_table_the_loader_built(tmp_path, seed):
     assert np.array_equal(captions.group_codes, _reference_codes(groups))
     assert captions.n_groups == len(set(groups))
     summary = summarize_captions(captions)
+    rows = [captions.row(position) for position in range(len(captions))]
     assert captions._table is None
 
     table = captions.table
     assert table.columns == list(COLUMNS) and all(dtype == pl.String for dtype in table.dtypes)
     assert table.to_dict(as_series=False) == {"caption_id": ids, "group_id": groups, "split": splits, "text": texts}
     assert captions.table is table
+    assert rows == [table.row(position, named=True) for position in range(table.height)]
     per_group = table.group_by("group_id", maintain_order=True).len()["len"].to_list()
     assert summary["n_groups"] == len(per_group) and summary["captions_per_group"]["max"] == max(per_group)
     assert sum(summary["splits"].values()) in (0, len(captions))
@@ -77,4 +79,5 @@ def test_a_table_given_is_read_as_before():
     captions = CaptionSet(table, Path("t"), "test")
     assert (captions.texts, captions.ids, captions.splits) == (["a", "b", "c"], ["x", "y", "z"], [None, "a", None])
     assert captions.group_codes.tolist() == [0, 1, 0] and captions.n_groups == 2 and len(captions) == 3
+    assert captions.row(1) == {"caption_id": "y", "group_id": "g1", "split": "a", "text": "b"}
     assert captions.table is table

@@ -115,6 +115,15 @@ class CaptionSet:
             return [None] * len(self)
         return self._column("split")
 
+    def row(self, position: int) -> dict:
+        """One caption as {caption_id, group_id, split, text}."""
+        if self._columns is None:
+            return self._table.row(position, named=True)
+        columns = self._columns
+        return {"caption_id": columns.caption_id[position], "group_id": columns.group_id[position],
+                "split": columns.split[position] if columns.split is not None else None,
+                "text": columns.text[position]}
+
     @cached_property
     def group_codes(self) -> np.ndarray:
         """Integer group label per caption (0..n_groups-1), in first-seen order: stable output."""

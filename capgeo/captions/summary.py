@@ -22,7 +22,7 @@ def summarize_captions(captions: CaptionSet) -> dict:
     """
     texts = captions.texts
     words = np.fromiter(map(len, map(str.split, texts)), dtype=np.int64, count=len(texts))
-    per_group = np.fromiter(Counter(captions.groups).values(), dtype=np.int64)
+    per_group = np.bincount(captions.group_codes)  # codes in first-seen order, shared with the profile
     return {
         "format": captions.format,
         "layout": captions.layout,
@@ -42,7 +42,7 @@ def summarize_captions(captions: CaptionSet) -> dict:
             "p95": round(float(np.percentile(words, 95)), 2),
             "max": int(words.max()),
         },
-        "examples": _examples(captions.ids, captions.groups, texts),
+        "examples": _examples(captions),
         "skipped": [
             {"reason": item.reason, "count": item.count, "examples": list(item.examples)} for item in captions.skipped
         ],
@@ -71,13 +71,14 @@ def _split_counts(splits: list[str | None]) -> dict[str, int]:
     return {name: count for name, count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))}
 
 
-def _examples(ids: list[str], groups: list[str], texts: list[str]) -> list[dict]:
+def _examples(captions: CaptionSet) -> list[dict]:
     """First, middle and last caption: a spread rather than three neighbours."""
-    positions = sorted({0, len(texts) // 2, len(texts) - 1})
+    positions = sorted({0, len(captions) // 2, len(captions) - 1})
     examples = []
     for position in positions:
-        text = texts[position]
+        row = captions.row(position)
+        text = row["text"]
         if len(text) > EXAMPLE_CHARS:
             text = text[: EXAMPLE_CHARS - 1].rstrip() + "…"
-        examples.append({"caption_id": ids[position], "group_id": groups[position], "text": text})
+        examples.append({"caption_id": row["caption_id"], "group_id": row["group_id"], "text": text})
     return examples
