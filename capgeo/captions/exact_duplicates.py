@@ -45,10 +45,12 @@ def _pairs(count: int) -> int:
 
 
 def _within_group(repeated: dict[str, int], texts: list[str], groups: Sequence) -> tuple[int, np.ndarray]:
-    """Pairs of identical ``texts`` within one group (c choose 2 per (text, group) cell), and how many
-    groups each text of ``repeated`` (in its order) occurs in; ``texts`` and ``groups``: its rows'."""
+    """Pairs of identical texts within one group (c choose 2 per (text, group) cell), and in how many
+    groups each text of ``repeated`` (in its order) occurs. ``texts`` and ``groups`` are the text and
+    group of each row whose text is repeated."""
     text_codes: dict[str, int] = {key: code for code, key in enumerate(repeated)}
     group_codes: dict[str, int] = {}
+    # one integer per (text, group) cell: there are fewer group codes than len(texts) + 1
     cells = np.fromiter(map(text_codes.__getitem__, texts), dtype=np.int64, count=len(texts)) * (len(texts) + 1)
     cells += np.fromiter((group_codes.setdefault(str(group), len(group_codes)) for group in groups), dtype=np.int64,
                          count=len(texts))
