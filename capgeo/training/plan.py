@@ -314,3 +314,60 @@ def _pairs_by_kind(conflicts: Conflicts, batch: np.ndarray) -> dict[str, int]:
     else:
         near = 0
     return {"same_image": same_image, "exact_copy": exact, "near_duplicate": near}
+
+
+def conflicts_of(captions, vectors, threshold: float, *, block_size: int | None = None,
+                 device: str | None = None) -> Conflicts:
+    """The conflicts of a CaptionSet: its images, its exact copies (one rule with every command:
+    capgeo.captions.exact_duplicates.normalize_text) and its pairs of different images at cosine
+    >= ``threshold`` under ``vectors`` (normalised, or Embeddings), from the exact all-pairs pass
+    of `capgeo dupes` (capgeo.findings.duplicates.near_duplicate_pairs)."""
+    from capgeo.findings.duplicates import near_duplicate_pairs, text_codes
+
+    try:
+        pairs = near_duplicate_pairs(captions, vectors, threshold=threshold, limit=None, block_size=block_size,
+                                     device=device)
+    except CapgeoError as error:
+        if str(error).startswith("more than"):  # its advice names dupes' options
+            raise CapgeoError(f"more than 1,000,000 caption pairs reach cosine {threshold:g}: "
+                              "raise --threshold") from None
+        raise
+    return Conflicts(np.asarray(captions.group_codes), text_codes(captions.texts),
+                     np.array([p.index_a for p in pairs], dtype=np.int64),
+                     np.array([p.index_b for p in pairs], dtype=np.int64), float(threshold))
+
+
+def plan_epochs(conflicts: Conflicts, batch_size: int, *, seed: int = 0, epochs: int = 1) -> list[EpochPlan]:
+    """The plans of epochs 0 .. ``epochs`` - 1 (:func:`plan_epoch`, seeds ``seed + epoch``)."""
+    if int(epochs) != epochs or epochs < 1:
+        raise CapgeoError(f"epochs: expected a whole number of at least 1, got {epochs}")
+    check_batch_size(batch_size, conflicts.n)
+    return [plan_epoch(conflicts, batch_size, seed, epoch) for epoch in range(int(epochs))]
+
+
+SCHEMA = "capgeo.batches/1"
+
+
+def plan_section(conflicts: Conflicts, plans: list[EpochPlan], *, n_groups: int, encoder: dict | None = None,
+                 output: str | None = None) -> dict:
+    """The ``capgeo.batches/1`` result (fields in docs/batches.md): the totals over ``plans`` and
+    each epoch's summary."""
+    epochs = [plan.summary() for plan in plans]
+    n_not_placed = sum(entry["n_not_placed"] for entry in epochs)
+    return {
+        "schema": SCHEMA,
+        "n_captions": conflicts.n, "n_groups": int(n_groups),
+        "batch_size": plans[0].batch_size, "threshold": conflicts.threshold, "seed": plans[0].seed,
+        "epochs": len(plans),
+        "encoder": encoder,
+        "conflict_pairs": conflicts.pair_counts(),
+        "n_batches": sum(entry["n_batches"] for entry in epochs),
+        "n_placed": sum(entry["n_placed"] for entry in epochs),
+        "n_not_placed": n_not_placed,
+        "share_not_placed": n_not_placed / (conflicts.n * len(plans)),
+        "n_rearranged_batches": sum(entry["n_rearranged_batches"] for entry in epochs),
+        "n_short_batches": sum(entry["n_short_batches"] for entry in epochs),
+        "conflicts_avoided": {kind: sum(entry["shuffle_conflicts"][kind] for entry in epochs) for kind in KINDS},
+        "per_epoch": epochs,
+        "output": output,
+    }
