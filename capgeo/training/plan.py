@@ -128,6 +128,11 @@ def check_batch_size(batch_size: int, n: int) -> None:
         raise CapgeoError(f"batch size: {batch_size} is more than the {n} captions; expected at most {n}")
 
 
+def check_epochs(epochs: int) -> None:
+    if int(epochs) != epochs or epochs < 1:
+        raise CapgeoError(f"epochs: expected a whole number of at least 1, got {epochs}")
+
+
 class _Batches:
     """The batches being filled, and where each caption is: the planner's state."""
 
@@ -339,8 +344,7 @@ def conflicts_of(captions, vectors, threshold: float, *, block_size: int | None 
 
 def plan_epochs(conflicts: Conflicts, batch_size: int, *, seed: int = 0, epochs: int = 1) -> list[EpochPlan]:
     """The plans of epochs 0 .. ``epochs`` - 1 (:func:`plan_epoch`, seeds ``seed + epoch``)."""
-    if int(epochs) != epochs or epochs < 1:
-        raise CapgeoError(f"epochs: expected a whole number of at least 1, got {epochs}")
+    check_epochs(epochs)
     check_batch_size(batch_size, conflicts.n)
     return [plan_epoch(conflicts, batch_size, seed, epoch) for epoch in range(int(epochs))]
 
