@@ -269,6 +269,8 @@ def plan_epoch(conflicts: Conflicts, batch_size: int, seed: int = 0, epoch: int 
     """The batches of one epoch (order seeded by ``seed + epoch``); see the module's docstring."""
     n = conflicts.n
     check_batch_size(batch_size, n)
+    if int(seed) != seed or seed < 0 or int(epoch) != epoch or epoch < 0:
+        raise CapgeoError(f"seed and epoch: expected whole numbers >= 0, got {seed} and {epoch}")
     rng = np.random.default_rng(epoch_seed(seed, epoch))
     order = rng.permutation(n)
     n_batches = n // batch_size
@@ -344,9 +346,16 @@ def conflicts_of(captions, vectors, threshold: float, *, block_size: int | None 
 
 def plan_epochs(conflicts: Conflicts, batch_size: int, *, seed: int = 0, epochs: int = 1) -> list[EpochPlan]:
     """The plans of epochs 0 .. ``epochs`` - 1 (:func:`plan_epoch`, seeds ``seed + epoch``)."""
+    from capgeo.progress import progress_bar
+
     check_epochs(epochs)
     check_batch_size(batch_size, conflicts.n)
-    return [plan_epoch(conflicts, batch_size, seed, epoch) for epoch in range(int(epochs))]
+    plans = []
+    with progress_bar("Planning batches", int(epochs)) as bar:
+        for epoch in range(int(epochs)):
+            plans.append(plan_epoch(conflicts, batch_size, seed, epoch))
+            bar.advance(1)
+    return plans
 
 
 SCHEMA = "capgeo.batches/1"
