@@ -255,13 +255,11 @@ def _swap_in(state: _Batches, i: int, hole: int, rng: np.random.Generator) -> bo
             movers = [members[k] for k in rng.permutation(len(members))[:REPAIR_MEMBERS]]
         for x in movers:
             if state.fits(x, hole):
+                # i conflicts with no member of b but x, so it fits once x is gone
                 state.take(x)
                 state.put(x, hole)
-                if state.fits(i, b):  # always, but cheap to keep the rule in one place
-                    state.put(i, b)
-                    return True
-                state.take(x)
-                state.put(x, b)
+                state.put(i, b)
+                return True
     return False
 
 

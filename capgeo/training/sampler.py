@@ -31,15 +31,19 @@ class HNCLIPBatchSampler(Sampler):
     conflict; ``drop_short`` leaves such batches out. :attr:`plan` tells what the epoch's plan
     rearranged and left out."""
 
-    def __init__(self, conflicts: Conflicts, batch_size: int, *, seed: int = 0, drop_short: bool = False):
+    def __init__(self, conflicts: Conflicts | None, batch_size: int, *, seed: int = 0, drop_short: bool = False,
+                 saved: list[list[list[int]]] | None = None):
+        """``saved``: batches per epoch (``saved[e][k]``: indices) to replay instead of planning
+        (what :meth:`from_jsonl` reads); ``conflicts`` is then None."""
         super().__init__()
-        check_batch_size(batch_size, conflicts.n)
+        if saved is None:
+            check_batch_size(batch_size, conflicts.n)
         self.conflicts = conflicts
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         self.drop_short = drop_short
         self.epoch = 0
-        self._saved: list[list[list[int]]] | None = None
+        self._saved = saved
         self._plan: EpochPlan | None = None
 
     @classmethod
@@ -57,20 +61,11 @@ class HNCLIPBatchSampler(Sampler):
     @classmethod
     def from_jsonl(cls, path, *, drop_short: bool = False) -> "HNCLIPBatchSampler":
         """Replays the batches of a batches.jsonl (`capgeo batches -o`): epoch ``e`` of training
-        gets saved epoch ``e`` modulo the epochs saved."""
+        gets saved epoch ``e`` modulo the epochs saved; the batch size is the largest batch's."""
         from capgeo.training.batches_export import read_batches
 
         saved = read_batches(path)
-        sampler = cls.__new__(cls)
-        Sampler.__init__(sampler)
-        sampler.conflicts = None
-        sampler.batch_size = max(len(batch) for epoch in saved for batch in epoch)
-        sampler.seed = None
-        sampler.drop_short = drop_short
-        sampler.epoch = 0
-        sampler._saved = saved
-        sampler._plan = None
-        return sampler
+        return cls(None, max(len(batch) for epoch in saved for batch in epoch), drop_short=drop_short, saved=saved)
 
     def set_epoch(self, epoch: int) -> None:
         if int(epoch) != epoch or epoch < 0:
