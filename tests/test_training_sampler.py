@@ -180,7 +180,7 @@ def test_a_hundred_thousand_captions_plan_in_seconds():
 
 
 def test_sampler_feeds_a_dataloader_and_replans_each_epoch(data, tmp_path):
-    torch = pytest.importorskip("torch")
+    import torch
     from torch.utils.data import DataLoader, TensorDataset
 
     from capgeo.training.batches_export import read_batches, write_batches
@@ -211,7 +211,6 @@ def test_sampler_feeds_a_dataloader_and_replans_each_epoch(data, tmp_path):
 
 
 def test_drop_short_leaves_out_batches_that_could_not_be_filled():
-    pytest.importorskip("torch")
     from capgeo.training.sampler import HNCLIPBatchSampler
 
     groups = np.r_[np.zeros(150, np.int64), np.arange(1, 851)]
