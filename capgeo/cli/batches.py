@@ -7,7 +7,6 @@ import click
 from capgeo.cli import terminal
 from capgeo.cli.options import (
     PairThreshold,
-    SEED,
     dataset_options,
     emit,
     encode_from_options,
@@ -15,6 +14,7 @@ from capgeo.cli.options import (
     json_option,
     load_from_options,
     refuse_path_clashes,
+    seed_option,
     writable_output,
 )
 from capgeo.cli.terminal import shown
@@ -29,7 +29,7 @@ from capgeo.progress import counts_passes
               help="Captions per batch: your training run's contrastive batch.")
 @click.option("--threshold", type=PairThreshold(), default=NEAR_DUPLICATE_THRESHOLD, show_default=True,
               metavar="T", help="Captions of different images at cosine >= T are near-duplicates: never in one batch.")
-@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the order; epoch e uses seed + e.")
+@seed_option("Seed of the order; epoch e uses seed + e.")
 @click.option("--epochs", type=click.IntRange(min=1), default=BATCHES_EPOCHS, show_default=True,
               help="Epochs of batches to plan, each in its own order.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), callback=writable_output,
