@@ -610,10 +610,12 @@ def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings
     ``output`` (batches.jsonl) when given, and return the ``capgeo.batches/1`` result; with
     ``keep_batches`` it also holds the batches under "batches" (``[epoch][k]``: row numbers)."""
     from capgeo.preflight import check_pair_threshold
-    from capgeo.training.plan import check_batch_size, check_epochs, conflicts_of, plan_epochs, plan_section
+    from capgeo.training.plan import (check_batch_size, check_epochs, check_seed, conflicts_of, plan_epochs,
+                                      plan_section)
 
     check_pair_threshold(threshold)
     check_epochs(epochs)
+    check_seed(seed)
     captions, encode = checked_dataset(captions, encode, cache=embeddings is None)
     check_batch_size(batch_size, len(captions))
     with _on_ray(encode.ray_address):

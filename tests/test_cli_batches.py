@@ -147,3 +147,27 @@ def test_the_embedded_default_encoder_keeps_paraphrases_of_different_images_apar
         for batch in epoch:
             block = similarity[np.ix_(batch, batch)]
             assert np.all(block[np.triu_indices(len(batch), k=1)] < 0.95)
+
+
+def test_options_and_data_are_checked_before_any_encoding(tmp_path, monkeypatch):
+    import capgeo
+    import capgeo.encoders
+    from capgeo.errors import CapgeoError
+    from capgeo.pipeline import EncodeOptions
+
+    def never(*args, **kwargs):
+        raise AssertionError("encoded before the options were checked")
+
+    monkeypatch.setattr(EncodeOptions, "embed", never)
+    monkeypatch.setattr(capgeo.encoders, "embed", never)
+    data = write_jsonl(tmp_path / "data.jsonl", [f"c{i}" for i in range(6)], [f"i{i // 2}" for i in range(6)],
+                       [f"caption {i}" for i in range(6)])
+    one_image = write_jsonl(tmp_path / "one.jsonl", ["a", "b"], ["x", "x"], ["one", "two"])
+    for args, says in [((data, "--batch-size", 7), "batch size: 7 is more than the 6 captions"),
+                       ((one_image, "--batch-size", 2), "all 2 captions belong to one group")]:
+        result = run("batches", *args)
+        assert result.exit_code == 2 and says in result.output, result.output
+    for options, says in [({"seed": -1}, "seed"), ({"epochs": 0}, "epochs"), ({"threshold": 2.0}, "threshold"),
+                          ({"batch_size": 1}, "batch size")]:
+        with pytest.raises(CapgeoError, match=says):
+            capgeo.plan_batches(data, **{"batch_size": 2, **options})

@@ -128,6 +128,12 @@ def check_batch_size(batch_size: int, n: int) -> None:
         raise CapgeoError(f"batch size: {batch_size} is more than the {n} captions; expected at most {n}")
 
 
+def check_seed(seed: int) -> None:
+    # numpy's generators take no negative seed (a ValueError from deep inside)
+    if int(seed) != seed or seed < 0:
+        raise CapgeoError(f"seed: expected a whole number >= 0, got {seed}")
+
+
 def check_epochs(epochs: int) -> None:
     if int(epochs) != epochs or epochs < 1:
         raise CapgeoError(f"epochs: expected a whole number of at least 1, got {epochs}")
@@ -267,8 +273,9 @@ def plan_epoch(conflicts: Conflicts, batch_size: int, seed: int = 0, epoch: int 
     """The batches of one epoch (order seeded by ``seed + epoch``); see the module's docstring."""
     n = conflicts.n
     check_batch_size(batch_size, n)
-    if int(seed) != seed or seed < 0 or int(epoch) != epoch or epoch < 0:
-        raise CapgeoError(f"seed and epoch: expected whole numbers >= 0, got {seed} and {epoch}")
+    check_seed(seed)
+    if int(epoch) != epoch or epoch < 0:
+        raise CapgeoError(f"epoch: expected a whole number >= 0, got {epoch}")
     rng = np.random.default_rng(epoch_seed(seed, epoch))
     order = rng.permutation(n)
     n_batches = n // batch_size
