@@ -9,7 +9,10 @@ webdataset package groups them. From each sample capgeo takes:
   ``.json`` member; ``--text-column NAME`` names another member extension or ``.json`` key;
   ``--captions-column NAME`` a ``.json`` key holding a list of captions;
 - the caption id: the key (``--id-column`` names a ``.json`` key instead); the group (image): the
-  key, i.e. one image per sample (``--group-column`` names a ``.json`` key). Shards carry no split.
+  ``.json`` key ``--group-column`` names, else the first usual image key (``image_id``, ``image`` ...,
+  as for tables) found in the first sample's ``.json``, else the sample's key: one image per sample,
+  all the captions of a ``--captions-column`` list included. A ``--group-column`` or ``--id-column``
+  key that no sample's ``.json`` holds is refused, as a missing column is. Shards carry no split.
 
 Shards are read one after another with the standard library's tarfile (webdataset need not be
 installed): the caption members are read, a ``.json`` only when its sample needs it (no caption
@@ -120,6 +123,9 @@ class _Samples:
         #: member extensions a caption is read from, in order; the .json keys tried when none is there
         self.caption_members = (named.lower(),) if named else CAPTION_MEMBERS
         self.caption_keys = (named,) if named else CAPTION_KEYS
+        #: the .json key naming the image: given, or found in the first .json read (see _detect_group)
+        self.group_key = columns.group
+        self.detecting = columns.group is None
         #: whether every sample's .json is parsed (a column option names one of its keys)
         self.json_always = bool(columns.id or columns.group or columns.captions)
         self.texts: list = []
@@ -190,7 +196,10 @@ class _Samples:
             self.members.update(dict.fromkeys(members))
         columns = self.columns
         caption = None if columns.captions else self._member_caption(members, shard, key)
-        record = self._json(members, shard, key, read) if caption is None or self.json_always else {}
+        needs_json = caption is None or self.json_always or (self.detecting and "json" in members)
+        record = self._json(members, shard, key, read) if needs_json else {}
+        if self.detecting and "json" in members:
+            self._detect_group(record)
         if columns.captions:
             captions = record.get(columns.captions)
             if captions is not None and not isinstance(captions, list):
@@ -205,8 +214,10 @@ class _Samples:
             self.skipped.append(f"{shard_name}, sample {key}")
             return
         ident = _text(record.get(columns.id)) if columns.id else key
-        group = _text(record.get(columns.group)) if columns.group else key
         several = len(captions) > 1
+        group = _text(record.get(self.group_key)) if self.group_key else key
+        if group is None and several:
+            group = key  # a sample without the image key is still one image, all its captions included
         for k, caption in enumerate(captions):
             self.texts.append(caption)
             self.ids.append(f"{ident}#{k}" if several and ident is not None else ident)
@@ -237,14 +248,35 @@ class _Samples:
             self.keys.update(dict.fromkeys(record))
         return record
 
+    def _detect_group(self, record: dict) -> None:
+        """The first .json read decides the image key when none is named: webdataset's ShardWriter
+        writes what it is given, and a caption set written one caption per sample carries its image
+        as ``image_id``; reading each sample as its own image would count captions of one image
+        as negatives of one another."""
+        from capgeo.captions.tabular import GROUP_NAMES
+
+        self.detecting = False
+        self.group_key = next((name for name in GROUP_NAMES if name in record), None)
+        self.json_always = self.json_always or self.group_key is not None
+
     def captions(self, source: Path) -> RawCaptions:
         if not self.texts:
             self._nothing_found(source)
+        self._check_keys_named(source)
+        grouped = self.group_key is not None or self.columns.captions is not None
         return RawCaptions(
             source=source, format="webdataset", texts=self.texts, where=self._where, ids=self.ids,
-            groups=self.groups if self.columns.group else None,
+            groups=self.groups if grouped else None,
             fields=[f".{suffix}" for suffix in self.members] + list(self.keys),
             skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {})
+
+    def _check_keys_named(self, source: Path) -> None:
+        """A named id or group key that no sample holds is a typo, refused as a missing table column is
+        (else every caption would silently become an image of its own)."""
+        for option, name in (("--id-column", self.columns.id), ("--group-column", self.columns.group)):
+            if name is not None and name not in self.keys:
+                keys = ", ".join(list(self.keys)[:30]) or "none"
+                raise DataError(f"{source}: no .json key {name!r} ({option}) in any sample; .json keys found: {keys}")
 
     def _where(self, row: int) -> str:
         shard_name, key, number = self.places[row]

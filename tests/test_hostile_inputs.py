@@ -1,0 +1,81 @@
+"""The hostile-input suite (issue 46, input side): files built to mislead or exhaust a reader,
+each run through the real command line in-process. A case passes when capgeo gives the right
+result, or exit status 2 with one ``Error:`` line and no traceback; memory-exhaustion cases also
+check that peak memory stays small. Grouped by family: formats, webdataset, compressed streams,
+globs and brace ranges, vectors. Add a case here with each fix to a reader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from capgeo.cli import main
+
+
+def info(*args) -> dict:
+    """``capgeo info ... --json -``: the dataset summary, which must succeed."""
+    result = CliRunner().invoke(main, ["info", *map(str, args), "--json", "-"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def refused(*args) -> str:
+    """The one ``Error:`` line of a command that must refuse its input (exit status 2, no traceback)."""
+    result = CliRunner().invoke(main, list(map(str, args)))
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    return lines[0]
+
+
+# --- webdataset ---------------------------------------------------------------------------------
+
+class TestWebdataset:
+    wds = pytest.importorskip("webdataset")
+
+    def test_a_captions_list_is_one_image_per_sample(self, tmp_path):
+        with self.wds.TarWriter(str(tmp_path / "s.tar")) as writer:
+            for k in range(3):
+                writer.write({"__key__": f"s{k}", "jpg": b"\xff\xd8 image",
+                              "json": {"captions": [f"a red car {k}", f"a blue boat {k}"]}})
+        summary = info(tmp_path / "s.tar", "--captions-column", "captions")
+        assert summary["n_captions"] == 6 and summary["n_groups"] == 3
+
+    def test_image_id_in_the_json_names_the_image(self, tmp_path):
+        """One caption per sample, as a COCO-style set is written with ShardWriter: the samples of one
+        image_id are one image (each read as its own image inflated the hardest companion and the
+        near-duplicate pairs, silently)."""
+        n_images, expected = 150, {}
+        with self.wds.ShardWriter(str(tmp_path / "shard-%04d.tar"), maxcount=200, verbose=0) as writer:
+            k = 0
+            for image in range(n_images):
+                for c in range(5 + (image % 7 == 0)):  # 5 captions, 6 for every seventh image
+                    writer.write({"__key__": f"{k:07d}", "jpg": b"\xff\xd8 image",
+                                  "json": {"image_id": 1000 + image, "caption": f"caption {c} of image {image}"}})
+                    expected[f"{k:07d}"] = str(1000 + image)
+                    k += 1
+        pattern = tmp_path / ("shard-{0000..%04d}.tar" % (len(list(tmp_path.glob("*.tar"))) - 1))
+        # webdataset's own reader is the reference for which samples the shards hold
+        keys = [sample["__key__"] for sample in self.wds.WebDataset(str(pattern), shardshuffle=False,
+                                                                    empty_check=False)]
+        assert keys == list(expected)
+        summary = info(pattern)
+        assert summary["n_captions"] == len(expected) == 772
+        assert summary["n_groups"] == n_images
+        from capgeo.captions import load_captions
+
+        captions = load_captions(pattern)
+        assert dict(zip(captions.ids, captions.groups)) == expected
+
+    def test_a_group_key_no_sample_holds_is_refused(self, tmp_path):
+        with self.wds.TarWriter(str(tmp_path / "s.tar")) as writer:
+            for k in range(3):
+                writer.write({"__key__": f"s{k}", "txt": f"a red car {k}", "json": {"image_id": k}})
+        line = refused("info", tmp_path / "s.tar", "--group-column", "no_such_key")
+        assert "no .json key 'no_such_key' (--group-column)" in line and "image_id" in line
+        line = refused("info", tmp_path / "s.tar", "--id-column", "no_such_key")
+        assert "(--id-column)" in line
