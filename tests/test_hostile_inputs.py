@@ -79,3 +79,81 @@ class TestWebdataset:
         assert "no .json key 'no_such_key' (--group-column)" in line and "image_id" in line
         line = refused("info", tmp_path / "s.tar", "--id-column", "no_such_key")
         assert "(--id-column)" in line
+
+
+# --- compressed streams -------------------------------------------------------------------------
+
+def _peak_bytes(call) -> tuple[object, int]:
+    """``call()``'s result and the peak of memory Python allocated while it ran."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _gzip_bomb(path: Path, line: bytes, expanded: int) -> Path:
+    """A gzip file of concatenated members (all of which gzip reads) expanding to ``expanded`` bytes
+    of ``line`` repeated, built without ever holding that much."""
+    import gzip
+
+    block = line * ((1 << 20) // len(line))
+    member = gzip.compress(block, 9)
+    with open(path, "wb") as out:
+        for _ in range(expanded // len(block)):
+            out.write(member)
+    return path
+
+
+class TestCompressedStreams:
+    @pytest.mark.parametrize("name, line, captions", [
+        ("b.txt.gz", b"a red car parked by the river\n", 5),
+        ("b.jsonl.gz", b'{"caption": "a red car parked by the river"}\n', 5),
+        ("b.csv.gz", b'"a red car, parked by the river"\n', 5),
+    ])
+    def test_limit_reads_the_head_of_a_gigabyte_stream(self, tmp_path, name, line, captions):
+        path = tmp_path / name
+        if name.endswith(".csv.gz"):
+            import gzip
+
+            path.write_bytes(gzip.compress(b"caption\n") + _gzip_bomb(tmp_path / "rest.gz", line, 1 << 30).read_bytes())
+        else:
+            _gzip_bomb(path, line, 1 << 30)
+        assert path.stat().st_size < 4 << 20
+        summary, peak = _peak_bytes(lambda: info(path, "--limit", "5"))
+        assert summary["n_captions"] == captions
+        assert summary["examples"][0]["text"] == "a red car" + (", " if "csv" in name else " ") + "parked by the river"
+        assert peak < 32 << 20, peak  # reading the whole stream holds over a gigabyte
+
+    def test_limit_reads_further_while_blank_lines_and_a_split_leave_too_few(self, tmp_path):
+        import gzip
+
+        lines = [json.dumps({"caption": f"caption {k}", "split": "test" if k % 10 == 9 else "train"})
+                 if k % 3 else "" for k in range(300)]
+        (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+        summary = info(tmp_path / "d.jsonl.gz", "--limit", "7", "--split", "test")
+        expected = [f"caption {k}" for k in range(300) if k % 3 and k % 10 == 9][:7]
+        from capgeo.captions import load_captions
+
+        assert load_captions(tmp_path / "d.jsonl.gz", limit=7, split="test").texts == expected
+        assert summary["n_captions"] == 7
+
+    def test_a_quoted_csv_cell_across_lines_is_not_cut(self, tmp_path):
+        rows = "".join(f'{k},"caption {k}\nwith a second line"\n' for k in range(20))
+        (tmp_path / "d.csv").write_text("id,caption\n" + rows)
+        from capgeo.captions import load_captions
+
+        captions = load_captions(tmp_path / "d.csv", limit=3)
+        assert captions.texts == [f"caption {k}\nwith a second line" for k in range(3)]
+        assert captions.ids == ["0", "1", "2"]
+
+    def test_an_endless_line_under_limit_is_refused(self, tmp_path, monkeypatch):
+        from capgeo.captions import sources
+
+        monkeypatch.setattr(sources, "MAX_LINE_BYTES", 4 << 20)
+        _gzip_bomb(tmp_path / "zeros.txt.gz", b"\0" * 4096, 64 << 20)
+        line = refused("info", tmp_path / "zeros.txt.gz", "--limit", "5")
+        assert "zeros.txt.gz: line 1 runs on past 4 MiB without a line end" in line
