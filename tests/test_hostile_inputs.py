@@ -157,3 +157,29 @@ class TestCompressedStreams:
         _gzip_bomb(tmp_path / "zeros.txt.gz", b"\0" * 4096, 64 << 20)
         line = refused("info", tmp_path / "zeros.txt.gz", "--limit", "5")
         assert "zeros.txt.gz: line 1 runs on past 4 MiB without a line end" in line
+
+
+# --- globs and brace ranges ---------------------------------------------------------------------
+
+class TestGlobsAndBraceRanges:
+    @pytest.mark.parametrize("pattern, count", [
+        ("s/{00000000..99999999}.jsonl", "100,000,000"),
+        ("s/{00000000..99999999}.tar", "100,000,000"),
+        ("s/{0000..9999}-{0000..9999}.parquet", "100,000,000"),
+        ("s/{0..1000000}.csv", "1,000,001"),
+    ])
+    def test_a_huge_brace_range_is_refused_before_any_name_is_made(self, tmp_path, monkeypatch, pattern, count):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "s").mkdir()
+        line, peak = _peak_bytes(lambda: refused("info", pattern))
+        assert f"{pattern}: the brace pattern names {count} files, more than the 1,000,000" in line
+        assert peak < 8 << 20, peak  # every name spelled out first held gigabytes
+
+    def test_a_brace_range_within_the_cap_is_expanded_lazily_in_order(self):
+        from itertools import islice
+
+        from capgeo.captions.shards import iter_braces
+
+        names = iter_braces("s/{a,b}-{000000..499999}.jsonl")
+        assert list(islice(names, 3)) == ["s/a-000000.jsonl", "s/a-000001.jsonl", "s/a-000002.jsonl"]
+        assert list(iter_braces("{3..1}{x,y}")) == ["3x", "3y", "2x", "2y", "1x", "1y"]
