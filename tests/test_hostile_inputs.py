@@ -80,6 +80,58 @@ class TestWebdataset:
         line = refused("info", tmp_path / "s.tar", "--id-column", "no_such_key")
         assert "(--id-column)" in line
 
+    @staticmethod
+    def forged_shard(path: Path, declared: int, *, compress: bool = False) -> Path:
+        """A 2 KB shard whose caption member's header declares ``declared`` bytes."""
+        import gzip
+        import io
+        import tarfile
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+            image = tarfile.TarInfo("000.jpg")
+            image.size = 3
+            archive.addfile(image, io.BytesIO(b"jpg"))
+        forged = tarfile.TarInfo("000.txt")
+        forged.size = declared
+        data = buffer.getvalue().rstrip(b"\0")
+        data = data + b"\0" * (-len(data) % 512) + forged.tobuf(tarfile.GNU_FORMAT) + b"a red car".ljust(512, b"\0")
+        data += b"\0" * 1024
+        path.write_bytes(gzip.compress(data) if compress else data)
+        return path
+
+    @pytest.mark.parametrize("name", ["forged.tar", "forged.tar.gz"])
+    def test_a_caption_member_declaring_a_terabyte_is_refused_unread(self, tmp_path, name):
+        shard = self.forged_shard(tmp_path / name, 1 << 40, compress=name.endswith(".gz"))
+        line, peak = _peak_bytes(lambda: refused("info", shard))
+        assert "sample 000: 000.txt declares 1,099,511,627,776 bytes, more than the 64 MiB" in line
+        assert peak < 8 << 20, peak
+
+    def test_a_caption_member_declaring_more_than_the_file_holds_is_a_truncated_shard(self, tmp_path):
+        shard = self.forged_shard(tmp_path / "forged.tar", 10 << 20)
+        line = refused("info", shard)
+        assert "truncated or damaged in sample 000 (000.txt declares 10,485,760 bytes, past the end" in line
+
+    def test_a_sparse_caption_member_is_refused_unread(self, tmp_path):
+        """GNU tar's --sparse: a 10 KB archive holding a 1 TB caption file that is all hole."""
+        import shutil
+        import subprocess
+
+        if shutil.which("tar") is None or "GNU" not in subprocess.run(["tar", "--version"], capture_output=True,
+                                                                     text=True).stdout:
+            pytest.skip("needs GNU tar to write a sparse member")
+        folder = tmp_path / "files"
+        folder.mkdir()
+        (folder / "000.jpg").write_bytes(b"jpg")
+        with open(folder / "000.txt", "wb") as sparse:
+            sparse.truncate(1 << 40)
+        subprocess.run(["tar", "--sparse", "-cf", str(tmp_path / "sparse.tar"), "000.jpg", "000.txt"],
+                       cwd=folder, check=True)
+        (folder / "000.txt").unlink()
+        assert (tmp_path / "sparse.tar").stat().st_size < 64 << 10
+        line = refused("info", tmp_path / "sparse.tar")
+        assert "000.txt declares 1,099,511,627,776 bytes (a sparse member)" in line
+
 
 # --- compressed streams -------------------------------------------------------------------------
 

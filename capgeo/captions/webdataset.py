@@ -19,7 +19,8 @@ installed): the caption members are read, a ``.json`` only when its sample needs
 member, or a column option naming one of its keys), and image members are passed over by
 seeking, never read into memory. A sample without a caption is skipped and counted. A truncated or damaged shard, a
 member whose name would escape the archive (``../x``, ``/x``; nothing is ever extracted), a
-caption that is not UTF-8 and a broken ``.json`` stop with one line naming the shard and the sample.
+caption that is not UTF-8, a broken ``.json`` and a caption or ``.json`` member declaring more than
+MAX_MEMBER_BYTES (or more than the file holds) stop with one line naming the shard and the sample.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ CAPTION_KEYS = ("caption", "text", "txt")
 BLOCK = 512
 #: members kept in tarfile's own list before it is emptied (it keeps every member of the shard)
 MEMBERS_HELD = 4096
+#: the largest caption or .json member read (each is read whole): a caption is kilobytes
+MAX_MEMBER_BYTES = 64 << 20
 
 
 def is_tar(path) -> bool:
@@ -170,6 +173,8 @@ class _Samples:
                         key, members = prefix, {}
                     if suffix in members:
                         raise DataError(f"{shard}: sample {key}: two members named {member.name}")
+                    if suffix == "json" or suffix in self.caption_members:
+                        _check_size(member, stream_size, shard, key)
                     if suffix == "json":
                         members[suffix] = member if later else read(member)
                     elif suffix in self.caption_members:
@@ -443,6 +448,20 @@ def _check_ended(archive: tarfile.TarFile, stream_size: int | None, shard: Path,
     if trailing < BLOCK:
         raise DataError(f"{shard}: the tar is truncated {at} (it stops without the end-of-archive blocks); "
                         "expected a complete webdataset shard")
+
+
+def _check_size(member: tarfile.TarInfo, stream_size: int | None, shard: Path, key: str) -> None:
+    """A caption or .json member is read whole, so the size its header declares is checked first: a
+    forged header or a sparse member declaring a terabyte would otherwise be allocated in full."""
+    if member.size > MAX_MEMBER_BYTES:
+        sparse = " (a sparse member)" if member.issparse() else ""
+        raise DataError(f"{shard}: sample {key}: {member.name} declares {member.size:,} bytes{sparse}, more than the "
+                        f"{MAX_MEMBER_BYTES >> 20} MiB a caption or .json member may hold; expected a webdataset shard "
+                        "whose text members are captions and metadata")
+    if stream_size is not None and not member.issparse() and member.offset_data + member.size > stream_size:
+        raise DataError(f"{shard}: the tar is truncated or damaged in sample {key} ({member.name} declares "
+                        f"{member.size:,} bytes, past the end of the {stream_size:,}-byte file); expected a complete "
+                        "webdataset shard")
 
 
 def _decoded(data: bytes, shard: Path, key: str, suffix: str) -> str:
