@@ -7,8 +7,10 @@ globs and brace ranges, vectors. Add a case here with each fix to a reader."""
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -235,3 +237,69 @@ class TestGlobsAndBraceRanges:
         names = iter_braces("s/{a,b}-{000000..499999}.jsonl")
         assert list(islice(names, 3)) == ["s/a-000000.jsonl", "s/a-000001.jsonl", "s/a-000002.jsonl"]
         assert list(iter_braces("{3..1}{x,y}")) == ["3x", "3y", "2x", "2y", "1x", "1y"]
+
+
+# --- vectors ------------------------------------------------------------------------------------
+
+def _forged_npy(shape: tuple, claimed: tuple, dtype=np.float32) -> bytes:
+    """A .npy of an array of ``shape`` whose header claims ``claimed``."""
+    import io
+
+    array = np.zeros(shape, dtype)
+    header = np.lib.format.header_data_from_array_1_0(array)
+    header["shape"] = claimed
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, header)
+    return out.getvalue() + array.tobytes()
+
+
+class TestVectors:
+    N = 12
+
+    @pytest.fixture
+    def data(self, tmp_path) -> Path:
+        path = tmp_path / "d.jsonl"
+        path.write_text("".join(json.dumps({"caption": f"caption number {k}"}) + "\n" for k in range(self.N)))
+        return path
+
+    @pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+    def test_an_npz_whose_header_claims_16_gb_is_refused_before_allocating(self, tmp_path, data, compression):
+        with zipfile.ZipFile(tmp_path / "v.npz", "w", compression) as archive:
+            archive.writestr("vectors.npy", _forged_npy((self.N, 8), (self.N, 2 ** 25)))
+        line, peak = _peak_bytes(lambda: refused("profile", data, "--encoder", f"vectors:{tmp_path / 'v.npz'}"))
+        assert "v.npz: cannot read vectors: the file is cut short or its header damaged" in line
+        assert "the 'vectors' array's header claims shape (12, 33554432) of float32, 1,610,612,736 bytes, more " \
+            "than the file holds" in line
+        assert peak < 64 << 20, peak
+
+    def test_an_npz_ids_array_claiming_more_than_its_member_is_refused(self, tmp_path, data):
+        with zipfile.ZipFile(tmp_path / "v.npz", "w") as archive:
+            archive.writestr("vectors.npy", _forged_npy((self.N, 8), (self.N, 8)))
+            archive.writestr("ids.npy", _forged_npy((self.N,), (2 ** 40,), dtype="<U4"))
+        line = refused("profile", data, "--encoder", f"vectors:{tmp_path / 'v.npz'}")
+        assert "the 'ids' array's header claims shape (1099511627776,)" in line
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    def test_an_npy_whose_header_claims_more_than_the_file_is_refused(self, tmp_path, data, dtype):
+        (tmp_path / "v.npy").write_bytes(_forged_npy((self.N, 8), (self.N, 2 ** 25), dtype))
+        line, peak = _peak_bytes(lambda: refused("profile", data, "--encoder", f"vectors:{tmp_path / 'v.npy'}"))
+        assert "v.npy: cannot read vectors: the file is cut short" in line
+        assert f"{self.N * 2 ** 25 * np.dtype(dtype).itemsize:,} bytes, more than the file holds" in line
+        assert peak < 64 << 20, peak
+
+    @pytest.mark.parametrize("damage", [
+        lambda header: header.replace(b"}", b'"'),           # an open string: numpy's tokenizer fails
+        lambda header: header.replace(b"'shape'", b"'shap"),  # a broken dictionary
+        lambda header: header[:20],                            # cut inside the header
+    ])
+    def test_a_damaged_npy_header_is_one_error_line(self, tmp_path, data, damage):
+        whole = _forged_npy((self.N, 8), (self.N, 8))
+        length = 10 + int.from_bytes(whole[8:10], "little")
+        (tmp_path / "v.npy").write_bytes(damage(whole[:length]) + whole[length:])
+        for option in ("--encoder", "--image-embeddings"):
+            args = ["gamma", data, "--encoder", "vectors:" + str(tmp_path / "v.npy")] if option == "--encoder" else \
+                ["gamma", data, "--encoder", "vectors:" + str(tmp_path / "ok.npy"), option, tmp_path / "v.npy"]
+            np.save(tmp_path / "ok.npy", np.eye(self.N, 8, dtype=np.float32))
+            line = refused(*args)
+            assert "v.npy: cannot read vectors: the .npy header is damaged (" in line, line
+            assert len(line) < 300
