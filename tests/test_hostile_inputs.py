@@ -303,3 +303,39 @@ class TestVectors:
             line = refused(*args)
             assert "v.npy: cannot read vectors: the .npy header is damaged (" in line, line
             assert len(line) < 300
+
+
+# --- formats ------------------------------------------------------------------------------------
+
+class TestFormats:
+    def test_a_parquet_caption_column_of_lists_is_read_as_lists_of_captions(self, tmp_path):
+        import polars as pl
+
+        rows = [["a red car", "a blue car"], ["a dog on grass"], None, ["a cat", "a kitten", "a tabby"]]
+        pl.DataFrame({"caption": rows}).write_parquet(tmp_path / "lists.parquet")
+        summary = info(tmp_path / "lists.parquet")
+        # the same data as JSON lines, with the list under `captions`: the reference reading
+        (tmp_path / "lists.jsonl").write_text("".join(json.dumps({"captions": row}) + "\n" for row in rows))
+        reference = info(tmp_path / "lists.jsonl")
+        assert summary["n_captions"] == reference["n_captions"] == 6
+        assert summary["n_groups"] == reference["n_groups"] == 3
+        from capgeo.captions import load_captions
+
+        captions = load_captions(tmp_path / "lists.parquet")
+        assert captions.texts == ["a red car", "a blue car", "a dog on grass", "a cat", "a kitten", "a tabby"]
+        assert captions.groups == load_captions(tmp_path / "lists.jsonl").groups
+
+    @pytest.mark.parametrize("column", ["caption", "captions"])
+    def test_a_parquet_column_of_nested_lists_is_one_error_line(self, tmp_path, column):
+        import polars as pl
+
+        pl.DataFrame({column: [[["a red car"], ["a blue car"]], [["a dog"]]]}).write_parquet(tmp_path / "n.parquet")
+        line = refused("info", tmp_path / "n.parquet")
+        assert f"n.parquet: row 1, caption 1: {column!r} holds a list inside its list of captions" in line
+
+    def test_a_parquet_list_column_named_as_text_says_to_use_captions_column(self, tmp_path):
+        import polars as pl
+
+        pl.DataFrame({"caption": [["a red car", "a blue car"]]}).write_parquet(tmp_path / "lists.parquet")
+        line = refused("info", tmp_path / "lists.parquet", "--text-column", "caption")
+        assert "caption should be text, found list" in line and "--captions-column" in line
