@@ -339,3 +339,17 @@ class TestFormats:
         pl.DataFrame({"caption": [["a red car", "a blue car"]]}).write_parquet(tmp_path / "lists.parquet")
         line = refused("info", tmp_path / "lists.parquet", "--text-column", "caption")
         assert "caption should be text, found list" in line and "--captions-column" in line
+
+    def test_a_dci_short_caption_that_is_a_number_is_refused(self, tmp_path):
+        (tmp_path / "dci" / "complete").mkdir(parents=True)
+        (tmp_path / "dci" / "complete" / "a.json").write_text('{"short_caption": "a car", "extra_caption": "red"}')
+        (tmp_path / "dci" / "complete" / "b.json").write_text('{"short_caption": 42, "extra_caption": "a red car"}')
+        line = refused("info", tmp_path / "dci")
+        assert "b.json: 'short_caption' is a number; expected text" in line
+
+    @pytest.mark.parametrize("images", [{"1": {"id": 1, "file_name": "a.jpg"}}, 5, "a.jpg"])
+    def test_a_coco_file_whose_images_is_not_a_list_is_refused_when_detected(self, tmp_path, images):
+        (tmp_path / "coco.json").write_text(json.dumps({"images": images, "annotations": [
+            {"image_id": 1, "id": 1, "caption": "a cat"}, {"image_id": 1, "id": 2, "caption": "a kitten"}]}))
+        line = refused("info", tmp_path / "coco.json")
+        assert "coco.json: 'images' is" in line and "expected a list of" in line
