@@ -135,6 +135,45 @@ class TestWebdataset:
         assert "000.txt declares 1,099,511,627,776 bytes (a sparse member)" in line
 
 
+    @pytest.mark.parametrize("name, mode", [("s.tar.bz2", "w:bz2"), ("s.tbz2", "w:bz2"), ("s.tar.xz", "w:xz"),
+                                            ("s.txz", "w:xz")])
+    def test_bz2_and_xz_shards_read_as_webdataset_reads_them(self, tmp_path, name, mode):
+        import io
+        import tarfile
+
+        plain = tmp_path / "plain.tar"
+        with self.wds.TarWriter(str(plain)) as writer:
+            for k in range(5):
+                writer.write({"__key__": f"s{k}", "jpg": b"\xff\xd8 image", "txt": f"a red car number {k}"})
+        expected = [(sample["__key__"], sample["txt"].decode()) for sample in
+                    self.wds.WebDataset(str(plain), shardshuffle=False, empty_check=False)]
+        (tmp_path / "packed").mkdir()
+        with tarfile.open(plain) as source, tarfile.open(tmp_path / "packed" / name, mode) as archive:
+            for member in source:
+                archive.addfile(member, io.BytesIO(source.extractfile(member).read()))
+        from capgeo.captions import load_captions
+
+        captions = load_captions(tmp_path / "packed" / name)
+        assert captions.format == "webdataset" and list(zip(captions.ids, captions.texts)) == expected
+        assert load_captions(tmp_path / "packed").texts == captions.texts  # a folder of them
+
+    @pytest.mark.parametrize("name", ["cut.tar.bz2", "cut.tar.xz"])
+    def test_a_truncated_bz2_or_xz_shard_is_one_error_line(self, tmp_path, name):
+        import io
+        import tarfile
+
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w:" + name.rsplit(".", 1)[1]) as archive:
+            for k in range(50):
+                data = (f"a red car number {k} " * 50).encode()
+                info = tarfile.TarInfo(f"{k:05d}.txt")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+        data = buffer.getvalue()
+        (tmp_path / name).write_bytes(data[:len(data) // 2])
+        line = refused("info", tmp_path / name)
+        assert name in line and ("truncated" in line or "damaged" in line)
+
 # --- compressed streams -------------------------------------------------------------------------
 
 def _peak_bytes(call) -> tuple[object, int]:

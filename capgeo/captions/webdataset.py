@@ -40,7 +40,9 @@ from capgeo.errors import DataError
 if TYPE_CHECKING:
     import tarfile
 
-TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd")
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz")
+#: the shard kinds, as messages list them
+TAR_KINDS = ".tar, .tar.gz (.tgz), .tar.zst, .tar.bz2 (.tbz2) or .tar.xz (.txz)"
 #: caption member extensions, then .json keys, tried in order when no column is named
 CAPTION_MEMBERS = ("txt", "text", "caption")
 CAPTION_KEYS = ("caption", "text", "txt")
@@ -83,7 +85,7 @@ def find_shards(path, format: str = "auto") -> list[Path] | None:
     else:
         shards = None
     if shards is None and format == "webdataset":
-        raise DataError(f"{path}: expected webdataset shards (a .tar, .tar.gz, .tgz or .tar.zst file, a folder of them, "
+        raise DataError(f"{path}: expected webdataset shards (a {TAR_KINDS} file, a folder of them, "
                         "or a pattern such as shards/{00000..00099}.tar)")
     return shards
 
@@ -143,6 +145,7 @@ class _Samples:
     def read_shard(self, shard: Path, stop: int | None = None) -> None:
         """The shard's samples, until ``stop`` captions are gathered when given (then the rest of the
         shard is left unread, its end unchecked)."""
+        import lzma
         import tarfile  # here, not at start-up
         import zlib
 
@@ -186,12 +189,12 @@ class _Samples:
                 _check_ended(archive, stream_size, shard, key)
         except DataError:
             raise
-        except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as error:
+        except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as error:
             if isinstance(error, OSError) and error.errno is not None:
                 raise DataError(f"{shard}: cannot read: {error.strerror or error}") from None
             if key is None:
                 raise DataError(f"{shard}: not a tar archive, or damaged at its start ({_reason(error)}); expected "
-                                "a webdataset shard (.tar, .tar.gz or .tar.zst)") from None
+                                f"a webdataset shard ({TAR_KINDS})") from None
             raise DataError(f"{shard}: the tar is truncated or damaged in sample {key} ({_reason(error)}); "
                             "expected a complete webdataset shard") from None
 
@@ -304,16 +307,18 @@ def _skip_reason(columns) -> str:
 
 
 class _open:
-    """The shard as a TarFile read forward (a .tar.gz through gzip, a .tar.zst through zstandard),
-    and the uncompressed shard's file size (None for a compressed one, whose size is known only once
-    it is read)."""
+    """The shard as a TarFile read forward (a .tar.gz through gzip, a .tar.zst through zstandard,
+    a .tar.bz2 and a .tar.xz through bz2 and lzma), and the uncompressed shard's file size (None for
+    a compressed one, whose size is known only once it is read)."""
 
     def __init__(self, shard: Path):
         self.shard = shard
         self.handles = []
 
     def __enter__(self):
+        import bz2
         import gzip
+        import lzma
         import tarfile
 
         raw = open(self.shard, "rb")
@@ -322,8 +327,10 @@ class _open:
         fileobj = raw
         kind = sniff(raw.read(6))   # by content, as other compressed files are
         raw.seek(0)
-        if kind == "gzip":
-            fileobj, size = _LastBlock(gzip.GzipFile(fileobj=raw, mode="rb")), None
+        opener = {"gzip": lambda: gzip.GzipFile(fileobj=raw, mode="rb"), "bzip2": lambda: bz2.BZ2File(raw),
+                  "xz": lambda: lzma.LZMAFile(raw)}.get(kind)
+        if opener is not None:
+            fileobj, size = _LastBlock(opener()), None
             self.handles.append(fileobj)
         elif kind == "zstd":
             fileobj, size = _LastBlock(_ZstdStream(self.shard)), None
