@@ -277,6 +277,29 @@ class TestGlobsAndBraceRanges:
         assert list(islice(names, 3)) == ["s/a-000000.jsonl", "s/a-000001.jsonl", "s/a-000002.jsonl"]
         assert list(iter_braces("{3..1}{x,y}")) == ["3x", "3y", "2x", "2y", "1x", "1y"]
 
+    @pytest.mark.parametrize("source, stem", [
+        ("*.jsonl", "capgeo"), ("s/*.jsonl", "s"), ("s/{00..01}.jsonl", "s"), ("{a,b}.jsonl", "capgeo"),
+        ("shards/part-{00000..00099}.parquet", "part"), ("x/*/train-*.parquet", "train"), ("p?.jsonl", "p"),
+        ("shards/{000..009}.tar.gz", "shards"), ("captions.jsonl", "captions"), ("data/", "data"), (".", "capgeo"),
+    ])
+    def test_a_patterns_default_output_name_holds_no_pattern(self, source, stem):
+        from capgeo.cli.options import default_output_stem
+
+        assert default_output_stem(source) == stem
+
+    @pytest.mark.slow  # a whole report: about 10 s on a 2-core machine
+    def test_report_of_a_glob_writes_a_plain_default_name(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "s").mkdir()
+        for k in range(2):
+            (tmp_path / "s" / f"part-{k}.jsonl").write_text(
+                "".join(json.dumps({"caption": f"a red car {k} {j}"}) + "\n" for j in range(4)))
+        np.save(tmp_path / "V.npy", np.random.default_rng(0).normal(size=(8, 8)).astype(np.float32))
+        result = CliRunner().invoke(main, ["report", "s/part-*.jsonl", "--encoder", "vectors:V.npy",
+                                           "--batch-size", "4", "--no-gamma"])
+        assert result.exit_code == 0, result.output
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["V.npy", "part.html", "s"]
+
 
 # --- vectors ------------------------------------------------------------------------------------
 

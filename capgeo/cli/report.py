@@ -20,6 +20,7 @@ from capgeo.cli.options import (
     reproduce_command,
     seed_option,
     warn_skipped,
+    default_output_stem,
     writable_default_output,
     writable_output,
 )
@@ -27,9 +28,7 @@ from capgeo.progress import counts_passes
 
 
 def _default_output(source: str) -> str:
-    from pathlib import Path
-
-    return f"{Path(source).stem or 'capgeo'}.html"
+    return f"{default_output_stem(source)}.html"
 
 
 DEFAULT_COMPARE_OUTPUT = "compare.html"
