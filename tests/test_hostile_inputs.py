@@ -242,6 +242,32 @@ class TestCompressedStreams:
         captions = load_captions(tmp_path / "d.csv", limit=3)
         assert captions.texts == [f"caption {k}\nwith a second line" for k in range(3)]
         assert captions.ids == ["0", "1", "2"]
+        (tmp_path / "d.txt").write_text("id,caption\n" + rows)  # CSV by --format, not by its name
+        assert load_captions(tmp_path / "d.txt", format="csv", limit=3).texts == captions.texts
+
+    @pytest.mark.parametrize("suffix", [".bz2", ".xz", ".zst", ""])
+    @pytest.mark.parametrize("inner", [".txt", ".jsonl", ".csv", ".tsv"])
+    def test_limit_on_every_compressor_gives_the_first_rows_of_the_whole_read(self, tmp_path, inner, suffix):
+        import bz2
+        import lzma
+
+        rows = [f"caption {k}: a red car, by the river" for k in range(500)]
+        text = {".txt": "\n".join(rows), ".jsonl": "\n".join(json.dumps({"caption": row}) for row in rows),
+                ".csv": "caption\n" + "\n".join(f'"{row}"' for row in rows),
+                ".tsv": "caption\n" + "\n".join(rows)}[inner].encode()
+        if suffix == ".zst":
+            zstandard = pytest.importorskip("zstandard")
+            text = zstandard.ZstdCompressor().compress(text)
+        elif suffix:
+            text = {".bz2": bz2.compress, ".xz": lzma.compress}[suffix](text)
+        path = tmp_path / f"d{inner}{suffix}"
+        path.write_bytes(text)
+        from capgeo.captions import load_captions
+
+        whole = load_captions(path)
+        for limit in (1, 7, 499, 500, 501):
+            head = load_captions(path, limit=limit)
+            assert head.texts == whole.texts[:limit] and head.ids == whole.ids[:limit]
 
     def test_an_endless_line_under_limit_is_refused(self, tmp_path, monkeypatch):
         from capgeo.captions import sources
@@ -267,6 +293,15 @@ class TestGlobsAndBraceRanges:
         line, peak = _peak_bytes(lambda: refused("info", pattern))
         assert f"{pattern}: the brace pattern names {count} files, more than the 1,000,000" in line
         assert peak < 8 << 20, peak  # every name spelled out first held gigabytes
+
+    def test_missing_shards_of_a_brace_range_are_counted_and_the_first_named(self, tmp_path, monkeypatch):
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "s").mkdir()
+        for k in (0, 4, 9):
+            (tmp_path / "s" / f"{k:02d}.jsonl").write_text('{"caption": "a red car"}\n')
+        line = refused("info", "s/{00..09}.jsonl")
+        assert line == ("Error: s/{00..09}.jsonl: 7 of the 10 shards it names do not exist: s/01.jsonl, s/02.jsonl, "
+                        "s/03.jsonl, s/05.jsonl, s/06.jsonl and 2 more")
 
     def test_a_brace_range_within_the_cap_is_expanded_lazily_in_order(self):
         from itertools import islice

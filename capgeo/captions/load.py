@@ -98,8 +98,10 @@ def load_captions(
                             split=split, limit=limit, layout=layout, files=tuple(files))
     path = _unwrap_single_folder(path)
     # --limit on a line-based file reads only its first lines (a compressed one as a stream)
-    streamed = limit is not None and inner_suffix(path) in LINE_SUFFIXES and path.is_file()
-    content = DatasetContent(path, lines=limit + 1 if streamed else None)
+    suffix = inner_suffix(path)
+    streamed = limit is not None and suffix in LINE_SUFFIXES and path.is_file()
+    csv = format == "csv" or (format == "auto" and suffix == ".csv")  # as detection will find it
+    content = DatasetContent(path, lines=limit + 1 if streamed else None, quoted=csv)
     if format == "auto":
         format = detect_format(content, generic=bool(columns.given()))
     elif format in BENCHMARK_READERS and columns.given():
@@ -119,7 +121,7 @@ def load_captions(
         raise DataError(f"unknown format {format!r}; expected one of {', '.join(list(BENCHMARK_READERS) + list(GENERIC_FORMATS))}")
     if streamed and format in LINE_FORMATS:
         def read_head(rows: int) -> tuple[RawCaptions, bool]:
-            head = content if rows == limit else DatasetContent(path, lines=rows + 1)
+            head = content if rows == limit else DatasetContent(path, lines=rows + 1, quoted=format == "csv")
             raw = read_generic(head, format, columns)
             return raw, head.complete
 
