@@ -73,6 +73,15 @@ class TestWebdataset:
         captions = load_captions(pattern)
         assert dict(zip(captions.ids, captions.groups)) == expected
 
+    def test_an_image_key_holding_an_object_names_no_image(self, tmp_path):
+        with self.wds.TarWriter(str(tmp_path / "s.tar")) as writer:
+            for k in range(4):
+                writer.write({"__key__": f"s{k}", "txt": f"a red car {k}",
+                              "json": {"image": {"width": 256, "height": 256}}})
+        assert info(tmp_path / "s.tar")["n_groups"] == 4  # one image per sample, not one "{'width': ...}"
+        line = refused("info", tmp_path / "s.tar", "--group-column", "image")
+        assert "s.tar, sample s0: the group is an object" in line
+
     def test_a_group_key_no_sample_holds_is_refused(self, tmp_path):
         with self.wds.TarWriter(str(tmp_path / "s.tar")) as writer:
             for k in range(3):

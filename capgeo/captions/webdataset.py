@@ -223,7 +223,9 @@ class _Samples:
             return
         ident = _text(record.get(columns.id)) if columns.id else key
         several = len(captions) > 1
-        group = _text(record.get(self.group_key)) if self.group_key else key
+        group = record.get(self.group_key) if self.group_key else key
+        if not isinstance(group, (dict, list)):  # an object or a list is the loader's error, naming the sample
+            group = _text(group)
         if group is None and several:
             group = key  # a sample without the image key is still one image, all its captions included
         for k, caption in enumerate(captions):
@@ -264,7 +266,9 @@ class _Samples:
         from capgeo.captions.tabular import GROUP_NAMES
 
         self.detecting = False
-        self.group_key = next((name for name in GROUP_NAMES if name in record), None)
+        # a name holding text or a number: an "image" object of sizes or EXIF names no image
+        self.group_key = next((name for name in GROUP_NAMES if isinstance(record.get(name), (str, int))
+                               and not isinstance(record.get(name), bool)), None)
         self.json_always = self.json_always or self.group_key is not None
 
     def captions(self, source: Path) -> RawCaptions:
