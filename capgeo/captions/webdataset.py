@@ -16,7 +16,8 @@ webdataset package groups them. From each sample capgeo takes:
 
 Shards are read one after another with the standard library's tarfile (webdataset need not be
 installed): the caption members are read, a ``.json`` only when its sample needs it (no caption
-member, or a column option naming one of its keys), and image members are passed over by
+member, a column option naming one of its keys, or an image key found in the first ``.json``), and
+image members are passed over by
 seeking, never read into memory. A sample without a caption is skipped and counted. A truncated or damaged shard, a
 member whose name would escape the archive (``../x``, ``/x``; nothing is ever extracted), a
 caption that is not UTF-8, a broken ``.json`` and a caption or ``.json`` member declaring more than

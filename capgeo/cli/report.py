@@ -9,6 +9,7 @@ from capgeo.cli.options import (
     batch_size_options,
     column_notes,
     dataset_options,
+    default_output_stem,
     encode_from_options,
     encoder_options,
     force_option,
@@ -20,7 +21,6 @@ from capgeo.cli.options import (
     reproduce_command,
     seed_option,
     warn_skipped,
-    default_output_stem,
     writable_default_output,
     writable_output,
 )

@@ -119,7 +119,7 @@ def _check_npz_member(archive, path: Path, name: str) -> None:
     names = archive.zip.namelist()
     info = archive.zip.getinfo(f"{name}.npy" if f"{name}.npy" in names else name)
     holds = info.file_size
-    if info.compress_type != 0:  # deflated (or another compressor): bounded by what it can expand to
+    if info.compress_type == 8:  # deflated (np.savez_compressed): bounded by what deflate can expand to
         holds = min(holds, info.compress_size * DEFLATE_RATIO + 1024)
     with archive.zip.open(info) as member:
         read_npy_header(member, path, holds, name)
