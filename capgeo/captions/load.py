@@ -9,7 +9,8 @@ from pathlib import Path
 from capgeo.captions import benchmarks, webdataset
 from capgeo.captions.clean import GENERIC_FORMATS, RawCaptions, to_caption_set
 from capgeo.captions.content import DatasetContent
-from capgeo.captions.detect import detect_format
+from capgeo.captions.compressed import inner_suffix
+from capgeo.captions.detect import JSON_LINES_SUFFIXES, detect_format
 from capgeo.captions.model import CaptionSet
 from capgeo.captions.multi import arrow_kind, frames_table, text_shards_table
 from capgeo.captions.shards import (
@@ -41,6 +42,9 @@ BENCHMARK_READERS = {
     "sharegpt4v": benchmarks.read_sharegpt4v,
 }
 FOLDER_FORMATS = ("urban1k", "dci")
+#: files read line by line, of which --limit reads only the first lines; and the formats read so
+LINE_SUFFIXES = (".txt", ".text", ".csv", ".tsv", ".tab", *JSON_LINES_SUFFIXES)
+LINE_FORMATS = ("text", "jsonl", "csv", "tsv")
 
 
 def load_captions(
@@ -93,7 +97,11 @@ def load_captions(
         return _load_shards(shards if hub else [Shard(file, None) for file in files], found, columns, source=path,
                             split=split, limit=limit, layout=layout, files=tuple(files))
     path = _unwrap_single_folder(path)
-    content = DatasetContent(path)
+    # --limit on a line-based file reads only its first lines (a compressed one as a stream)
+    suffix = inner_suffix(path)
+    streamed = limit is not None and suffix in LINE_SUFFIXES and path.is_file()
+    csv = format == "csv" or (format == "auto" and suffix == ".csv")  # as detection will find it
+    content = DatasetContent(path, lines=limit + 1 if streamed else None, quoted=csv)
     if format == "auto":
         format = detect_format(content, generic=bool(columns.given()))
     elif format in BENCHMARK_READERS and columns.given():
@@ -109,12 +117,18 @@ def load_captions(
     if format in ("parquet", "arrow"):  # read lazily, only the columns needed
         return _load_shards([Shard(path, None)], format, columns, source=path, split=split, limit=limit,
                             layout=f"Arrow IPC {arrow_kind(path)}" if format == "arrow" else None)
-    if format in BENCHMARK_READERS:
-        raw = BENCHMARK_READERS[format](content)
-    elif format in GENERIC_FORMATS:
-        raw = read_generic(content, format, columns)
-    else:
+    if format not in BENCHMARK_READERS and format not in GENERIC_FORMATS:
         raise DataError(f"unknown format {format!r}; expected one of {', '.join(list(BENCHMARK_READERS) + list(GENERIC_FORMATS))}")
+    if streamed and format in LINE_FORMATS:
+        def read_head(rows: int) -> tuple[RawCaptions, bool]:
+            head = content if rows == limit else DatasetContent(path, lines=rows + 1, quoted=format == "csv")
+            raw = read_generic(head, format, columns)
+            return raw, head.complete
+
+        return _limited(read_head, split=split, limit=limit)
+    if streamed:  # detected from the first lines as a format read whole (DOCCI, ShareGPT4V)
+        content = DatasetContent(path)
+    raw = BENCHMARK_READERS[format](content) if format in BENCHMARK_READERS else read_generic(content, format, columns)
     return to_caption_set(raw, split=split, limit=limit)
 
 

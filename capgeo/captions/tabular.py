@@ -434,8 +434,12 @@ def _image_groups(values: list, path, where, column: str) -> list:
     return image_keys_of_values(values, path, where, column)
 
 
-def _holds_lists(values: list, format: str) -> bool:
-    first = next((value for value in values if value is not None and value != ""), None)
+def _holds_lists(values, format: str) -> bool:
+    dtype = getattr(values, "dtype", None)
+    if hasattr(dtype, "base_type"):  # a polars column (Parquet, Arrow): its type says; its items are Series
+        return dtype.base_type().__name__ in ("List", "Array")
+    first = next((value for value in values if value is not None and not (isinstance(value, str) and not value)),
+                 None)
     if format in ("csv", "tsv") and isinstance(first, str) and first.lstrip().startswith("["):
         # CSV/TSV cells hold lists as JSON text; a caption that merely starts with "[" stays a caption
         try:
@@ -492,7 +496,13 @@ def _caption_list(value, path, place: str, column: str) -> list:
     if not isinstance(value, (list, tuple)):
         raise DataError(f"{path}: {place}: {column!r} should hold a list of captions; found {json_kind(value)}")
     # Karpathy-like sentence objects: take their text
-    return [_sentence_text(item) for item in value]
+    captions = [_sentence_text(item) for item in value]
+    nested = next((k for k, caption in enumerate(captions) if isinstance(caption, (list, tuple))
+                   or hasattr(caption, "to_list")), None)
+    if nested is not None:
+        raise DataError(f"{path}: {place}, caption {nested + 1}: {column!r} holds a list inside its list of captions; "
+                        "expected one list of captions (text) per row: flatten the column")
+    return captions
 
 
 def _sentence_text(item):

@@ -169,6 +169,28 @@ def unused_option_notes(*rules: tuple[str, bool, str]) -> list[str]:
     return [f"--{name.replace('_', '-')} {why}" for name, unused, why in rules if unused and given(name)]
 
 
+#: characters that make DATA a glob or brace pattern (capgeo.captions.shards.is_pattern)
+PATTERN_CHARS = "*?[{"
+
+
+def default_output_stem(source: str) -> str:
+    """The name a command's default output takes from DATA: its stem (``captions`` for
+    ``captions.jsonl``); for a glob or brace pattern the stem up to its first pattern character,
+    else the folder the pattern is in (``part`` for ``s/part-{00000..00099}.parquet``, ``s`` for
+    ``s/*.jsonl``), never a name with ``*`` or braces in it; ``capgeo`` when nothing is left."""
+    from pathlib import Path
+
+    path = Path(source)
+    for part in (path.stem, *(parent.name for parent in path.parents)):
+        cut = min((part.index(char) for char in PATTERN_CHARS if char in part), default=len(part))
+        name = part[:cut].rstrip("-_. ") if cut < len(part) else part
+        if name and name not in (".", ".."):
+            return name
+        if cut == len(part) and part:  # a pattern-free part that is only "." or "..": stop here
+            break
+    return "capgeo"
+
+
 def writable_default_output(path: str) -> str:
     """A command's default output name, checked before any work as a given -o is (one line naming it)."""
     from capgeo._atomic import check_writable

@@ -9,6 +9,7 @@ from capgeo.cli.options import (
     batch_size_options,
     column_notes,
     dataset_options,
+    default_output_stem,
     encode_from_options,
     encoder_options,
     force_option,
@@ -27,9 +28,7 @@ from capgeo.progress import counts_passes
 
 
 def _default_output(source: str) -> str:
-    from pathlib import Path
-
-    return f"{Path(source).stem or 'capgeo'}.html"
+    return f"{default_output_stem(source)}.html"
 
 
 DEFAULT_COMPARE_OUTPUT = "compare.html"
