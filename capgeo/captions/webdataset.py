@@ -40,6 +40,8 @@ TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd")
 #: caption member extensions, then .json keys, tried in order when no column is named
 CAPTION_MEMBERS = ("txt", "text", "caption")
 CAPTION_KEYS = ("caption", "text", "txt")
+#: member extensions that hold the sample's image (capgeo.images.sources.IMAGE_MEMBERS)
+IMAGE_MEMBERS = ("jpg", "jpeg", "png", "webp")
 #: the tar format's block; an archive ends with at least one block of zeros after its last member
 BLOCK = 512
 #: members kept in tarfile's own list before it is emptied (it keeps every member of the shard)
@@ -129,6 +131,8 @@ class _Samples:
         self.skipped: list[str] = []
         self.members: dict[str, None] = {}
         self.keys: dict[str, None] = {}
+        #: each group's image member (capgeo.images.sources.MemberRef), by group or caption id
+        self.images: dict = {}
         self._last_members = self._last_keys = None
 
     def read_shard(self, shard: Path, stop: int | None = None) -> None:
@@ -168,6 +172,9 @@ class _Samples:
                         members[suffix] = member if later else read(member)
                     elif suffix in self.caption_members:
                         members[suffix] = read(member)
+                    elif suffix in IMAGE_MEMBERS:  # where the image is, for capgeo.images; not read here
+                        members[suffix] = (member.name, member.offset_data if stream_size is not None else -1,
+                                           member.size)
                     else:
                         members[suffix] = None  # an image or other member: passed over, never read
                 if key is not None:
@@ -207,11 +214,24 @@ class _Samples:
         ident = _text(record.get(columns.id)) if columns.id else key
         group = _text(record.get(columns.group)) if columns.group else key
         several = len(captions) > 1
+        image = next((members[suffix] for suffix in IMAGE_MEMBERS if members.get(suffix)), None)
+        if image is not None:
+            self._image(shard, image, [group, *(f"{ident}#{k}" if several else ident for k in range(len(captions)))])
         for k, caption in enumerate(captions):
             self.texts.append(caption)
             self.ids.append(f"{ident}#{k}" if several and ident is not None else ident)
             self.groups.append(group)
             self.places.append((shard_name, key, k + 1 if several else None))
+
+    def _image(self, shard: Path, image: tuple, names: list) -> None:
+        """The sample's image member, under each name its captions' group may take (the group, or
+        the caption id where the shards name no group)."""
+        from capgeo.images.sources import MemberRef
+
+        ref = MemberRef(shard, *image)
+        for name in names:
+            if name is not None:
+                self.images.setdefault(name, ref)
 
     def _member_caption(self, members: dict, shard: Path, key: str) -> str | None:
         for suffix in self.caption_members:
@@ -244,7 +264,8 @@ class _Samples:
             source=source, format="webdataset", texts=self.texts, where=self._where, ids=self.ids,
             groups=self.groups if self.columns.group else None,
             fields=[f".{suffix}" for suffix in self.members] + list(self.keys),
-            skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {})
+            skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {},
+            images=_shard_images(self.images))
 
     def _where(self, row: int) -> str:
         shard_name, key, number = self.places[row]
@@ -256,6 +277,12 @@ class _Samples:
         raise DataError(f"{source}: no sample has a caption ({_skip_reason(self.columns)[len('no '):]}); "
                         f"members found: {members}; .json keys found: {keys}; name the caption with "
                         "--text-column (a member extension or a .json key)")
+
+
+def _shard_images(members: dict):
+    from capgeo.images.sources import ShardImages
+
+    return ShardImages(members) if members else None
 
 
 def _skip_reason(columns) -> str:
