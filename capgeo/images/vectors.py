@@ -240,17 +240,11 @@ def _from_file(captions, path, images_root) -> ImageVectors:
     from capgeo.findings.gamma import checked_image_embeddings
     from capgeo.images.sources import locate
 
+    # one finite, non-zero vector per image (checked), made unit in float64
     vectors = np.asarray(checked_image_embeddings(path, captions), dtype=np.float64)
-    norms = np.linalg.norm(vectors, axis=1)
-    present = norms > 0
-    unit = np.zeros(vectors.shape, dtype=np.float32)
-    unit[present] = (vectors[present] / norms[present, None]).astype(np.float32)
-    try:
-        located = locate(captions, images_root)
-    except OSError:
-        located = None
-    return ImageVectors(vectors=unit, present=present, source=str(path),
-                        n_skipped=int((~present).sum()),
+    unit = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    located = locate(captions, images_root)
+    return ImageVectors(vectors=unit, present=np.ones(len(unit), dtype=bool), source=str(path),
                         thumbnail=Thumbnails(located.refs) if located is not None else None)
 
 
