@@ -82,6 +82,8 @@ class RawCaptions:
     cut: "pl.Series | None" = None
     #: where the images are (capgeo.images.sources), when the reader knows; CaptionSet.image_source
     images: object = None
+    #: (group column, image column) of a table whose column names the images, for the loader to record
+    image_columns: tuple[str, str] | None = None
 
 
 class RowNumbers(Sequence):

@@ -91,10 +91,10 @@ def _load(path, format: str, columns: ColumnChoice, split, limit) -> CaptionSet:
         from capgeo.captions.memory import read_memory
 
         raw = read_memory(path, columns)
-        if raw.images is not None:  # an image column of data in memory: read from it when asked for
-            import dataclasses
+        if raw.image_columns is not None:  # an image column of data in memory: read from it when asked for
+            from capgeo.images.sources import ColumnImages
 
-            raw.images = dataclasses.replace(raw.images, memory=path)
+            raw.images = ColumnImages(*raw.image_columns, memory=path)
         return to_caption_set(raw, split=split, limit=limit)
     spec = path
     path = Path(path)
@@ -227,10 +227,10 @@ def _named_files(source: Path):
 
 def _add_image_files(raw: RawCaptions, files: list[Path], format: str, source: Path) -> None:
     """The files an image column is read from again, when the images are asked for."""
-    if raw.images is not None:
-        import dataclasses
+    if raw.image_columns is not None:
+        from capgeo.images.sources import ColumnImages
 
-        raw.images = dataclasses.replace(raw.images, files=tuple(files), format=format, base=Path(source))
+        raw.images = ColumnImages(*raw.image_columns, files=tuple(files), format=format, base=Path(source))
 
 
 def _layout(template: str | None, shards: list[Shard]) -> str | None:

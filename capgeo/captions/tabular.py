@@ -426,10 +426,8 @@ def captions_from_table(table: Table, path, format: str, columns: ColumnChoice) 
         raw = _expand_caption_lists(table, captions_column, ids, groups, splits, path, format)
     raw.layout = table.layout
     if group_column is not None:
-        from capgeo.images.sources import ColumnImages
-
         # what names the images, read again only when they are asked for (the loader adds the files)
-        raw.images = ColumnImages(group_column, image_column or group_column)
+        raw.image_columns = (group_column, image_column or group_column)
     return raw
 
 

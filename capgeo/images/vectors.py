@@ -73,11 +73,11 @@ def _spec(encode_options) -> str | None:
 def encode_located(captions, located, vision, *, cache_dir=None, use_cache: bool = True, progress=None,
                    notes: list | None = None) -> ImageVectors | None:
     """Hash, decode and encode the located images with ``vision`` (a VisionEncoder)."""
-    from capgeo.findings.gamma import group_ids_in_code_order
     from capgeo.images.read import image_bytes
+    from capgeo.images.sources import group_ids as groups_in_code_order
     from capgeo.progress import progress_bar
 
-    group_ids = group_ids_in_code_order(captions.groups, captions.group_codes)
+    group_ids = groups_in_code_order(captions)
     n_groups = len(group_ids)
     skipped: dict[int, str] = {code: "not found" for code in located.missing}
     hashes: list[str | None] = [None] * n_groups
