@@ -187,3 +187,30 @@ def test_run_profile_with_images_adds_image_vectors(tmp_path):
     assert alone.image_vectors is None and alone.image_notes == (NEEDS_IMAGES,)
     plain = run_profile(captions, options, ProfileOptions(batch_sizes=(4,)), progress=False)
     assert plain.image_vectors is None and plain.image_notes == ()
+
+
+def test_hf_hub_id_from_the_local_hub_cache_matches_open_clip(tmp_path, monkeypatch):
+    """hf-hub:org/repo, its files already in the Hugging Face cache (read offline, as a fetched
+    model is): the repository's preprocess_cfg applies, as in open_clip's own loading."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    config = tiny_config()
+    model = tiny_clip(config, seed=8)
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--capgeo-tests--tiny-clip"
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    (snapshot / "open_clip_config.json").write_text(json.dumps(
+        {"model_cfg": config, "preprocess_cfg": {"mean": [0.4, 0.4, 0.4], "std": [0.2, 0.2, 0.2]}}))
+    safetensors_torch.save_file({key: value.contiguous() for key, value in model.state_dict().items()},
+                                str(snapshot / "open_clip_model.safetensors"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    spec = "hf-hub:capgeo-tests/tiny-clip"
+    reference, _, preprocess = open_clip.create_model_and_transforms(spec)
+    images = random_images(4, seed=8)
+    ours = load_vision_encoder(spec, "cpu", cache_dir=tmp_path / "cache").encode(images)
+    np.testing.assert_allclose(ours, reference_image_embeddings(reference.eval(), preprocess, images), atol=1e-5)

@@ -7,11 +7,8 @@ read back are compared with the bytes written.
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 
-import numpy as np
 import pytest
 
 from _clip_fixtures import jpeg_bytes, random_images

@@ -45,7 +45,7 @@ class ColumnChoice:
     image: str | None = None
 
     def __post_init__(self):
-        # an empty name is refused alike for all four options (not "not given" for some, "no key ''" for others)
+        # an empty name is refused alike for all five options (not "not given" for some, "no key ''" for others)
         for option, value in self._named().items():
             if value is not None and not value.strip():
                 raise DataError(f"{option}: an empty column name; give the column's name, or leave the option out")

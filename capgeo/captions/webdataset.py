@@ -14,7 +14,7 @@ webdataset package groups them. From each sample capgeo takes:
 Shards are read one after another with the standard library's tarfile (webdataset need not be
 installed): the caption members are read, a ``.json`` only when its sample needs it (no caption
 member, or a column option naming one of its keys), and image members are passed over by
-seeking, never read into memory. A sample without a caption is skipped and counted. A truncated or damaged shard, a
+seeking, never read into memory (where each is, is recorded for capgeo.images). A sample without a caption is skipped and counted. A truncated or damaged shard, a
 member whose name would escape the archive (``../x``, ``/x``; nothing is ever extracted), a
 caption that is not UTF-8 and a broken ``.json`` stop with one line naming the shard and the sample.
 """
@@ -176,7 +176,7 @@ class _Samples:
                         members[suffix] = (member.name, member.offset_data if stream_size is not None else -1,
                                            member.size)
                     else:
-                        members[suffix] = None  # an image or other member: passed over, never read
+                        members[suffix] = None  # another member: passed over, never read
                 if key is not None:
                     self._add(key, members, name, shard, read)
                 _check_ended(archive, stream_size, shard, key)
