@@ -12,11 +12,7 @@ import io
 
 import numpy as np
 
-#: the largest image decoded (width x height): a 16k x 16k photo; PIL's own default warns at 89M
-MAX_PIXELS = 16384 * 16384
-#: the long side of a thumbnail, and its JPEG quality
-THUMBNAIL_SIDE = 64
-THUMBNAIL_QUALITY = 70
+from capgeo.defaults import IMAGE_MAX_PIXELS as MAX_PIXELS, THUMBNAIL_QUALITY, THUMBNAIL_SIDE
 
 
 class Undecodable(Exception):
@@ -24,7 +20,8 @@ class Undecodable(Exception):
 
 
 def decode_rgb(data: bytes):
-    """An 8-bit RGB PIL image of ``data``; Undecodable with the reason otherwise."""
+    """An 8-bit RGB PIL image of ``data``; Undecodable with the reason otherwise (over
+    :data:`MAX_PIXELS` pixels included)."""
     import warnings
 
     from PIL import Image, UnidentifiedImageError
@@ -68,10 +65,10 @@ def to_rgb(image):
     if mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
         pixels = np.asarray(image, dtype=np.float64)
         # 16-bit PNGs load as I;16 or I: 0..65535; a float image: 0..1 when it is no more than that
-        top = 65535.0 if mode != "F" or pixels.max(initial=0) > 1.0 else 1.0
+        full_scale = 65535.0 if mode != "F" or pixels.max(initial=0) > 1.0 else 1.0
         if mode == "I" and pixels.max(initial=0) > 65535:
-            top = float(pixels.max())
-        scaled = np.clip(np.rint(pixels / top * 255.0), 0, 255).astype(np.uint8)
+            full_scale = float(pixels.max())
+        scaled = np.clip(np.rint(pixels / full_scale * 255.0), 0, 255).astype(np.uint8)
         return Image.fromarray(scaled, "L").convert("RGB")
     if mode in ("RGBA", "LA", "PA", "RGBa", "La") or (mode == "RGBX"):
         rgba = image.convert("RGBA")

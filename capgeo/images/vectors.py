@@ -18,10 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from capgeo.defaults import IMAGE_BATCH as CHUNK_IMAGES
 from capgeo.images import ImageVectors
 
-#: images per cache chunk (and per encoding batch)
-CHUNK_IMAGES = 64
 #: image bytes kept between hashing and encoding; past this they are read again
 HELD_BYTES = 512 * 2**20
 #: skipped images named in the warning
