@@ -170,7 +170,11 @@ def test_image_embeddings_file_gives_image_vectors_with_thumbnails(tmp_path):
     expected = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     np.testing.assert_allclose(made.vectors, expected, atol=1e-6)
     assert made.present.all() and made.source.endswith("images.npy")
-    assert made.content_hashes is None and made.thumbnail(2)[:2] == b"\xff\xd8"
+    import hashlib
+
+    assert made.content_hashes[2] == hashlib.sha256(
+        (tmp_path / "coco" / "val2017" / "000000000002.jpg").read_bytes()).hexdigest()
+    assert made.thumbnail(2)[:2] == b"\xff\xd8"
 
 
 def test_run_profile_with_images_adds_image_vectors(tmp_path):

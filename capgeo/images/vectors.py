@@ -42,7 +42,7 @@ def image_vectors(captions, encode_options=None, *, images_root=None, image_embe
     instead of any encoder; ``progress``: as elsewhere (None: a bar on a terminal)."""
     notes = notes if notes is not None else []
     if image_embeddings is not None:
-        return _from_file(captions, image_embeddings, images_root)
+        return _from_file(captions, image_embeddings, images_root, progress)
     from capgeo.encoders.vision import load_vision_encoder
     from capgeo.images.sources import locate
 
@@ -72,27 +72,11 @@ def _spec(encode_options) -> str | None:
 def encode_located(captions, located, vision, *, cache_dir=None, use_cache: bool = True, progress=None,
                    notes: list | None = None) -> ImageVectors | None:
     """Hash, decode and encode the located images with ``vision`` (a VisionEncoder)."""
-    from capgeo.images.read import image_bytes
     from capgeo.images.sources import group_ids as groups_in_code_order
-    from capgeo.progress import progress_bar
 
     group_ids = groups_in_code_order(captions)
     n_groups = len(group_ids)
-    skipped: dict[int, str] = {code: "not found" for code in located.missing}
-    hashes: list[str | None] = [None] * n_groups
-    held: dict[int, bytes] = {}
-    held_size = 0
-    wanted = [(code, ref) for code, ref in enumerate(located.refs) if ref is not None]
-    with progress_bar("Reading images", total=len(wanted), enabled=progress) as bar:
-        for code, data, why in image_bytes(wanted):
-            bar.advance(1)
-            if data is None:
-                skipped[code] = why or "cannot read"
-                continue
-            hashes[code] = hashlib.sha256(data).hexdigest()
-            if held_size + len(data) <= HELD_BYTES:
-                held[code] = data
-                held_size += len(data)
+    hashes, held, skipped = _hashed(located, n_groups, progress, HELD_BYTES)
     readable = [code for code in range(n_groups) if hashes[code] is not None]
     if not readable:
         _warn_skipped(skipped, group_ids, n_groups)
@@ -112,6 +96,30 @@ def encode_located(captions, located, vision, *, cache_dir=None, use_cache: bool
     return ImageVectors(vectors=full, present=mask, source=f"{vision.info.spec} (image tower)",
                         content_hashes=tuple(hashes), n_skipped=len(skipped), skipped_examples=examples,
                         thumbnail=Thumbnails(located.refs))
+
+
+def _hashed(located, n_groups: int, progress, budget: int):
+    """(sha256 of each group's image bytes, None where unreadable; the bytes kept, up to ``budget``
+    in all; why each unreadable or missing image is)."""
+    from capgeo.images.read import image_bytes
+    from capgeo.progress import progress_bar
+
+    skipped: dict[int, str] = {code: "not found" for code in located.missing}
+    hashes: list[str | None] = [None] * n_groups
+    held: dict[int, bytes] = {}
+    held_size = 0
+    wanted = [(code, ref) for code, ref in enumerate(located.refs) if ref is not None]
+    with progress_bar("Reading images", total=len(wanted), enabled=progress) as bar:
+        for code, data, why in image_bytes(wanted):
+            bar.advance(1)
+            if data is None:
+                skipped[code] = why or "cannot read"
+                continue
+            hashes[code] = hashlib.sha256(data).hexdigest()
+            if held_size + len(data) <= budget:
+                held[code] = data
+                held_size += len(data)
+    return hashes, held, skipped
 
 
 def _encoded(readable, hashes, held, refs, vision, skipped, *, cache_dir, use_cache, progress):
@@ -235,7 +243,7 @@ class Thumbnails:
             return None
 
 
-def _from_file(captions, path, images_root) -> ImageVectors:
+def _from_file(captions, path, images_root, progress) -> ImageVectors:
     from capgeo.findings.gamma import checked_image_embeddings
     from capgeo.images.sources import locate
 
@@ -243,8 +251,10 @@ def _from_file(captions, path, images_root) -> ImageVectors:
     vectors = np.asarray(checked_image_embeddings(path, captions), dtype=np.float64)
     unit = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
     located = locate(captions, images_root)
+    # the images' content, where the dataset names them: what tells exact twins apart from near ones
+    hashes = tuple(_hashed(located, len(unit), progress, 0)[0]) if located is not None else None
     return ImageVectors(vectors=unit, present=np.ones(len(unit), dtype=bool), source=str(path),
-                        thumbnail=Thumbnails(located.refs) if located is not None else None)
+                        content_hashes=hashes, thumbnail=Thumbnails(located.refs) if located is not None else None)
 
 
 def _shown(group_id: str, why: str) -> str:
