@@ -232,3 +232,24 @@ def test_cli_options_reach_the_loader(tmp_path):
 
     command.main([str(table), "--image-column", "file", "--images", str(tmp_path / "pics")], standalone_mode=False)
     assert read_back(seen["captions"]) == data
+
+
+def test_image_column_beside_another_group_column_and_image_paths_without_bytes(tmp_path):
+    """--group-column names the image (image_id), --image-column where it is; an Image feature
+    holding only paths names files beside the shard."""
+    datasets = pytest.importorskip("datasets")
+    data = write_images(tmp_path / "pics", ["p0.jpg", "p1.jpg"], seed=9)
+    table = tmp_path / "pairs.jsonl"
+    table.write_text("\n".join(json.dumps({"caption": f"c{k}", "image_id": 7 + k % 2, "file": f"pics/p{k % 2}.jpg"})
+                               for k in range(4)))
+    captions = load_captions(table, group_column="image_id", image_column="file")
+    assert group_ids_in_code_order(captions.groups, captions.group_codes) == ["7", "8"]
+    assert read_back(captions) == data
+
+    features = datasets.Features({"image": datasets.Image(decode=False), "caption": datasets.Value("string")})
+    rows = {"image": [{"bytes": None, "path": str(tmp_path / "pics" / f"p{k}.jpg")} for k in (0, 1)],
+            "caption": ["first", "second"]}
+    datasets.Dataset.from_dict(rows, features=features).to_parquet(str(tmp_path / "paths.parquet"))
+    captions = load_captions(tmp_path / "paths.parquet")
+    assert all(isinstance(ref, FileRef) for ref in locate(captions).refs)
+    assert read_back(captions) == data
