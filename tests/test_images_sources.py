@@ -60,6 +60,15 @@ def test_image_column_of_parquet_save_to_disk_and_memory_reads_the_bytes_written
         assert read_back(captions) == pictures, source
         # one image on its own, as a thumbnail reads it
         assert read_one(refs[4]) == pictures[4]
+        # thumbnails of several, each shard read once
+        import io
+
+        from PIL import Image
+
+        from capgeo.images.vectors import Thumbnails
+
+        made = Thumbnails(refs).many([5, 1, 1])
+        assert set(made) == {5, 1} and Image.open(io.BytesIO(made[5])).format == "JPEG"
 
 
 def test_parquet_shards_with_image_paths_and_bytes(tmp_path, pictures):

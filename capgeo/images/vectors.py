@@ -219,28 +219,42 @@ def _mask_stem(start: int, stop: int) -> str:
 
 
 class Thumbnails:
-    """``thumbnail(g)``: a small JPEG of group g's image, read and made when first asked for."""
+    """``thumbnail(g)``: a small JPEG of group g's image, read and made when first asked for;
+    ``many(codes)`` makes several at once, reading each shard once for all of them."""
 
     def __init__(self, refs: list):
         self._refs = refs
         self._made: dict[int, bytes | None] = {}
 
     def __call__(self, code: int) -> bytes | None:
-        if code not in self._made:
-            self._made[code] = self._make(code)
-        return self._made[code]
+        return self.many([code])[code]
 
-    def _make(self, code: int) -> bytes | None:
-        from capgeo.images.decode import Undecodable, decode_rgb, thumbnail_jpeg
-        from capgeo.images.read import read_one
+    def many(self, codes) -> dict[int, bytes | None]:
+        from capgeo.images.read import image_bytes
 
-        ref = self._refs[code] if 0 <= code < len(self._refs) else None
-        if ref is None:
-            return None
-        try:
-            return thumbnail_jpeg(decode_rgb(read_one(ref)))
-        except (Undecodable, OSError, ValueError, KeyError):
-            return None
+        codes = [int(code) for code in codes]
+        wanted = sorted({code for code in codes if code not in self._made
+                         and 0 <= code < len(self._refs) and self._refs[code] is not None},
+                        key=lambda code: _shard_order(self._refs[code]))
+        for code, data, _ in image_bytes([(code, self._refs[code]) for code in wanted]):
+            self._made[code] = _thumbnail(data)
+        return {code: self._made.get(code) for code in codes}
+
+
+def _shard_order(ref) -> tuple:
+    """References of one shard side by side, so that image_bytes reads each shard once."""
+    return (str(getattr(ref, "file", getattr(ref, "shard", ""))), getattr(ref, "row", 0))
+
+
+def _thumbnail(data: bytes | None) -> bytes | None:
+    from capgeo.images.decode import Undecodable, decode_rgb, thumbnail_jpeg
+
+    if data is None:
+        return None
+    try:
+        return thumbnail_jpeg(decode_rgb(data))
+    except Undecodable:
+        return None
 
 
 def _from_file(captions, path, images_root, progress) -> ImageVectors:
