@@ -248,7 +248,8 @@ def _from_vectors(vectors, role: str):
 
 
 #: the keyword arguments of profile() that say how to read ``data`` (load_captions'); the rest are ProfileOptions'
-_LOAD_OPTIONS = ("format", "text_column", "captions_column", "id_column", "group_column", "split", "limit")
+_LOAD_OPTIONS = ("format", "text_column", "captions_column", "id_column", "group_column", "split", "limit",
+                 "image_column", "images")
 
 
 def profile(data, encoder=None, batch_size=None, *, device: str | None = None, cache_dir=None,

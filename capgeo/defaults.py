@@ -80,6 +80,15 @@ NEGATIVES_MAX_COSINE = NEAR_DUPLICATE_THRESHOLD
 #: captions of one image describe one scene, so several of them are one negative said again
 NEGATIVES_PER_IMAGE = 1
 
+#: images: the largest image decoded (width x height), past which it is a decompression bomb and
+#: skipped: a 16k x 16k photo; PIL's own default warns at 89M
+IMAGE_MAX_PIXELS = 16384 * 16384
+#: images: a thumbnail's long side in pixels and its JPEG quality (the report inlines them)
+THUMBNAIL_SIDE = 64
+THUMBNAIL_QUALITY = 70
+#: images: encoded per batch, and cached per chunk
+IMAGE_BATCH = 64
+
 #: file suffixes of the table outputs, and the format each means
 PER_CAPTION_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 NEGATIVE_SUFFIXES = {".jsonl": "jsonl", ".parquet": "parquet"}

@@ -108,6 +108,16 @@ class GammaPasses:
 
 
 @dataclass(frozen=True)
+class ImageOptions:
+    """Where a profile's image vectors come from, for the pair analyses (capgeo.images.image_vectors):
+    ``image_embeddings``, a file of vectors keyed by image id, else the encoder's own image tower over
+    the images the dataset names (``images_root``: their folder, where not beside the captions)."""
+
+    image_embeddings: str | Path | None = None
+    images_root: str | Path | None = None
+
+
+@dataclass(frozen=True)
 class TruncationPasses:
     """`capgeo truncation`'s work in :func:`run_profile`: the geometry at several maximum token
     lengths (docs/truncation.md), from ProfileOptions' headline batch size, ``n_batches``,
@@ -134,6 +144,10 @@ class ProfileRun:
     batch_sizes: Any
     #: the all-pairs pass of these embeddings (a PairScan), or None
     scan: Any = None
+    #: one unit vector per image (capgeo.images.ImageVectors) where the plan asked for images and
+    #: they could be had; ``image_notes`` says why not where they could not
+    image_vectors: Any = None
+    image_notes: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -184,6 +198,8 @@ class ProfilePlan:
     companion_lists: bool = True
     #: GammaPasses' image vectors, read and checked
     image_vectors: Any = None
+    #: ask for the images' vectors (ProfileRun.image_vectors); None: the caption analyses alone
+    images: ImageOptions | None = None
 
     def with_passes(self, passes: GammaPasses | TruncationPasses | None) -> "ProfilePlan":
         """This plan for other passes over the same captions and options (the report's truncation
@@ -197,7 +213,8 @@ class ProfilePlan:
 def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                  extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                  per_caption: str | Path | None = None, companion_lists: bool = True,
-                 passes: GammaPasses | TruncationPasses | None = None) -> ProfilePlan:
+                 passes: GammaPasses | TruncationPasses | None = None,
+                 images: ImageOptions | None = None) -> ProfilePlan:
     """Every check of a :func:`run_profile` run before its (slow) encoding, once: the captions
     loaded (a path or data in memory), ``encode`` and ``options`` checked, the batch sizes resolved
     against the dataset, what ``passes`` need, and the embedding cache (unless ``embeddings`` are
@@ -211,10 +228,36 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
     check_has_negatives(captions)
     options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
     image_vectors = _check_passes(captions, encode, options, resolved, passes)
+    if images is not None:
+        _check_images(captions, images)
     if embeddings is None or passes is not None:  # (the passes embed the captions themselves)
         encode.check_cache()
     return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
-                       logit_scale, per_caption, companion_lists, image_vectors)
+                       logit_scale, per_caption, companion_lists, image_vectors, images)
+
+
+def _check_images(captions, images: ImageOptions) -> None:
+    """Before the encoding: a file of image vectors holds one per image, an images folder exists."""
+    if images.image_embeddings is not None:
+        from capgeo.findings.gamma import checked_image_embeddings
+
+        checked_image_embeddings(images.image_embeddings, captions)
+    if images.images_root is not None and not Path(images.images_root).expanduser().is_dir():
+        raise CapgeoError(f"--images {images.images_root}: no such folder; expected the folder holding the "
+                          "dataset's images")
+
+
+def plan_image_vectors(plan: ProfilePlan, *, progress: bool | None = None):
+    """(ImageVectors or None, notes): the plan's images as vectors, where it asks for them; the
+    notes say why there are none (a text-only encoder, a dataset that names no images)."""
+    if plan.images is None:
+        return None, ()
+    from capgeo.images import image_vectors
+
+    notes: list[str] = []
+    vectors = image_vectors(plan.captions, plan.encode, images_root=plan.images.images_root,
+                            image_embeddings=plan.images.image_embeddings, progress=progress, notes=notes)
+    return vectors, tuple(notes)
 
 
 def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) -> Any:
@@ -248,7 +291,8 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                 per_caption: str | Path | None = None, companion_lists: bool = True,
                 passes: GammaPasses | TruncationPasses | None = None, plan: ProfilePlan | None = None,
-                progress: bool | None = None, command: str | None = None) -> ProfileRun:
+                progress: bool | None = None, command: str | None = None,
+                images: ImageOptions | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
     captions to a profile (:func:`plan_profile`, then :func:`run_plan`).
 
@@ -266,12 +310,13 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
     ``plan``: the :class:`ProfilePlan` that :func:`plan_profile` made of these arguments, for a caller
     that checked them before its first encoding (`compare` checks every dataset first): it is run
-    as it is, nothing checked again.
+    as it is, nothing checked again. ``images``: also the images' vectors, for the pair analyses
+    (ProfileRun.image_vectors; :class:`ImageOptions` says where they come from).
     """
     if plan is None:
         plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=extra_batch_sizes,
                             gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                            companion_lists=companion_lists, passes=passes)
+                            companion_lists=companion_lists, passes=passes, images=images)
     return run_plan(plan, progress=progress, command=command)
 
 
@@ -309,7 +354,9 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
                                        progress=progress)
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile = replace(profile, gamma_left_out=left_out)
-    return ProfileRun(captions, embeddings, profile, plan.batch_sizes, scans[0] if scans else None)
+    image_vectors, image_notes = plan_image_vectors(plan, progress=progress)
+    return ProfileRun(captions, embeddings, profile, plan.batch_sizes, scans[0] if scans else None, image_vectors,
+                      image_notes)
 
 
 def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:

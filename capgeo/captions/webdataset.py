@@ -17,8 +17,8 @@ webdataset package groups them. From each sample capgeo takes:
 Shards are read one after another with the standard library's tarfile (webdataset need not be
 installed): the caption members are read, a ``.json`` only when its sample needs it (no caption
 member, a column option naming one of its keys, or an image key found in the first ``.json``), and
-image members are passed over by
-seeking, never read into memory. A sample without a caption is skipped and counted. A truncated or damaged shard, a
+image members are passed over by seeking, never read into memory (where each is, is recorded for
+capgeo.images). A sample without a caption is skipped and counted. A truncated or damaged shard, a
 member whose name would escape the archive (``../x``, ``/x``; nothing is ever extracted), a
 caption that is not UTF-8, a broken ``.json`` and a caption or ``.json`` member declaring more than
 MAX_MEMBER_BYTES (or more than the file holds) stop with one line naming the shard and the sample.
@@ -47,6 +47,8 @@ TAR_KINDS = ".tar, .tar.gz (.tgz), .tar.zst, .tar.bz2 (.tbz2) or .tar.xz (.txz)"
 #: caption member extensions, then .json keys, tried in order when no column is named
 CAPTION_MEMBERS = ("txt", "text", "caption")
 CAPTION_KEYS = ("caption", "text", "txt")
+#: member extensions that hold the sample's image (capgeo.images.sources.IMAGE_MEMBERS)
+IMAGE_MEMBERS = ("jpg", "jpeg", "png", "webp")
 #: the tar format's block; an archive ends with at least one block of zeros after its last member
 BLOCK = 512
 #: members kept in tarfile's own list before it is emptied (it keeps every member of the shard)
@@ -141,6 +143,8 @@ class _Samples:
         self.skipped: list[str] = []
         self.members: dict[str, None] = {}
         self.keys: dict[str, None] = {}
+        #: each group's image member (capgeo.images.sources.MemberRef), by group or caption id
+        self.images: dict = {}
         self._last_members = self._last_keys = None
 
     def read_shard(self, shard: Path, stop: int | None = None) -> None:
@@ -183,8 +187,11 @@ class _Samples:
                         members[suffix] = member if later else read(member)
                     elif suffix in self.caption_members:
                         members[suffix] = read(member)
+                    elif suffix in IMAGE_MEMBERS:  # where the image is, for capgeo.images; not read here
+                        members[suffix] = (member.name, member.offset_data if stream_size is not None else -1,
+                                           member.size)
                     else:
-                        members[suffix] = None  # an image or other member: passed over, never read
+                        members[suffix] = None  # another member: passed over, never read
                 if key is not None:
                     self._add(key, members, name, shard, read)
                 _check_ended(archive, stream_size, shard, key)
@@ -229,11 +236,24 @@ class _Samples:
             group = _text(group)
         if group is None and several:
             group = key  # a sample without the image key is still one image, all its captions included
+        image = next((members[suffix] for suffix in IMAGE_MEMBERS if members.get(suffix)), None)
+        if image is not None:
+            self._image(shard, image, [group, *(f"{ident}#{k}" if several else ident for k in range(len(captions)))])
         for k, caption in enumerate(captions):
             self.texts.append(caption)
             self.ids.append(f"{ident}#{k}" if several and ident is not None else ident)
             self.groups.append(group)
             self.places.append((shard_name, key, k + 1 if several else None))
+
+    def _image(self, shard: Path, image: tuple, names: list) -> None:
+        """The sample's image member, under each name its captions' group may take (the group, or
+        the caption id where the shards name no group)."""
+        from capgeo.images.sources import MemberRef
+
+        ref = MemberRef(shard, *image)
+        for name in names:
+            if isinstance(name, str):  # (an object or a list as group is the loader's error)
+                self.images.setdefault(name, ref)
 
     def _member_caption(self, members: dict, shard: Path, key: str) -> str | None:
         for suffix in self.caption_members:
@@ -281,7 +301,8 @@ class _Samples:
             source=source, format="webdataset", texts=self.texts, where=self._where, ids=self.ids,
             groups=self.groups if grouped else None,
             fields=[f".{suffix}" for suffix in self.members] + list(self.keys),
-            skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {})
+            skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {},
+            images=_shard_images(self.images))
 
     def _check_keys_named(self, source: Path) -> None:
         """A named id or group key that no sample holds is a typo, refused as a missing table column is
@@ -301,6 +322,12 @@ class _Samples:
         raise DataError(f"{source}: no sample has a caption ({_skip_reason(self.columns)[len('no '):]}); "
                         f"members found: {members}; .json keys found: {keys}; name the caption with "
                         "--text-column (a member extension or a .json key)")
+
+
+def _shard_images(members: dict):
+    from capgeo.images.sources import ShardImages
+
+    return ShardImages(members) if members else None
 
 
 def _skip_reason(columns) -> str:

@@ -31,6 +31,10 @@ def read_options(command):
         click.option("--captions-column", help="Column/key holding a list of captions (one group per row)."),
         click.option("--id-column", help="Column/key holding a unique caption id."),
         click.option("--group-column", help="Column/key naming the image a caption describes."),
+        click.option("--image-column", help="Column/key locating each caption's image: a path, or a Hugging Face "
+                                            "Image feature (and the group, unless --group-column names another)."),
+        click.option("--images", "images", metavar="DIR", help="Folder holding the dataset's images, where they "
+                                                              "are not beside the captions (docs/formats.md)."),
         click.option("--split", "split", help="Keep only rows of this split (e.g. test)."),
         click.option("--limit", "limit", type=click.IntRange(min=1), help="Keep only the first N captions."),
     ]
@@ -74,7 +78,8 @@ def pop_load_options(options: dict) -> dict:
     return {"format": options.pop("data_format"), "text_column": options.pop("text_column"),
             "captions_column": options.pop("captions_column"), "id_column": options.pop("id_column"),
             "group_column": options.pop("group_column"), "split": options.pop("split"),
-            "limit": options.pop("limit")}
+            "limit": options.pop("limit"), "image_column": options.pop("image_column"),
+            "images": options.pop("images")}
 
 
 def warn_skipped(skipped) -> None:

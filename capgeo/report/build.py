@@ -405,7 +405,7 @@ def save_profile(profile: Profile | dict, path: str | Path) -> Path:
 
 #: Dataset options of `capgeo report` that a saved profile cannot use (it is drawn as it is).
 DATASET_ONLY_OPTIONS = ("encoder", "text_column", "captions_column", "id_column", "group_column", "split", "limit",
-                        "max_tokens", "batch_size")
+                        "image_column", "images", "max_tokens", "batch_size")
 #: All that a saved profile ignores: its sections keep the seed and batch count they were made with
 #: (--fill-missing uses them too), and the truncation section needs the dataset's encoding at each length
 SAVED_PROFILE_IGNORES = (*DATASET_ONLY_OPTIONS, "format", "seed", "n_batches", "truncation")
