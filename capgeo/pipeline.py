@@ -121,6 +121,21 @@ class TruncationPasses:
     max_listed: int | None = None
 
 
+
+@dataclass(frozen=True)
+class PairOptions:
+    """The ``pairs`` section of a whole profile (docs/pairs.md): the image side, from image vectors."""
+
+    #: a file of image vectors (npy/npz/parquet, read and checked before the encoding), an (n_groups, d)
+    #: array in group-code order, or capgeo.images.ImageVectors
+    image_embeddings: Any = None
+    #: a caption of another image within this cosine of the pair's own counts as a false negative
+    delta: float | None = None
+    #: image-image cosine at or above which two images of different ids are twins
+    image_threshold: float | None = None
+    #: also write every false-negative row here (Parquet, CSV or JSONL by suffix)
+    false_negatives: str | Path | None = None
+
 @dataclass
 class ProfileRun:
     """What :func:`run_profile` made: the Profile and what it was made from, for callers that
@@ -181,8 +196,10 @@ class ProfilePlan:
     logit_scale: float | None = None
     per_caption: str | Path | None = None
     companion_lists: bool = True
-    #: GammaPasses' image vectors, read and checked
+    #: GammaPasses' or PairOptions' image vectors, read and checked
     image_vectors: Any = None
+    #: the pairs section's options (with image vectors), or None
+    pairs: PairOptions | None = None
 
     def with_passes(self, passes: GammaPasses | TruncationPasses | None) -> "ProfilePlan":
         """This plan for other passes over the same captions and options (the report's truncation
@@ -196,7 +213,7 @@ class ProfilePlan:
 def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                  extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                  per_caption: str | Path | None = None, companion_lists: bool = True,
-                 passes: GammaPasses | TruncationPasses | None = None) -> ProfilePlan:
+                 passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None) -> ProfilePlan:
     """Every check of a :func:`run_profile` run before its (slow) encoding, once: the captions
     loaded (a path or data in memory), ``encode`` and ``options`` checked, the batch sizes resolved
     against the dataset, what ``passes`` need, and the embedding cache (unless ``embeddings`` are
@@ -210,10 +227,37 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
     check_has_negatives(captions)
     options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
     image_vectors = _check_passes(captions, encode, options, resolved, passes)
+    if passes is None and pairs is not None and pairs.image_embeddings is not None:
+        image_vectors = _checked_pair_images(captions, pairs)
     if embeddings is None or passes is not None:  # (the passes embed the captions themselves)
         encode.check_cache()
     return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
-                       logit_scale, per_caption, companion_lists, image_vectors)
+                       logit_scale, per_caption, companion_lists, image_vectors,
+                       pairs if image_vectors is not None else None)
+
+
+def _checked_pair_images(captions, pairs: PairOptions):
+    """PairOptions' image vectors before the encoding: a file read and checked, an array checked for its
+    rows, ImageVectors as they are; the false-negative output checked to be writable."""
+    import numpy as np
+
+    from capgeo.defaults import PER_CAPTION_SUFFIXES
+    from capgeo.findings.per_caption import table_format
+    from capgeo.images import ImageVectors
+
+    if pairs.false_negatives is not None:
+        table_format(str(pairs.false_negatives), PER_CAPTION_SUFFIXES)
+    images = pairs.image_embeddings
+    if isinstance(images, ImageVectors):
+        return images
+    if isinstance(images, np.ndarray):
+        from capgeo.findings.gamma import check_image_vectors
+
+        check_image_vectors(images, captions.n_groups, images.shape[-1] if images.ndim == 2 else 0)
+        return images
+    from capgeo.findings.gamma import checked_image_embeddings
+
+    return checked_image_embeddings(images, captions)
 
 
 def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) -> Any:
@@ -246,8 +290,9 @@ def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) ->
 def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                 per_caption: str | Path | None = None, companion_lists: bool = True,
-                passes: GammaPasses | TruncationPasses | None = None, plan: ProfilePlan | None = None,
-                progress: bool | None = None, command: str | None = None) -> ProfileRun:
+                passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
+                plan: ProfilePlan | None = None, progress: bool | None = None,
+                command: str | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
     captions to a profile (:func:`plan_profile`, then :func:`run_plan`).
 
@@ -256,7 +301,8 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     ``options``: a ``ProfileOptions``; both checked here, once, before the encoding, with the batch
     sizes resolved against the dataset (``extra_batch_sizes``: extra rows added when ``options``
     names no batch size). ``embeddings``: vectors already computed for these captions (nothing is
-    encoded). ``passes``: None for the whole profile; :class:`GammaPasses` for the ``gamma`` section
+    encoded). ``pairs``: a :class:`PairOptions` with image vectors adds the ``pairs`` section
+    (docs/pairs.md) to the whole profile. ``passes``: None for the whole profile; :class:`GammaPasses` for the ``gamma`` section
     alone (`capgeo gamma`), :class:`TruncationPasses` for the ``truncation`` section alone
     (`capgeo truncation`, which embeds at each length itself); the arguments below apply to the
     whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
@@ -270,7 +316,7 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     if plan is None:
         plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=extra_batch_sizes,
                             gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                            companion_lists=companion_lists, passes=passes)
+                            companion_lists=companion_lists, passes=passes, pairs=pairs)
     return run_plan(plan, progress=progress, command=command)
 
 
@@ -308,6 +354,9 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
                                        progress=progress)
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile = replace(profile, gamma_left_out=left_out)
+    if plan.pairs is not None:
+        profile = with_pairs(profile, captions, embeddings, plan.image_vectors, plan.pairs,
+                             batch_size=plan.batch_sizes.headline, logit_scale=plan.logit_scale, progress=progress)
     return ProfileRun(captions, embeddings, profile, plan.batch_sizes, scans[0] if scans else None)
 
 
@@ -424,6 +473,33 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
         note = (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
                 f"{gamma_batch_size_problem(too_small[0], captions.n_groups)} (capgeo docs gamma).")
     return replace(profile, gamma=Gamma.from_dict(section)), note
+
+
+def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOptions | None = None, *,
+               batch_size: int | None = None, logit_scale: float | None = None,
+               progress: bool | None = None) -> Profile:
+    """``profile`` with the ``pairs`` section (docs/pairs.md) for ``images`` (ImageVectors, or an
+    (n_groups, d) array in group-code order, wrapped by capgeo.findings.pairs.image_vectors_from_array),
+    at the profile's headline batch size, batch count, seed and suggested gamma."""
+    from capgeo.findings.pairs import image_vectors_from_array, pairs_section
+    from capgeo.geometry.typed_profile import Options, Pairs
+    from capgeo.images import ImageVectors
+
+    pairs = pairs or PairOptions()
+    vectors = getattr(embeddings, "vectors", embeddings)
+    if not isinstance(images, ImageVectors):
+        source = pairs.image_embeddings if isinstance(pairs.image_embeddings, (str, Path)) else "image embeddings"
+        images = image_vectors_from_array(images, str(source), captions.n_groups, vectors.shape[1])
+    options = profile.options or Options()
+    headline = batch_size or (profile.batches[0].batch_size if profile.batches else None)
+    extra = {key: value for key, value in (("delta", pairs.delta), ("image_threshold", pairs.image_threshold))
+             if value is not None}
+    section = pairs_section(captions, embeddings, images, batch_size=headline, n_batches=options.n_batches,
+                            seed=0 if options.seed is None else options.seed, logit_scale=logit_scale,
+                            gamma=profile.gamma.suggested_gamma if profile.gamma else None,
+                            false_negatives_output=None if pairs.false_negatives is None else str(pairs.false_negatives),
+                            progress=progress, **extra)
+    return replace(profile, pairs=Pairs.from_dict(section))
 
 
 #: the loader's advice to use a column option -> what a set read by detection can do instead
