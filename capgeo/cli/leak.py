@@ -75,7 +75,7 @@ def print_leak(result, written_to: str | None = None) -> None:
     from capgeo.api import Leak
     from capgeo.cli.dupes import highlighted, is_plain, legend
     from capgeo.cli.terminal import shown
-    from capgeo.display import visible
+    from capgeo.display import short_id, visible
 
     leak = result if isinstance(result, Leak) else Leak.from_dict(result)
     console = terminal.console(highlight=False)
@@ -101,7 +101,7 @@ def print_leak(result, written_to: str | None = None) -> None:
             flag = "  [bold red]EXACT DUPLICATE[/]" if pair["exact_duplicate"] else ""
             console.print(f"  [bold]#{rank}[/bold]  cosine {pair['cosine']:.4f}  jaccard {pair['jaccard']:.2f}{flag}")
             for side in ("eval", "train"):
-                console.print(Text.assemble(f"    {side:<6}", (visible(pair[f"{side}_id"]), "cyan"), "  ",
+                console.print(Text.assemble(f"    {side:<6}", (visible(short_id(pair[f"{side}_id"])), "cyan"), "  ",
                                             highlighted(pair[f"{side}_text"], pair[f"spans_{side}"], plain)))
     console.print()
     where = (f"their ids are in {shown(str(written_to))}" if written_to is not None
