@@ -80,6 +80,7 @@ class EvalLeak:
     n_groups_leaked: int | None = None
     n_groups_all_leaked: int | None = None
     n_train_groups_twinned: int | None = None  # training images holding a twin
+    images: dict | None = None         # its images that are training images (docs/pairs.md), where known
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,8 @@ class Leak:
     @classmethod
     def from_dict(cls, result: dict) -> "Leak":
         # the image counts are in every result leak_section makes; None in one without them
-        images = ("n_train_twins", "n_groups", "n_groups_leaked", "n_groups_all_leaked", "n_train_groups_twinned")
+        images = ("n_train_twins", "n_groups", "n_groups_leaked", "n_groups_all_leaked", "n_train_groups_twinned",
+                  "images")
         evals = tuple(EvalLeak(entry["source"], entry["n_captions"], entry["n_leaked"], entry["share_leaked"],
                                entry["n_exact"], tuple(entry["leaked_ids"]), tuple(entry["train_ids_to_drop"]),
                                tuple(entry["pairs"]), **{name: entry[name] for name in images if name in entry})

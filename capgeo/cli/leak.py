@@ -97,6 +97,10 @@ def print_leak(result, written_to: str | None = None) -> None:
             console.print(f"  images: {entry.n_groups_leaked:,} of {entry.n_groups:,} eval images have a caption "
                           f"twinned in training, {entry.n_groups_all_leaked:,} every caption; the twins sit in "
                           f"{entry.n_train_groups_twinned:,} training images")
+        if entry.images:
+            from capgeo.findings.image_leak import describe_image_leak
+
+            console.print(f"  {visible(describe_image_leak(entry.images))}")
         for rank, pair in enumerate(entry.pairs, start=1):
             flag = "  [bold red]EXACT DUPLICATE[/]" if pair["exact_duplicate"] else ""
             console.print(f"  [bold]#{rank}[/bold]  cosine {pair['cosine']:.4f}  jaccard {pair['jaccard']:.2f}{flag}")
