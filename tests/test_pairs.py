@@ -188,3 +188,32 @@ def test_bad_options_are_one_error():
         pair_pass(text, images, codes, delta=-0.1)
     with pytest.raises(CapgeoError, match="image vectors"):
         pairs_section(_captions(codes), text, ImageVectors(vectors=images[:4], present=np.ones(4, bool), source="f"))
+
+
+def test_pairs_section_is_typed_documented_and_round_trips():
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from capgeo.geometry.typed_profile import Pairs
+
+    images, text, codes = dataset(n_images=12, per_image=2)
+    vectors = ImageVectors(vectors=images, present=np.ones(12, bool), source="t", thumbnail=lambda g: jpeg(g))
+    section = json.loads(json.dumps(pairs_section(_captions(codes), text, vectors, batch_size=4, n_batches=3)))
+    typed = Pairs.from_dict(section)
+    assert typed.to_dict() == section and typed.retrieval["text_to_image_r1"] == section["retrieval"]["text_to_image_r1"]
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "profile-schema.md").read_text(encoding="utf-8")
+    body = doc.split("\n## `pairs`", 1)[1].split("\n## ", 1)[0]
+    documented = {key for line in body.splitlines() if line.startswith("| `")
+                  for key in re.findall(r"`([a-z_0-9]+)`", line.split("|")[1])}
+    declared = {item.name for item in dataclasses.fields(Pairs)} - {"extra", "nulls", "order"}
+    assert declared == documented == set(section)
+
+
+def test_short_id_shortens_hash_ids_only():
+    from capgeo.display import short_id
+
+    full = "sha256:" + "0123456789abcdef" * 4 + "#3"
+    assert short_id(full) == "sha256:0123456789…#3"
+    assert short_id("sha256:" + "ab" * 32) == "sha256:abababab" + "ab…"
+    assert short_id("COCO_val2014_000000391895.jpg#0") == "COCO_val2014_000000391895.jpg#0"

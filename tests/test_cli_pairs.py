@@ -1,0 +1,96 @@
+"""`capgeo profile` and `capgeo report` with --image-embeddings, end to end through click's CliRunner,
+on real COCO Karpathy captions, caption vectors of a file (vectors:FILE, so no model loads) and image
+vectors made near their captions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from capgeo.cli import main
+
+KARPATHY = Path(__file__).resolve().parents[2] / "shared" / "data" / "coco-karpathy-test" / "mscoco_test.json"
+N_CAPTIONS = 60
+WIDTH = 32
+
+
+def data(folder) -> list:
+    """DATA and the options that read it with the fixture's caption vectors."""
+    return [KARPATHY, "--limit", N_CAPTIONS, "--encoder", f"vectors:{folder / 'captions.npy'}"]
+
+
+def run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def coco(tmp_path_factory):
+    """60 real captions of 12 images, and image vectors at the mean of each image's captions."""
+    if not KARPATHY.exists():
+        pytest.skip(f"COCO Karpathy test captions not found at {KARPATHY}")
+    from capgeo.captions import load_captions
+
+    folder = tmp_path_factory.mktemp("pairs")
+    captions = load_captions(KARPATHY, limit=N_CAPTIONS)
+    codes = np.asarray(captions.group_codes)
+    rng = np.random.default_rng(0)
+    centres = rng.standard_normal((captions.n_groups, WIDTH))
+    vectors = centres[codes] + 0.8 * rng.standard_normal((N_CAPTIONS, WIDTH))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    np.save(folder / "captions.npy", vectors.astype(np.float32))
+    images = np.stack([vectors[codes == g].mean(axis=0) for g in range(captions.n_groups)])
+    images[3] = -images[3]   # planted: image 3 matches none of its captions
+    np.save(folder / "images.npy", images.astype(np.float32))
+    return folder, captions
+
+
+def test_profile_adds_the_pairs_section(coco):
+    folder, captions = coco
+    out, rows = folder / "profile.json", folder / "negatives.jsonl"
+    result = run("profile", *data(folder), "--batch-size", 8,
+                 "--image-embeddings", folder / "images.npy", "--delta", 0.05, "--false-negatives", rows,
+                 "--json", out)
+    assert result.exit_code == 0, result.output
+    profile = json.loads(out.read_text(encoding="utf-8"))
+    pairs = profile["pairs"]
+    assert pairs["n_pairs"] == N_CAPTIONS and pairs["n_images"] == 12
+    # the planted image: every one of its captions mismatched, the image listed first
+    assert pairs["mismatched"]["pairs"][0]["image"] == captions.groups[15]
+    written = [json.loads(line) for line in rows.read_text(encoding="utf-8").splitlines()]
+    assert len(written) == pairs["false_negatives"]["n_rows"] == pairs["false_negatives"]["n_written"]
+    assert pairs["saturation"]["batch_size"] == 8 and len(pairs["saturation"]["gammas"]) == 2
+    from capgeo.geometry.typed_profile import Profile
+
+    assert Profile.from_dict(profile).to_dict() == profile
+    # and on the terminal
+    result = run("profile", *data(folder), "--batch-size", 8,
+                 "--image-embeddings", folder / "images.npy")
+    assert result.exit_code == 0, result.output
+    assert "Pairs: 60 image-caption pairs, 12 images" in result.output
+    assert "retrieval at initialisation (exact)" in result.output
+
+
+def test_report_draws_the_pairs_section(coco):
+    folder, _ = coco
+    page = folder / "report.html"
+    result = run("report", *data(folder), "--batch-size", 8,
+                 "--image-embeddings", folder / "images.npy", "--no-map", "-o", page)
+    assert result.exit_code == 0, result.output
+    html = page.read_text(encoding="utf-8")
+    assert 'id="pairs"' in html and "Mismatched pairs" in html and "hardest wrong caption" in html
+    assert page.stat().st_size < 3_000_000
+
+
+def test_options_without_image_vectors_are_noted_and_bad_files_are_one_error(coco):
+    folder, _ = coco
+    result = run("profile", *data(folder), "--batch-size", 8,
+                 "--delta", 0.1)
+    assert result.exit_code == 0 and "--delta applies to the pairs section" in result.output
+    np.save(folder / "short.npy", np.ones((5, WIDTH), dtype=np.float32))
+    result = run("profile", *data(folder),
+                 "--image-embeddings", folder / "short.npy")
+    assert result.exit_code == 2 and "short.npy" in result.output and "Traceback" not in result.output
