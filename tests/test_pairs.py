@@ -11,7 +11,7 @@ import pytest
 
 from capgeo.captions import load_captions
 from capgeo.errors import CapgeoError
-from capgeo.findings.pairs import (keys_above, image_vectors_from_array, pair_pass, pairs_section,
+from capgeo.findings.pairs import (TIE, keys_above, image_vectors_from_array, pair_pass, pairs_section,
                                    zero_negative_gradients)
 from capgeo.images import ImageVectors
 
@@ -36,29 +36,35 @@ def brute(images, text, codes, delta):
     n = len(codes)
     own = S[codes, np.arange(n)]
     other_image = codes[None, :] != np.arange(len(images))[:, None]      # (G, N): caption of another image
-    text_rank = np.array([(S[:, k] > own[k]).sum() - 0 for k in range(n)]) - 0
-    text_rank = np.array([int(((S[:, k] > own[k]) & (np.arange(len(images)) != codes[k])).sum()) for k in range(n)])
-    image_rank = np.array([int(((S[codes[m]] > own[m]) & other_image[codes[m]]).sum()) for m in range(n)])
-    fn = np.array([int(((S[codes[m]] >= own[m] - delta) & other_image[codes[m]]).sum()) for m in range(n)])
+    text_rank = np.array([int(((S[:, k] > own[k] + TIE) & (np.arange(len(images)) != codes[k])).sum())
+                          for k in range(n)])
+    image_rank = np.array([int(((S[codes[m]] > own[m] + TIE) & other_image[codes[m]]).sum()) for m in range(n)])
+    fn = np.array([int(((S[codes[m]] >= own[m] - delta - TIE) & other_image[codes[m]]).sum()) for m in range(n)])
     rows = sorted((m, k) for m in range(n) for k in range(n)
-                  if codes[k] != codes[m] and S[codes[m], k] >= own[m] - delta)
+                  if codes[k] != codes[m] and S[codes[m], k] >= own[m] - delta - TIE)
     return S, own, text_rank, image_rank, fn, rows
 
 
 @pytest.mark.parametrize("delta", [0.0, 0.05, 0.3])
 @pytest.mark.parametrize("block_values", [64, 1 << 22])
-def test_pair_pass_matches_brute_force(delta, block_values):
+@pytest.mark.parametrize("dense_factor", [0, 10 ** 9], ids=["sorted", "dense"])
+@pytest.mark.parametrize("export", [True, False])
+def test_pair_pass_matches_brute_force(delta, block_values, dense_factor, export, monkeypatch):
+    import capgeo.findings.pairs as pairs
+
+    monkeypatch.setattr(pairs, "DENSE_FACTOR", dense_factor)   # each block counted one way or the other
     images, text, codes = dataset()
-    done = pair_pass(text, images, codes, delta=delta, listed=15, export=True, block_values=block_values)
+    done = pair_pass(text, images, codes, delta=delta, listed=15, export=export, block_values=block_values)
     S, own, text_rank, image_rank, fn, rows = brute(images, text, codes, delta)
-    np.testing.assert_array_equal(done.alignment, own)
+    np.testing.assert_allclose(done.alignment, own, rtol=0, atol=1e-13)
     np.testing.assert_array_equal(done.text_rank, text_rank)
     np.testing.assert_array_equal(done.image_rank, image_rank)
     np.testing.assert_array_equal(done.false_negatives, fn)
     assert fn.sum() > 0
-    pairs, negatives, cosines = done.exported
-    assert sorted(zip(pairs.tolist(), negatives.tolist())) == rows
-    np.testing.assert_array_equal(cosines, S[codes[pairs], negatives])
+    if export:
+        pairs_, negatives, cosines = done.exported
+        assert sorted(zip(pairs_.tolist(), negatives.tolist())) == rows
+        np.testing.assert_allclose(cosines, S[codes[pairs_], negatives], rtol=0, atol=1e-13)
     # the listed rows are the largest margins, in order
     margins = sorted((S[codes[m], k] - own[m] for m, k in rows), reverse=True)[:15]
     listed = [S[codes[m], k] - own[m] for m, k in done.top_rows]
@@ -151,7 +157,7 @@ def test_batch_saturation_and_false_negatives_against_brute_force():
     for batch in batches:
         S = images[codes[batch]].astype(np.float64) @ text[batch].astype(np.float64).T
         off = ~np.eye(6, dtype=bool)
-        with_negative += bool(((S >= np.diag(S)[:, None] - 0.02) & off).any())
+        with_negative += bool(((S >= np.diag(S)[:, None] - 0.02 - TIE) & off).any())
         below += hnclip_loss(S, np.zeros((6, 6)), 100.0, 0.0) < 1e-3
     assert section["false_negatives"]["batch_share_batches"] == pytest.approx(with_negative / 30)
     saturation = section["saturation"]

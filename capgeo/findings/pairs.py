@@ -2,7 +2,8 @@
 false negatives, saturation at the training batch, image twins (docs/pairs.md).
 
 A *pair* is one caption m with its own image c(m) (the dataset's row). S[g, k] is the cosine of
-image g and caption k; the pair's *alignment* is a_m = S[c(m), m].
+image g and caption k; the pair's *alignment* is a_m = S[c(m), m]. Cosines within TIE (1e-12) of
+each other compare as equal.
 
 Every count is exact: the pass runs over blocks of captions against every image, in float64 from
 the float32 vectors, and keeps per block only what its counts need (the image-caption cosines at or
@@ -40,6 +41,15 @@ RECALL_AT = (1, 5)
 MISMATCH_RANK = 5
 #: image-caption cosines held at once in a block (float64): 32 MB
 BLOCK_VALUES = 1 << 22
+#: a block's candidates are counted by sorting them unless comparing each involved pair's row of the
+#: block costs at most this many times their number
+DENSE_FACTOR = 256
+#: pair rows compared at once there (float64 values): 2 MB, which stays in the CPU's cache
+DENSE_CHUNK_VALUES = 1 << 18
+#: two cosines this close are one value: float64 products of the same vectors in matrices of other
+#: shapes differ in their last bits (BLAS sums in another order), and a caption written twice under
+#: two images must tie with itself whichever product computed it
+TIE = 1e-12
 
 SCHEMA_KEYS = ("source", "n_pairs", "n_images", "n_images_missing", "alignment", "alignment_per_image",
                "retrieval", "mismatched", "false_negatives", "saturation", "twins", "thumbnails")
@@ -141,7 +151,7 @@ def pair_pass(text: np.ndarray, images: np.ndarray, codes: np.ndarray, *, delta:
     images64 = np.asarray(images, dtype=np.float64)
     block = max(16, min(n, block_values // max(n_images, 1)))
     alignment = _own_alignment(text, images, codes, block)
-    threshold = alignment - delta
+    threshold = alignment - delta - TIE
     lowest = np.full(n_images, np.inf)
     np.minimum.at(lowest, codes, threshold)
     # each image's own captions by threshold, ascending: a candidate (g, v) meets the first few of them
@@ -150,51 +160,103 @@ def pair_pass(text: np.ndarray, images: np.ndarray, codes: np.ndarray, *, delta:
     text_rank = np.zeros(n, dtype=np.int64)
     image_rank = np.zeros(n, dtype=np.int64)
     false_negatives = np.zeros(n, dtype=np.int64)
-    top_pair, top_negative, top_cosine = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64),
-                                          np.empty(0))
     exported, n_exported = [], 0
     per_image = np.bincount(codes, minlength=n_images)
+    top = _TopRows(alignment, listed)
     with progress_bar("image-text pairs", n, enabled=progress) as bar:
         for start in range(0, n, block):
             stop = min(start + block, n)
             columns = np.arange(start, stop)
             scores = images64 @ text[start:stop].astype(np.float64).T     # (G, b)
             scores[codes[columns], columns - start] = -np.inf             # a pair never counts itself
-            text_rank[columns] = (scores > alignment[columns]).sum(axis=0)
-            rows, cols = np.nonzero(scores >= lowest[:, None])
-            values = scores[rows, cols]
-            negatives = cols + start
-            if len(rows):
-                mine = np.flatnonzero(np.isin(codes, np.unique(rows)))
-                image_rank[mine] += keys_above(rows, values, codes[mine], alignment[mine], n_images, ties=False)
+            text_rank[columns] = (scores > alignment[columns] + TIE).sum(axis=0)
+            candidate = scores >= lowest[:, None]
+            n_candidates = int(np.count_nonzero(candidate))
+            if not n_candidates:
+                bar.advance(stop - start)
+                continue
+            mine = np.flatnonzero(candidate.any(axis=1)[codes])
+            if len(mine) * (stop - start) <= DENSE_FACTOR * n_candidates:
+                # many candidates: each pair's row of the block compared with its thresholds is cheaper
+                # than sorting the candidates
+                found = _dense_block(scores, start, mine, codes, alignment, threshold, image_rank, false_negatives,
+                                     None if export else listed)
+            else:
+                rows, cols = np.nonzero(candidate)
+                values = scores[rows, cols]
+                image_rank[mine] += keys_above(rows, values, codes[mine], alignment[mine] + TIE, n_images, ties=False)
                 false_negatives[mine] += keys_above(rows, values, codes[mine], threshold[mine], n_images, ties=True)
                 # each candidate meets the thresholds of its image's captions at or below its value
                 met = per_image[rows] - keys_above(codes[mine], threshold[mine], rows, values, n_images, ties=False)
                 keep = np.flatnonzero(met > 0)
-                if len(keep):
-                    # the largest margins: the candidates whose best margin (against their image's lowest
-                    # own caption) is largest hold every top row (docs/pairs.md)
-                    best = np.argsort(-(values[keep] - lowest[rows[keep]] - delta), kind="stable")[:listed]
-                    pair, negative, cosine = _rows_of(keep[best], rows, negatives, values, met, by_threshold,
-                                                      image_start)
-                    top_pair = np.concatenate([top_pair, pair])
-                    top_negative = np.concatenate([top_negative, negative])
-                    top_cosine = np.concatenate([top_cosine, cosine])
-                    order = np.lexsort((top_negative, top_pair, -(top_cosine - alignment[top_pair])))[:listed]
-                    top_pair, top_negative, top_cosine = top_pair[order], top_negative[order], top_cosine[order]
-                    if export:
-                        n_exported += int(met[keep].sum())
-                        if n_exported > max_export_rows:
-                            raise CapgeoError(f"--false-negatives: more than {max_export_rows:,} rows (image, caption "
-                                              f"of another image) within delta {delta:g}; a smaller --delta lists "
-                                              f"fewer")
-                        exported.append(_rows_of(keep, rows, negatives, values, met, by_threshold, image_start))
+                # the largest margins: the candidates whose best margin (against their image's lowest own
+                # caption) is largest hold every top row (docs/pairs.md); all of them when exported
+                if not export:
+                    keep = keep[np.argsort(-(values[keep] - lowest[rows[keep]]), kind="stable")[:listed]]
+                found = _rows_of(keep, rows, cols + start, values, met, by_threshold, image_start)
+            top.add(*found)
+            if export:
+                n_exported += len(found[0])
+                if n_exported > max_export_rows:
+                    raise CapgeoError(f"--false-negatives: more than {max_export_rows:,} rows (image, caption of "
+                                      f"another image) within delta {delta:g}; a smaller --delta lists fewer")
+                exported.append(found)
             bar.advance(stop - start)
+    top_pair, top_negative, top_cosine = top.rows
     if export:
         exported = tuple(np.concatenate([part[i] for part in exported]) if exported else
                          np.empty(0, dtype=np.float64 if i == 2 else np.int64) for i in range(3))
     return PairPass(alignment, text_rank, image_rank, false_negatives,
                     np.stack([top_pair, top_negative], axis=1), top_cosine, exported if export else None)
+
+
+class _TopRows:
+    """The ``listed`` false-negative rows of largest margin S[c(m), k] - a_m seen so far (ties: lower
+    pair, then lower caption)."""
+
+    def __init__(self, alignment: np.ndarray, listed: int):
+        self.alignment, self.listed = alignment, listed
+        self.rows = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0))
+
+    def add(self, pair, negative, cosine) -> None:
+        if not len(pair):
+            return
+        if len(pair) > self.listed:   # a block's rows cut to their own top first
+            margin = cosine - self.alignment[pair]
+            chosen = np.flatnonzero(margin >= np.partition(margin, len(margin) - self.listed)[-self.listed])
+            pair, negative, cosine = pair[chosen], negative[chosen], cosine[chosen]
+        pair, negative, cosine = (np.concatenate([mine, new]) for mine, new in zip(self.rows, (pair, negative, cosine)))
+        order = np.lexsort((negative, pair, -(cosine - self.alignment[pair])))[:self.listed]
+        self.rows = (pair[order], negative[order], cosine[order])
+
+
+def _dense_block(scores, start, mine, codes, alignment, threshold, image_rank, false_negatives,
+                 listed: int | None):
+    """A block's counts for the pairs ``mine`` by comparing each pair's row with its thresholds, in
+    chunks of pairs; returns the block's false-negative rows (pair, negative caption, cosine): all of
+    them, or with ``listed`` only those that can be among the ``listed`` of largest margin (they lie
+    in the rows of the ``listed`` pairs whose best margin is largest)."""
+    found = ([], [], [])
+    step = max(1, DENSE_CHUNK_VALUES // max(scores.shape[1], 1))
+    for first in range(0, len(mine), step):
+        chunk = mine[first:first + step]
+        rows = scores[codes[chunk]]
+        image_rank[chunk] += np.count_nonzero(rows > (alignment[chunk] + TIE)[:, None], axis=1)
+        hit = rows >= threshold[chunk][:, None]
+        counts = np.count_nonzero(hit, axis=1)
+        false_negatives[chunk] += counts
+        if listed is not None:
+            with_hit = np.flatnonzero(counts)
+            best = rows[with_hit].max(axis=1) - alignment[chunk[with_hit]]
+            kept = with_hit[np.argsort(-best, kind="stable")[:listed]]
+            pair, column = np.nonzero(hit[kept])
+            pair = kept[pair]
+        else:
+            pair, column = np.nonzero(hit)
+        found[0].append(chunk[pair])
+        found[1].append(column + start)
+        found[2].append(rows[pair, column])
+    return tuple(np.concatenate(part) for part in found)
 
 
 def _rows_of(chosen, rows, negatives, values, met, by_threshold, image_start):
@@ -222,7 +284,7 @@ def batch_findings(text: np.ndarray, images: np.ndarray, codes: np.ndarray, batc
         similarity = images32.astype(np.float64) @ texts32.astype(np.float64).T
         own = np.diagonal(similarity).copy()
         np.fill_diagonal(similarity, -np.inf)
-        found = int((similarity >= own[:, None] - delta).sum())
+        found = int((similarity >= own[:, None] - delta - TIE).sum())
         per_batch.append(found)
         with_negative += found > 0
         for value in zero:
