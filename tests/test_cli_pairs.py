@@ -94,3 +94,55 @@ def test_options_without_image_vectors_are_noted_and_bad_files_are_one_error(coc
     result = run("profile", *data(folder),
                  "--image-embeddings", folder / "short.npy")
     assert result.exit_code == 2 and "short.npy" in result.output and "Traceback" not in result.output
+
+
+def test_report_inlines_the_listed_images_thumbnails(coco, tmp_path):
+    import io
+
+    from PIL import Image
+
+    from capgeo.images import ImageVectors
+    from capgeo.pipeline import EncodeOptions, PairOptions, run_profile
+
+    folder, captions = coco
+    images = np.load(folder / "images.npy")
+
+    def thumbnail(g: int) -> bytes:
+        pixels = np.random.default_rng(g).integers(0, 255, (48, 64, 3), dtype=np.uint8)
+        out = io.BytesIO()
+        Image.fromarray(pixels).save(out, format="JPEG", quality=60)
+        return out.getvalue()
+
+    vectors = ImageVectors(vectors=images / np.linalg.norm(images, axis=1, keepdims=True),
+                           present=np.ones(len(images), bool), source="tower", thumbnail=thumbnail)
+    run = run_profile(captions, EncodeOptions(f"vectors:{folder / 'captions.npy'}"), gamma=False,
+                      pairs=PairOptions(vectors))
+    thumbnails = run.profile.pairs.thumbnails
+    assert captions.groups[15] in thumbnails
+    page = run.profile.to_html(tmp_path / "page.html").read_text(encoding="utf-8")
+    assert f'src="data:image/jpeg;base64,{thumbnails[captions.groups[15]]}"' in page
+    assert len(page.encode()) < 3_000_000
+
+
+def test_thumbnails_stop_at_their_byte_budget():
+    from capgeo.defaults import PAIRS_THUMBNAIL_BYTES
+    from capgeo.findings.pairs import thumbnails_for
+    from capgeo.images import ImageVectors
+
+    big = b"\xff\xd8" + bytes(200_000)
+    images = ImageVectors(np.eye(10, dtype=np.float32), np.ones(10, bool), "t", thumbnail=lambda g: big)
+    names = [f"i{g}" for g in range(10)]
+    kept = thumbnails_for(images, np.arange(10), names, {"pairs": [{"image": name} for name in names]},
+                          {"rows": []}, {"near_pairs": [], "exact_sets": []})
+    assert len(kept) == PAIRS_THUMBNAIL_BYTES // len(big) < 10
+
+
+def test_gallery_shows_hash_ids_shortened_with_the_whole_id_on_hover():
+    from capgeo.report.gallery import gallery_html
+
+    group = "sha256:" + "0123456789abcdef" * 4
+    pair = {"id_a": f"{group}#0", "id_b": "b#1", "group_a": group, "group_b": "b", "text_a": "a dog",
+            "text_b": "a cat", "cosine": 0.9, "spans_a": [], "spans_b": []}
+    html = gallery_html({"pairs": [pair]})
+    assert "sha256:0123456789…#0" in html and f'title="{group}#0"' in html
+    assert f">{group}" not in html

@@ -116,13 +116,14 @@ class PairPass:
     text_rank: np.ndarray         # (n,) other images scoring higher than the own one, for caption m
     image_rank: np.ndarray        # (n,) captions of other images scoring higher than m, for image c(m)
     false_negatives: np.ndarray   # (n,) captions k of other images with S[c(m), k] >= a_m - delta
-    top_rows: np.ndarray          # (L, 3): pair m, negative caption k, as the largest margins
+    top_rows: np.ndarray          # (L, 2): pair m, negative caption k, of the largest margins
     top_cosines: np.ndarray       # (L,) S[c(m), k]
     exported: tuple | None        # (pairs, negatives, cosines) of every false-negative row, when asked
 
 
 def _own_alignment(text: np.ndarray, images: np.ndarray, codes: np.ndarray, block: int) -> np.ndarray:
-    """a_m by the same float64 matrix products as the pass (images of a block against their captions)."""
+    """a_m: float64 products of each block of images with its own captions (within TIE of the pass's
+    products of the same vectors)."""
     n_images = len(images)
     order = np.argsort(codes, kind="stable")
     starts = np.searchsorted(codes[order], np.arange(n_images + 1))
