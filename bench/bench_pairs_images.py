@@ -32,14 +32,16 @@ IMAGE_BLOCK = 64
 CAPTION_BLOCK = 2048
 
 
-def synthetic(n_pairs: int, per_image: int, width: int, seed: int = 0):
-    """Images, and captions near their image: alignments spread so that false negatives exist."""
+def synthetic(n_pairs: int, per_image: int, width: int, noise: float = 1.0, seed: int = 0):
+    """Images, and captions near their image: alignments spread so that false negatives exist (fewer
+    with a smaller ``noise``)."""
     rng = np.random.default_rng(seed)
     n_images = n_pairs // per_image
     images = rng.standard_normal((n_images, width))
     images /= np.linalg.norm(images, axis=1, keepdims=True)
     codes = np.repeat(np.arange(n_images), per_image)
-    text = images[codes] + rng.uniform(0.3, 1.2, (n_pairs, 1)) * rng.standard_normal((n_pairs, width)) / np.sqrt(width) * 3
+    spread = 3 * noise / np.sqrt(width) * rng.uniform(0.3, 1.2, (n_pairs, 1))
+    text = images[codes] + spread * rng.standard_normal((n_pairs, width))
     text /= np.linalg.norm(text, axis=1, keepdims=True)
     return images.astype(np.float32), text.astype(np.float32), codes
 
@@ -77,12 +79,14 @@ def main() -> None:
     parser.add_argument("--per-image", type=int, default=5)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--delta", type=float, default=0.0)
+    parser.add_argument("--noise", type=float, default=1.0,
+                        help="caption noise around its image: 1 leaves many false negatives, 0.5 few")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
 
     from capgeo.findings.pairs import pair_pass
 
-    images, text, codes = synthetic(args.pairs, args.per_image, args.width)
+    images, text, codes = synthetic(args.pairs, args.per_image, args.width, args.noise)
     print(f"{len(text):,} pairs, {len(images):,} images, width {args.width}, delta {args.delta:g}")
     best = {"capgeo": float("inf"), "numpy": float("inf")}
     for _ in range(args.repeat):

@@ -280,8 +280,6 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
                                      "own (false negatives in a batch), saturation at the training batch, and image "
                                      "twins under different ids."))
     missing = list(notes or [])
-    if not profile.pairs and not any(note.startswith("Image-caption pairs") for note in missing):
-        missing.append("Image-caption pairs: no image vectors (--image-embeddings FILE adds the section).")
     if not profile.dupes and not any("gallery" in note for note in missing):
         missing.append("Near-duplicate gallery: the profile has no dupes section.")
     if not profile.map and not any(note.startswith("Caption map") for note in missing):
