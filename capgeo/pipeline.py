@@ -398,7 +398,7 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
                     cache_dir: str | Path | None = None, use_cache: bool = True, max_tokens: int | None = None,
                     progress: bool | None = None, command: str | None = None, gamma: bool = True,
                     logit_scale: float | None = None, per_caption: str | Path | None = None,
-                    companion_lists: bool = True, **profile_options) -> Profile:
+                    companion_lists: bool = True, image_embeddings=None, **profile_options) -> Profile:
     """Load, embed and profile a dataset (:func:`run_profile`); returns the typed ``capgeo.profile/1``
     Profile (docs/profile-schema.md).
 
@@ -407,15 +407,19 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
     ``options`` is a ``ProfileOptions``, or its fields come as keyword arguments (batch_sizes,
     buckets, relative_buckets, n_batches, top_k, block_size, seed, near_duplicate_threshold,
     mode, include_companions, ...). With ``gamma`` (the default) it also holds the ``gamma``
-    section (`capgeo gamma`, docs/gamma.md) at the profile's batch sizes.
+    section (`capgeo gamma`, docs/gamma.md) at the profile's batch sizes. With ``image_embeddings`` (a
+    file, an (n_groups, d) array in group-code order, ImageVectors, or a :class:`PairOptions`) it also
+    holds the ``pairs`` section (docs/pairs.md).
     """
     from capgeo.geometry.profile_options import ProfileOptions
 
     encoder = _encode_options(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                               max_tokens=max_tokens)
     options = ProfileOptions.of(options, **profile_options)
+    pairs = (image_embeddings if isinstance(image_embeddings, PairOptions) or image_embeddings is None
+             else PairOptions(image_embeddings))
     return run_profile(captions, encoder, options, gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                       companion_lists=companion_lists, progress=progress, command=command).profile
+                       companion_lists=companion_lists, pairs=pairs, progress=progress, command=command).profile
 
 
 def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, logit_scale: float | None = None,

@@ -146,3 +146,13 @@ def test_gallery_shows_hash_ids_shortened_with_the_whole_id_on_hover():
     html = gallery_html({"pairs": [pair]})
     assert "sha256:0123456789…#0" in html and f'title="{group}#0"' in html
     assert f">{group}" not in html
+
+
+def test_capgeo_profile_from_python_takes_image_vectors(coco):
+    import capgeo
+
+    folder, captions = coco
+    profile = capgeo.profile(captions, f"vectors:{folder / 'captions.npy'}", batch_size=8, n_batches=5,
+                             image_embeddings=np.load(folder / "images.npy"))
+    assert profile.pairs.n_pairs == N_CAPTIONS and profile.pairs.saturation["batch_size"] == 8
+    assert profile.pairs.source == "image embeddings"
