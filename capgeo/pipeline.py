@@ -121,7 +121,6 @@ class TruncationPasses:
     max_listed: int | None = None
 
 
-
 @dataclass(frozen=True)
 class PairOptions:
     """The ``pairs`` section of a whole profile (docs/pairs.md): the image side, from image vectors."""
@@ -135,6 +134,7 @@ class PairOptions:
     image_threshold: float | None = None
     #: also write every false-negative row here (Parquet, CSV or JSONL by suffix)
     false_negatives: str | Path | None = None
+
 
 @dataclass
 class ProfileRun:
@@ -302,10 +302,10 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     sizes resolved against the dataset (``extra_batch_sizes``: extra rows added when ``options``
     names no batch size). ``embeddings``: vectors already computed for these captions (nothing is
     encoded). ``pairs``: a :class:`PairOptions` with image vectors adds the ``pairs`` section
-    (docs/pairs.md) to the whole profile. ``passes``: None for the whole profile; :class:`GammaPasses` for the ``gamma`` section
-    alone (`capgeo gamma`), :class:`TruncationPasses` for the ``truncation`` section alone
-    (`capgeo truncation`, which embeds at each length itself); the arguments below apply to the
-    whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
+    (docs/pairs.md) to the whole profile. ``passes``: None for the whole profile;
+    :class:`GammaPasses` for the ``gamma`` section alone (`capgeo gamma`), :class:`TruncationPasses`
+    for the ``truncation`` section alone (`capgeo truncation`, which embeds at each length itself);
+    the arguments below apply to the whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
     ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
     ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
     by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
