@@ -81,6 +81,7 @@ class EvalLeak:
     n_groups_leaked: int | None = None
     n_groups_all_leaked: int | None = None
     n_train_groups_twinned: int | None = None  # training images holding a twin
+    images: dict | None = None         # its images that are training images (docs/pairs.md), where known
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,8 @@ class Leak:
     @classmethod
     def from_dict(cls, result: dict) -> "Leak":
         # the image counts are in every result leak_section makes; None in one without them
-        images = ("n_train_twins", "n_groups", "n_groups_leaked", "n_groups_all_leaked", "n_train_groups_twinned")
+        images = ("n_train_twins", "n_groups", "n_groups_leaked", "n_groups_all_leaked", "n_train_groups_twinned",
+                  "images")
         evals = tuple(EvalLeak(entry["source"], entry["n_captions"], entry["n_leaked"], entry["share_leaked"],
                                entry["n_exact"], tuple(entry["leaked_ids"]), tuple(entry["train_ids_to_drop"]),
                                tuple(entry["pairs"]), **{name: entry[name] for name in images if name in entry})
@@ -254,7 +256,7 @@ _LOAD_OPTIONS = ("format", "text_column", "captions_column", "id_column", "group
 
 def profile(data, encoder=None, batch_size=None, *, device: str | None = None, cache_dir=None,
             use_cache: bool = True, max_tokens: int | None = None, gamma: bool = True,
-            logit_scale: float | None = None, progress: bool | None = None, **options):
+            logit_scale: float | None = None, progress: bool | None = None, image_embeddings=None, **options):
     """The profile of a dataset's captions in one call: what `capgeo profile DATA --json` writes,
     as a typed :class:`capgeo.geometry.typed_profile.Profile` (``profile.to_dict()`` gives the dict).
 
@@ -266,8 +268,9 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     contrastive batch, or several (headline first); None: the policy's 128, or every image of a
     smaller dataset. With ``gamma`` (the default) the suggested HN-CLIP gamma is included. Other
     keyword arguments are :class:`capgeo.geometry.profile_options.ProfileOptions` fields (seed,
-    n_batches, buckets, top_k, near_duplicate_threshold, mode, ...). Raises capgeo's errors
-    (capgeo.errors) for bad data or options.
+    n_batches, buckets, top_k, near_duplicate_threshold, mode, ...). ``image_embeddings``: image vectors
+    of the same CLIP (a file, an array in group-code order, or capgeo.images.ImageVectors) add the
+    ``pairs`` section (docs/pairs.md). Raises capgeo's errors (capgeo.errors) for bad data or options.
     """
     import numbers
 
@@ -283,7 +286,7 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     captions = loaded_captions(data, load_options)
     encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
     return profile_dataset(captions, encode, ProfileOptions.of(None, **options), gamma=gamma,
-                           logit_scale=logit_scale, progress=progress)
+                           logit_scale=logit_scale, progress=progress, image_embeddings=image_embeddings)
 
 
 def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = DUPES_TOP,

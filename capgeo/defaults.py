@@ -95,3 +95,14 @@ NEGATIVE_SUFFIXES = {".jsonl": "jsonl", ".parquet": "parquet"}
 
 #: batches: epochs planned, each in its own order (seed + epoch)
 BATCHES_EPOCHS = 1
+#: pairs: a caption of another image is a cross-modal false negative of pair (image i, caption m) when
+#: it scores at least S[i, m] - delta for image i
+PAIRS_DELTA = 0.0
+#: pairs: rows listed per finding (mismatched pairs, false negatives, image twins); all are counted
+PAIRS_LISTED = 20
+#: pairs: most false-negative rows written by --false-negatives (a larger delta makes more)
+PAIRS_MAX_EXPORT_ROWS = 10_000_000
+#: pairs: the thumbnails one profile holds, in bytes of JPEG (the report page stays under 3 MB)
+PAIRS_THUMBNAIL_BYTES = 1_000_000
+#: pairs and leak: two images of different ids at or above this image-image cosine are twins
+IMAGE_TWIN_THRESHOLD = 0.95

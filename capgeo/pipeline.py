@@ -32,7 +32,7 @@ from capgeo.defaults import (
     NEGATIVES_PER_IMAGE,
     TOP_K,
 )
-from capgeo.errors import CapgeoError
+from capgeo.errors import CapgeoError, EncoderError
 
 if TYPE_CHECKING:
     from capgeo.geometry.typed_profile import Profile
@@ -132,6 +132,21 @@ class TruncationPasses:
     max_listed: int | None = None
 
 
+@dataclass(frozen=True)
+class PairOptions:
+    """The ``pairs`` section of a whole profile (docs/pairs.md): the image side, from image vectors."""
+
+    #: a file of image vectors (npy/npz/parquet, read and checked before the encoding), an (n_groups, d)
+    #: array in group-code order, or capgeo.images.ImageVectors
+    image_embeddings: Any = None
+    #: a caption of another image within this cosine of the pair's own counts as a false negative
+    delta: float | None = None
+    #: image-image cosine at or above which two images of different ids are twins
+    image_threshold: float | None = None
+    #: also write every false-negative row here (Parquet, CSV or JSONL by suffix)
+    false_negatives: str | Path | None = None
+
+
 @dataclass
 class ProfileRun:
     """What :func:`run_profile` made: the Profile and what it was made from, for callers that
@@ -196,10 +211,12 @@ class ProfilePlan:
     logit_scale: float | None = None
     per_caption: str | Path | None = None
     companion_lists: bool = True
-    #: GammaPasses' image vectors, read and checked
+    #: GammaPasses' or PairOptions' image vectors, read and checked
     image_vectors: Any = None
     #: ask for the images' vectors (ProfileRun.image_vectors); None: the caption analyses alone
     images: ImageOptions | None = None
+    #: the pairs section's options (with image vectors), or None
+    pairs: PairOptions | None = None
 
     def with_passes(self, passes: GammaPasses | TruncationPasses | None) -> "ProfilePlan":
         """This plan for other passes over the same captions and options (the report's truncation
@@ -213,7 +230,7 @@ class ProfilePlan:
 def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                  extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                  per_caption: str | Path | None = None, companion_lists: bool = True,
-                 passes: GammaPasses | TruncationPasses | None = None,
+                 passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
                  images: ImageOptions | None = None) -> ProfilePlan:
     """Every check of a :func:`run_profile` run before its (slow) encoding, once: the captions
     loaded (a path or data in memory), ``encode`` and ``options`` checked, the batch sizes resolved
@@ -228,12 +245,16 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
     check_has_negatives(captions)
     options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
     image_vectors = _check_passes(captions, encode, options, resolved, passes)
+    if passes is None and pairs is not None and pairs.image_embeddings is not None:
+        image_vectors = _checked_pair_images(captions, pairs)
+    elif pairs is not None and pairs.false_negatives is not None:
+        _check_false_negatives_output(pairs)
     if images is not None:
         _check_images(captions, images)
     if embeddings is None or passes is not None:  # (the passes embed the captions themselves)
         encode.check_cache()
     return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
-                       logit_scale, per_caption, companion_lists, image_vectors, images)
+                       logit_scale, per_caption, companion_lists, image_vectors, images, pairs if passes is None else None)
 
 
 def _check_images(captions, images: ImageOptions) -> None:
@@ -255,9 +276,45 @@ def plan_image_vectors(plan: ProfilePlan, *, progress: bool | None = None):
     from capgeo.images import image_vectors
 
     notes: list[str] = []
-    vectors = image_vectors(plan.captions, plan.encode, images_root=plan.images.images_root,
-                            image_embeddings=plan.images.image_embeddings, progress=progress, notes=notes)
+    try:
+        vectors = image_vectors(plan.captions, plan.encode, images_root=plan.images.images_root,
+                                image_embeddings=plan.images.image_embeddings, progress=progress, notes=notes)
+    except EncoderError as error:
+        if plan.images.images_root is not None or plan.images.image_embeddings is not None:
+            raise  # images asked for by name: a tower that cannot encode them is the user's to know at once
+        # images not asked for (a profile looks for them): a text-only checkpoint leaves the pairs out
+        return None, (str(error),)
     return vectors, tuple(notes)
+
+
+def _checked_pair_images(captions, pairs: PairOptions):
+    """PairOptions' image vectors before the encoding: a file read and checked, an array checked for its
+    rows, ImageVectors as they are; the false-negative output checked to be writable."""
+    import numpy as np
+
+    from capgeo.images import ImageVectors
+
+    _check_false_negatives_output(pairs)
+    images = pairs.image_embeddings
+    if isinstance(images, ImageVectors):
+        return images
+    if isinstance(images, np.ndarray):
+        from capgeo.findings.gamma import check_image_vectors
+
+        check_image_vectors(images, captions.n_groups, images.shape[-1] if images.ndim == 2 else 0)
+        return images
+    from capgeo.findings.gamma import checked_image_embeddings
+
+    return checked_image_embeddings(images, captions)
+
+
+def _check_false_negatives_output(pairs: PairOptions) -> None:
+    """--false-negatives names a table format capgeo writes."""
+    if pairs.false_negatives is not None:
+        from capgeo.defaults import PER_CAPTION_SUFFIXES
+        from capgeo.findings.per_caption import table_format
+
+        table_format(str(pairs.false_negatives), PER_CAPTION_SUFFIXES)
 
 
 def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) -> Any:
@@ -290,8 +347,8 @@ def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) ->
 def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                 per_caption: str | Path | None = None, companion_lists: bool = True,
-                passes: GammaPasses | TruncationPasses | None = None, plan: ProfilePlan | None = None,
-                progress: bool | None = None, command: str | None = None,
+                passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
+                plan: ProfilePlan | None = None, progress: bool | None = None, command: str | None = None,
                 images: ImageOptions | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
     captions to a profile (:func:`plan_profile`, then :func:`run_plan`).
@@ -301,10 +358,11 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     ``options``: a ``ProfileOptions``; both checked here, once, before the encoding, with the batch
     sizes resolved against the dataset (``extra_batch_sizes``: extra rows added when ``options``
     names no batch size). ``embeddings``: vectors already computed for these captions (nothing is
-    encoded). ``passes``: None for the whole profile; :class:`GammaPasses` for the ``gamma`` section
-    alone (`capgeo gamma`), :class:`TruncationPasses` for the ``truncation`` section alone
-    (`capgeo truncation`, which embeds at each length itself); the arguments below apply to the
-    whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
+    encoded). ``pairs``: a :class:`PairOptions` with image vectors adds the ``pairs`` section
+    (docs/pairs.md) to the whole profile. ``passes``: None for the whole profile;
+    :class:`GammaPasses` for the ``gamma`` section alone (`capgeo gamma`), :class:`TruncationPasses`
+    for the ``truncation`` section alone (`capgeo truncation`, which embeds at each length itself);
+    the arguments below apply to the whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
     ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
     ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
     by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
@@ -316,7 +374,7 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     if plan is None:
         plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=extra_batch_sizes,
                             gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                            companion_lists=companion_lists, passes=passes, images=images)
+                            companion_lists=companion_lists, passes=passes, pairs=pairs, images=images)
     return run_plan(plan, progress=progress, command=command)
 
 
@@ -355,6 +413,11 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile = replace(profile, gamma_left_out=left_out)
     image_vectors, image_notes = plan_image_vectors(plan, progress=progress)
+    if plan.pairs is not None:
+        pair_images = plan.image_vectors if plan.image_vectors is not None else image_vectors
+        if pair_images is not None:
+            profile = with_pairs(profile, captions, embeddings, pair_images, plan.pairs,
+                                 batch_size=plan.batch_sizes.headline, logit_scale=plan.logit_scale, progress=progress)
     return ProfileRun(captions, embeddings, profile, plan.batch_sizes, scans[0] if scans else None, image_vectors,
                       image_notes)
 
@@ -397,7 +460,7 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
                     cache_dir: str | Path | None = None, use_cache: bool = True, max_tokens: int | None = None,
                     progress: bool | None = None, command: str | None = None, gamma: bool = True,
                     logit_scale: float | None = None, per_caption: str | Path | None = None,
-                    companion_lists: bool = True, **profile_options) -> Profile:
+                    companion_lists: bool = True, image_embeddings=None, **profile_options) -> Profile:
     """Load, embed and profile a dataset (:func:`run_profile`); returns the typed ``capgeo.profile/1``
     Profile (docs/profile-schema.md).
 
@@ -406,15 +469,19 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
     ``options`` is a ``ProfileOptions``, or its fields come as keyword arguments (batch_sizes,
     buckets, relative_buckets, n_batches, top_k, block_size, seed, near_duplicate_threshold,
     mode, include_companions, ...). With ``gamma`` (the default) it also holds the ``gamma``
-    section (`capgeo gamma`, docs/gamma.md) at the profile's batch sizes.
+    section (`capgeo gamma`, docs/gamma.md) at the profile's batch sizes. With ``image_embeddings`` (a
+    file, an (n_groups, d) array in group-code order, ImageVectors, or a :class:`PairOptions`) it also
+    holds the ``pairs`` section (docs/pairs.md).
     """
     from capgeo.geometry.profile_options import ProfileOptions
 
     encoder = _encode_options(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                               max_tokens=max_tokens)
     options = ProfileOptions.of(options, **profile_options)
+    pairs = (image_embeddings if isinstance(image_embeddings, PairOptions) or image_embeddings is None
+             else PairOptions(image_embeddings))
     return run_profile(captions, encoder, options, gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                       companion_lists=companion_lists, progress=progress, command=command).profile
+                       companion_lists=companion_lists, pairs=pairs, progress=progress, command=command).profile
 
 
 def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, logit_scale: float | None = None,
@@ -472,6 +539,33 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
         note = (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
                 f"{gamma_batch_size_problem(too_small[0], captions.n_groups)} (capgeo docs gamma).")
     return replace(profile, gamma=Gamma.from_dict(section)), note
+
+
+def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOptions | None = None, *,
+               batch_size: int | None = None, logit_scale: float | None = None,
+               progress: bool | None = None) -> Profile:
+    """``profile`` with the ``pairs`` section (docs/pairs.md) for ``images`` (ImageVectors, or an
+    (n_groups, d) array in group-code order, wrapped by capgeo.findings.pairs.image_vectors_from_array),
+    at the profile's headline batch size, batch count, seed and suggested gamma."""
+    from capgeo.findings.pairs import image_vectors_from_array, pairs_section
+    from capgeo.geometry.typed_profile import Options, Pairs
+    from capgeo.images import ImageVectors
+
+    pairs = pairs or PairOptions()
+    vectors = getattr(embeddings, "vectors", embeddings)
+    if not isinstance(images, ImageVectors):
+        source = pairs.image_embeddings if isinstance(pairs.image_embeddings, (str, Path)) else "image embeddings"
+        images = image_vectors_from_array(images, str(source), captions.n_groups, vectors.shape[1])
+    options = profile.options or Options()
+    headline = batch_size or (profile.batches[0].batch_size if profile.batches else None)
+    extra = {key: value for key, value in (("delta", pairs.delta), ("image_threshold", pairs.image_threshold))
+             if value is not None}
+    section = pairs_section(captions, embeddings, images, batch_size=headline, n_batches=options.n_batches,
+                            seed=0 if options.seed is None else options.seed, logit_scale=logit_scale,
+                            gamma=profile.gamma.suggested_gamma if profile.gamma else None,
+                            false_negatives_output=None if pairs.false_negatives is None else str(pairs.false_negatives),
+                            progress=progress, **extra)
+    return replace(profile, pairs=Pairs.from_dict(section))
 
 
 #: the loader's advice to use a column option -> what a set read by detection can do instead

@@ -218,3 +218,47 @@ def test_hf_hub_id_from_the_local_hub_cache_matches_open_clip(tmp_path, monkeypa
     images = random_images(4, seed=8)
     ours = load_vision_encoder(spec, "cpu", cache_dir=tmp_path / "cache").encode(images)
     np.testing.assert_allclose(ours, reference_image_embeddings(reference.eval(), preprocess, images), atol=1e-5)
+
+
+def test_profile_and_report_take_the_pairs_from_the_image_tower(tmp_path, monkeypatch):
+    """`capgeo profile` and `capgeo report` with a two-tower checkpoint over a dataset that names its
+    images: the pairs section from the encoder's own image tower, equal to image_vectors' alignment;
+    a checkpoint without an image tower leaves the pairs out with one note."""
+    from click.testing import CliRunner
+
+    from capgeo.cli import main
+
+    monkeypatch.setenv("CAPGEO_CACHE", str(tmp_path / "cache"))
+    checkpoint, _ = vision_checkpoint(tmp_path / "model", seed=8, name="tiny-vision-f")
+    data = coco_folder(tmp_path / "coco", random_images(6, seed=8))
+    runner = CliRunner()
+    done = runner.invoke(main, ["profile", str(data), "--encoder", str(checkpoint), "--batch-size", "4",
+                                "--no-gamma", "--json", str(tmp_path / "p.json")])
+    assert done.exit_code == 0, done.output
+    section = json.loads((tmp_path / "p.json").read_text())["pairs"]
+    captions = load_captions(data)
+    made = image_vectors(captions, EncodeOptions(encoder=str(checkpoint), device="cpu"), progress=False)
+    from capgeo.encoders import embed
+
+    texts = embed(captions, str(checkpoint), device="cpu", progress=False).vectors.astype(np.float64)
+    own = np.einsum("ij,ij->i", texts, made.vectors[np.asarray(captions.group_codes)].astype(np.float64))
+    assert section is not None and section["n_images"] == 6
+    assert json.dumps(section).count("image tower") >= 1
+    assert abs(section["alignment"]["mean"] - own.mean()) < 1e-5
+
+    report = runner.invoke(main, ["report", str(data), "--encoder", str(checkpoint), "--batch-size", "4",
+                                  "--no-map", "-o", str(tmp_path / "r.html")])
+    assert report.exit_code == 0, report.output
+    assert 'id="pairs"' in (tmp_path / "r.html").read_text() or "Pairs" in (tmp_path / "r.html").read_text()
+
+    # a checkpoint with the text tower alone: the caption analyses, and one note on the image side
+    text_only = tmp_path / "text" / "tiny-text-f.pt"
+    text_only.parent.mkdir()
+    state = torch.load(checkpoint)
+    torch.save({key: value for key, value in state.items() if not key.startswith("visual.")}, text_only)
+    (text_only.parent / "tiny-text-f.json").write_text((checkpoint.parent / "tiny-vision-f.json").read_text())
+    alone = runner.invoke(main, ["profile", str(data), "--encoder", str(text_only), "--batch-size", "4",
+                                 "--no-gamma", "--json", str(tmp_path / "q.json")])
+    assert alone.exit_code == 0, alone.output
+    assert json.loads((tmp_path / "q.json").read_text()).get("pairs") is None
+    assert "holds no image tower" in alone.output

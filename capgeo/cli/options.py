@@ -213,7 +213,7 @@ INPUT_PARAMS = {"data": "DATA", "sources": "SOURCES", "image_embeddings": "--ima
                 "train": "TRAIN", "evals": "EVAL"}
 ENCODER_PARAMS = ("encoder", "encoders")
 OUTPUT_PARAMS = {"output": "--output", "json_out": "--json", "save_profile": "--save-profile",
-                 "per_caption": "--per-caption", "drop_list": "--drop-list"}
+                 "per_caption": "--per-caption", "drop_list": "--drop-list", "false_negatives": "--false-negatives"}
 
 
 def refuse_path_clashes(*, defaults: tuple[str, ...] = (), extra_inputs: dict | None = None,
@@ -311,6 +311,33 @@ def row_file_output(suffixes: dict[str, str]):
         return writable_output(ctx, param, value)
 
     return check
+
+
+def image_embeddings_option(what: str):
+    """--image-embeddings FILE (one definition: gamma, profile and report take it); ``what``: what the
+    vectors add to the command's result, the end of its help."""
+    return click.option("--image-embeddings", type=click.Path(exists=True, dir_okay=False, path_type=str),
+                        default=None, metavar="FILE",
+                        help="Image vectors of the same CLIP: .npy with one row per group in the dataset's group "
+                             "order (first appearance), or .npz/.parquet with group ids. " + what)
+
+
+def pair_options(command):
+    """The pairs section's options beside --image-embeddings (profile, report): docs/pairs.md."""
+    from capgeo.defaults import IMAGE_TWIN_THRESHOLD, PAIRS_DELTA
+
+    decorators = [
+        click.option("--delta", type=FiniteFloatRange(min=0), default=PAIRS_DELTA, show_default=True, metavar="D",
+                     help="A caption of another image scoring at least the pair's own cosine less D for its image "
+                          "is a cross-modal false negative (with --image-embeddings)."),
+        click.option("--image-threshold", type=FiniteFloatRange(-1, 1), default=IMAGE_TWIN_THRESHOLD,
+                     show_default=True, metavar="T",
+                     help="Image-image cosine at or above which two images of different ids are twins "
+                          "(with --image-embeddings)."),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
 
 
 def json_option(command):

@@ -1026,6 +1026,46 @@ class Leak(_Section):
 
 
 @_section
+class Pairs(_Section):
+    """The ``pairs`` section (docs/pairs.md): the image side, where image vectors were given; its
+    findings stay read-only JSON."""
+
+    source: str | None = None
+    n_pairs: int | None = None
+    n_images: int | None = None
+    n_images_missing: int | None = None
+    alignment: Mapping[str, Any] | None = None
+    alignment_per_image: Mapping[str, Any] | None = None
+    retrieval: Mapping[str, Any] | None = None
+    mismatched: Mapping[str, Any] | None = None
+    false_negatives: Mapping[str, Any] | None = None
+    saturation: Mapping[str, Any] | None = None
+    twins: Mapping[str, Any] | None = None
+    thumbnails: Mapping[str, str] | None = None
+
+    KEYS = ("source", "n_pairs", "n_images", "n_images_missing", "alignment", "alignment_per_image", "retrieval",
+            "mismatched", "false_negatives", "saturation", "twins", "thumbnails")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Pairs":
+        return cls(source=data.get("source"), n_pairs=data.get("n_pairs"), n_images=data.get("n_images"),
+                   n_images_missing=data.get("n_images_missing"), alignment=_tuple(data.get("alignment")),
+                   alignment_per_image=_tuple(data.get("alignment_per_image")),
+                   retrieval=_tuple(data.get("retrieval")), mismatched=_tuple(data.get("mismatched")),
+                   false_negatives=_tuple(data.get("false_negatives")), saturation=_tuple(data.get("saturation")),
+                   twins=_tuple(data.get("twins")), thumbnails=_tuple(data.get("thumbnails")),
+                   **_kept(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "source": self.source, "n_pairs": self.n_pairs, "n_images": self.n_images,
+            "n_images_missing": self.n_images_missing, "alignment": _list(self.alignment),
+            "alignment_per_image": _list(self.alignment_per_image), "retrieval": _list(self.retrieval),
+            "mismatched": _list(self.mismatched), "false_negatives": _list(self.false_negatives),
+            "saturation": _list(self.saturation), "twins": _list(self.twins), "thumbnails": _list(self.thumbnails)})
+
+
+@_section
 class CaptionMap(_Section):
     """The ``map`` section: the report's caption map, lists aligned by point."""
 
@@ -1100,10 +1140,11 @@ class Profile(_Section):
     truncation: Truncation | None = None
     leak: Leak | None = None
     map: CaptionMap | None = None
+    pairs: Pairs | None = None
 
     KEYS = ("schema", "dataset", "encoder", "lengths", "pairwise", "within_group", "hardest_companion", "companions",
             "exact_duplicates", "near_duplicates", "batches", "options", "provenance", "dupes", "gamma",
-            "gamma_left_out", "truncation", "leak", "map")
+            "gamma_left_out", "truncation", "leak", "map", "pairs")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "profile", *, check: bool = True) -> "Profile":
@@ -1126,7 +1167,8 @@ class Profile(_Section):
                    provenance=_one(Provenance, data.get("provenance")), dupes=_one(Dupes, data.get("dupes")),
                    gamma=_one(Gamma, data.get("gamma")), gamma_left_out=data.get("gamma_left_out"),
                    truncation=_one(Truncation, data.get("truncation")), leak=_one(Leak, data.get("leak")),
-                   map=_one(CaptionMap, data.get("map")), **_kept(data, cls.KEYS))
+                   map=_one(CaptionMap, data.get("map")), pairs=_one(Pairs, data.get("pairs")),
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         """The ``capgeo.profile/1`` JSON object (plain dicts and lists), as :meth:`from_dict` read it."""
@@ -1138,7 +1180,8 @@ class Profile(_Section):
             "near_duplicates": _dict(self.near_duplicates), "batches": _dicts(self.batches),
             "options": _dict(self.options), "provenance": _dict(self.provenance), "dupes": _dict(self.dupes),
             "gamma": _dict(self.gamma), "gamma_left_out": self.gamma_left_out,
-            "truncation": _dict(self.truncation), "leak": _dict(self.leak), "map": _dict(self.map)})
+            "truncation": _dict(self.truncation), "leak": _dict(self.leak), "map": _dict(self.map),
+            "pairs": _dict(self.pairs)})
 
     @property
     def headline(self) -> BatchStatistics | None:

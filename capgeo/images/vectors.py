@@ -43,20 +43,25 @@ def image_vectors(captions, encode_options=None, *, images_root=None, image_embe
     notes = notes if notes is not None else []
     if image_embeddings is not None:
         return _from_file(captions, image_embeddings, images_root, progress)
+    from capgeo.encoders.registry import spec_kind
     from capgeo.encoders.vision import load_vision_encoder
     from capgeo.images.sources import locate
 
     spec = _spec(encode_options)
-    cache_dir = getattr(encode_options, "cache_dir", None)
-    vision = load_vision_encoder(spec, getattr(encode_options, "device", None), cache_dir=cache_dir)
-    if vision is None:
+    if spec_kind(spec)[0] not in ("open_clip", "longclip"):  # a text-only encoder: no tower to look for
         notes.append(NEEDS_IMAGES)
         return None
+    # the images are located before any weight is read: a dataset that names none costs no tower
     located = locate(captions, images_root)
     if located is None:
         notes.append("the dataset names no images (an Image column, image members, an image path column or a "
                       "benchmark layout's files); pass --image-column COLUMN or --images DIR, or --image-embeddings "
                       "FILE, for the pair analyses")
+        return None
+    cache_dir = getattr(encode_options, "cache_dir", None)
+    vision = load_vision_encoder(spec, getattr(encode_options, "device", None), cache_dir=cache_dir)
+    if vision is None:
+        notes.append(NEEDS_IMAGES)
         return None
     return encode_located(captions, located, vision, cache_dir=cache_dir,
                           use_cache=getattr(encode_options, "use_cache", True), progress=progress, notes=notes)

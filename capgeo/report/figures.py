@@ -18,6 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from capgeo.defaults import GAMMA_HARD_EDGE
+from capgeo.display import short_id
 from capgeo.geometry.typed_profile import (BatchExample, BatchStatistics, Buckets, Distribution, Gamma, Histogram, Lengths,
                                            Truncation, as_section)
 
@@ -323,7 +324,8 @@ def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = 
     matrix = np.array([[np.nan if value is None else value for value in row] for row in example.cosine],
                       dtype=np.float64)
     size = matrix.shape[0]
-    ids = [plotly_text(i) for i in (range(size) if example.caption_ids is None else example.caption_ids)]
+    # hash ids (sha256:<64 hex>#3) shortened: whole, they spilled over the heatmap
+    ids = [plotly_text(short_id(i)) for i in (range(size) if example.caption_ids is None else example.caption_ids)]
     # each row and column named "index · id" on category axes, so the hover reads both from the axes: a
     # text per cell (B x B strings) would add 0.6 MB to a 128-caption batch's page
     labels = [f"{index} · {caption_id}" for index, caption_id in enumerate(ids)]

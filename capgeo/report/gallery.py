@@ -14,6 +14,7 @@ pairs DupesPair, its examples DupesExample); a dict is read as one.
 
 from __future__ import annotations
 
+from capgeo.display import short_id
 from capgeo.geometry.typed_profile import Dupes, DupesExample, DupesPair, as_section
 from capgeo.report.html import CaptionIds, caption_html, escape
 
@@ -23,7 +24,8 @@ MAX_PAIRS = 8
 
 
 def _box(label: str, caption_id, group, text: str, spans, ids: CaptionIds) -> str:
-    meta = f"{escape(label)} · id {escape(caption_id)} · image {escape(group)}"
+    meta = (f"{escape(label)} · id <span title=\"{escape(caption_id)}\">{escape(short_id(caption_id))}</span> · image "
+            f"<span title=\"{escape(group)}\">{escape(short_id(group))}</span>")
     return f'<div class="caption-box"><div class="meta">{meta}</div>{caption_html(text, spans, ids)}</div>'
 
 

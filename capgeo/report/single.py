@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from capgeo import __version__
 from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Gamma, Profile, Provenance, Truncation,
                                            as_profile)
+from capgeo.display import short_id
 from capgeo.map import MAP_FIGURE_ID
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
@@ -74,8 +75,8 @@ def truncation_pairs_html(truncation: Truncation) -> str:
         stats = (f'<div class="stats">at L={pair["max_tokens"]} tokens cosine '
                  f'<strong>{pair["cosine_at_length"]:.4f}</strong>; at the full context '
                  f'{pair["cosine_full"]:.4f}</div>')
-        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(c["id"])} · image '
-                        f'{escape(c["group"])} · {escape(c["tokens"])} tokens</div>{_seen_unseen(c)}</div>'
+        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(short_id(c["id"]))} · image '
+                        f'{escape(short_id(c["group"]))} · {escape(c["tokens"])} tokens</div>{_seen_unseen(c)}</div>'
                         for c in (pair["a"], pair["b"]))
         parts.append(f'<div class="example">{stats}<div class="pair">{boxes}</div></div>')
     return "".join(parts)
@@ -270,6 +271,14 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
 
         page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile.leak.body),
                                      "Evaluation captions with a twin in this (training) dataset."))
+    if profile.pairs:
+        from capgeo.report.pairs import pairs_html
+
+        page.sections.append(Section("pairs", "Image-caption pairs", pairs_html(profile.pairs),
+                                     "The image side (docs/pairs.md): how well each image and its captions align "
+                                     "before training, captions of other images that score as high as an image's "
+                                     "own (false negatives in a batch), saturation at the training batch, and image "
+                                     "twins under different ids."))
     missing = list(notes or [])
     if not profile.dupes and not any("gallery" in note for note in missing):
         missing.append("Near-duplicate gallery: the profile has no dupes section.")
