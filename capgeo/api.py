@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from capgeo.defaults import DUPES_TOP, LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
 
-__all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "near_duplicates", "leak", "suggest_gamma"]
+__all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "BatchPlan", "near_duplicates", "leak",
+           "suggest_gamma", "plan_batches"]
 
 
 # --------------------------------------------------------------------------- results
@@ -151,6 +152,33 @@ class GammaSuggestion:
         """The diagnostics table: one row per (batch size, gamma of the grid)."""
         rows = [{"batch_size": entry["batch_size"], **row} for entry in self.batches for row in entry["grid"]]
         return _frame(rows, ("batch_size",))
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Epochs of training batches without false negatives (`capgeo batches`, docs/batches.md)."""
+
+    batch_size: int
+    threshold: float
+    seed: int
+    batches: tuple[tuple[tuple[int, ...], ...], ...]  # batches[epoch][k]: caption row numbers
+    n_placed: int                      # over all epochs
+    n_not_placed: int
+    share_not_placed: float
+    n_rearranged_batches: int
+    conflicts_avoided: dict            # pairs a plain shuffle puts in one batch, by kind
+    encoder: dict | None
+    _json: dict = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        """The `capgeo batches --json` object (``capgeo.batches/1``)."""
+        return copy.deepcopy(self._json)
+
+    def to_polars(self):
+        """One row per batch: epoch, batch, indices (the lines of batches.jsonl, without ids)."""
+        rows = [{"epoch": e, "batch": k, "indices": list(batch)} for e, epoch in enumerate(self.batches)
+                for k, batch in enumerate(epoch)]
+        return _frame(rows, ("epoch", "batch", "indices"))
 
 
 def _frame(rows: Sequence[dict], columns: Sequence[str]):
@@ -348,3 +376,32 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
     embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
     return GammaSuggestion.from_dict(gamma_profile(captions, embeddings, logit_scale=logit_scale,
                                                    batch_sizes=resolved.sizes, seed=seed))
+
+
+def plan_batches(data, *, batch_size: int, encoder: Any = None, threshold: float | None = None, seed: int = 0,
+                 epochs: int = 1, output: str | None = None, device: str | None = None, cache_dir: str | None = None,
+                 **load_options) -> BatchPlan:
+    """``epochs`` epochs of training batches of ``batch_size`` captions in which no two captions
+    describe one image, are exact copies, or are near-duplicates (cosine >= ``threshold``,
+    default 0.95) under ``encoder``, as `capgeo batches` plans them; with ``output`` also written
+    as batches.jsonl. For a live torch sampler see capgeo.training.sampler.HNCLIPBatchSampler.
+
+    >>> plan = capgeo.plan_batches("captions.json", batch_size=128, encoder="vectors:emb.npy")
+    >>> plan.share_not_placed, plan.batches[0][0][:5]
+    """
+    from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
+    from capgeo.pipeline import EncodeOptions, batches_dataset, loaded_captions
+
+    captions = loaded_captions(data, load_options)
+    if _is_spec(encoder):
+        encode, embeddings = EncodeOptions(encoder, device=device, cache_dir=cache_dir), None
+    else:
+        encode, embeddings = EncodeOptions(device=device), _embeddings(captions, encoder, device=device,
+                                                                       cache_dir=cache_dir)
+    threshold = NEAR_DUPLICATE_THRESHOLD if threshold is None else threshold
+    result = batches_dataset(captions, encode, embeddings=embeddings, batch_size=batch_size, threshold=threshold,
+                             seed=seed, epochs=epochs, output=output, keep_batches=True)
+    batches = result.pop("batches")
+    return BatchPlan(result["batch_size"], result["threshold"], result["seed"], batches, result["n_placed"],
+                     result["n_not_placed"], result["share_not_placed"], result["n_rearranged_batches"],
+                     result["conflicts_avoided"], result["encoder"], copy.deepcopy(result))

@@ -83,3 +83,6 @@ NEGATIVES_PER_IMAGE = 1
 #: file suffixes of the table outputs, and the format each means
 PER_CAPTION_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 NEGATIVE_SUFFIXES = {".jsonl": "jsonl", ".parquet": "parquet"}
+
+#: batches: epochs planned, each in its own order (seed + epoch)
+BATCHES_EPOCHS = 1

@@ -12,8 +12,8 @@ encoding and the rest, so that a command reading several datasets checks them al
 
 The commands that encode one dataset without profiling it have one call each here, which
 checks (:func:`checked_dataset`), embeds and computes: :func:`dupes_dataset` (`dupes`,
-`dupes-examples`, `dupes-sets`), :func:`negatives_dataset`, :func:`encode_dataset`, and
-:func:`leak_datasets` for `leak`.
+`dupes-examples`, `dupes-sets`), :func:`negatives_dataset`, :func:`batches_dataset`,
+:func:`encode_dataset`, and :func:`leak_datasets` for `leak`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from capgeo.defaults import (
     FIXED_BLOCK_SIZE,
+    NEAR_DUPLICATE_THRESHOLD,
     NEGATIVES_K,
     NEGATIVES_MAX_COSINE,
     NEGATIVES_MIN_COSINE,
@@ -596,6 +597,42 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
         return export_negatives(captions, embeddings, str(output), k=k, min_cosine=min_cosine,
                                 max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size,
                                 device=encode.device)
+
+
+def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None, batch_size: int,
+                    threshold: float = NEAR_DUPLICATE_THRESHOLD, seed: int = 0, epochs: int = 1,
+                    output: str | Path | None = None, keep_batches: bool = False,
+                    progress: bool | None = None) -> dict:
+    """`capgeo batches` in one call (docs/batches.md): check the options and the dataset
+    (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), plan
+    ``epochs`` epochs of batches of ``batch_size`` with no two captions of one image, exact copies
+    or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan), write them to
+    ``output`` (batches.jsonl) when given, and return the ``capgeo.batches/1`` result; with
+    ``keep_batches`` it also holds the batches under "batches" (``[epoch][k]``: row numbers)."""
+    from capgeo.preflight import check_pair_threshold
+    from capgeo.training.plan import (check_batch_size, check_epochs, check_seed, conflicts_of, plan_epochs,
+                                      plan_section)
+
+    check_pair_threshold(threshold)
+    check_epochs(epochs)
+    check_seed(seed)
+    captions, encode = checked_dataset(captions, encode, cache=embeddings is None)
+    check_batch_size(batch_size, len(captions))
+    with _on_ray(encode.ray_address):
+        if embeddings is None:
+            embeddings = encode.embed(captions, progress=progress)
+        conflicts = conflicts_of(captions, embeddings, threshold, device=encode.device)
+    plans = plan_epochs(conflicts, batch_size, seed=seed, epochs=epochs)
+    if output is not None:
+        from capgeo.training.batches_export import write_batches
+
+        write_batches(str(output), plans, captions.ids)
+    encoder = embeddings.info.to_dict() if getattr(embeddings, "info", None) is not None else None
+    result = plan_section(conflicts, plans, n_groups=captions.n_groups, encoder=encoder,
+                          output=None if output is None else str(output))
+    if keep_batches:
+        result["batches"] = tuple(tuple(tuple(batch.tolist()) for batch in plan.batches) for plan in plans)
+    return result
 
 
 def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str | Path | None = None,
