@@ -167,11 +167,11 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
     description = visible(description)
     width = numbers_width(total, unit)
     room = console.width - width - BAR_WIDTH - 2
+    beside = room >= MIN_DESCRIPTION and cell_len(description) <= room  # in cells: a CJK character takes two
     if console.width < width:
         numbers = [column for column in numbers if not isinstance(column, (TextColumn, TimeElapsedColumn))]
-    elif room < MIN_DESCRIPTION or cell_len(description) > room:
+    elif not beside:
         numbers = [column for column in numbers if not isinstance(column, TextColumn)]
-    beside = room >= MIN_DESCRIPTION and cell_len(description) <= room
     columns = ([TextColumn("{task.description}", markup=False, table_column=whole()),
                 BarColumn(bar_width=BAR_WIDTH), *numbers] if beside
                else [BarColumn(bar_width=BAR_WIDTH), *numbers] if console.width - width >= BAR_WIDTH + 1

@@ -240,10 +240,10 @@ def library_report(profile: Profile, made_from=None) -> ReportInput:
                                    ("Caption map", "map")) if not getattr(profile, key)]
         return ReportInput(profile, notes)
     captions, embeddings = made_from
-    profile, notes = add_sections(profile, captions, embeddings, progress=False)
+    profile, notes = add_sections(profile, captions, embeddings)
     if not profile.map:
         options = profile.options
-        profile, added = add_map_section(profile, captions, embeddings, progress=False,
+        profile, added = add_map_section(profile, captions, embeddings,
                                          seed=options.seed if options and options.seed is not None else 0)
         notes += added
     return ReportInput(profile, notes)
