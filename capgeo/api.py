@@ -276,7 +276,7 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
 
     from capgeo.errors import CapgeoError
     from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.pipeline import EncodeOptions, loaded_captions, profile_dataset
+    from capgeo.pipeline import EncodeOptions, loaded_captions, pair_options, run_profile
 
     if batch_size is not None:
         if "batch_sizes" in options:
@@ -285,8 +285,10 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     load_options = {name: options.pop(name) for name in _LOAD_OPTIONS if name in options}
     captions = loaded_captions(data, load_options)
     encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
-    return profile_dataset(captions, encode, ProfileOptions.of(None, **options), gamma=gamma,
-                           logit_scale=logit_scale, progress=progress, image_embeddings=image_embeddings)
+    run = run_profile(captions, encode, ProfileOptions.of(None, **options), gamma=gamma, logit_scale=logit_scale,
+                      pairs=pair_options(image_embeddings), progress=progress)
+    # kept for profile.per_caption() and profile.to_html(): the one-call user has no captions or embeddings
+    return run.profile._keeping(run.captions, run.embeddings)
 
 
 def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = DUPES_TOP,

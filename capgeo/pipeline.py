@@ -478,10 +478,17 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
     encoder = _encode_options(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
                               max_tokens=max_tokens)
     options = ProfileOptions.of(options, **profile_options)
-    pairs = (image_embeddings if isinstance(image_embeddings, PairOptions) or image_embeddings is None
-             else PairOptions(image_embeddings))
     return run_profile(captions, encoder, options, gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                       companion_lists=companion_lists, pairs=pairs, progress=progress, command=command).profile
+                       companion_lists=companion_lists, pairs=pair_options(image_embeddings), progress=progress,
+                       command=command).profile
+
+
+def pair_options(image_embeddings) -> PairOptions | None:
+    """The pairs section's options from Python's ``image_embeddings`` (a file, an (n_groups, d) array,
+    ImageVectors or PairOptions); None: no pairs section."""
+    if image_embeddings is None or isinstance(image_embeddings, PairOptions):
+        return image_embeddings
+    return PairOptions(image_embeddings)
 
 
 def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, logit_scale: float | None = None,

@@ -100,11 +100,11 @@ def read_webdataset(shards: Sequence[Path], columns, source: Path | None = None,
     ``columns``: a capgeo.captions.tabular.ColumnChoice (what the column options name). ``rows``:
     stop once that many captions are read (``--limit``): the rest of that shard and the later
     shards are not read, nor opened."""
-    from capgeo.progress import progress_bar
+    from capgeo.progress import BYTES, progress_bar
 
     reader = _Samples(columns)
     sizes = [_size(shard) for shard in shards]
-    with progress_bar("Reading shards", total=sum(sizes), enabled=progress) as bar:
+    with progress_bar("Reading shards", total=sum(sizes), enabled=progress, unit=BYTES) as bar:
         for shard, size in zip(shards, sizes):
             if rows is not None and len(reader.texts) >= rows:
                 break

@@ -1206,10 +1206,14 @@ class Profile(_Section):
         return Path(path)
 
     def to_html(self, path: str | Path, *, command: str | None = None) -> Path:
-        """Write the profile's HTML report atomically (what ``capgeo report PROFILE.json`` draws)."""
-        from capgeo.report.build import build_report
+        """Write the profile's HTML report atomically. A profile that :func:`capgeo.profile` made holds its
+        captions and embeddings, so the page gets what ``capgeo report DATA`` adds to the profile (the
+        near-duplicate gallery, the gamma diagnostics, the caption map); any other draws what it holds (what
+        ``capgeo report PROFILE.json`` draws), and the page says in one line each what it lacks and the call
+        that adds it."""
+        from capgeo.report.build import build_report, library_report
 
-        return build_report(self, path, command=command)
+        return build_report(library_report(self, self.__dict__.get("_made_from")), path, command=command)
 
     def summary(self, width: int = 100) -> str:
         """The terminal text ``capgeo profile`` prints, without colour."""
@@ -1221,18 +1225,37 @@ class Profile(_Section):
             print_profile(self, out)
         return captured.get()
 
-    def per_caption(self, captions, embeddings):
-        """The per-caption rows of docs/profile-schema.md as a polars DataFrame, for the ``captions``
-        and ``embeddings`` this profile was made from (near-duplicate sets re-search their vectors).
-        CapgeoError when the profile holds no companion lists (made with ``companion_lists=False``)."""
+    def per_caption(self, captions=None, embeddings=None):
+        """The per-caption rows of docs/profile-schema.md as a polars DataFrame. Without arguments, for the
+        captions and embeddings :func:`capgeo.profile` made this profile from (it keeps them, outside its
+        fields: not compared, not written); else for the ``captions`` and ``embeddings`` given, the ones the
+        profile was made from (near-duplicate sets re-search their vectors). CapgeoError when the profile
+        holds no companion lists (made with ``companion_lists=False``)."""
         from capgeo.errors import CapgeoError
         from capgeo.findings.per_caption import per_caption_frame
 
+        if (captions is None) != (embeddings is None):
+            raise CapgeoError("per_caption: give both the captions and the embeddings the profile was made from, "
+                              "or neither")
+        if captions is None:
+            made_from = self.__dict__.get("_made_from")
+            if made_from is None:
+                raise CapgeoError("per_caption(): this profile does not hold the captions and embeddings it was "
+                                  "made from (only capgeo.profile(DATA) keeps them; a profile read from JSON or "
+                                  "changed with dataclasses.replace does not): pass them, "
+                                  "profile.per_caption(captions, embeddings)")
+            captions, embeddings = made_from
         if self.companions is None or self.companions.top_ids is None:
             raise CapgeoError("profile: no per-caption companion lists (it was made without them: "
                               "`--no-companions` or companion_lists=False); recompute it with `capgeo profile "
                               "--json` or build_profile(...) to read per-caption rows")
         return per_caption_frame(captions, embeddings, self)
+
+    def _keeping(self, captions, embeddings) -> "Profile":
+        """This profile, keeping the captions and embeddings it was made from for :meth:`per_caption` and
+        :meth:`to_html` (outside its fields: equality, hashing, repr and JSON do not see them)."""
+        object.__setattr__(self, "_made_from", (captions, embeddings))
+        return self
 
 
 def as_section(value, section: type):

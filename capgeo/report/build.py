@@ -237,6 +237,30 @@ def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: 
     return replace(profile, map=CaptionMap.from_dict(section)), []
 
 
+#: how a library caller adds what a profile's page lacks (:func:`library_report`)
+LIBRARY_ADDS = "capgeo.profile(DATA).to_html(...) adds it, as `capgeo report DATA` does"
+
+
+def library_report(profile: Profile, made_from=None) -> ReportInput:
+    """What ``Profile.to_html`` draws. With ``made_from`` (the captions and embeddings the profile was made
+    from, which :func:`capgeo.profile` keeps) the sections ``capgeo report DATA`` adds to a profile: the
+    near-duplicate gallery, the gamma diagnostics and the caption map, each unless present. Without, the
+    profile as it is, and a note for each of those sections it lacks naming the call that adds it."""
+    if made_from is None:
+        notes = [f"{name}: this profile has no {key} section; {LIBRARY_ADDS}."
+                 for name, key in (("Near-duplicate gallery", "dupes"), ("Gamma diagnostics", "gamma"),
+                                   ("Caption map", "map")) if not getattr(profile, key)]
+        return ReportInput(profile, notes)
+    captions, embeddings = made_from
+    profile, notes = add_sections(profile, captions, embeddings)
+    if not profile.map:
+        options = profile.options
+        profile, added = add_map_section(profile, captions, embeddings,
+                                         seed=options.seed if options and options.seed is not None else 0)
+        notes += added
+    return ReportInput(profile, notes)
+
+
 def load_saved_profile(path: str | Path, *, dupes: bool = True, gamma: bool = True) -> ReportInput:
     """A saved profile as it is; missing dupes/gamma sections become notes, not recomputation.
     ``dupes``/``gamma`` False (--no-dupes, --no-gamma) leave those sections out of the page, said

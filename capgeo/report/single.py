@@ -1,4 +1,4 @@
-"""One dataset's report page: summary, alerts, figures, gallery, provenance.
+"""One dataset's report page: verdict (the alerts), headline numbers, summary, figures, gallery, provenance.
 
 Every section is optional: a profile without ``gamma`` simply has no gamma
 figure, and the page's "Left out or changed" list says why (``notes``).
@@ -21,7 +21,7 @@ from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.gallery import gallery_html
 from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
-from capgeo.report.summary import dataset_label, encoder_label, shown_field, summary_rows
+from capgeo.report.summary import dataset_label, encoder_label, headline_rows, shown_field, summary_rows
 
 #: Element ids of the figures, in page order (tests check each is present).
 FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gamma")
@@ -47,6 +47,13 @@ def alerts_html(profile: Profile) -> str:
     items = "".join(f'<li class="{escape(a.level)}" data-alert="{escape(a.key)}"><strong>{escape(a.title)}</strong>'
                     f"{escape(a.message)}</li>" for a in alerts)
     return f'<ul class="alerts">{items}</ul>'
+
+
+def headline_html(profile: Profile) -> str:
+    """The headline numbers (the ones `capgeo compare` lines up) as a row of tiles, not a table."""
+    tiles = "".join(f'<div class="tile"><dt>{escape(label)}</dt><dd>{escape(values[0])}</dd></div>'
+                    for label, values in headline_rows([profile]))
+    return f'<dl class="headline">{tiles}</dl>'
 
 
 def heatmap_batch(profile: Profile) -> BatchStatistics | None:
@@ -209,6 +216,15 @@ def _shown(value, default: str) -> str:
     return default if value is None else value
 
 
+def _data_fingerprint(dataset: Dataset) -> str:
+    """The data file's sha256; captions built in memory (a DataFrame, a list) have no file, and their
+    texts digest identifies them instead: said so, not "None"."""
+    if dataset.fingerprint is None and dataset.texts_digest and "fingerprint" in dataset.nulls:
+        return ("none: the captions were built in memory, not read from a file; the caption texts digest "
+                "below identifies them")
+    return f"<code>{escape(shown_field(dataset, 'fingerprint'))}</code>"
+
+
 def provenance_rows(profile: Profile, command: str | None, created: str) -> list[tuple[str, str]]:
     dataset = profile.dataset or Dataset()
     encoder = profile.encoder or Encoder()
@@ -225,7 +241,7 @@ def provenance_rows(profile: Profile, command: str | None, created: str) -> list
         rows.append(("Profile command", f'<pre class="command">{escape(provenance.command)}</pre>'))
     rows += [
         ("Data file", f"{escape(_shown(dataset.source, '?'))} ({escape(_shown(dataset.format, '?'))})"),
-        ("Data fingerprint (sha256)", f"<code>{escape(shown_field(dataset, 'fingerprint'))}</code>"),
+        ("Data fingerprint (sha256)", _data_fingerprint(dataset)),
         ("Caption texts digest (sha256)", f"<code>{escape(_shown(dataset.texts_digest, '?'))}</code>"),
         ("Encoder", f"{escape(encoder_label(profile))}: {escape(_shown(encoder.kind, '?'))} "
                     f"{escape(_shown(encoder.name, '?'))}, fingerprint "
@@ -249,11 +265,13 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
                 f"encoder {encoder_label(profile)} · {created}") if isinstance(dataset.n_captions, int) \
         else f"encoder {encoder_label(profile)} · {created}"
     page = Page(title, subtitle)
+    # the first screen: the verdict, then the headline numbers, before any table
+    page.sections.append(Section("alerts", "Verdict", alerts_html(profile)))
+    page.sections.append(Section("headline", "Headline numbers", headline_html(profile)))
     rows = [(label, escape(value)) for label, value in summary_rows(profile)]
     half = (len(rows) + 1) // 2
     page.sections.append(Section("summary", "Summary", f'<div class="summary-columns">{table(rows[:half])}'
                                                        f'{table(rows[half:])}</div>'))
-    page.sections.append(Section("alerts", "Alerts", alerts_html(profile)))
     page.sections += figure_sections(profile)
     if profile.dupes:
         page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile.dupes),
