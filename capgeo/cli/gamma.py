@@ -118,6 +118,11 @@ def _print(profile) -> None:
                   f"({counted(dataset.n_captions or 0, 'caption')}, {counted(dataset.n_groups or 0, 'group')}), "
                   f"encoder {shown(encoder.spec)} "
                   f"({shown(encoder.name)})")
+    if section.sweep:
+        from capgeo.findings.gamma_sweep import measured_headline
+
+        console.print(f"  [bold green]gamma {measured_headline(section.sweep)}[/bold green]; the rule's instant "
+                      f"estimate below, the measured curve at the end")
     console.print(f"  logit scale s = {section.logit_scale:g}  (from {section.logit_scale_source})")
     console.print(f"  reference: gamma {reference['gamma']}, s {reference['logit_scale']:g}, B {reference['batch_size']}"
                   f" on DOCCI-like geometry (mean pairwise {reference['mean_pairwise']}, hardest companion "

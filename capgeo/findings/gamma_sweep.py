@@ -500,6 +500,15 @@ def _checkpoints(steps: int) -> list[int]:
     return sorted({0, *(round(steps * q) - 1 for q in (0.25, 0.5, 0.75)), steps - 1} - {-1})
 
 
+def measured_headline(sweep) -> str:
+    """The measured gamma as a first screen gives it: "1 measured (plateau 0.25-1; caption-caption
+    proxy, 3 seeds) at B=128"."""
+    plateau = sweep["plateau"]
+    label = "caption-caption proxy" if sweep["mode"] == CAPTION_PROXY else "image-text proxy fine-tune"
+    return (f"{sweep['measured_gamma']:g} measured (plateau {min(plateau):g}-{max(plateau):g}; {label}, "
+            f"{len(sweep['seeds'])} seeds) at B={sweep['batch_size']}")
+
+
 def describe_sweep(sweep) -> list[str]:
     """The sweep's result as short terminal lines (``sweep``: :meth:`GammaSweep.to_dict`'s mapping);
     lines starting with a space are details under the one before."""

@@ -759,6 +759,11 @@ class Gamma(_Section):
         """The headline batch size's entry (the first), None without any."""
         return self.batches[0] if self.batches else None
 
+    @property
+    def measured_gamma(self) -> float | None:
+        """The best gamma of the proxy fine-tune sweep, when one ran (then it is the headline)."""
+        return self.sweep.get("measured_gamma") if self.sweep else None
+
 
 @_section
 class DupesPair(_Section):
