@@ -23,6 +23,8 @@ _EXPORTS = {
     "near_duplicates": "capgeo.api",
     "leak": "capgeo.api",
     "suggest_gamma": "capgeo.api",
+    "plan_batches": "capgeo.api",
+    "BatchPlan": "capgeo.api",
     "NearDuplicates": "capgeo.api",
     "Leak": "capgeo.api",
     "EvalLeak": "capgeo.api",

@@ -21,7 +21,8 @@ from typing import Any, Sequence
 
 from capgeo.defaults import DUPES_TOP, LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
 
-__all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "near_duplicates", "leak", "suggest_gamma"]
+__all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "BatchPlan", "near_duplicates", "leak",
+           "suggest_gamma", "plan_batches"]
 
 
 # --------------------------------------------------------------------------- results
@@ -80,6 +81,7 @@ class EvalLeak:
     n_groups_leaked: int | None = None
     n_groups_all_leaked: int | None = None
     n_train_groups_twinned: int | None = None  # training images holding a twin
+    images: dict | None = None         # its images that are training images (docs/pairs.md), where known
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,8 @@ class Leak:
     @classmethod
     def from_dict(cls, result: dict) -> "Leak":
         # the image counts are in every result leak_section makes; None in one without them
-        images = ("n_train_twins", "n_groups", "n_groups_leaked", "n_groups_all_leaked", "n_train_groups_twinned")
+        images = ("n_train_twins", "n_groups", "n_groups_leaked", "n_groups_all_leaked", "n_train_groups_twinned",
+                  "images")
         evals = tuple(EvalLeak(entry["source"], entry["n_captions"], entry["n_leaked"], entry["share_leaked"],
                                entry["n_exact"], tuple(entry["leaked_ids"]), tuple(entry["train_ids_to_drop"]),
                                tuple(entry["pairs"]), **{name: entry[name] for name in images if name in entry})
@@ -151,6 +154,33 @@ class GammaSuggestion:
         """The diagnostics table: one row per (batch size, gamma of the grid)."""
         rows = [{"batch_size": entry["batch_size"], **row} for entry in self.batches for row in entry["grid"]]
         return _frame(rows, ("batch_size",))
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Epochs of training batches without false negatives (`capgeo batches`, docs/batches.md)."""
+
+    batch_size: int
+    threshold: float
+    seed: int
+    batches: tuple[tuple[tuple[int, ...], ...], ...]  # batches[epoch][k]: caption row numbers
+    n_placed: int                      # over all epochs
+    n_not_placed: int
+    share_not_placed: float
+    n_rearranged_batches: int
+    conflicts_avoided: dict            # pairs a plain shuffle puts in one batch, by kind
+    encoder: dict | None
+    _json: dict = field(repr=False, compare=False)
+
+    def to_dict(self) -> dict:
+        """The `capgeo batches --json` object (``capgeo.batches/1``)."""
+        return copy.deepcopy(self._json)
+
+    def to_polars(self):
+        """One row per batch: epoch, batch, indices (the lines of batches.jsonl, without ids)."""
+        rows = [{"epoch": e, "batch": k, "indices": list(batch)} for e, epoch in enumerate(self.batches)
+                for k, batch in enumerate(epoch)]
+        return _frame(rows, ("epoch", "batch", "indices"))
 
 
 def _frame(rows: Sequence[dict], columns: Sequence[str]):
@@ -220,12 +250,13 @@ def _from_vectors(vectors, role: str):
 
 
 #: the keyword arguments of profile() that say how to read ``data`` (load_captions'); the rest are ProfileOptions'
-_LOAD_OPTIONS = ("format", "text_column", "captions_column", "id_column", "group_column", "split", "limit")
+_LOAD_OPTIONS = ("format", "text_column", "captions_column", "id_column", "group_column", "split", "limit",
+                 "image_column", "images")
 
 
 def profile(data, encoder=None, batch_size=None, *, device: str | None = None, cache_dir=None,
             use_cache: bool = True, max_tokens: int | None = None, gamma: bool = True,
-            logit_scale: float | None = None, progress: bool | None = None, **options):
+            logit_scale: float | None = None, progress: bool | None = None, image_embeddings=None, **options):
     """The profile of a dataset's captions in one call: what `capgeo profile DATA --json` writes,
     as a typed :class:`capgeo.geometry.typed_profile.Profile` (``profile.to_dict()`` gives the dict).
 
@@ -237,14 +268,15 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     contrastive batch, or several (headline first); None: the policy's 128, or every image of a
     smaller dataset. With ``gamma`` (the default) the suggested HN-CLIP gamma is included. Other
     keyword arguments are :class:`capgeo.geometry.profile_options.ProfileOptions` fields (seed,
-    n_batches, buckets, top_k, near_duplicate_threshold, mode, ...). Raises capgeo's errors
-    (capgeo.errors) for bad data or options.
+    n_batches, buckets, top_k, near_duplicate_threshold, mode, ...). ``image_embeddings``: image vectors
+    of the same CLIP (a file, an array in group-code order, or capgeo.images.ImageVectors) add the
+    ``pairs`` section (docs/pairs.md). Raises capgeo's errors (capgeo.errors) for bad data or options.
     """
     import numbers
 
     from capgeo.errors import CapgeoError
     from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.pipeline import EncodeOptions, loaded_captions, profile_dataset
+    from capgeo.pipeline import EncodeOptions, loaded_captions, pair_options, run_profile
 
     if batch_size is not None:
         if "batch_sizes" in options:
@@ -253,8 +285,10 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     load_options = {name: options.pop(name) for name in _LOAD_OPTIONS if name in options}
     captions = loaded_captions(data, load_options)
     encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
-    return profile_dataset(captions, encode, ProfileOptions.of(None, **options), gamma=gamma,
-                           logit_scale=logit_scale, progress=progress)
+    run = run_profile(captions, encode, ProfileOptions.of(None, **options), gamma=gamma, logit_scale=logit_scale,
+                      pairs=pair_options(image_embeddings), progress=progress)
+    # kept for profile.per_caption() and profile.to_html(): the one-call user has no captions or embeddings
+    return run.profile._keeping(run.captions, run.embeddings)
 
 
 def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = DUPES_TOP,
@@ -346,3 +380,32 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
     embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
     return GammaSuggestion.from_dict(gamma_profile(captions, embeddings, logit_scale=logit_scale,
                                                    batch_sizes=resolved.sizes, seed=seed))
+
+
+def plan_batches(data, *, batch_size: int, encoder: Any = None, threshold: float | None = None, seed: int = 0,
+                 epochs: int = 1, output: str | None = None, device: str | None = None, cache_dir: str | None = None,
+                 **load_options) -> BatchPlan:
+    """``epochs`` epochs of training batches of ``batch_size`` captions in which no two captions
+    describe one image, are exact copies, or are near-duplicates (cosine >= ``threshold``,
+    default 0.95) under ``encoder``, as `capgeo batches` plans them; with ``output`` also written
+    as batches.jsonl. For a live torch sampler see capgeo.training.sampler.HNCLIPBatchSampler.
+
+    >>> plan = capgeo.plan_batches("captions.json", batch_size=128, encoder="vectors:emb.npy")
+    >>> plan.share_not_placed, plan.batches[0][0][:5]
+    """
+    from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
+    from capgeo.pipeline import EncodeOptions, batches_dataset, loaded_captions
+
+    captions = loaded_captions(data, load_options)
+    if _is_spec(encoder):
+        encode, embeddings = EncodeOptions(encoder, device=device, cache_dir=cache_dir), None
+    else:
+        encode, embeddings = EncodeOptions(device=device), _embeddings(captions, encoder, device=device,
+                                                                       cache_dir=cache_dir)
+    threshold = NEAR_DUPLICATE_THRESHOLD if threshold is None else threshold
+    result = batches_dataset(captions, encode, embeddings=embeddings, batch_size=batch_size, threshold=threshold,
+                             seed=seed, epochs=epochs, output=output, keep_batches=True)
+    batches = result.pop("batches")
+    return BatchPlan(result["batch_size"], result["threshold"], result["seed"], batches, result["n_placed"],
+                     result["n_not_placed"], result["share_not_placed"], result["n_rearranged_batches"],
+                     result["conflicts_avoided"], result["encoder"], copy.deepcopy(result))

@@ -86,6 +86,29 @@ NEGATIVES_MAX_COSINE = NEAR_DUPLICATE_THRESHOLD
 #: captions of one image describe one scene, so several of them are one negative said again
 NEGATIVES_PER_IMAGE = 1
 
+#: images: the largest image decoded (width x height), past which it is a decompression bomb and
+#: skipped: a 16k x 16k photo; PIL's own default warns at 89M
+IMAGE_MAX_PIXELS = 16384 * 16384
+#: images: a thumbnail's long side in pixels and its JPEG quality (the report inlines them)
+THUMBNAIL_SIDE = 64
+THUMBNAIL_QUALITY = 70
+#: images: encoded per batch, and cached per chunk
+IMAGE_BATCH = 64
+
 #: file suffixes of the table outputs, and the format each means
 PER_CAPTION_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".jsonl": "jsonl"}
 NEGATIVE_SUFFIXES = {".jsonl": "jsonl", ".parquet": "parquet"}
+
+#: batches: epochs planned, each in its own order (seed + epoch)
+BATCHES_EPOCHS = 1
+#: pairs: a caption of another image is a cross-modal false negative of pair (image i, caption m) when
+#: it scores at least S[i, m] - delta for image i
+PAIRS_DELTA = 0.0
+#: pairs: rows listed per finding (mismatched pairs, false negatives, image twins); all are counted
+PAIRS_LISTED = 20
+#: pairs: most false-negative rows written by --false-negatives (a larger delta makes more)
+PAIRS_MAX_EXPORT_ROWS = 10_000_000
+#: pairs: the thumbnails one profile holds, in bytes of JPEG (the report page stays under 3 MB)
+PAIRS_THUMBNAIL_BYTES = 1_000_000
+#: pairs and leak: two images of different ids at or above this image-image cosine are twins
+IMAGE_TWIN_THRESHOLD = 0.95

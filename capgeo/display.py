@@ -28,3 +28,19 @@ def counted(number: int | float, singular: str, plural: str | None = None) -> st
     take an "s" ("1 match", "2 matches")."""
     noun = singular if number == 1 else (plural or f"{singular}s")
     return f"{number:,} {noun}"
+
+
+#: hex digits of a content hash shown in a shortened id
+SHORT_HASH_DIGITS = 10
+
+
+def short_id(identifier) -> str:
+    """An id as places with little room show it: a content-hash id ``sha256:<64 hex>#3`` as
+    ``sha256:<first 10 hex>…#3``; any other id as it is. JSON and exports keep full ids."""
+    text = str(identifier)
+    if not text.startswith("sha256:"):
+        return text
+    digest, hash_mark, rest = text[len("sha256:"):].partition("#")
+    if len(digest) <= SHORT_HASH_DIGITS + 1:
+        return text
+    return f"sha256:{digest[:SHORT_HASH_DIGITS]}…{hash_mark}{rest}"

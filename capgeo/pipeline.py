@@ -12,8 +12,8 @@ encoding and the rest, so that a command reading several datasets checks them al
 
 The commands that encode one dataset without profiling it have one call each here, which
 checks (:func:`checked_dataset`), embeds and computes: :func:`dupes_dataset` (`dupes`,
-`dupes-examples`, `dupes-sets`), :func:`negatives_dataset`, :func:`encode_dataset`, and
-:func:`leak_datasets` for `leak`.
+`dupes-examples`, `dupes-sets`), :func:`negatives_dataset`, :func:`batches_dataset`,
+:func:`encode_dataset`, and :func:`leak_datasets` for `leak`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from capgeo.defaults import (
     FIXED_BLOCK_SIZE,
+    NEAR_DUPLICATE_THRESHOLD,
     NEGATIVES_K,
     NEGATIVES_MAX_COSINE,
     NEGATIVES_MIN_COSINE,
     NEGATIVES_PER_IMAGE,
     TOP_K,
 )
-from capgeo.errors import CapgeoError
+from capgeo.errors import CapgeoError, EncoderError
 
 if TYPE_CHECKING:
     from capgeo.geometry.typed_profile import Profile
@@ -109,6 +110,16 @@ class GammaPasses:
 
 
 @dataclass(frozen=True)
+class ImageOptions:
+    """Where a profile's image vectors come from, for the pair analyses (capgeo.images.image_vectors):
+    ``image_embeddings``, a file of vectors keyed by image id, else the encoder's own image tower over
+    the images the dataset names (``images_root``: their folder, where not beside the captions)."""
+
+    image_embeddings: str | Path | None = None
+    images_root: str | Path | None = None
+
+
+@dataclass(frozen=True)
 class TruncationPasses:
     """`capgeo truncation`'s work in :func:`run_profile`: the geometry at several maximum token
     lengths (docs/truncation.md), from ProfileOptions' headline batch size, ``n_batches``,
@@ -123,6 +134,21 @@ class TruncationPasses:
     max_listed: int | None = None
 
 
+@dataclass(frozen=True)
+class PairOptions:
+    """The ``pairs`` section of a whole profile (docs/pairs.md): the image side, from image vectors."""
+
+    #: a file of image vectors (npy/npz/parquet, read and checked before the encoding), an (n_groups, d)
+    #: array in group-code order, or capgeo.images.ImageVectors
+    image_embeddings: Any = None
+    #: a caption of another image within this cosine of the pair's own counts as a false negative
+    delta: float | None = None
+    #: image-image cosine at or above which two images of different ids are twins
+    image_threshold: float | None = None
+    #: also write every false-negative row here (Parquet, CSV or JSONL by suffix)
+    false_negatives: str | Path | None = None
+
+
 @dataclass
 class ProfileRun:
     """What :func:`run_profile` made: the Profile and what it was made from, for callers that
@@ -135,6 +161,10 @@ class ProfileRun:
     batch_sizes: Any
     #: the all-pairs pass of these embeddings (a PairScan), or None
     scan: Any = None
+    #: one unit vector per image (capgeo.images.ImageVectors) where the plan asked for images and
+    #: they could be had; ``image_notes`` says why not where they could not
+    image_vectors: Any = None
+    image_notes: tuple[str, ...] = ()
 
 
 @contextlib.contextmanager
@@ -183,8 +213,12 @@ class ProfilePlan:
     logit_scale: float | None = None
     per_caption: str | Path | None = None
     companion_lists: bool = True
-    #: GammaPasses' image vectors, read and checked
+    #: GammaPasses' or PairOptions' image vectors, read and checked
     image_vectors: Any = None
+    #: ask for the images' vectors (ProfileRun.image_vectors); None: the caption analyses alone
+    images: ImageOptions | None = None
+    #: the pairs section's options (with image vectors), or None
+    pairs: PairOptions | None = None
 
     def with_passes(self, passes: GammaPasses | TruncationPasses | None) -> "ProfilePlan":
         """This plan for other passes over the same captions and options (the report's truncation
@@ -198,7 +232,8 @@ class ProfilePlan:
 def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                  extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                  per_caption: str | Path | None = None, companion_lists: bool = True,
-                 passes: GammaPasses | TruncationPasses | None = None) -> ProfilePlan:
+                 passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
+                 images: ImageOptions | None = None) -> ProfilePlan:
     """Every check of a :func:`run_profile` run before its (slow) encoding, once: the captions
     loaded (a path or data in memory), ``encode`` and ``options`` checked, the batch sizes resolved
     against the dataset, what ``passes`` need, and the embedding cache (unless ``embeddings`` are
@@ -212,10 +247,76 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
     check_has_negatives(captions)
     options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
     image_vectors = _check_passes(captions, encode, options, resolved, passes)
+    if passes is None and pairs is not None and pairs.image_embeddings is not None:
+        image_vectors = _checked_pair_images(captions, pairs)
+    elif pairs is not None and pairs.false_negatives is not None:
+        _check_false_negatives_output(pairs)
+    if images is not None:
+        _check_images(captions, images)
     if embeddings is None or passes is not None:  # (the passes embed the captions themselves)
         encode.check_cache()
     return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
-                       logit_scale, per_caption, companion_lists, image_vectors)
+                       logit_scale, per_caption, companion_lists, image_vectors, images, pairs if passes is None else None)
+
+
+def _check_images(captions, images: ImageOptions) -> None:
+    """Before the encoding: a file of image vectors holds one per image, an images folder exists."""
+    if images.image_embeddings is not None:
+        from capgeo.findings.gamma import checked_image_embeddings
+
+        checked_image_embeddings(images.image_embeddings, captions)
+    if images.images_root is not None and not Path(images.images_root).expanduser().is_dir():
+        raise CapgeoError(f"--images {images.images_root}: no such folder; expected the folder holding the "
+                          "dataset's images")
+
+
+def plan_image_vectors(plan: ProfilePlan, *, progress: bool | None = None):
+    """(ImageVectors or None, notes): the plan's images as vectors, where it asks for them; the
+    notes say why there are none (a text-only encoder, a dataset that names no images)."""
+    if plan.images is None:
+        return None, ()
+    from capgeo.images import image_vectors
+
+    notes: list[str] = []
+    try:
+        vectors = image_vectors(plan.captions, plan.encode, images_root=plan.images.images_root,
+                                image_embeddings=plan.images.image_embeddings, progress=progress, notes=notes)
+    except EncoderError as error:
+        if plan.images.images_root is not None or plan.images.image_embeddings is not None:
+            raise  # images asked for by name: a tower that cannot encode them is the user's to know at once
+        # images not asked for (a profile looks for them): a text-only checkpoint leaves the pairs out
+        return None, (str(error),)
+    return vectors, tuple(notes)
+
+
+def _checked_pair_images(captions, pairs: PairOptions):
+    """PairOptions' image vectors before the encoding: a file read and checked, an array checked for its
+    rows, ImageVectors as they are; the false-negative output checked to be writable."""
+    import numpy as np
+
+    from capgeo.images import ImageVectors
+
+    _check_false_negatives_output(pairs)
+    images = pairs.image_embeddings
+    if isinstance(images, ImageVectors):
+        return images
+    if isinstance(images, np.ndarray):
+        from capgeo.findings.gamma import check_image_vectors
+
+        check_image_vectors(images, captions.n_groups, images.shape[-1] if images.ndim == 2 else 0)
+        return images
+    from capgeo.findings.gamma import checked_image_embeddings
+
+    return checked_image_embeddings(images, captions)
+
+
+def _check_false_negatives_output(pairs: PairOptions) -> None:
+    """--false-negatives names a table format capgeo writes."""
+    if pairs.false_negatives is not None:
+        from capgeo.defaults import PER_CAPTION_SUFFIXES
+        from capgeo.findings.per_caption import table_format
+
+        table_format(str(pairs.false_negatives), PER_CAPTION_SUFFIXES)
 
 
 def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) -> Any:
@@ -250,8 +351,9 @@ def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) ->
 def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                 per_caption: str | Path | None = None, companion_lists: bool = True,
-                passes: GammaPasses | TruncationPasses | None = None, plan: ProfilePlan | None = None,
-                progress: bool | None = None, command: str | None = None) -> ProfileRun:
+                passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
+                plan: ProfilePlan | None = None, progress: bool | None = None, command: str | None = None,
+                images: ImageOptions | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
     captions to a profile (:func:`plan_profile`, then :func:`run_plan`).
 
@@ -260,21 +362,23 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     ``options``: a ``ProfileOptions``; both checked here, once, before the encoding, with the batch
     sizes resolved against the dataset (``extra_batch_sizes``: extra rows added when ``options``
     names no batch size). ``embeddings``: vectors already computed for these captions (nothing is
-    encoded). ``passes``: None for the whole profile; :class:`GammaPasses` for the ``gamma`` section
-    alone (`capgeo gamma`), :class:`TruncationPasses` for the ``truncation`` section alone
-    (`capgeo truncation`, which embeds at each length itself); the arguments below apply to the
-    whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
+    encoded). ``pairs``: a :class:`PairOptions` with image vectors adds the ``pairs`` section
+    (docs/pairs.md) to the whole profile. ``passes``: None for the whole profile;
+    :class:`GammaPasses` for the ``gamma`` section alone (`capgeo gamma`), :class:`TruncationPasses`
+    for the ``truncation`` section alone (`capgeo truncation`, which embeds at each length itself);
+    the arguments below apply to the whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
     ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
     ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
     by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
     ``plan``: the :class:`ProfilePlan` that :func:`plan_profile` made of these arguments, for a caller
     that checked them before its first encoding (`compare` checks every dataset first): it is run
-    as it is, nothing checked again.
+    as it is, nothing checked again. ``images``: also the images' vectors, for the pair analyses
+    (ProfileRun.image_vectors; :class:`ImageOptions` says where they come from).
     """
     if plan is None:
         plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=extra_batch_sizes,
                             gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                            companion_lists=companion_lists, passes=passes)
+                            companion_lists=companion_lists, passes=passes, pairs=pairs, images=images)
     return run_plan(plan, progress=progress, command=command)
 
 
@@ -312,7 +416,14 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
                                        progress=progress)
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile = replace(profile, gamma_left_out=left_out)
-    return ProfileRun(captions, embeddings, profile, plan.batch_sizes, scans[0] if scans else None)
+    image_vectors, image_notes = plan_image_vectors(plan, progress=progress)
+    if plan.pairs is not None:
+        pair_images = plan.image_vectors if plan.image_vectors is not None else image_vectors
+        if pair_images is not None:
+            profile = with_pairs(profile, captions, embeddings, pair_images, plan.pairs,
+                                 batch_size=plan.batch_sizes.headline, logit_scale=plan.logit_scale, progress=progress)
+    return ProfileRun(captions, embeddings, profile, plan.batch_sizes, scans[0] if scans else None, image_vectors,
+                      image_notes)
 
 
 def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
@@ -366,7 +477,7 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
                     cache_dir: str | Path | None = None, use_cache: bool = True, max_tokens: int | None = None,
                     progress: bool | None = None, command: str | None = None, gamma: bool = True,
                     logit_scale: float | None = None, per_caption: str | Path | None = None,
-                    companion_lists: bool = True, **profile_options) -> Profile:
+                    companion_lists: bool = True, image_embeddings=None, **profile_options) -> Profile:
     """Load, embed and profile a dataset (:func:`run_profile`); returns the typed ``capgeo.profile/1``
     Profile (docs/profile-schema.md).
 
@@ -375,7 +486,9 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
     ``options`` is a ``ProfileOptions``, or its fields come as keyword arguments (batch_sizes,
     buckets, relative_buckets, n_batches, top_k, block_size, seed, near_duplicate_threshold,
     mode, include_companions, ...). With ``gamma`` (the default) it also holds the ``gamma``
-    section (`capgeo gamma`, docs/gamma.md) at the profile's batch sizes.
+    section (`capgeo gamma`, docs/gamma.md) at the profile's batch sizes. With ``image_embeddings`` (a
+    file, an (n_groups, d) array in group-code order, ImageVectors, or a :class:`PairOptions`) it also
+    holds the ``pairs`` section (docs/pairs.md).
     """
     from capgeo.geometry.profile_options import ProfileOptions
 
@@ -383,7 +496,16 @@ def profile_dataset(captions, encoder=None, options=None, *, device: str | None 
                               max_tokens=max_tokens)
     options = ProfileOptions.of(options, **profile_options)
     return run_profile(captions, encoder, options, gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                       companion_lists=companion_lists, progress=progress, command=command).profile
+                       companion_lists=companion_lists, pairs=pair_options(image_embeddings), progress=progress,
+                       command=command).profile
+
+
+def pair_options(image_embeddings) -> PairOptions | None:
+    """The pairs section's options from Python's ``image_embeddings`` (a file, an (n_groups, d) array,
+    ImageVectors or PairOptions); None: no pairs section."""
+    if image_embeddings is None or isinstance(image_embeddings, PairOptions):
+        return image_embeddings
+    return PairOptions(image_embeddings)
 
 
 def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, logit_scale: float | None = None,
@@ -443,6 +565,33 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
         note = (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
                 f"{gamma_batch_size_problem(too_small[0], captions.n_groups)} (capgeo docs gamma).")
     return replace(profile, gamma=Gamma.from_dict(section)), note
+
+
+def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOptions | None = None, *,
+               batch_size: int | None = None, logit_scale: float | None = None,
+               progress: bool | None = None) -> Profile:
+    """``profile`` with the ``pairs`` section (docs/pairs.md) for ``images`` (ImageVectors, or an
+    (n_groups, d) array in group-code order, wrapped by capgeo.findings.pairs.image_vectors_from_array),
+    at the profile's headline batch size, batch count, seed and suggested gamma."""
+    from capgeo.findings.pairs import image_vectors_from_array, pairs_section
+    from capgeo.geometry.typed_profile import Options, Pairs
+    from capgeo.images import ImageVectors
+
+    pairs = pairs or PairOptions()
+    vectors = getattr(embeddings, "vectors", embeddings)
+    if not isinstance(images, ImageVectors):
+        source = pairs.image_embeddings if isinstance(pairs.image_embeddings, (str, Path)) else "image embeddings"
+        images = image_vectors_from_array(images, str(source), captions.n_groups, vectors.shape[1])
+    options = profile.options or Options()
+    headline = batch_size or (profile.batches[0].batch_size if profile.batches else None)
+    extra = {key: value for key, value in (("delta", pairs.delta), ("image_threshold", pairs.image_threshold))
+             if value is not None}
+    section = pairs_section(captions, embeddings, images, batch_size=headline, n_batches=options.n_batches,
+                            seed=0 if options.seed is None else options.seed, logit_scale=logit_scale,
+                            gamma=profile.gamma.suggested_gamma if profile.gamma else None,
+                            false_negatives_output=None if pairs.false_negatives is None else str(pairs.false_negatives),
+                            progress=progress, **extra)
+    return replace(profile, pairs=Pairs.from_dict(section))
 
 
 #: the loader's advice to use a column option -> what a set read by detection can do instead
@@ -615,6 +764,42 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
         return export_negatives(captions, embeddings, str(output), k=k, min_cosine=min_cosine,
                                 max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size,
                                 device=encode.device)
+
+
+def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None, batch_size: int,
+                    threshold: float = NEAR_DUPLICATE_THRESHOLD, seed: int = 0, epochs: int = 1,
+                    output: str | Path | None = None, keep_batches: bool = False,
+                    progress: bool | None = None) -> dict:
+    """`capgeo batches` in one call (docs/batches.md): check the options and the dataset
+    (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), plan
+    ``epochs`` epochs of batches of ``batch_size`` with no two captions of one image, exact copies
+    or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan), write them to
+    ``output`` (batches.jsonl) when given, and return the ``capgeo.batches/1`` result; with
+    ``keep_batches`` it also holds the batches under "batches" (``[epoch][k]``: row numbers)."""
+    from capgeo.preflight import check_pair_threshold
+    from capgeo.training.plan import (check_batch_size, check_epochs, check_seed, conflicts_of, plan_epochs,
+                                      plan_section)
+
+    check_pair_threshold(threshold)
+    check_epochs(epochs)
+    check_seed(seed)
+    captions, encode = checked_dataset(captions, encode, cache=embeddings is None)
+    check_batch_size(batch_size, len(captions))
+    with _on_ray(encode.ray_address):
+        if embeddings is None:
+            embeddings = encode.embed(captions, progress=progress)
+        conflicts = conflicts_of(captions, embeddings, threshold, device=encode.device)
+    plans = plan_epochs(conflicts, batch_size, seed=seed, epochs=epochs)
+    if output is not None:
+        from capgeo.training.batches_export import write_batches
+
+        write_batches(str(output), plans, captions.ids)
+    encoder = embeddings.info.to_dict() if getattr(embeddings, "info", None) is not None else None
+    result = plan_section(conflicts, plans, n_groups=captions.n_groups, encoder=encoder,
+                          output=None if output is None else str(output))
+    if keep_batches:
+        result["batches"] = tuple(tuple(tuple(batch.tolist()) for batch in plan.batches) for plan in plans)
+    return result
 
 
 def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str | Path | None = None,

@@ -52,9 +52,16 @@ BAR_WIDTH = 12
 MIN_DESCRIPTION = 12
 
 
-def numbers_width(total: float | None) -> int:
+#: the unit of a bar that counts bytes: its count and rate in decimal units ("12.3/46.2 MB", "3.1 MB/s")
+BYTES = "bytes"
+
+
+def numbers_width(total: float | None, unit: str | None = None) -> int:
     """Columns the count, rate, elapsed and remaining times take, with their spaces
-    ("61725/1000000 41,121.6/s 0:00:01 eta 0:00:23": twice the total's digits and 37 more)."""
+    ("61725/1000000 41,121.6/s 0:00:01 eta 0:00:23": twice the total's digits and 37 more;
+    bytes: "999.9/999.9 MB 999.9 MB/s 0:00:01 eta 0:00:23", at most 48)."""
+    if unit == BYTES:
+        return 16 + 1 + 11 + 8 + 4 + 8
     digits = len(str(int(total))) if total else 1
     return 2 * digits + 1 + 12 + 8 + 4 + 8 + 4
 
@@ -126,10 +133,12 @@ def show_progress() -> bool:
 
 
 @contextlib.contextmanager
-def progress_bar(description: str, total: float | None, enabled: bool | None = None) -> Iterator[Progress]:
+def progress_bar(description: str, total: float | None, enabled: bool | None = None,
+                 unit: str | None = None) -> Iterator[Progress]:
     """Context manager yielding an object with ``advance(n)``.
 
-    ``enabled=None`` means: show on a terminal only.
+    ``enabled=None`` means: show on a terminal only. ``unit`` :data:`BYTES`: the bar counts bytes and
+    says so ("12.3/46.2 MB", "3.1 MB/s"), else it counts items.
     """
     if enabled is None:
         enabled = show_progress()
@@ -137,39 +146,59 @@ def progress_bar(description: str, total: float | None, enabled: bool | None = N
     if not enabled:
         yield _Silent()
         return
-    from rich.cells import cell_len, set_cell_size
+    from rich.cells import cell_len
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn, TransferSpeedColumn)
     from rich.table import Column
 
     from capgeo.display import visible
 
     console = Console(stderr=True)
     whole = lambda: Column(no_wrap=True)  # noqa: E731
-    numbers = [MofNCompleteColumn(table_column=whole()), _rate_column(table_column=whole()),
-               TimeElapsedColumn(table_column=whole()), TextColumn("eta", table_column=whole()),
+    counts = ([DownloadColumn(binary_units=False, table_column=whole()), TransferSpeedColumn(table_column=whole())]
+              if unit == BYTES else [MofNCompleteColumn(table_column=whole()), _rate_column(table_column=whole())])
+    numbers = [*counts, TimeElapsedColumn(table_column=whole()), TextColumn("eta", table_column=whole()),
                TimeRemainingColumn(table_column=whole())]
     # the description names an encoder (a user's folder or file name): shown as text, never as markup
-    # or terminal control. On a narrow terminal it gives way, cut with "…", and with too little room
-    # the bar and it are left out: the counts, rate and times are what the bar is for (at 40 columns
-    # squeezing them in would cut them to "288/3…", "0:00:…")
+    # or terminal control, and whole: where it does not fit beside the bar and the numbers it takes the
+    # line above them ("Encoding with al…" named no encoder). The numbers are never cut either (at 40
+    # columns squeezing them in cut them to "288/3…", "0:00:…"): the bar and then the elapsed time give way
     description = visible(description)
-    room = console.width - numbers_width(total) - BAR_WIDTH - 2
-    if room < MIN_DESCRIPTION:
-        # the numbers alone, without "eta", and without the elapsed time where even they do not fit
-        columns = [column for column in numbers if not isinstance(column, TextColumn)
-                   and not (isinstance(column, TimeElapsedColumn) and console.width < numbers_width(total))]
-    else:
-        if cell_len(description) > room:  # in cells: a CJK character takes two
-            description = set_cell_size(description, room - 1) + "…"
-        columns = [TextColumn("{task.description}", markup=False, table_column=whole()),
-                   BarColumn(bar_width=BAR_WIDTH), *numbers]
+    width = numbers_width(total, unit)
+    room = console.width - width - BAR_WIDTH - 2
+    beside = room >= MIN_DESCRIPTION and cell_len(description) <= room  # in cells: a CJK character takes two
+    if console.width < width:
+        numbers = [column for column in numbers if not isinstance(column, (TextColumn, TimeElapsedColumn))]
+    elif not beside:
+        numbers = [column for column in numbers if not isinstance(column, TextColumn)]
+    columns = ([TextColumn("{task.description}", markup=False, table_column=whole()),
+                BarColumn(bar_width=BAR_WIDTH), *numbers] if beside
+               else [BarColumn(bar_width=BAR_WIDTH), *numbers] if console.width - width >= BAR_WIDTH + 1
+               else numbers)
+    kind = RichProgress if beside else _named_above()
     # speed over the whole run, not rich's last 30 s: an encoding batch can take longer than that on a CPU,
     # and the window then held one sample (no rate, no ETA) or none (0.0/s)
-    with RichProgress(*columns, console=console, transient=True,
-                      speed_estimate_period=24 * 3600) as progress:
+    with kind(*columns, console=console, transient=True, speed_estimate_period=24 * 3600) as progress:
         task_id = progress.add_task(description, total=total)
         yield _RichTask(progress, task_id)
+
+
+@functools.cache
+def _named_above() -> type:
+    """The class of a bar whose name takes the line above it (rich loads only with a bar shown)."""
+    from rich.progress import Progress as RichProgress
+    from rich.text import Text
+
+    class NamedAbove(RichProgress):
+        """A bar whose name takes the line above it, wrapped at the terminal's width rather than cut."""
+
+        def get_renderables(self):
+            for task in self.tasks:
+                yield Text(task.description, overflow="fold")
+            yield self.make_tasks_table(self.tasks)
+
+    return NamedAbove
 
 
 @contextlib.contextmanager

@@ -64,3 +64,39 @@ def coco_captions(shared_data: Path, images: int = 8) -> list[str]:
 def docci_captions(shared_data: Path, count: int = 24) -> list[str]:
     records = json.loads((shared_data / "docci-test" / "docci_test.json").read_text(encoding="utf-8"))
     return [record["caption"] for record in records[:count]]
+
+
+def vision_checkpoint(folder: Path, seed: int = 0, *, name: str = "tiny-vision", config: dict | None = None):
+    """(checkpoint path, model): a random-weight tiny CLIP saved as ``<name>.pt`` with its config
+    beside it as ``<name>.json``, the form ``--encoder /path/<name>.pt`` reads (both towers)."""
+    config = config or tiny_config()
+    model = tiny_clip(config, seed=seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.pt"
+    torch.save(model.state_dict(), path)
+    (folder / f"{name}.json").write_text(json.dumps(config), encoding="utf-8")
+    return path, model
+
+
+def reference_image_embeddings(model, preprocess, images) -> np.ndarray:
+    """open_clip's own encode_image over its own preprocess of each PIL image, L2-normalised."""
+    with torch.no_grad():
+        pixels = torch.stack([preprocess(image) for image in images])
+        return torch.nn.functional.normalize(model.encode_image(pixels), dim=-1).numpy()
+
+
+def random_images(count: int, seed: int = 0, size: tuple[int, int] = (48, 40)) -> list:
+    """RGB PIL images of random pixels, each a different size near ``size`` (width, height)."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    return [Image.fromarray(rng.integers(0, 256, (size[1] + index % 5, size[0] + index % 7, 3), dtype=np.uint8))
+            for index in range(count)]
+
+
+def jpeg_bytes(image, quality: int = 95) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=quality)
+    return buffer.getvalue()

@@ -84,10 +84,11 @@ def test_an_img2dataset_folder_reads_its_shards_and_ignores_the_files_beside_the
     captions = load_captions(folder)
     assert captions.texts == [_caption(k) for k in range(15)]
     assert captions.ids == [f"{k:09d}" for k in range(15)]
-    assert captions.n_groups == 15
+    # the .json's image_id names the image, as an image key of a table does
+    assert captions.n_groups == 8 and captions.groups[:3] == ["img-0", "img-0", "img-1"]
     # the .json's fields name ids and groups
-    grouped = load_captions(folder, group_column="image_id", id_column="uid")
-    assert grouped.ids == [f"u{k}" for k in range(15)] and grouped.n_groups == 8
+    grouped = load_captions(folder, group_column="key", id_column="uid")
+    assert grouped.ids == [f"u{k}" for k in range(15)] and grouped.n_groups == 15
     # without .txt members the .json's caption is taken
     img2dataset_folder(tmp_path / "json-only", txt=False)
     assert load_captions(tmp_path / "json-only").texts == captions.texts

@@ -62,6 +62,21 @@ def test_caption_proxy_pairs_and_split_by_image():
     assert (pairs.target_image[plan.batch_targets] == plan.batches).all()  # each target is its image's
 
 
+def test_image_vectors_with_missing_images_leave_them_out():
+    from capgeo.images import ImageVectors
+
+    text, codes, images = _captions(n_images=10)
+    present = np.ones(10, dtype=bool)
+    present[[2, 7]] = False
+    images[~present] = 0
+    pairs = gs.sweep_pairs(text, codes, ImageVectors(images, present, "test"))
+    assert pairs.n_images == 8 and pairs.images_left_out == 2 and len(pairs.targets) == 24
+    kept = np.flatnonzero(present)
+    assert np.allclose(pairs.queries, images[kept], atol=1e-6)
+    assert np.allclose(pairs.targets, text[np.isin(codes, kept)], atol=1e-6)
+    assert np.array_equal(pairs.target_image, np.repeat(np.arange(8), 3))
+
+
 def test_sweep_is_deterministic_for_its_seeds_and_json_ready():
     import json
 

@@ -156,3 +156,33 @@ def test_wide_characters_and_large_totals_leave_the_numbers_whole(monkeypatch, w
     assert "23000/1000000" in drawn
     numbers = drawn.split("23000/1000000", 1)[1].splitlines()[0]
     assert "…" not in numbers
+
+
+def test_no_bar_name_is_cut_it_takes_the_line_above_when_it_does_not_fit(monkeypatch):
+    """At 80 columns "[1/3] Encoding with all-MiniLM-L6-v2" read "[1/3] Encoding with al…"."""
+    name = "[1/3] Encoding with all-MiniLM-L6-v2"
+    for width in (40, 60, 80):
+        drawn = _drawn(monkeypatch, width, name)
+        assert "…" not in drawn and "23000/25010" in drawn
+        assert name in " ".join(drawn.split()) or name in drawn.replace("\n", ""), (width, drawn)
+    beside = _drawn(monkeypatch, 120, name)
+    assert any(name in line and "23000/25010" in line for line in beside.splitlines())
+
+
+def test_a_byte_counting_bar_says_its_unit(monkeypatch):
+    import io
+    import re
+
+    import rich.console
+
+    from capgeo.progress import BYTES, progress_bar
+
+    for width in (40, 80, 120):
+        screen = io.StringIO()
+        monkeypatch.setattr(rich.console, "Console", lambda **options: REAL_CONSOLE(
+            file=screen, force_terminal=True, width=width, color_system=None))
+        with progress_bar("Reading shards", 46_200_000, enabled=True, unit=BYTES) as bar:
+            bar.advance(12_300_000)
+        drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen.getvalue())
+        assert "12.3/46.2 MB" in drawn and "…" not in drawn, (width, drawn)
+        assert "Reading shards" in drawn

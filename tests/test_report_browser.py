@@ -57,7 +57,7 @@ def test_real_report_loads_offline_without_errors(tmp_path):
     path = build_report(real_report_input("docci"), tmp_path / "docci.html", command="capgeo report docci")
     report = open_page(path, action=EXPAND_FIRST)
     assert_clean(report, FIGURE_IDS + OPTIONAL_FIGURE_IDS)
-    assert report.state["sections"][:2] == ["summary", "alerts"]
+    assert report.state["sections"][:3] == ["alerts", "headline", "summary"]
     assert "gallery" in report.state["sections"] and report.state["marks"] > 50
     # one long caption expanded by its button
     assert report.state["clamped"] == report.state["expand_buttons"] - 1
@@ -79,3 +79,21 @@ def test_compare_page_loads_offline_without_errors(tmp_path):
     report = open_page(path)
     assert_clean(report, COMPARE_FIGURE_IDS + COMPARE_OPTIONAL_FIGURE_IDS)
     assert_not_blank(report.screenshot)
+
+
+def assert_first_screen(report, height: int):
+    """The verdict and the headline numbers come first and end above the fold, before any table."""
+    boxes = report.state["boxes"]
+    assert report.state["sections"][:2] == ["alerts", "headline"]
+    assert boxes["alerts"]["bottom"] <= boxes["headline"]["top"] < boxes["headline"]["bottom"] <= height, boxes
+    assert report.state["first_table_top"] >= boxes["headline"]["bottom"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REPO_DATA / "docci_sample.jsonlines").exists(), reason="data/docci_sample.jsonlines is missing")
+def test_the_first_screen_of_a_1400_by_900_window_holds_the_verdict_and_headline_numbers(tmp_path):
+    path = build_report(real_report_input("docci"), tmp_path / "docci.html", command="capgeo report docci")
+    assert_first_screen(open_page(path, width=1400, height=900, screenshot=False), 900)
+    # a profile that fires many alerts (the fixture's) keeps them above the fold too
+    path = build_report(make_full_profile(), tmp_path / "fixture.html")
+    assert_first_screen(open_page(path, width=1400, height=900, screenshot=False), 900)

@@ -333,7 +333,11 @@ def test_to_html_draws_the_report_of_the_dict(built, tmp_path, monkeypatch):
 
     monkeypatch.setattr(single, "now_utc", lambda: "2026-01-01T00:00:00Z")
     Profile.from_dict(built).to_html(tmp_path / "typed.html")
-    build_report(built, tmp_path / "plain.html")
+    # a profile read from a dict holds no captions: the page says what it lacks and the call that adds it
+    lacks = [f"{name}: this profile has no {key} section; capgeo.profile(DATA).to_html(...) adds it, as "
+             "`capgeo report DATA` does." for name, key in (("Near-duplicate gallery", "dupes"),
+                                                            ("Gamma diagnostics", "gamma"), ("Caption map", "map"))]
+    build_report(built, tmp_path / "plain.html", notes=lacks)
     page = (tmp_path / "typed.html").read_text(encoding="utf-8")
     assert page == (tmp_path / "plain.html").read_text(encoding="utf-8") and "<html" in page
 

@@ -49,7 +49,16 @@ PAGE_STATE_JS = """
     marks: document.querySelectorAll('mark').length,
     clamped: document.querySelectorAll('.caption.clamped').length,
     expand_buttons: document.querySelectorAll('button.expand').length,
-    height: document.documentElement.scrollHeight
+    height: document.documentElement.scrollHeight,
+    // where each section and the first table lie on the page (CSS pixels from its top)
+    boxes: Object.fromEntries(Array.from(document.querySelectorAll('main > section')).map(s => {
+      const box = s.getBoundingClientRect();
+      return [s.id, {top: box.top + window.scrollY, bottom: box.bottom + window.scrollY}];
+    })),
+    first_table_top: (() => {
+      const first = document.querySelector('main table');
+      return first ? first.getBoundingClientRect().top + window.scrollY : null;
+    })()
   });
 })()
 """

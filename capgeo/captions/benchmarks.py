@@ -304,7 +304,7 @@ def read_dci(content: DatasetContent) -> RawCaptions:
         name, stem = inner_name(file), inner_stem(file)
         split = split_of.get(name, split_of.get(stem))
         ids.append(stem)
-        texts.append(_dci_description(data))
+        texts.append(_dci_description(data, file))
         places.append(f"file {file.name}")
         for k, summary in enumerate(_image_summaries(data.get("summaries"), file)):
             ids.append(f"{stem}#summary-{k}")
@@ -318,11 +318,15 @@ def read_dci(content: DatasetContent) -> RawCaptions:
     )
 
 
-def _dci_description(data: dict):
+def _dci_description(data: dict, file: Path):
     """The whole image's human description as DCI's own loader builds it (``get_extended_caption``):
     ``short_caption``, a newline, then ``extra_caption``, which continues it ("additional description
-    not captured elsewhere"); leaving the short caption out lost each description's first sentence."""
+    not captured elsewhere"); leaving the short caption out lost each description's first sentence.
+    A short caption that is not text is an error, as any caption that is not text is."""
     short, extra = data.get("short_caption"), data["extra_caption"]
+    if short is not None and not isinstance(short, str):
+        raise DataError(f"{file}: 'short_caption' is {json_kind(short)}; expected text (a caption that is not text "
+                        "means the wrong field was read)")
     if not (isinstance(short, str) and short.strip()):
         return extra
     if extra is None or (isinstance(extra, str) and not extra.strip()):

@@ -80,6 +80,10 @@ class RawCaptions:
     #: read the columns (polars scans do: the columns are still in cache), else None
     edges: "pl.Series | None" = None
     cut: "pl.Series | None" = None
+    #: where the images are (capgeo.images.sources), when the reader knows; CaptionSet.image_source
+    images: object = None
+    #: (group column, image column) of a table whose column names the images, for the loader to record
+    image_columns: tuple[str, str] | None = None
 
 
 class RowNumbers(Sequence):
@@ -111,6 +115,13 @@ def _is_series(values) -> bool:
 
 
 def to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | None = None) -> CaptionSet:
+    made = _to_caption_set(raw, split=split, limit=limit)
+    if raw.images is not None:
+        made.image_source = raw.images
+    return made
+
+
+def _to_caption_set(raw: RawCaptions, *, split: str | None = None, limit: int | None = None) -> CaptionSet:
     if _is_series(raw.texts):
         # columns read by polars (Parquet, Arrow, DataFrames): the common case without a Python object
         # per caption; anything it does not take (a missing id, a duplicate, ...) goes the row-by-row way,

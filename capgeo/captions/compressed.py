@@ -65,6 +65,25 @@ def sniff(head: bytes) -> str | None:
     return next((kind for magic, kind in MAGIC.items() if head.startswith(magic)), None)
 
 
+def chunks(path: Path) -> Iterator[bytes]:
+    """The file's bytes chunk by chunk, decompressed as a stream when its name or its magic number
+    says it is compressed: what reading the head of a file (``--limit``) needs, never the whole."""
+    kind = compression_of(path)
+    if kind is None:
+        try:
+            with open(path, "rb") as handle:
+                first = handle.read(CHUNK)
+                kind = sniff(first[:6])
+                if kind is None:
+                    while first:
+                        yield first
+                        first = handle.read(CHUNK)
+                    return
+        except OSError as error:
+            raise DataError(f"{path}: cannot read: {error.strerror or error}") from None
+    yield from _chunks(path, kind)
+
+
 def decompressed(path: Path, kind: str) -> bytes:
     """The whole decompressed content of ``path`` (compressed with ``kind``), read chunk by chunk."""
     parts = bytearray()

@@ -114,8 +114,8 @@ def _detect_json(content: DatasetContent) -> str:
     data = content.json
     if isinstance(data, dict):
         images = data.get("images")
-        if isinstance(data.get("annotations"), list) and isinstance(images, list):
-            return "coco"
+        if isinstance(data.get("annotations"), list) and "images" in data:
+            return "coco"  # an 'images' that is not a list is read_coco's error, not a reason to ignore it
         if isinstance(images, list) and images and isinstance(images[0], dict) and "sentences" in images[0]:
             return "karpathy"
         return "json"

@@ -9,7 +9,8 @@ from pathlib import Path
 from capgeo.captions import benchmarks, webdataset
 from capgeo.captions.clean import GENERIC_FORMATS, RawCaptions, to_caption_set
 from capgeo.captions.content import DatasetContent
-from capgeo.captions.detect import detect_format
+from capgeo.captions.compressed import inner_suffix
+from capgeo.captions.detect import JSON_LINES_SUFFIXES, detect_format
 from capgeo.captions.model import CaptionSet
 from capgeo.captions.multi import arrow_kind, frames_table, text_shards_table
 from capgeo.captions.shards import (
@@ -41,6 +42,9 @@ BENCHMARK_READERS = {
     "sharegpt4v": benchmarks.read_sharegpt4v,
 }
 FOLDER_FORMATS = ("urban1k", "dci")
+#: files read line by line, of which --limit reads only the first lines; and the formats read so
+LINE_SUFFIXES = (".txt", ".text", ".csv", ".tsv", ".tab", *JSON_LINES_SUFFIXES)
+LINE_FORMATS = ("text", "jsonl", "csv", "tsv")
 
 
 def load_captions(
@@ -53,6 +57,8 @@ def load_captions(
     group_column: str | None = None,
     split: str | None = None,
     limit: int | None = None,
+    image_column: str | None = None,
+    images: str | os.PathLike | None = None,
 ) -> CaptionSet:
     """Read the captions of a dataset file, folder, glob or brace pattern, or of data in memory.
 
@@ -62,22 +68,44 @@ def load_captions(
     ``format`` is one of capgeo.cli.options.FORMATS ('auto' detects it). The
     column options apply to generic files (with 'auto', naming a column reads a
     benchmark file as its generic container, e.g. DOCCI jsonlines as jsonl).
+    ``image_column`` names the column that locates each caption's image (a path or an ``Image``
+    feature), ``images`` the folder the images are in where not beside the captions; what is
+    recorded is only where the images are (CaptionSet.image_source): none is read here.
     Raises DataError, naming the file and what was expected, on anything unreadable.
     See docs/formats.md for what is taken from each format.
     """
+    captions = _load(path, format, ColumnChoice(text_column, captions_column, id_column, group_column, image_column),
+                     split, limit)
+    if images is not None:
+        from capgeo.images.sources import NamedFiles
+
+        root = Path(images).expanduser()
+        if not root.is_dir():
+            raise DataError(f"--images {images}: {'not a folder' if root.exists() else 'no such folder'}; "
+                            "expected the folder holding the dataset's images")
+        source = captions.image_source
+        captions.image_source = source.with_root(root) if source is not None else NamedFiles(root, root)
+    return captions
+
+
+def _load(path, format: str, columns: ColumnChoice, split, limit) -> CaptionSet:
     if limit is not None and limit < 1:
         raise DataError(f"--limit must be at least 1, got {limit}")
-    columns = ColumnChoice(text_column, captions_column, id_column, group_column)
     if not isinstance(path, (str, os.PathLike)):
         from capgeo.captions.memory import read_memory
 
-        return to_caption_set(read_memory(path, columns), split=split, limit=limit)
+        raw = read_memory(path, columns)
+        if raw.image_columns is not None:  # an image column of data in memory: read from it when asked for
+            from capgeo.images.sources import ColumnImages
+
+            raw.images = ColumnImages(*raw.image_columns, memory=path)
+        return to_caption_set(raw, split=split, limit=limit)
     spec = path
     path = Path(path)
     shards = webdataset.find_shards(spec, format)
     if shards is not None:
         def read_tars(rows: int | None) -> tuple[RawCaptions, bool]:
-            raw = webdataset.read_webdataset(shards, columns, path, rows=rows)
+            raw = webdataset.read_webdataset(shards, columns, path, rows=rows)  # (its image members recorded)
             return raw, rows is None or len(raw.texts) < rows
 
         return _limited(read_tars, split=split, limit=limit)
@@ -93,7 +121,11 @@ def load_captions(
         return _load_shards(shards if hub else [Shard(file, None) for file in files], found, columns, source=path,
                             split=split, limit=limit, layout=layout, files=tuple(files))
     path = _unwrap_single_folder(path)
-    content = DatasetContent(path)
+    # --limit on a line-based file reads only its first lines (a compressed one as a stream)
+    suffix = inner_suffix(path)
+    streamed = limit is not None and suffix in LINE_SUFFIXES and path.is_file()
+    csv = format == "csv" or (format == "auto" and suffix == ".csv")  # as detection will find it
+    content = DatasetContent(path, lines=limit + 1 if streamed else None, quoted=csv)
     if format == "auto":
         format = detect_format(content, generic=bool(columns.given()))
     elif format in BENCHMARK_READERS and columns.given():
@@ -109,12 +141,24 @@ def load_captions(
     if format in ("parquet", "arrow"):  # read lazily, only the columns needed
         return _load_shards([Shard(path, None)], format, columns, source=path, split=split, limit=limit,
                             layout=f"Arrow IPC {arrow_kind(path)}" if format == "arrow" else None)
+    if format not in BENCHMARK_READERS and format not in GENERIC_FORMATS:
+        raise DataError(f"unknown format {format!r}; expected one of {', '.join(list(BENCHMARK_READERS) + list(GENERIC_FORMATS))}")
+    if streamed and format in LINE_FORMATS:
+        def read_head(rows: int) -> tuple[RawCaptions, bool]:
+            head = content if rows == limit else DatasetContent(path, lines=rows + 1, quoted=format == "csv")
+            raw = read_generic(head, format, columns)
+            _add_image_files(raw, [path], format, path)
+            return raw, head.complete
+
+        return _limited(read_head, split=split, limit=limit)
+    if streamed:  # detected from the first lines as a format read whole (DOCCI, ShareGPT4V)
+        content = DatasetContent(path)
     if format in BENCHMARK_READERS:
         raw = BENCHMARK_READERS[format](content)
-    elif format in GENERIC_FORMATS:
-        raw = read_generic(content, format, columns)
+        raw.images = _named_files(raw.source)
     else:
-        raise DataError(f"unknown format {format!r}; expected one of {', '.join(list(BENCHMARK_READERS) + list(GENERIC_FORMATS))}")
+        raw = read_generic(content, format, columns)
+        _add_image_files(raw, [path], format, path)
     return to_caption_set(raw, split=split, limit=limit)
 
 
@@ -166,6 +210,7 @@ def _load_shards(shards: list[Shard], format: str, columns: ColumnChoice, *, sou
             table, complete = text_shards_table(shards, format, columns, source, rows=rows, layout=layout)
         raw = captions_from_table(table, source, format, columns)
         raw.files = files
+        _add_image_files(raw, [shard.path for shard in shards], format, source)
         return raw, complete
 
     return _limited(read, split=split, limit=limit)
@@ -189,6 +234,21 @@ def _limited(read, *, split, limit) -> CaptionSet:
         if complete or (captions is not None and len(captions) >= limit):
             return captions
         rows *= 4
+
+
+def _named_files(source: Path):
+    """Benchmark layouts name each image by its file (or its file's stem): found beside the captions."""
+    from capgeo.images.sources import NamedFiles
+
+    return NamedFiles(Path(source))
+
+
+def _add_image_files(raw: RawCaptions, files: list[Path], format: str, source: Path) -> None:
+    """The files an image column is read from again, when the images are asked for."""
+    if raw.image_columns is not None:
+        from capgeo.images.sources import ColumnImages
+
+        raw.images = ColumnImages(*raw.image_columns, files=tuple(files), format=format, base=Path(source))
 
 
 def _layout(template: str | None, shards: list[Shard]) -> str | None:

@@ -50,6 +50,10 @@ class CaptionSet:
     first asked for; ``texts``, ``ids``, ``groups`` and ``splits`` never need it.
     """
 
+    #: where each group's image is, as the loader recorded it (capgeo.images.sources), read only when
+    #: the images are asked for; None: the dataset names no images (a class default: nothing per set)
+    image_source = None
+
     def __init__(self, table: pl.DataFrame, source: Path, format: str, skipped: list[Skipped] | None = None,
                  layout: str | None = None, files: tuple[Path, ...] = ()):
         self._table = table

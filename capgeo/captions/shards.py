@@ -10,9 +10,10 @@ capgeo unexpanded when the user quotes it (``'shards/*.parquet'``,
 from __future__ import annotations
 
 import glob
-import itertools
+import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +31,8 @@ _HF_SHARD = re.compile(r"^(?P<split>[A-Za-z][\w.]*?)-(?P<index>\d{5})-of-(?P<cou
 HF_SPLIT_NAMES = ("train", "validation", "valid", "val", "dev", "test", "eval", "evaluation")
 #: how many missing shards of a brace range are named in the error
 MAX_NAMED = 5
+#: the most files a brace pattern may name: a million shards of 10,000 captions is ten billion captions
+MAX_BRACE_NAMES = 1_000_000
 
 
 def shard_format(name) -> str | None:
@@ -57,9 +60,25 @@ def is_pattern(spec) -> bool:
 
 def expand_braces(pattern: str) -> list[str]:
     """Every name a brace pattern stands for, in order: ``a{00..02}.tar`` is a00.tar, a01.tar,
-    a02.tar (the numbers padded to the width written), ``{train,test}.jsonl`` two names."""
+    a02.tar (the numbers padded to the width written), ``{train,test}.jsonl`` two names. A pattern
+    naming more than MAX_BRACE_NAMES files is refused before any name is made."""
+    return list(iter_braces(pattern))
+
+
+def iter_braces(pattern: str) -> Iterator[str]:
+    """:func:`expand_braces`, one name at a time (a range is never spelled out whole); the count is
+    checked against MAX_BRACE_NAMES at once, before the first name."""
+    choices = _brace_choices(pattern)
+    count = math.prod(len(choice) for choice in choices)
+    if count > MAX_BRACE_NAMES:
+        raise DataError(f"{pattern}: the brace pattern names {count:,} files, more than the {MAX_BRACE_NAMES:,} "
+                        "capgeo reads as one dataset; check the range's bounds")
+    return _joined(choices, "")
+
+
+def _brace_choices(pattern: str) -> list:
     parts = _BRACE.split(pattern)
-    choices = []
+    choices: list = []
     for index, part in enumerate(parts):
         if index % 2 == 0:
             choices.append([part])
@@ -68,14 +87,37 @@ def expand_braces(pattern: str) -> list[str]:
         if match:
             first, last = match.groups()
             width = len(first) if first.lstrip("-").startswith("0") or len(first) == len(last) else 0
-            start, stop = int(first), int(last)
-            step = 1 if stop >= start else -1  # a range that runs down counts down, as braceexpand does
-            choices.append([str(number).zfill(width) for number in range(start, stop + step, step)])
+            choices.append(_Numbers(int(first), int(last), width))
         elif "," in part:
             choices.append(part.split(","))
         else:
             raise DataError(f"{pattern}: {{{part}}} is neither a range {{00000..00099}} nor a list {{a,b}}")
-    return ["".join(combination) for combination in itertools.product(*choices)]
+    return choices
+
+
+class _Numbers:
+    """A brace range's names, made as they are asked for (``{00000000..99999999}`` is 10^8 names)."""
+
+    def __init__(self, start: int, stop: int, width: int):
+        step = 1 if stop >= start else -1  # a range that runs down counts down, as braceexpand does
+        self.numbers = range(start, stop + step, step)
+        self.width = width
+
+    def __len__(self) -> int:
+        return len(self.numbers)
+
+    def __iter__(self) -> Iterator[str]:
+        return (str(number).zfill(self.width) for number in self.numbers)
+
+
+def _joined(choices: list, prefix: str) -> Iterator[str]:
+    """Every concatenation of one item of each choice, in order (itertools.product would first
+    hold each choice whole)."""
+    if not choices:
+        yield prefix
+        return
+    for item in choices[0]:
+        yield from _joined(choices[1:], prefix + item)
 
 
 def expand_source(spec) -> list[Path]:
@@ -88,25 +130,31 @@ def expand_source(spec) -> list[Path]:
         if not path.exists():
             raise DataError(f"{path}: no such file or folder")
         return shard_files(path) if path.is_dir() else [path]
-    names = expand_braces(str(path)) if _BRACE.search(str(path)) else [str(path)]
+    names = iter_braces(str(path)) if _BRACE.search(str(path)) else [str(path)]
     files: list[Path] = []
-    missing: list[str] = []
+    missing: list[str] = []  # the first MAX_NAMED, for the message
+    n_names = n_missing = 0
     for name in names:
+        n_names += 1
         if any(char in name for char in "*?["):
             matched = sorted(Path(found) for found in glob.glob(name, recursive=True) if Path(found).is_file())
-            if not matched:
-                missing.append(name)
+            found = bool(matched)
             files += matched
-        elif Path(name).is_file():
-            files.append(Path(name))
         else:
-            missing.append(name)
+            found = Path(name).is_file()
+            if found:
+                files.append(Path(name))
+        if not found:
+            n_missing += 1
+            if len(missing) < MAX_NAMED:
+                missing.append(name)
     if missing and not _BRACE.search(text):
         raise DataError(f"{text}: the pattern matches no file (quoted patterns are expanded by capgeo; "
                         "check the folder and the suffix)")
     if missing:
-        named = ", ".join(missing[:MAX_NAMED]) + (f" and {len(missing) - MAX_NAMED} more" if len(missing) > MAX_NAMED else "")
-        raise DataError(f"{text}: {len(missing)} of the {len(names)} shards it names do not exist: {named}")
+        more = n_missing - len(missing)
+        named = ", ".join(missing) + (f" and {more} more" if more else "")
+        raise DataError(f"{text}: {n_missing} of the {n_names} shards it names do not exist: {named}")
     return list(dict.fromkeys(files))
 
 

@@ -29,6 +29,53 @@ def read_text(path: Path) -> str:
     return decode_utf8(data, path)
 
 
+#: the longest line read while reading a file's first lines (--limit): a stream of zeros or of one
+#: endless line stops here instead of filling memory
+MAX_LINE_BYTES = 256 << 20
+
+
+def read_text_head(path: Path, lines: int, *, quoted: bool = False) -> tuple[str, bool]:
+    """The file's first ``lines`` lines (each with its line end), decoded as :func:`read_text` decodes
+    the whole file, and whether that is the whole file. The file (decompressed as a stream when
+    compressed) is read only as far as those lines: ``--limit 5`` on a gzip that expands to gigabytes
+    reads a few kilobytes. ``quoted``: CSV, whose quoted cells may hold line ends; the head then ends
+    where no quote is left open."""
+    data = bytearray()
+    seen = 0  # line ends in data
+    last_end = 0  # where the last line that ended ends
+    stream = compressed.chunks(path)
+    try:
+        for chunk in stream:
+            data += chunk
+            found = chunk.count(b"\n")
+            if found:
+                seen += found
+                last_end = data.rfind(b"\n") + 1
+            elif len(data) - last_end > MAX_LINE_BYTES:
+                raise DataError(f"{path}: line {seen + 1} runs on past {MAX_LINE_BYTES >> 20} MiB without a line end; "
+                                "expected one record per line")
+            if seen >= lines:
+                end = _head_end(data, lines, quoted)
+                if end is not None:
+                    return decode_utf8(bytes(data[:end]), path), False
+    finally:
+        stream.close()
+    return decode_utf8(bytes(data), path), True
+
+
+def _head_end(data: bytearray, lines: int, quoted: bool) -> int | None:
+    """Where the first ``lines`` lines of ``data`` end (further on while a CSV quote is open), or None
+    when ``data`` does not reach that far yet."""
+    end = 0
+    for _ in range(lines):
+        end = data.find(b"\n", end) + 1
+    while quoted and data.count(b'"', 0, end) % 2:
+        end = data.find(b"\n", end) + 1
+        if end == 0:
+            return None
+    return end
+
+
 #: leading bytes of compressed content that remains after decompressing (a file compressed twice, a zip
 #: archive), which fails as "not UTF-8" with advice that does not help
 COMPRESSED_MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd",

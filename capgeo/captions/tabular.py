@@ -41,16 +41,18 @@ class ColumnChoice:
     captions: str | None = None
     id: str | None = None
     group: str | None = None
+    #: the column naming each caption's image (a path, or an Image feature); --image-column
+    image: str | None = None
 
     def __post_init__(self):
-        # an empty name is refused alike for all four options (not "not given" for some, "no key ''" for others)
+        # an empty name is refused alike for all five options (not "not given" for some, "no key ''" for others)
         for option, value in self._named().items():
             if value is not None and not value.strip():
                 raise DataError(f"{option}: an empty column name; give the column's name, or leave the option out")
 
     def _named(self) -> dict:
         return {"--text-column": self.text, "--captions-column": self.captions,
-                "--id-column": self.id, "--group-column": self.group}
+                "--id-column": self.id, "--group-column": self.group, "--image-column": self.image}
 
     def given(self) -> list[str]:
         return [option for option, value in self._named().items() if value is not None]
@@ -396,7 +398,10 @@ def captions_from_table(table: Table, path, format: str, columns: ColumnChoice) 
             f"{table.kind} found: {_listing(table)}; name it with --text-column or --captions-column"
         )
     id_column = _pick(table, columns.id, "--id-column", ID_NAMES, path)
+    image_column = _pick(table, columns.image, "--image-column", (), path) if columns.image else None
     group_column = _pick(table, columns.group, "--group-column", GROUP_NAMES, path)
+    if group_column is None and image_column is not None:
+        group_column = image_column  # captions of one image file are one group
     split_column = _pick(table, None, "", SPLIT_NAMES, path)
     if table.prefetch is not None:  # the columns used, read together (one pass over the shards)
         table.prefetch([name for name in (text_column, captions_column, id_column, group_column, split_column)
@@ -420,6 +425,9 @@ def captions_from_table(table: Table, path, format: str, columns: ColumnChoice) 
     else:
         raw = _expand_caption_lists(table, captions_column, ids, groups, splits, path, format)
     raw.layout = table.layout
+    if group_column is not None:
+        # what names the images, read again only when they are asked for (the loader adds the files)
+        raw.image_columns = (group_column, image_column or group_column)
     return raw
 
 
@@ -434,8 +442,12 @@ def _image_groups(values: list, path, where, column: str) -> list:
     return image_keys_of_values(values, path, where, column)
 
 
-def _holds_lists(values: list, format: str) -> bool:
-    first = next((value for value in values if value is not None and value != ""), None)
+def _holds_lists(values, format: str) -> bool:
+    dtype = getattr(values, "dtype", None)
+    if hasattr(dtype, "base_type"):  # a polars column (Parquet, Arrow): its type says; its items are Series
+        return dtype.base_type().__name__ in ("List", "Array")
+    first = next((value for value in values if value is not None and not (isinstance(value, str) and not value)),
+                 None)
     if format in ("csv", "tsv") and isinstance(first, str) and first.lstrip().startswith("["):
         # CSV/TSV cells hold lists as JSON text; a caption that merely starts with "[" stays a caption
         try:
@@ -492,7 +504,13 @@ def _caption_list(value, path, place: str, column: str) -> list:
     if not isinstance(value, (list, tuple)):
         raise DataError(f"{path}: {place}: {column!r} should hold a list of captions; found {json_kind(value)}")
     # Karpathy-like sentence objects: take their text
-    return [_sentence_text(item) for item in value]
+    captions = [_sentence_text(item) for item in value]
+    nested = next((k for k, caption in enumerate(captions) if isinstance(caption, (list, tuple))
+                   or hasattr(caption, "to_list")), None)
+    if nested is not None:
+        raise DataError(f"{path}: {place}, caption {nested + 1}: {column!r} holds a list inside its list of captions; "
+                        "expected one list of captions (text) per row: flatten the column")
+    return captions
 
 
 def _sentence_text(item):

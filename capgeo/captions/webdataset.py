@@ -9,14 +9,19 @@ webdataset package groups them. From each sample capgeo takes:
   ``.json`` member; ``--text-column NAME`` names another member extension or ``.json`` key;
   ``--captions-column NAME`` a ``.json`` key holding a list of captions;
 - the caption id: the key (``--id-column`` names a ``.json`` key instead); the group (image): the
-  key, i.e. one image per sample (``--group-column`` names a ``.json`` key). Shards carry no split.
+  ``.json`` key ``--group-column`` names, else the first usual image key (``image_id``, ``image`` ...,
+  as for tables) found in the first sample's ``.json``, else the sample's key: one image per sample,
+  all the captions of a ``--captions-column`` list included. A ``--group-column`` or ``--id-column``
+  key that no sample's ``.json`` holds is refused, as a missing column is. Shards carry no split.
 
 Shards are read one after another with the standard library's tarfile (webdataset need not be
 installed): the caption members are read, a ``.json`` only when its sample needs it (no caption
-member, or a column option naming one of its keys), and image members are passed over by
-seeking, never read into memory. A sample without a caption is skipped and counted. A truncated or damaged shard, a
+member, a column option naming one of its keys, or an image key found in the first ``.json``), and
+image members are passed over by seeking, never read into memory (where each is, is recorded for
+capgeo.images). A sample without a caption is skipped and counted. A truncated or damaged shard, a
 member whose name would escape the archive (``../x``, ``/x``; nothing is ever extracted), a
-caption that is not UTF-8 and a broken ``.json`` stop with one line naming the shard and the sample.
+caption that is not UTF-8, a broken ``.json`` and a caption or ``.json`` member declaring more than
+MAX_MEMBER_BYTES (or more than the file holds) stop with one line naming the shard and the sample.
 """
 
 from __future__ import annotations
@@ -36,14 +41,20 @@ from capgeo.errors import DataError
 if TYPE_CHECKING:
     import tarfile
 
-TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd")
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.zstd", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz")
+#: the shard kinds, as messages list them
+TAR_KINDS = ".tar, .tar.gz (.tgz), .tar.zst, .tar.bz2 (.tbz2) or .tar.xz (.txz)"
 #: caption member extensions, then .json keys, tried in order when no column is named
 CAPTION_MEMBERS = ("txt", "text", "caption")
 CAPTION_KEYS = ("caption", "text", "txt")
+#: member extensions that hold the sample's image (capgeo.images.sources.IMAGE_MEMBERS)
+IMAGE_MEMBERS = ("jpg", "jpeg", "png", "webp")
 #: the tar format's block; an archive ends with at least one block of zeros after its last member
 BLOCK = 512
 #: members kept in tarfile's own list before it is emptied (it keeps every member of the shard)
 MEMBERS_HELD = 4096
+#: the largest caption or .json member read (each is read whole): a caption is kilobytes
+MAX_MEMBER_BYTES = 64 << 20
 
 
 def is_tar(path) -> bool:
@@ -77,7 +88,7 @@ def find_shards(path, format: str = "auto") -> list[Path] | None:
     else:
         shards = None
     if shards is None and format == "webdataset":
-        raise DataError(f"{path}: expected webdataset shards (a .tar, .tar.gz, .tgz or .tar.zst file, a folder of them, "
+        raise DataError(f"{path}: expected webdataset shards (a {TAR_KINDS} file, a folder of them, "
                         "or a pattern such as shards/{00000..00099}.tar)")
     return shards
 
@@ -89,11 +100,11 @@ def read_webdataset(shards: Sequence[Path], columns, source: Path | None = None,
     ``columns``: a capgeo.captions.tabular.ColumnChoice (what the column options name). ``rows``:
     stop once that many captions are read (``--limit``): the rest of that shard and the later
     shards are not read, nor opened."""
-    from capgeo.progress import progress_bar
+    from capgeo.progress import BYTES, progress_bar
 
     reader = _Samples(columns)
     sizes = [_size(shard) for shard in shards]
-    with progress_bar("Reading shards", total=sum(sizes), enabled=progress) as bar:
+    with progress_bar("Reading shards", total=sum(sizes), enabled=progress, unit=BYTES) as bar:
         for shard, size in zip(shards, sizes):
             if rows is not None and len(reader.texts) >= rows:
                 break
@@ -120,6 +131,9 @@ class _Samples:
         #: member extensions a caption is read from, in order; the .json keys tried when none is there
         self.caption_members = (named.lower(),) if named else CAPTION_MEMBERS
         self.caption_keys = (named,) if named else CAPTION_KEYS
+        #: the .json key naming the image: given, or found in the first .json read (see _detect_group)
+        self.group_key = columns.group
+        self.detecting = columns.group is None
         #: whether every sample's .json is parsed (a column option names one of its keys)
         self.json_always = bool(columns.id or columns.group or columns.captions)
         self.texts: list = []
@@ -129,11 +143,14 @@ class _Samples:
         self.skipped: list[str] = []
         self.members: dict[str, None] = {}
         self.keys: dict[str, None] = {}
+        #: each group's image member (capgeo.images.sources.MemberRef), by group or caption id
+        self.images: dict = {}
         self._last_members = self._last_keys = None
 
     def read_shard(self, shard: Path, stop: int | None = None) -> None:
         """The shard's samples, until ``stop`` captions are gathered when given (then the rest of the
         shard is left unread, its end unchecked)."""
+        import lzma
         import tarfile  # here, not at start-up
         import zlib
 
@@ -164,23 +181,28 @@ class _Samples:
                         key, members = prefix, {}
                     if suffix in members:
                         raise DataError(f"{shard}: sample {key}: two members named {member.name}")
+                    if suffix == "json" or suffix in self.caption_members:
+                        _check_size(member, stream_size, shard, key)
                     if suffix == "json":
                         members[suffix] = member if later else read(member)
                     elif suffix in self.caption_members:
                         members[suffix] = read(member)
+                    elif suffix in IMAGE_MEMBERS:  # where the image is, for capgeo.images; not read here
+                        members[suffix] = (member.name, member.offset_data if stream_size is not None else -1,
+                                           member.size)
                     else:
-                        members[suffix] = None  # an image or other member: passed over, never read
+                        members[suffix] = None  # another member: passed over, never read
                 if key is not None:
                     self._add(key, members, name, shard, read)
                 _check_ended(archive, stream_size, shard, key)
         except DataError:
             raise
-        except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error) as error:
+        except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as error:
             if isinstance(error, OSError) and error.errno is not None:
                 raise DataError(f"{shard}: cannot read: {error.strerror or error}") from None
             if key is None:
                 raise DataError(f"{shard}: not a tar archive, or damaged at its start ({_reason(error)}); expected "
-                                "a webdataset shard (.tar, .tar.gz or .tar.zst)") from None
+                                f"a webdataset shard ({TAR_KINDS})") from None
             raise DataError(f"{shard}: the tar is truncated or damaged in sample {key} ({_reason(error)}); "
                             "expected a complete webdataset shard") from None
 
@@ -190,7 +212,10 @@ class _Samples:
             self.members.update(dict.fromkeys(members))
         columns = self.columns
         caption = None if columns.captions else self._member_caption(members, shard, key)
-        record = self._json(members, shard, key, read) if caption is None or self.json_always else {}
+        needs_json = caption is None or self.json_always or (self.detecting and "json" in members)
+        record = self._json(members, shard, key, read) if needs_json else {}
+        if self.detecting and "json" in members:
+            self._detect_group(record)
         if columns.captions:
             captions = record.get(columns.captions)
             if captions is not None and not isinstance(captions, list):
@@ -205,13 +230,30 @@ class _Samples:
             self.skipped.append(f"{shard_name}, sample {key}")
             return
         ident = _text(record.get(columns.id)) if columns.id else key
-        group = _text(record.get(columns.group)) if columns.group else key
         several = len(captions) > 1
+        group = record.get(self.group_key) if self.group_key else key
+        if not isinstance(group, (dict, list)):  # an object or a list is the loader's error, naming the sample
+            group = _text(group)
+        if group is None and several:
+            group = key  # a sample without the image key is still one image, all its captions included
+        image = next((members[suffix] for suffix in IMAGE_MEMBERS if members.get(suffix)), None)
+        if image is not None:
+            self._image(shard, image, [group, *(f"{ident}#{k}" if several else ident for k in range(len(captions)))])
         for k, caption in enumerate(captions):
             self.texts.append(caption)
             self.ids.append(f"{ident}#{k}" if several and ident is not None else ident)
             self.groups.append(group)
             self.places.append((shard_name, key, k + 1 if several else None))
+
+    def _image(self, shard: Path, image: tuple, names: list) -> None:
+        """The sample's image member, under each name its captions' group may take (the group, or
+        the caption id where the shards name no group)."""
+        from capgeo.images.sources import MemberRef
+
+        ref = MemberRef(shard, *image)
+        for name in names:
+            if isinstance(name, str):  # (an object or a list as group is the loader's error)
+                self.images.setdefault(name, ref)
 
     def _member_caption(self, members: dict, shard: Path, key: str) -> str | None:
         for suffix in self.caption_members:
@@ -237,14 +279,38 @@ class _Samples:
             self.keys.update(dict.fromkeys(record))
         return record
 
+    def _detect_group(self, record: dict) -> None:
+        """The first .json read decides the image key when none is named: webdataset's ShardWriter
+        writes what it is given, and a caption set written one caption per sample carries its image
+        as ``image_id``; reading each sample as its own image would count captions of one image
+        as negatives of one another."""
+        from capgeo.captions.tabular import GROUP_NAMES
+
+        self.detecting = False
+        # a name holding text or a number: an "image" object of sizes or EXIF names no image
+        self.group_key = next((name for name in GROUP_NAMES if isinstance(record.get(name), (str, int))
+                               and not isinstance(record.get(name), bool)), None)
+        self.json_always = self.json_always or self.group_key is not None
+
     def captions(self, source: Path) -> RawCaptions:
         if not self.texts:
             self._nothing_found(source)
+        self._check_keys_named(source)
+        grouped = self.group_key is not None or self.columns.captions is not None
         return RawCaptions(
             source=source, format="webdataset", texts=self.texts, where=self._where, ids=self.ids,
-            groups=self.groups if self.columns.group else None,
+            groups=self.groups if grouped else None,
             fields=[f".{suffix}" for suffix in self.members] + list(self.keys),
-            skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {})
+            skipped={_skip_reason(self.columns): self.skipped} if self.skipped else {},
+            images=_shard_images(self.images))
+
+    def _check_keys_named(self, source: Path) -> None:
+        """A named id or group key that no sample holds is a typo, refused as a missing table column is
+        (else every caption would silently become an image of its own)."""
+        for option, name in (("--id-column", self.columns.id), ("--group-column", self.columns.group)):
+            if name is not None and name not in self.keys:
+                keys = ", ".join(list(self.keys)[:30]) or "none"
+                raise DataError(f"{source}: no .json key {name!r} ({option}) in any sample; .json keys found: {keys}")
 
     def _where(self, row: int) -> str:
         shard_name, key, number = self.places[row]
@@ -258,6 +324,12 @@ class _Samples:
                         "--text-column (a member extension or a .json key)")
 
 
+def _shard_images(members: dict):
+    from capgeo.images.sources import ShardImages
+
+    return ShardImages(members) if members else None
+
+
 def _skip_reason(columns) -> str:
     if columns.captions:
         return f"no captions: no {columns.captions!r} list in the sample's .json"
@@ -267,16 +339,18 @@ def _skip_reason(columns) -> str:
 
 
 class _open:
-    """The shard as a TarFile read forward (a .tar.gz through gzip, a .tar.zst through zstandard),
-    and the uncompressed shard's file size (None for a compressed one, whose size is known only once
-    it is read)."""
+    """The shard as a TarFile read forward (a .tar.gz through gzip, a .tar.zst through zstandard,
+    a .tar.bz2 and a .tar.xz through bz2 and lzma), and the uncompressed shard's file size (None for
+    a compressed one, whose size is known only once it is read)."""
 
     def __init__(self, shard: Path):
         self.shard = shard
         self.handles = []
 
     def __enter__(self):
+        import bz2
         import gzip
+        import lzma
         import tarfile
 
         raw = open(self.shard, "rb")
@@ -285,8 +359,10 @@ class _open:
         fileobj = raw
         kind = sniff(raw.read(6))   # by content, as other compressed files are
         raw.seek(0)
-        if kind == "gzip":
-            fileobj, size = _LastBlock(gzip.GzipFile(fileobj=raw, mode="rb")), None
+        opener = {"gzip": lambda: gzip.GzipFile(fileobj=raw, mode="rb"), "bzip2": lambda: bz2.BZ2File(raw),
+                  "xz": lambda: lzma.LZMAFile(raw)}.get(kind)
+        if opener is not None:
+            fileobj, size = _LastBlock(opener()), None
             self.handles.append(fileobj)
         elif kind == "zstd":
             fileobj, size = _LastBlock(_ZstdStream(self.shard)), None
@@ -411,6 +487,20 @@ def _check_ended(archive: tarfile.TarFile, stream_size: int | None, shard: Path,
     if trailing < BLOCK:
         raise DataError(f"{shard}: the tar is truncated {at} (it stops without the end-of-archive blocks); "
                         "expected a complete webdataset shard")
+
+
+def _check_size(member: tarfile.TarInfo, stream_size: int | None, shard: Path, key: str) -> None:
+    """A caption or .json member is read whole, so the size its header declares is checked first: a
+    forged header or a sparse member declaring a terabyte would otherwise be allocated in full."""
+    if member.size > MAX_MEMBER_BYTES:
+        sparse = " (a sparse member)" if member.issparse() else ""
+        raise DataError(f"{shard}: sample {key}: {member.name} declares {member.size:,} bytes{sparse}, more than the "
+                        f"{MAX_MEMBER_BYTES >> 20} MiB a caption or .json member may hold; expected a webdataset shard "
+                        "whose text members are captions and metadata")
+    if stream_size is not None and not member.issparse() and member.offset_data + member.size > stream_size:
+        raise DataError(f"{shard}: the tar is truncated or damaged in sample {key} ({member.name} declares "
+                        f"{member.size:,} bytes, past the end of the {stream_size:,}-byte file); expected a complete "
+                        "webdataset shard")
 
 
 def _decoded(data: bytes, shard: Path, key: str, suffix: str) -> str:

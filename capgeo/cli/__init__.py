@@ -31,6 +31,7 @@ COMMANDS = {
     "dupes-sets": "capgeo.cli.dupes:dupes_sets",
     "leak": "capgeo.cli.leak:leak",
     "negatives": "capgeo.cli.negatives:negatives",
+    "batches": "capgeo.cli.batches:batches",
     "gamma": "capgeo.cli.gamma:gamma",
     "truncation": "capgeo.cli.truncation:truncation",
     "report": "capgeo.cli.report:report",

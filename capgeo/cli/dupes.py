@@ -28,7 +28,7 @@ from capgeo.cli.pass_options import block_size_option
 from capgeo.cli.terminal import shown
 from capgeo.defaults import DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTILES, DUPES_TOP, KEEP_POLICIES, TOP_K
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
-from capgeo.display import visible
+from capgeo.display import short_id, visible
 from capgeo.errors import CapgeoError
 from capgeo.progress import counts_passes
 
@@ -283,9 +283,9 @@ def _caption_block(label: str, caption_id: str, group: str, text: str, spans, pl
     from rich.padding import Padding
     from rich.text import Text
 
-    heading = Text.assemble((f"{label} " if label else "", "bold"), (visible(caption_id), "cyan"))
+    heading = Text.assemble((f"{label} " if label else "", "bold"), (visible(short_id(caption_id)), "cyan"))
     if group != caption_id:  # one caption per group (DOCCI, Urban-1K): the id says it already
-        heading.append(f"  (group {visible(group)})", style="dim")
+        heading.append(f"  (group {visible(short_id(group))})", style="dim")
     return Padding(Text("\n").join([heading, highlighted(text, spans, plain)]), (0, 0, 0, 4))
 
 

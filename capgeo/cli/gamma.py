@@ -15,6 +15,7 @@ from capgeo.cli.options import (
     emit,
     encode_from_options,
     encoder_options,
+    image_embeddings_option,
     json_option,
     load_from_options,
     refuse_path_clashes,
@@ -50,10 +51,7 @@ def _parse_grid(ctx, param, value):
 @seed_option("Seed of the batch draw.")
 @click.option("--hard-edge", type=FiniteFloatRange(-1, 1), default=GAMMA_HARD_EDGE, show_default=True,
               help="Caption cosine at or above which an in-batch negative counts as hardest-bucket.")
-@click.option("--image-embeddings", type=click.Path(exists=True, dir_okay=False, path_type=str), default=None,
-              metavar="FILE",
-              help="Image vectors of the same CLIP: .npy with one row per group in the dataset's group order "
-                   "(first appearance), or .npz/.parquet with group ids. Adds the loss at initialisation.")
+@image_embeddings_option("Adds the loss at initialisation.")
 @click.option("--sweep", is_flag=True, default=False,
               help="Measure gamma too: a short proxy fine-tune (an adapter on the frozen vectors) at every sweep "
                    "gamma, R@1/R@5 on held-out images (capgeo docs gamma). Without --image-embeddings: a "

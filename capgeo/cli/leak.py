@@ -75,7 +75,7 @@ def print_leak(result, written_to: str | None = None) -> None:
     from capgeo.api import Leak
     from capgeo.cli.dupes import highlighted, is_plain, legend
     from capgeo.cli.terminal import shown
-    from capgeo.display import visible
+    from capgeo.display import short_id, visible
 
     leak = result if isinstance(result, Leak) else Leak.from_dict(result)
     console = terminal.console(highlight=False)
@@ -97,11 +97,15 @@ def print_leak(result, written_to: str | None = None) -> None:
             console.print(f"  images: {entry.n_groups_leaked:,} of {entry.n_groups:,} eval images have a caption "
                           f"twinned in training, {entry.n_groups_all_leaked:,} every caption; the twins sit in "
                           f"{entry.n_train_groups_twinned:,} training images")
+        if entry.images:
+            from capgeo.findings.image_leak import describe_image_leak
+
+            console.print(f"  {visible(describe_image_leak(entry.images))}")
         for rank, pair in enumerate(entry.pairs, start=1):
             flag = "  [bold red]EXACT DUPLICATE[/]" if pair["exact_duplicate"] else ""
             console.print(f"  [bold]#{rank}[/bold]  cosine {pair['cosine']:.4f}  jaccard {pair['jaccard']:.2f}{flag}")
             for side in ("eval", "train"):
-                console.print(Text.assemble(f"    {side:<6}", (visible(pair[f"{side}_id"]), "cyan"), "  ",
+                console.print(Text.assemble(f"    {side:<6}", (visible(short_id(pair[f"{side}_id"])), "cyan"), "  ",
                                             highlighted(pair[f"{side}_text"], pair[f"spans_{side}"], plain)))
     console.print()
     where = (f"their ids are in {shown(str(written_to))}" if written_to is not None

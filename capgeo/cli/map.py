@@ -6,6 +6,7 @@ import click
 
 from capgeo.cli.options import (
     dataset_options,
+    default_output_stem,
     encoder_options,
     load_from_options,
     refuse_path_clashes,
@@ -37,13 +38,11 @@ def map_command(seed, max_points, threshold, leak, output, **options):
     embedding, coloured by its hardest-companion cosine, near-duplicate sets and (--leak) leaked
     captions marked; hover shows id, image and text, a search box finds captions. Deterministic
     for --seed. Needs the map extra: pip install -e '.[map]'."""
-    from pathlib import Path
-
     from capgeo.map import DEFAULT_MAX_POINTS, require_projection
 
     require_projection()   # before the (slow) encoding
     source = options["data"]
-    output = output or writable_default_output(f"{Path(source).stem or 'capgeo'}.map.html")
+    output = output or writable_default_output(f"{default_output_stem(source)}.map.html")
     refuse_path_clashes(**{"--output": output})
     from capgeo.map import write_map
 

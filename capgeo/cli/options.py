@@ -31,6 +31,10 @@ def read_options(command):
         click.option("--captions-column", help="Column/key holding a list of captions (one group per row)."),
         click.option("--id-column", help="Column/key holding a unique caption id."),
         click.option("--group-column", help="Column/key naming the image a caption describes."),
+        click.option("--image-column", help="Column/key locating each caption's image: a path, or a Hugging Face "
+                                            "Image feature (and the group, unless --group-column names another)."),
+        click.option("--images", "images", metavar="DIR", help="Folder holding the dataset's images, where they "
+                                                              "are not beside the captions (docs/formats.md)."),
         click.option("--split", "split", help="Keep only rows of this split (e.g. test)."),
         click.option("--limit", "limit", type=click.IntRange(min=1), help="Keep only the first N captions."),
     ]
@@ -74,7 +78,8 @@ def pop_load_options(options: dict) -> dict:
     return {"format": options.pop("data_format"), "text_column": options.pop("text_column"),
             "captions_column": options.pop("captions_column"), "id_column": options.pop("id_column"),
             "group_column": options.pop("group_column"), "split": options.pop("split"),
-            "limit": options.pop("limit")}
+            "limit": options.pop("limit"), "image_column": options.pop("image_column"),
+            "images": options.pop("images")}
 
 
 def warn_skipped(skipped) -> None:
@@ -169,6 +174,28 @@ def unused_option_notes(*rules: tuple[str, bool, str]) -> list[str]:
     return [f"--{name.replace('_', '-')} {why}" for name, unused, why in rules if unused and given(name)]
 
 
+#: characters that make DATA a glob or brace pattern (capgeo.captions.shards.is_pattern)
+PATTERN_CHARS = "*?[{"
+
+
+def default_output_stem(source: str) -> str:
+    """The name a command's default output takes from DATA: its stem (``captions`` for
+    ``captions.jsonl``); for a glob or brace pattern the stem up to its first pattern character,
+    else the folder the pattern is in (``part`` for ``s/part-{00000..00099}.parquet``, ``s`` for
+    ``s/*.jsonl``), never a name with ``*`` or braces in it; ``capgeo`` when nothing is left."""
+    from pathlib import Path
+
+    path = Path(source)
+    for part in (path.stem, *(parent.name for parent in path.parents)):
+        cut = min((part.index(char) for char in PATTERN_CHARS if char in part), default=len(part))
+        name = part[:cut].rstrip("-_. ") if cut < len(part) else part
+        if name and name not in (".", ".."):
+            return name
+        if cut == len(part) and part:  # a pattern-free part that is only "." or "..": stop here
+            break
+    return "capgeo"
+
+
 def writable_default_output(path: str) -> str:
     """A command's default output name, checked before any work as a given -o is (one line naming it)."""
     from capgeo._atomic import check_writable
@@ -186,7 +213,7 @@ INPUT_PARAMS = {"data": "DATA", "sources": "SOURCES", "image_embeddings": "--ima
                 "train": "TRAIN", "evals": "EVAL"}
 ENCODER_PARAMS = ("encoder", "encoders")
 OUTPUT_PARAMS = {"output": "--output", "json_out": "--json", "save_profile": "--save-profile",
-                 "per_caption": "--per-caption", "drop_list": "--drop-list"}
+                 "per_caption": "--per-caption", "drop_list": "--drop-list", "false_negatives": "--false-negatives"}
 
 
 def refuse_path_clashes(*, defaults: tuple[str, ...] = (), extra_inputs: dict | None = None,
@@ -284,6 +311,33 @@ def row_file_output(suffixes: dict[str, str]):
         return writable_output(ctx, param, value)
 
     return check
+
+
+def image_embeddings_option(what: str):
+    """--image-embeddings FILE (one definition: gamma, profile and report take it); ``what``: what the
+    vectors add to the command's result, the end of its help."""
+    return click.option("--image-embeddings", type=click.Path(exists=True, dir_okay=False, path_type=str),
+                        default=None, metavar="FILE",
+                        help="Image vectors of the same CLIP: .npy with one row per group in the dataset's group "
+                             "order (first appearance), or .npz/.parquet with group ids. " + what)
+
+
+def pair_options(command):
+    """The pairs section's options beside --image-embeddings (profile, report): docs/pairs.md."""
+    from capgeo.defaults import IMAGE_TWIN_THRESHOLD, PAIRS_DELTA
+
+    decorators = [
+        click.option("--delta", type=FiniteFloatRange(min=0), default=PAIRS_DELTA, show_default=True, metavar="D",
+                     help="A caption of another image scoring at least the pair's own cosine less D for its image "
+                          "is a cross-modal false negative (with --image-embeddings)."),
+        click.option("--image-threshold", type=FiniteFloatRange(-1, 1), default=IMAGE_TWIN_THRESHOLD,
+                     show_default=True, metavar="T",
+                     help="Image-image cosine at or above which two images of different ids are twins "
+                          "(with --image-embeddings)."),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
 
 
 def json_option(command):

@@ -18,9 +18,11 @@ from capgeo.cli.options import (
     encode_from_options,
     encoder_options,
     floats_text,
+    image_embeddings_option,
     json_option,
     load_from_options,
     max_tokens_option,
+    pair_options,
     ray_option,
     refuse_path_clashes,
     reproduce_command,
@@ -83,17 +85,24 @@ DEFAULTS = ProfileOptions()
               callback=row_file_output(TABLE_SUFFIXES),
               help="Also write one row per caption (companions, duplicates, hardness quantile) to FILE: "
                    "Parquet, CSV or JSONL by suffix, atomically.")
+@image_embeddings_option("Adds the pairs section: image-text alignment, retrieval at initialisation, "
+                         "cross-modal false negatives, saturation at the batch size, image twins (capgeo docs pairs).")
+@pair_options
+@click.option("--false-negatives", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",
+              callback=row_file_output(TABLE_SUFFIXES),
+              help="With --image-embeddings: also write every cross-modal false negative (ids, cosines) to FILE, to "
+                   "mask during training: Parquet, CSV or JSONL by suffix, atomically.")
 @json_option
 @ray_option
 @counts_passes
 def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets,
             relative_quantiles, top_k, block_size, precision, seed, near_duplicate_threshold, mode, sampled_above,
-            sampled_pairs, companions, no_companions,
+            sampled_pairs, companions, no_companions, image_embeddings, delta, image_threshold, false_negatives,
             **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
     from capgeo.geometry.profile_options import options_unused_by
-    from capgeo.pipeline import run_profile
+    from capgeo.pipeline import ImageOptions, PairOptions, run_profile
 
     refuse_path_clashes()
     profile_options = ProfileOptions(
@@ -112,6 +121,9 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption,
         # the terminal summary shows none of the N x k companion lists: built only for the JSON
         companion_lists=json_out is not None,
+        # the pairs section wherever there are image vectors: the file given, else the encoder's image tower
+        pairs=PairOptions(image_embeddings, delta, image_threshold, false_negatives),
+        images=ImageOptions() if image_embeddings is None else None,
     )
     result, resolved = run.profile, run.batch_sizes
     mode_used = result.options.mode_used
@@ -120,11 +132,16 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         ("sampled_pairs", pairwise_mode(mode, len(captions), sampled_above) == "exact",
          "applies to the sampled estimate; the exact pass took every pair"),
         ("sampled_above", mode != "auto", f"chooses the mode under --mode auto; --mode {mode} was given"),
-        ("logit_scale", no_gamma, "sets the scale of the suggested gamma, which --no-gamma left out"))
-    for note in [*resolved.notes, *unused]:   # after the work, so that an error stays the only line
+        ("logit_scale", no_gamma and image_embeddings is None,
+         "sets the scale of the suggested gamma, which --no-gamma left out"),
+        *((name, result.pairs is None, "applies to the pairs section, which needs image vectors: give "
+           "--image-embeddings or a CLIP-style --encoder over a dataset that names its images")
+          for name in ("false_negatives", "delta", "image_threshold")))
+    for note in [*resolved.notes, *run.image_notes, *unused]:   # after the work, so that an error stays the only line
         click.echo(f"Note: {note}", err=True)
-    if per_caption is not None:
-        click.echo(f"Wrote {per_caption}", err=True)
+    for written in (per_caption, false_negatives if result.pairs is not None else None):
+        if written is not None:
+            click.echo(f"Wrote {written}", err=True)
     emit(result, json_out, print_profile)
 
 
@@ -229,6 +246,10 @@ def print_profile(result: Profile | dict, console=None) -> None:
             console.print(left_out)
     elif left_out:
         console.print(f"[bold]Suggested gamma:[/bold] none. {left_out}")
+    if result.pairs:
+        from capgeo.cli.pairs import print_pairs
+
+        print_pairs(result.pairs, console)
     print_verdict(result, console)
 
 

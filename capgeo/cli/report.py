@@ -9,10 +9,13 @@ from capgeo.cli.options import (
     batch_size_options,
     column_notes,
     dataset_options,
+    default_output_stem,
     encode_from_options,
     encoder_options,
     force_option,
+    image_embeddings_option,
     max_tokens_option,
+    pair_options,
     pop_load_options,
     ray_option,
     read_options,
@@ -27,9 +30,7 @@ from capgeo.progress import counts_passes
 
 
 def _default_output(source: str) -> str:
-    from pathlib import Path
-
-    return f"{Path(source).stem or 'capgeo'}.html"
+    return f"{default_output_stem(source)}.html"
 
 
 DEFAULT_COMPARE_OUTPUT = "compare.html"
@@ -94,11 +95,13 @@ def _profile_options(command):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, metavar="FILE",
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
+@image_embeddings_option("Adds the image-caption pairs section (capgeo docs pairs).")
+@pair_options
 @force_option
 @ray_option
 @counts_passes
 def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map, truncation, leak, fill_missing, save_profile,
-           output, **options):
+           output, image_embeddings, delta, image_threshold, **options):
     """Write one self-contained HTML report of DATA's caption geometry: summary, alerts,
     figures, near-duplicate gallery, gamma diagnostics and provenance.
 
@@ -106,6 +109,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map,
     --save-profile), which is drawn without recomputing anything it holds.
     The file opens offline: plotly's JavaScript is inlined once."""
     from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.pipeline import PairOptions
     from capgeo.report.build import ReportOptions, write_report
 
     source = options.pop("data")
@@ -119,7 +123,8 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map,
             source, output, encode=encode_from_options(options, max_tokens=max_tokens),
             options=ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
             report=ReportOptions(dupes=not no_dupes, gamma=not no_gamma, caption_map=not no_map, truncation=truncation,
-                                 leak=leak, fill_missing=fill_missing, save_profile=save_profile),
+                                 leak=leak, fill_missing=fill_missing, save_profile=save_profile,
+                                 pairs=PairOptions(image_embeddings, delta, image_threshold)),
             load_options=pop_load_options(options), command=reproduce_command(), on_skipped=warn_skipped,
             on_saved=lambda path: click.echo(f"Wrote {path}", err=True))
     if written.ignored_options:

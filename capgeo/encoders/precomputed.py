@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from capgeo.encoders.base import EncoderInfo, file_fingerprint
-from capgeo.encoders.unit_npy import check_rows, fast_path_header, read_unit_rows, rescaled
+from capgeo.encoders.unit_npy import check_rows, fast_path_header, read_npy_header, read_unit_rows, rescaled
 from capgeo.errors import EncoderError
 
 KIND = "precomputed"
@@ -69,6 +69,8 @@ def read_vector_file(path: str | Path, names: VectorNames = CAPTION_VECTOR_NAMES
         raise EncoderError(f"{path}: cannot read vectors: the file is empty (0 bytes)")
     try:
         if suffix == ".npy":
+            with open(path, "rb") as handle:
+                read_npy_header(handle, path, path.stat().st_size)
             stored = VectorFile(np.load(path, allow_pickle=False), None)
         elif suffix == ".npz":
             stored = _read_npz(path, names)
@@ -107,6 +109,22 @@ def _counts(values: Sequence[str]) -> dict[str, int]:
     return counts
 
 
+#: the most a deflated zip member expands: deflate's limit is about 1032 to 1
+DEFLATE_RATIO = 1100
+
+
+def _check_npz_member(archive, path: Path, name: str) -> None:
+    """The array ``name`` of an open ``.npz`` claims no more than its member can hold: numpy
+    allocates the claimed shape before reading the member."""
+    names = archive.zip.namelist()
+    info = archive.zip.getinfo(f"{name}.npy" if f"{name}.npy" in names else name)
+    holds = info.file_size
+    if info.compress_type == 8:  # deflated (np.savez_compressed): bounded by what deflate can expand to
+        holds = min(holds, info.compress_size * DEFLATE_RATIO + 1024)
+    with archive.zip.open(info) as member:
+        read_npy_header(member, path, holds, name)
+
+
 def _read_npz(path: Path, names: VectorNames) -> VectorFile:
     with np.load(path, allow_pickle=False) as archive:
         vectors_key = next((name for name in names.npz_vectors if name in archive.files), None)
@@ -114,6 +132,9 @@ def _read_npz(path: Path, names: VectorNames) -> VectorFile:
             raise EncoderError(f"{path}: .npz needs an array named {' or '.join(map(repr, names.npz_vectors))} "
                                f"(found: {', '.join(archive.files)})")
         ids_key = next((name for name in names.npz_ids if name in archive.files), None)
+        for key in (vectors_key, ids_key):
+            if key is not None:
+                _check_npz_member(archive, path, key)
         ids = None
         if ids_key:
             stored = archive[ids_key]

@@ -23,7 +23,9 @@ and ``np.save`` of float32 vectors write); anything else goes the general way.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import tokenize
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,24 +49,72 @@ class UnitRows:
     zero: np.ndarray             # all-zero rows
 
 
+#: what numpy's header parser raises on a damaged header: its tokenizer's error among them
+HEADER_ERRORS = (ValueError, SyntaxError, tokenize.TokenError, EOFError, TypeError, UnicodeDecodeError,
+                 RecursionError)
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    shape: tuple[int, ...]
+    fortran_order: bool
+    dtype: np.dtype
+    offset: int                  # where the array's bytes start
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes the array needs, as Python integers (no overflow however large the shape)."""
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def read_npy_header(handle, path, holds: int, name: str = "") -> NpyHeader | None:
+    """The header of the ``.npy`` stream ``handle`` (at its start), checked to be readable and to
+    claim no more bytes than ``holds`` (what the file, or a ``.npz`` member, can hold after the
+    header): numpy allocates the shape a header claims before reading, so a 2 KB file claiming
+    (120, 2^25) would take 16 GB. ``name``: the array's name inside a ``.npz``, for messages.
+    None when the stream is no ``.npy`` at all (numpy's own reader says what it is instead)."""
+    what = f"the {name!r} array's" if name else "the .npy"
+    where = f"{path}: cannot read vectors: {what}"
+    start = handle.read(len(np.lib.format.MAGIC_PREFIX))
+    if start != np.lib.format.MAGIC_PREFIX:
+        return None
+    handle.seek(0)
+    try:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(handle)
+        elif version in ((2, 0), (3, 0)):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(handle)
+        else:
+            raise ValueError(f"format version {version[0]}.{version[1]}, where numpy writes 1.0 to 3.0")
+    except HEADER_ERRORS as error:
+        text = error.args[0] if isinstance(error, tokenize.TokenError) and error.args else str(error)
+        # numpy quotes the whole header, padding included: squeezed and cut to stay one short line
+        reason = " ".join(str(text).split())[:120] or type(error).__name__
+        raise EncoderError(f"{where} header is damaged ({reason}); expected a file written by numpy.save") from None
+    header = NpyHeader(tuple(int(n) for n in shape), bool(fortran_order), dtype, handle.tell())
+    if not dtype.hasobject and header.nbytes > holds - header.offset:
+        raise EncoderError(f"{path}: cannot read vectors: the file is cut short or its header damaged ({what} header "
+                           f"claims shape {header.shape} of {dtype}, {header.nbytes:,} bytes, more than the file holds: "
+                           f"{max(holds - header.offset, 0):,} bytes after its header)")
+    return header
+
+
 def fast_path_header(path: str | Path) -> tuple[tuple[int, int], int] | None:
     """(shape, data offset) when the file is a plain 2-D little-endian float32 C-order array,
-    else None (the caller reads it the general way, which also explains what is wrong)."""
+    else None (the caller reads it the general way, which also explains what is wrong). A damaged
+    header, or one claiming more than the file holds, is an EncoderError here."""
     try:
         with open(path, "rb") as handle:
-            version = np.lib.format.read_magic(handle)
-            if version == (1, 0):
-                shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(handle)
-            elif version in ((2, 0), (3, 0)):
-                shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(handle)
-            else:
-                return None
-            offset = handle.tell()
-    except (OSError, ValueError):
+            header = read_npy_header(handle, path, os.fstat(handle.fileno()).st_size)
+    except OSError:
         return None
-    if fortran_order or dtype != np.dtype("<f4") or len(shape) != 2 or 0 in shape:
+    if header is None:
         return None
-    return (int(shape[0]), int(shape[1])), offset
+    shape = header.shape
+    if header.fortran_order or header.dtype != np.dtype("<f4") or len(shape) != 2 or 0 in shape:
+        return None
+    return (shape[0], shape[1]), header.offset
 
 
 def read_unit_rows(path: str | Path, shape: tuple[int, int], offset: int) -> UnitRows:

@@ -208,8 +208,8 @@ def _unit(vectors: np.ndarray, what: str) -> np.ndarray:
 
 
 def sweep_pairs(text_vectors, group_codes, image_vectors=None) -> SweepPairs:
-    """The sweep's pairs: with ``image_vectors`` ((n_groups, d), row g for group code g), image ->
-    its captions; without, the caption-caption proxy over the images with at least two captions
+    """The sweep's pairs: with ``image_vectors`` ((n_groups, d), row g for group code g, or a
+    capgeo.images.ImageVectors, whose missing images are left out), image -> its captions; without, the caption-caption proxy over the images with at least two captions
     (first caption the query, the others its targets)."""
     text = _unit(text_vectors, "caption vectors")
     codes = np.unique(np.asarray(group_codes), return_inverse=True)[1].reshape(-1)
@@ -217,11 +217,16 @@ def sweep_pairs(text_vectors, group_codes, image_vectors=None) -> SweepPairs:
         raise CapgeoError(f"{len(text)} caption vectors but {len(codes)} group codes")
     n_groups = int(codes.max()) + 1 if codes.size else 0
     if image_vectors is not None:
-        images = _unit(image_vectors, "image vectors")
-        if images.shape != (n_groups, text.shape[1]):
+        # capgeo.images.ImageVectors: the images that are missing (zero rows) leave with their captions
+        present = np.asarray(getattr(image_vectors, "present", np.ones(n_groups, dtype=bool)), dtype=bool)
+        images = np.asarray(getattr(image_vectors, "vectors", image_vectors), dtype=np.float32)
+        if images.shape != (n_groups, text.shape[1]) or present.shape != (n_groups,):
             raise CapgeoError(f"image vectors {images.shape}: expected one row per image ({n_groups}) of the "
                               f"captions' width ({text.shape[1]})")
-        return SweepPairs(IMAGE_TEXT, images, text, codes.astype(np.int64))
+        new_code = np.cumsum(present) - 1
+        kept = present[codes]
+        return SweepPairs(IMAGE_TEXT, _unit(images[present], "image vectors"), text[kept],
+                          new_code[codes[kept]].astype(np.int64), images_left_out=int((~present).sum()))
     order = np.argsort(codes, kind="stable")
     starts = np.searchsorted(codes[order], np.arange(n_groups))
     sizes = np.bincount(codes, minlength=n_groups)

@@ -170,9 +170,18 @@ def _cosines64(eval_vectors, train_vectors, eval_rows: np.ndarray, train_rows: n
 
 def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP,
                  block_size: int = FIXED_BLOCK_SIZE, device: str | None = None, progress: bool | None = None,
-                 normalize: str = LEAK_NORMALIZE) -> dict:
+                 normalize: str = LEAK_NORMALIZE, train_images=None, eval_images: Sequence | None = None,
+                 image_threshold: float | None = None) -> dict:
     """The whole `capgeo leak` result: one entry per evaluation set and the union of the training
-    ids to drop. ``evals`` is a list of (CaptionSet, Embeddings); all embeddings from one encoder."""
+    ids to drop. ``evals`` is a list of (CaptionSet, Embeddings); all embeddings from one encoder.
+    Each entry's ``images`` says which of its images are training images (capgeo.findings.image_leak:
+    by file name, and with ``train_images`` and ``eval_images``, ImageVectors, by content hash and
+    image cosine >= ``image_threshold``); absent where no way applies."""
+    from capgeo.findings.image_leak import image_leak
+
+    train_names = _group_names(train)
+    eval_images = list(eval_images) if eval_images is not None else [None] * len(evals)
+    image_options = {} if image_threshold is None else {"threshold": image_threshold}
     if not -1.0 <= threshold <= 1.0:
         raise CapgeoError(f"--threshold: expected a cosine between -1 and 1, got {threshold}")
     if top < 0:
@@ -195,6 +204,10 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
             sets.append(eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors,
                                   threshold=threshold, top=top, block_size=block_size, device=device,
                                   progress=progress, normalize=normalize))
+        images = image_leak(train_names, _group_names(eval_set), train_images=train_images,
+                            eval_images=eval_images[len(sets) - 1], **image_options)
+        if images is not None:
+            sets[-1]["images"] = images
     drop = sorted(set().union(*(entry["train_ids_to_drop"] for entry in sets)), key=_row_of(train))
     return {
         "schema": SCHEMA,

@@ -1033,6 +1033,46 @@ class Leak(_Section):
 
 
 @_section
+class Pairs(_Section):
+    """The ``pairs`` section (docs/pairs.md): the image side, where image vectors were given; its
+    findings stay read-only JSON."""
+
+    source: str | None = None
+    n_pairs: int | None = None
+    n_images: int | None = None
+    n_images_missing: int | None = None
+    alignment: Mapping[str, Any] | None = None
+    alignment_per_image: Mapping[str, Any] | None = None
+    retrieval: Mapping[str, Any] | None = None
+    mismatched: Mapping[str, Any] | None = None
+    false_negatives: Mapping[str, Any] | None = None
+    saturation: Mapping[str, Any] | None = None
+    twins: Mapping[str, Any] | None = None
+    thumbnails: Mapping[str, str] | None = None
+
+    KEYS = ("source", "n_pairs", "n_images", "n_images_missing", "alignment", "alignment_per_image", "retrieval",
+            "mismatched", "false_negatives", "saturation", "twins", "thumbnails")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Pairs":
+        return cls(source=data.get("source"), n_pairs=data.get("n_pairs"), n_images=data.get("n_images"),
+                   n_images_missing=data.get("n_images_missing"), alignment=_tuple(data.get("alignment")),
+                   alignment_per_image=_tuple(data.get("alignment_per_image")),
+                   retrieval=_tuple(data.get("retrieval")), mismatched=_tuple(data.get("mismatched")),
+                   false_negatives=_tuple(data.get("false_negatives")), saturation=_tuple(data.get("saturation")),
+                   twins=_tuple(data.get("twins")), thumbnails=_tuple(data.get("thumbnails")),
+                   **_kept(data, cls.KEYS))
+
+    def to_dict(self) -> dict:
+        return _written(self, {
+            "source": self.source, "n_pairs": self.n_pairs, "n_images": self.n_images,
+            "n_images_missing": self.n_images_missing, "alignment": _list(self.alignment),
+            "alignment_per_image": _list(self.alignment_per_image), "retrieval": _list(self.retrieval),
+            "mismatched": _list(self.mismatched), "false_negatives": _list(self.false_negatives),
+            "saturation": _list(self.saturation), "twins": _list(self.twins), "thumbnails": _list(self.thumbnails)})
+
+
+@_section
 class CaptionMap(_Section):
     """The ``map`` section: the report's caption map, lists aligned by point."""
 
@@ -1107,10 +1147,11 @@ class Profile(_Section):
     truncation: Truncation | None = None
     leak: Leak | None = None
     map: CaptionMap | None = None
+    pairs: Pairs | None = None
 
     KEYS = ("schema", "dataset", "encoder", "lengths", "pairwise", "within_group", "hardest_companion", "companions",
             "exact_duplicates", "near_duplicates", "batches", "options", "provenance", "dupes", "gamma",
-            "gamma_left_out", "truncation", "leak", "map")
+            "gamma_left_out", "truncation", "leak", "map", "pairs")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "profile", *, check: bool = True) -> "Profile":
@@ -1133,7 +1174,8 @@ class Profile(_Section):
                    provenance=_one(Provenance, data.get("provenance")), dupes=_one(Dupes, data.get("dupes")),
                    gamma=_one(Gamma, data.get("gamma")), gamma_left_out=data.get("gamma_left_out"),
                    truncation=_one(Truncation, data.get("truncation")), leak=_one(Leak, data.get("leak")),
-                   map=_one(CaptionMap, data.get("map")), **_kept(data, cls.KEYS))
+                   map=_one(CaptionMap, data.get("map")), pairs=_one(Pairs, data.get("pairs")),
+                   **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         """The ``capgeo.profile/1`` JSON object (plain dicts and lists), as :meth:`from_dict` read it."""
@@ -1145,7 +1187,8 @@ class Profile(_Section):
             "near_duplicates": _dict(self.near_duplicates), "batches": _dicts(self.batches),
             "options": _dict(self.options), "provenance": _dict(self.provenance), "dupes": _dict(self.dupes),
             "gamma": _dict(self.gamma), "gamma_left_out": self.gamma_left_out,
-            "truncation": _dict(self.truncation), "leak": _dict(self.leak), "map": _dict(self.map)})
+            "truncation": _dict(self.truncation), "leak": _dict(self.leak), "map": _dict(self.map),
+            "pairs": _dict(self.pairs)})
 
     @property
     def headline(self) -> BatchStatistics | None:
@@ -1170,10 +1213,14 @@ class Profile(_Section):
         return Path(path)
 
     def to_html(self, path: str | Path, *, command: str | None = None) -> Path:
-        """Write the profile's HTML report atomically (what ``capgeo report PROFILE.json`` draws)."""
-        from capgeo.report.build import build_report
+        """Write the profile's HTML report atomically. A profile that :func:`capgeo.profile` made holds its
+        captions and embeddings, so the page gets what ``capgeo report DATA`` adds to the profile (the
+        near-duplicate gallery, the gamma diagnostics, the caption map); any other draws what it holds (what
+        ``capgeo report PROFILE.json`` draws), and the page says in one line each what it lacks and the call
+        that adds it."""
+        from capgeo.report.build import build_report, library_report
 
-        return build_report(self, path, command=command)
+        return build_report(library_report(self, self.__dict__.get("_made_from")), path, command=command)
 
     def summary(self, width: int = 100) -> str:
         """The terminal text ``capgeo profile`` prints, without colour."""
@@ -1185,18 +1232,37 @@ class Profile(_Section):
             print_profile(self, out)
         return captured.get()
 
-    def per_caption(self, captions, embeddings):
-        """The per-caption rows of docs/profile-schema.md as a polars DataFrame, for the ``captions``
-        and ``embeddings`` this profile was made from (near-duplicate sets re-search their vectors).
-        CapgeoError when the profile holds no companion lists (made with ``companion_lists=False``)."""
+    def per_caption(self, captions=None, embeddings=None):
+        """The per-caption rows of docs/profile-schema.md as a polars DataFrame. Without arguments, for the
+        captions and embeddings :func:`capgeo.profile` made this profile from (it keeps them, outside its
+        fields: not compared, not written); else for the ``captions`` and ``embeddings`` given, the ones the
+        profile was made from (near-duplicate sets re-search their vectors). CapgeoError when the profile
+        holds no companion lists (made with ``companion_lists=False``)."""
         from capgeo.errors import CapgeoError
         from capgeo.findings.per_caption import per_caption_frame
 
+        if (captions is None) != (embeddings is None):
+            raise CapgeoError("per_caption: give both the captions and the embeddings the profile was made from, "
+                              "or neither")
+        if captions is None:
+            made_from = self.__dict__.get("_made_from")
+            if made_from is None:
+                raise CapgeoError("per_caption(): this profile does not hold the captions and embeddings it was "
+                                  "made from (only capgeo.profile(DATA) keeps them; a profile read from JSON or "
+                                  "changed with dataclasses.replace does not): pass them, "
+                                  "profile.per_caption(captions, embeddings)")
+            captions, embeddings = made_from
         if self.companions is None or self.companions.top_ids is None:
             raise CapgeoError("profile: no per-caption companion lists (it was made without them: "
                               "`--no-companions` or companion_lists=False); recompute it with `capgeo profile "
                               "--json` or build_profile(...) to read per-caption rows")
         return per_caption_frame(captions, embeddings, self)
+
+    def _keeping(self, captions, embeddings) -> "Profile":
+        """This profile, keeping the captions and embeddings it was made from for :meth:`per_caption` and
+        :meth:`to_html` (outside its fields: equality, hashing, repr and JSON do not see them)."""
+        object.__setattr__(self, "_made_from", (captions, embeddings))
+        return self
 
 
 def as_section(value, section: type):

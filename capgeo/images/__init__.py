@@ -35,3 +35,13 @@ class ImageVectors:
     @property
     def n_images(self) -> int:
         return int(self.present.sum())
+
+
+def image_vectors(captions, encode_options=None, *, images_root=None, image_embeddings=None, progress=None,
+                  notes: list | None = None) -> ImageVectors | None:
+    """The images of ``captions`` as :class:`ImageVectors`, from the encoder's vision tower or from
+    ``image_embeddings`` (a file); None where there are none (see capgeo.images.vectors)."""
+    from capgeo.images.vectors import image_vectors as made
+
+    return made(captions, encode_options, images_root=images_root, image_embeddings=image_embeddings,
+                progress=progress, notes=notes)

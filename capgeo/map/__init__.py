@@ -307,7 +307,9 @@ def map_figure(section, title: str = "Caption map") -> "go.Figure":  # noqa: F82
     y = np.asarray(section.y, dtype=np.float32)
     hardest = section.hardest_companion
     colour = None if hardest is None else np.array([np.nan if v is None else v for v in hardest], dtype=np.float32)
-    hover = [f"<b>{plotly_text(i)}</b> · image {plotly_text(g)}"
+    from capgeo.display import short_id
+
+    hover = [f"<b>{plotly_text(short_id(i))}</b> · image {plotly_text(short_id(g))}"
              + ("" if colour is None or not np.isfinite(colour[k]) else f" · hardest companion {colour[k]:.3f}")
              + "<br>" + _wrapped(plotly_text(t))
              for k, (i, g, t) in enumerate(zip(section.caption_ids, section.groups, section.texts))]

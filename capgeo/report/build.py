@@ -117,6 +117,8 @@ class ReportOptions:
     fill_missing: bool = False
     #: also write the complete profile as JSON here, to redraw the report later
     save_profile: str | Path | None = None
+    #: the pairs section (capgeo.pipeline.PairOptions with image vectors; docs/pairs.md)
+    pairs: Any = None
 
 
 @dataclass(frozen=True)
@@ -142,13 +144,15 @@ def plan_report(captions, encode: EncodeOptions | None = None, options: ProfileO
     """Every check of :func:`report_dataset` before its first encoding, once
     (capgeo.pipeline.plan_profile, and the truncation section's own checks); the evaluation
     sets of ``report.leak`` given as paths are read now."""
-    from capgeo.pipeline import TruncationPasses, plan_profile
+    from capgeo.pipeline import ImageOptions, TruncationPasses, plan_profile
 
     report = report or ReportOptions()
     # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
     options = ProfileOptions.of(options, relative_buckets=True)
+    # without a file of image vectors, the encoder's image tower over the images the dataset names
+    images = ImageOptions() if report.pairs is not None and report.pairs.image_embeddings is None else None
     plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=EXTRA_BATCH_SIZES,
-                        gamma=False)
+                        gamma=False, pairs=report.pairs, images=images)
     if report.leak:
         report = replace(report, leak=[load_set(source, {}, role="EVAL") if isinstance(source, (str, Path))
                                        else source for source in report.leak])
@@ -179,13 +183,21 @@ def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str |
     from capgeo.pipeline import TruncationPasses, run_profile
 
     report, encode, options = plan.report, plan.profile.encode, plan.profile.options
-    run = run_profile(plan.profile.captions, encode, options, plan=plan.profile, progress=progress, command=command)
+    # the pairs section after the gamma section: its saturation reads the suggested gamma
+    run = run_profile(plan.profile.captions, encode, options, plan=replace(plan.profile, pairs=None),
+                      progress=progress, command=command)
     captions, embeddings, profile, scan = run.captions, run.embeddings, run.profile, run.scan
     notes = [note[0].upper() + note[1:] for note in run.batch_sizes.notes]
     # one all-pairs pass serves the profile and the dupes section
     profile, added = add_sections(profile, captions, embeddings, dupes=report.dupes, gamma=report.gamma,
                                   progress=progress, scan=scan)
     notes += added
+    pair_images = plan.profile.image_vectors if plan.profile.image_vectors is not None else run.image_vectors
+    if plan.profile.pairs is not None and pair_images is not None:
+        from capgeo.pipeline import with_pairs
+
+        profile = with_pairs(profile, captions, embeddings, pair_images, plan.profile.pairs,
+                             batch_size=run.batch_sizes.headline, progress=progress)
     if plan.truncation is not None:
         made = run_profile(captions, encode, options, passes=TruncationPasses(), plan=plan.truncation,
                            progress=progress)
@@ -223,6 +235,30 @@ def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: 
     except MapUnavailable as error:
         return profile, [f"Caption map: left out: {error}."]
     return replace(profile, map=CaptionMap.from_dict(section)), []
+
+
+#: how a library caller adds what a profile's page lacks (:func:`library_report`)
+LIBRARY_ADDS = "capgeo.profile(DATA).to_html(...) adds it, as `capgeo report DATA` does"
+
+
+def library_report(profile: Profile, made_from=None) -> ReportInput:
+    """What ``Profile.to_html`` draws. With ``made_from`` (the captions and embeddings the profile was made
+    from, which :func:`capgeo.profile` keeps) the sections ``capgeo report DATA`` adds to a profile: the
+    near-duplicate gallery, the gamma diagnostics and the caption map, each unless present. Without, the
+    profile as it is, and a note for each of those sections it lacks naming the call that adds it."""
+    if made_from is None:
+        notes = [f"{name}: this profile has no {key} section; {LIBRARY_ADDS}."
+                 for name, key in (("Near-duplicate gallery", "dupes"), ("Gamma diagnostics", "gamma"),
+                                   ("Caption map", "map")) if not getattr(profile, key)]
+        return ReportInput(profile, notes)
+    captions, embeddings = made_from
+    profile, notes = add_sections(profile, captions, embeddings)
+    if not profile.map:
+        options = profile.options
+        profile, added = add_map_section(profile, captions, embeddings,
+                                         seed=options.seed if options and options.seed is not None else 0)
+        notes += added
+    return ReportInput(profile, notes)
 
 
 def load_saved_profile(path: str | Path, *, dupes: bool = True, gamma: bool = True) -> ReportInput:
@@ -405,10 +441,10 @@ def save_profile(profile: Profile | dict, path: str | Path) -> Path:
 
 #: Dataset options of `capgeo report` that a saved profile cannot use (it is drawn as it is).
 DATASET_ONLY_OPTIONS = ("encoder", "text_column", "captions_column", "id_column", "group_column", "split", "limit",
-                        "max_tokens", "batch_size")
+                        "image_column", "images", "max_tokens", "batch_size")
 #: All that a saved profile ignores: its sections keep the seed and batch count they were made with
 #: (--fill-missing uses them too), and the truncation section needs the dataset's encoding at each length
-SAVED_PROFILE_IGNORES = (*DATASET_ONLY_OPTIONS, "format", "seed", "n_batches", "truncation")
+SAVED_PROFILE_IGNORES = (*DATASET_ONLY_OPTIONS, "format", "seed", "n_batches", "truncation", "image_embeddings")
 
 
 @dataclass
@@ -451,7 +487,7 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
         given = {**load_options, "encoder": encode.encoder, "max_tokens": encode.max_tokens,
                  "batch_size": options.batch_sizes, "format": load_options.get("format") not in (None, "auto"),
                  "truncation": report.truncation, "seed": options.seed != defaults.seed,
-                 "n_batches": options.n_batches != defaults.n_batches}
+                 "n_batches": options.n_batches != defaults.n_batches, "image_embeddings": report.pairs is not None}
         ignored = [name for name in SAVED_PROFILE_IGNORES if given.get(name)]
         with _drawing_saved_profiles([source]):
             report_input = load_saved_profile(source, dupes=report.dupes, gamma=report.gamma)

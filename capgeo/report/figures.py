@@ -18,6 +18,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from capgeo.defaults import GAMMA_HARD_EDGE
+from capgeo.display import short_id
 from capgeo.geometry.typed_profile import (BatchExample, BatchStatistics, Buckets, Distribution, Gamma, Histogram, Lengths,
                                            Truncation, as_section)
 
@@ -95,17 +96,32 @@ def caption_length_figure(lengths: Lengths | dict, title: str = "Caption length 
         customdata=np.stack([edges[:-1], edges[1:]], axis=1),
         hovertemplate="%{customdata[0]:.0f}-%{customdata[1]:.0f} tokens: %{y:,} captions<extra></extra>",
     ))
-    if limit is not None:
+    # the axis ends near the longest caption (13-token captions were drawn on an axis to 350); the context
+    # limit is marked when it lies within reach of the data, else the title says where it is
+    filled = np.flatnonzero(counts)
+    end = float(edges[filled[-1] + 1]) if filled.size else float(edges[-1])
+    marked = limit is not None and limit <= LIMIT_REACH * end
+    if marked:
+        end = max(end, float(limit))
         share = lengths.share_truncated
         note = f"context limit {limit} tokens"
         if share is not None:
             note += f": {_pct(share)} of captions are cut"
         figure.add_vline(x=limit, line=dict(color="#a63603", width=2, dash="dash"),
-                         annotation=dict(text=note, font=dict(color="#a63603")), annotation_position="top right")
+                         annotation=dict(text=note, font=dict(color="#a63603")),
+                         annotation_position="top left" if limit > 0.6 * end else "top right")
+    elif limit is not None:
+        title += f" (context limit {limit} tokens, beyond the longest caption: none is cut)"
     figure.update_layout(title=title, xaxis_title="caption length (tokens, start/end included)",
                          yaxis_title="captions (count)", bargap=0.02, showlegend=False, **_LAYOUT)
+    figure.update_xaxes(range=[float(edges[0]), end + 0.03 * (end - float(edges[0]))])
     figure.update_yaxes(range=[0, HEADROOM * float(counts.max(initial=0) or 1)])
     return figure
+
+
+#: the caption-length axis reaches out to the context limit when it lies within this multiple of the longest
+#: caption's bin edge
+LIMIT_REACH = 1.5
 
 
 def context_limit(lengths: Lengths) -> int | None:
@@ -312,6 +328,14 @@ def largest_off_diagonal(matrix: np.ndarray) -> tuple[int, int, float]:
     return int(row), int(column), float(values[row, column])
 
 
+#: characters of a caption id in the batch matrix's label (the hover shows it whole)
+SHORT_ID = 24
+
+
+def _short(caption_id: str) -> str:
+    return caption_id if len(caption_id) <= SHORT_ID else caption_id[:SHORT_ID - 1] + "…"
+
+
 def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = None,
                          title: str = "One real batch: caption-caption cosine") -> go.Figure:
     """Heatmap of one real batch's caption-similarity matrix, largest off-diagonal value annotated.
@@ -323,7 +347,8 @@ def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = 
     matrix = np.array([[np.nan if value is None else value for value in row] for row in example.cosine],
                       dtype=np.float64)
     size = matrix.shape[0]
-    ids = [plotly_text(i) for i in (range(size) if example.caption_ids is None else example.caption_ids)]
+    # hash ids (sha256:<64 hex>#3) shortened: whole, they spilled over the heatmap
+    ids = [plotly_text(short_id(i)) for i in (range(size) if example.caption_ids is None else example.caption_ids)]
     # each row and column named "index · id" on category axes, so the hover reads both from the axes: a
     # text per cell (B x B strings) would add 0.6 MB to a 128-caption batch's page
     labels = [f"{index} · {caption_id}" for index, caption_id in enumerate(ids)]
@@ -333,8 +358,12 @@ def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = 
     ))
     if size >= 2 and np.isfinite(matrix).any():
         row, column, value = largest_off_diagonal(matrix)
-        figure.add_annotation(x=column, y=row, text=f"max {value:.3f}<br>{ids[row]} × {ids[column]}",
-                              showarrow=True, arrowhead=2, arrowcolor="#ffffff", ax=40, ay=-40,
+        # the label sits in the quarter of the matrix across from the cell, its arrow pointing back: near an
+        # edge a label beside the cell ran over the matrix's edge and onto the colour bar
+        figure.add_annotation(x=column, y=row, text=f"max {value:.3f}<br>{_short(ids[row])}<br>× {_short(ids[column])}",
+                              showarrow=True, arrowhead=2, arrowcolor="#ffffff", axref="x", ayref="y",
+                              ax=(0.25 if column >= size / 2 else 0.75) * (size - 1),
+                              ay=(0.25 if row >= size / 2 else 0.75) * (size - 1),
                               font=dict(color="#ffffff", size=12), bgcolor="rgba(0,0,0,0.6)")
     shown = f" (first {size} of B={batch_size})" if batch_size and batch_size > size else ""
     layout = dict(_LAYOUT, height=560)

@@ -14,6 +14,9 @@ pairs DupesPair, its examples DupesExample); a dict is read as one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from capgeo.display import short_id
 from capgeo.geometry.typed_profile import Dupes, DupesExample, DupesPair, as_section
 from capgeo.report.html import CaptionIds, caption_html, escape
 
@@ -23,7 +26,8 @@ MAX_PAIRS = 8
 
 
 def _box(label: str, caption_id, group, text: str, spans, ids: CaptionIds) -> str:
-    meta = f"{escape(label)} · id {escape(caption_id)} · image {escape(group)}"
+    meta = (f"{escape(label)} · id <span title=\"{escape(caption_id)}\">{escape(short_id(caption_id))}</span> · image "
+            f"<span title=\"{escape(group)}\">{escape(short_id(group))}</span>")
     return f'<div class="caption-box"><div class="meta">{meta}</div>{caption_html(text, spans, ids)}</div>'
 
 
@@ -102,6 +106,56 @@ def example_html(example: DupesExample, ids: CaptionIds) -> str:
             f'<div class="neighbours">{"".join(rows)}</div></div></div>')
 
 
+@dataclass(frozen=True)
+class ExactCopies:
+    """Three or more captions of different images with one text: shown once, not as each of their pairs."""
+
+    text: str
+    cosine: float
+    #: (caption id, image) of each copy, in the order the pairs name them
+    members: tuple[tuple[str, str], ...]
+
+
+def exact_copies_once(pairs) -> list:
+    """``pairs`` in order, with each set of three or more exact copies (pairs of exact duplicates joined by
+    a shared caption) as one :class:`ExactCopies` in the place of its first pair. Two copies stay a pair."""
+    parent: dict = {}
+
+    def root(caption_id):
+        while parent.setdefault(caption_id, caption_id) != caption_id:
+            caption_id = parent[caption_id]
+        return caption_id
+
+    exact = [row for row in pairs if row.exact_duplicate]
+    for row in exact:
+        parent[root(row.id_a)] = root(row.id_b)
+    members: dict = {}
+    for row in exact:
+        found = members.setdefault(root(row.id_a), {})
+        found.setdefault(row.id_a, row.group_a)
+        found.setdefault(row.id_b, row.group_b)
+    shown, entries = set(), []
+    for row in pairs:
+        copies = members.get(root(row.id_a)) if row.exact_duplicate else None
+        if copies is None or len(copies) < 3:
+            entries.append(row)
+        elif root(row.id_a) not in shown:
+            shown.add(root(row.id_a))
+            entries.append(ExactCopies(_text(row.text_a), row.cosine, tuple(copies.items())))
+    return entries
+
+
+def _copies_html(copies: ExactCopies, ids: CaptionIds) -> str:
+    images = len({group for _, group in copies.members})
+    stats = pair_stats(copies.cosine, None, True)[:-len("</div>")] + (
+        f" · the same text in {len(copies.members)} captions of {images} images</div>")
+    label = f"{len(copies.members)} exact copies"
+    meta = (f"{escape(label)} · ids {escape(', '.join(str(i) for i, _ in copies.members))} · images "
+            f"{escape(', '.join(str(g) for _, g in copies.members))}")
+    return (stats + f'<div class="caption-box"><div class="meta">{meta}</div>'
+            f"{caption_html(copies.text, (), ids)}</div>")
+
+
 def gallery_html(dupes: Dupes | dict, ids: CaptionIds | None = None) -> str:
     """HTML body of the gallery section for one dupes section (already escaped)."""
     dupes = as_section(dupes, Dupes)
@@ -111,7 +165,7 @@ def gallery_html(dupes: Dupes | dict, ids: CaptionIds | None = None) -> str:
     if examples:
         parts.append("<h3>Example queries and their nearest captions of other images</h3>")
         parts.extend(example_html(example, ids) for example in examples)
-    pairs = (dupes.pairs or ())[:MAX_PAIRS]
+    pairs = exact_copies_once(dupes.pairs or ())[:MAX_PAIRS]
     if pairs:
         parts.append("<h3>Most similar caption pairs of different images</h3>")
         if dupes.near_duplicates:  # profiles saved before the totals existed have none
@@ -119,7 +173,9 @@ def gallery_html(dupes: Dupes | dict, ids: CaptionIds | None = None) -> str:
 
             parts.append(f'<p class="stats">{escape(near_duplicate_total_text(dupes.near_duplicates))}</p>')
         for row in pairs:
-            parts.append(f'<div class="example">{_pair_html(row, ids, "caption A", "caption B")}</div>')
+            body = (_copies_html(row, ids) if isinstance(row, ExactCopies)
+                    else _pair_html(row, ids, "caption A", "caption B"))
+            parts.append(f'<div class="example">{body}</div>')
     if not examples and not pairs:
         parts.append('<p class="stats">No near-duplicate pairs were found.</p>')
     for warning in dupes.warnings or ():

@@ -57,6 +57,10 @@ table.compare th { width:auto; }
 .scroll { overflow-x:auto; }
 table.compare th, table.compare td { overflow-wrap:normal; min-width:9ch; }
 table.compare td.num, table.summary td.num { font-variant-numeric: tabular-nums; }
+dl.headline { display:grid; grid-template-columns:repeat(auto-fit, minmax(160px, 1fr)); gap:10px; margin:0; }
+dl.headline .tile { border:1px solid var(--line); border-radius:6px; padding:8px 12px; background:#fcfcfe; }
+dl.headline dt { color:var(--muted); font-size:0.8rem; font-weight:600; }
+dl.headline dd { margin:2px 0 0; font-variant-numeric:tabular-nums; overflow-wrap:anywhere; }
 ul.alerts { list-style:none; padding:0; margin:0; }
 ul.alerts li { padding:10px 14px; border-radius:6px; margin:6px 0; }
 ul.alerts li.warning { background:var(--warn-bg); border-left:4px solid var(--warn); }

@@ -21,6 +21,10 @@ def leak_html(leak: dict, ids: CaptionIds | None = None) -> str:
             parts.append(f'<p class="stats">{entry["n_groups_leaked"]:,} of {entry["n_groups"]:,} evaluation images '
                          f'have a caption twinned in training, {entry["n_groups_all_leaked"]:,} every caption; the '
                          f'twins sit in {entry["n_train_groups_twinned"]:,} training images.</p>')
+        if entry.get("images"):
+            from capgeo.findings.image_leak import describe_image_leak
+
+            parts.append(f'<p class="stats">{escape(describe_image_leak(entry["images"]))}.</p>')
         for pair in entry["pairs"][:MAX_PAIRS]:
             stats = pair_stats(pair["cosine"], pair["jaccard"], pair["exact_duplicate"])   # findings/leak.py's twin_row
             parts.append(f'<div class="example">{stats}<div class="pair">'

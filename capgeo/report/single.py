@@ -1,4 +1,4 @@
-"""One dataset's report page: summary, alerts, figures, gallery, provenance.
+"""One dataset's report page: verdict (the alerts), headline numbers, summary, figures, gallery, provenance.
 
 Every section is optional: a profile without ``gamma`` simply has no gamma
 figure, and the page's "Left out or changed" list says why (``notes``).
@@ -15,12 +15,13 @@ from datetime import datetime, timezone
 from capgeo import __version__
 from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Gamma, Profile, Provenance, Truncation,
                                            as_profile)
+from capgeo.display import short_id
 from capgeo.map import MAP_FIGURE_ID
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.gallery import gallery_html
 from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
-from capgeo.report.summary import dataset_label, encoder_label, shown_field, summary_rows
+from capgeo.report.summary import dataset_label, encoder_label, headline_rows, shown_field, summary_rows
 
 #: Element ids of the figures, in page order (tests check each is present).
 FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gamma")
@@ -50,6 +51,13 @@ def alerts_html(profile: Profile) -> str:
     return f'<ul class="alerts">{items}</ul>'
 
 
+def headline_html(profile: Profile) -> str:
+    """The headline numbers (the ones `capgeo compare` lines up) as a row of tiles, not a table."""
+    tiles = "".join(f'<div class="tile"><dt>{escape(label)}</dt><dd>{escape(values[0])}</dd></div>'
+                    for label, values in headline_rows([profile]))
+    return f'<dl class="headline">{tiles}</dl>'
+
+
 def heatmap_batch(profile: Profile) -> BatchStatistics | None:
     """The batch entry whose example matrix is drawn: the largest batch size that has one."""
     candidates = [entry for entry in profile.batches or () if entry.example and entry.example.cosine]
@@ -76,8 +84,8 @@ def truncation_pairs_html(truncation: Truncation) -> str:
         stats = (f'<div class="stats">at L={pair["max_tokens"]} tokens cosine '
                  f'<strong>{pair["cosine_at_length"]:.4f}</strong>; at the full context '
                  f'{pair["cosine_full"]:.4f}</div>')
-        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(c["id"])} · image '
-                        f'{escape(c["group"])} · {escape(c["tokens"])} tokens</div>{_seen_unseen(c)}</div>'
+        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(short_id(c["id"]))} · image '
+                        f'{escape(short_id(c["group"]))} · {escape(c["tokens"])} tokens</div>{_seen_unseen(c)}</div>'
                         for c in (pair["a"], pair["b"]))
         parts.append(f'<div class="example">{stats}<div class="pair">{boxes}</div></div>')
     return "".join(parts)
@@ -221,6 +229,15 @@ def _shown(value, default: str) -> str:
     return default if value is None else value
 
 
+def _data_fingerprint(dataset: Dataset) -> str:
+    """The data file's sha256; captions built in memory (a DataFrame, a list) have no file, and their
+    texts digest identifies them instead: said so, not "None"."""
+    if dataset.fingerprint is None and dataset.texts_digest and "fingerprint" in dataset.nulls:
+        return ("none: the captions were built in memory, not read from a file; the caption texts digest "
+                "below identifies them")
+    return f"<code>{escape(shown_field(dataset, 'fingerprint'))}</code>"
+
+
 def provenance_rows(profile: Profile, command: str | None, created: str) -> list[tuple[str, str]]:
     dataset = profile.dataset or Dataset()
     encoder = profile.encoder or Encoder()
@@ -237,7 +254,7 @@ def provenance_rows(profile: Profile, command: str | None, created: str) -> list
         rows.append(("Profile command", f'<pre class="command">{escape(provenance.command)}</pre>'))
     rows += [
         ("Data file", f"{escape(_shown(dataset.source, '?'))} ({escape(_shown(dataset.format, '?'))})"),
-        ("Data fingerprint (sha256)", f"<code>{escape(shown_field(dataset, 'fingerprint'))}</code>"),
+        ("Data fingerprint (sha256)", _data_fingerprint(dataset)),
         ("Caption texts digest (sha256)", f"<code>{escape(_shown(dataset.texts_digest, '?'))}</code>"),
         ("Encoder", f"{escape(encoder_label(profile))}: {escape(_shown(encoder.kind, '?'))} "
                     f"{escape(_shown(encoder.name, '?'))}, fingerprint "
@@ -261,11 +278,13 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
                 f"encoder {encoder_label(profile)} · {created}") if isinstance(dataset.n_captions, int) \
         else f"encoder {encoder_label(profile)} · {created}"
     page = Page(title, subtitle)
+    # the first screen: the verdict, then the headline numbers, before any table
+    page.sections.append(Section("alerts", "Verdict", alerts_html(profile)))
+    page.sections.append(Section("headline", "Headline numbers", headline_html(profile)))
     rows = [(label, escape(value)) for label, value in summary_rows(profile)]
     half = (len(rows) + 1) // 2
     page.sections.append(Section("summary", "Summary", f'<div class="summary-columns">{table(rows[:half])}'
                                                        f'{table(rows[half:])}</div>'))
-    page.sections.append(Section("alerts", "Alerts", alerts_html(profile)))
     page.sections += figure_sections(profile)
     if profile.dupes:
         page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile.dupes),
@@ -283,6 +302,14 @@ def render_report(profile: Profile | dict, *, command: str | None = None, notes:
 
         page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile.leak.body),
                                      "Evaluation captions with a twin in this (training) dataset."))
+    if profile.pairs:
+        from capgeo.report.pairs import pairs_html
+
+        page.sections.append(Section("pairs", "Image-caption pairs", pairs_html(profile.pairs),
+                                     "The image side (docs/pairs.md): how well each image and its captions align "
+                                     "before training, captions of other images that score as high as an image's "
+                                     "own (false negatives in a batch), saturation at the training batch, and image "
+                                     "twins under different ids."))
     missing = list(notes or [])
     if not profile.dupes and not any("gallery" in note for note in missing):
         missing.append("Near-duplicate gallery: the profile has no dupes section.")

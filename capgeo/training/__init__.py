@@ -1,6 +1,6 @@
-"""What capgeo hands to a training run: HN-CLIP's loss in torch (:mod:`capgeo.training.loss`).
-
-torch is imported by the submodules only, so ``import capgeo.training`` stays light."""
+"""Hand-offs to the training run: the HN-CLIP loss (:mod:`capgeo.training.loss`) and a batch sampler,
+importable without the CLI. torch is imported by the submodules only, so ``import capgeo.training``
+stays light."""
 
 __all__ = ["HNCLIPLoss", "hnclip_loss"]
 
