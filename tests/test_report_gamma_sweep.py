@@ -36,7 +36,7 @@ def test_the_report_draws_the_sweep_and_headlines_the_measured_gamma(swept):
     profile, sweep = swept
     page = render_report(profile)
     assert f'id="{GAMMA_SWEEP_FIGURE_ID}"' in page
-    assert "Measured gamma" in page and "caption-caption proxy" in page
+    assert f"Gamma {sweep.best_gamma:g} measured" in page and "caption-caption proxy" in page
     headline = headline_gamma_text(profile["gamma"])
     assert headline.startswith(f"{sweep.best_gamma:g} measured") and "rule's instant estimate 0.38" in headline
     without = make_full_profile()

@@ -75,10 +75,9 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
     B 128) makes it on geometry like the paper's DOCCI statistics.
     """
+    from capgeo.findings.gamma_sweep import SweepOptions
     from capgeo.geometry.profile_options import ProfileOptions
     from capgeo.pipeline import gamma_dataset
-
-    from capgeo.findings.gamma_sweep import SweepOptions
 
     refuse_path_clashes()
     captions = load_from_options(options)

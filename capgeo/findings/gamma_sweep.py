@@ -346,8 +346,9 @@ def _train_one(queries, targets, target_image, plan: _SeedPlan, gamma: float, op
     batch_targets = torch.as_tensor(plan.batch_targets, device=device)
     n = batches.shape[1]
     negatives = ~torch.eye(n, dtype=torch.bool, device=device)
-    losses = torch.empty(options.steps, dtype=torch.float64)
-    zeros = torch.empty(options.steps, dtype=torch.float64)
+    # kept on the device, read once at the end: a read per step would wait for a GPU every step
+    losses = torch.empty(options.steps, dtype=torch.float64, device=device)
+    zeros = torch.empty(options.steps, dtype=torch.float64, device=device)
     for step in range(options.steps):
         image = queries[batches[step]]
         image = image_adapter(image) if image_adapter else image
@@ -371,7 +372,7 @@ def _train_one(queries, targets, target_image, plan: _SeedPlan, gamma: float, op
         image = image_adapter(image) if image_adapter else image
         text = text_adapter(targets[target_rows])
         retrieval = evaluate(image, text, position[torch.as_tensor(target_image, device=device)[target_rows]].cpu())
-    return _RunTrace(losses.numpy(), zeros.numpy(), retrieval)
+    return _RunTrace(losses.cpu().numpy(), zeros.cpu().numpy(), retrieval)
 
 
 def evaluate_before(pairs: SweepPairs, validation_images: np.ndarray) -> Retrieval:
@@ -412,13 +413,13 @@ def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: Sweep
         gammas = [0.0] + gammas   # the baseline every gain is measured against
     n_validation = _validation_count(pairs.n_images, options)
     n_train = pairs.n_images - n_validation
+    if n_train < 2:
+        raise CapgeoError(f"the sweep needs at least 2 training images, has {n_train} after holding out {n_validation}")
     batch_size = options.batch_size or default_batch_size
     notes = []
     if batch_size > n_train:
         notes.append(f"batch size {batch_size} is more than the {n_train} training images: using {n_train}")
         batch_size = n_train
-    if n_train < 2:
-        raise CapgeoError(f"the sweep needs at least 2 training images, has {n_train} after holding out {n_validation}")
     plans = {seed: _seed_plan(pairs, options, batch_size, seed) for seed in options.seeds}
     queries = torch.as_tensor(pairs.queries, device=device)
     targets = torch.as_tensor(pairs.targets, device=device)

@@ -207,11 +207,11 @@ def gamma_caption(gamma: Gamma) -> str:
         from capgeo.findings.gamma_sweep import measured_headline
 
         sweep = gamma.sweep
-        parts.append(f"Measured gamma {measured_headline(sweep)}: the best held-out mean R@1 of a short proxy "
-                     f"fine-tune at each gamma (first figure; "
-                     f"{'a caption-caption proxy, not image-text retrieval' if sweep['mode'] != 'image-text' else 'image-text'})"
-                     f", the rule's suggestion {sweep['rule_position'] or 'not among its gammas'}. The rule's "
-                     "instant estimate, from the geometry alone:")
+        proxy = "a caption-caption proxy, not image-text retrieval" if sweep["mode"] != "image-text" else "image-text"
+        parts.append(f"Gamma {measured_headline(sweep)}: the best held-out mean R@1 of a short proxy fine-tune at "
+                     f"each gamma (first figure; {proxy}); the rule's suggestion is "
+                     f"{sweep['rule_position'] or 'not among its gammas'}. The rule's instant estimate, from the "
+                     "geometry alone:")
     parts += [f"{'Suggested' if not gamma.sweep else 'rule'} gamma {suggestion.gamma:.2f} (range {low:.2f}-{high:.2f}) "
               f"at B={headline.batch_size}, the headline batch size; other rows are extra batch sizes.",
               headline.why or ""]
