@@ -29,6 +29,7 @@ _EXPORTS = {
     "Leak": "capgeo.api",
     "EvalLeak": "capgeo.api",
     "GammaSuggestion": "capgeo.api",
+    "HNCLIPLoss": "capgeo.training.loss",
 }
 
 

@@ -55,6 +55,12 @@ MAX_PAIR_THRESHOLD = 0.9999
 
 #: gamma: caption cosine at or above which an in-batch negative counts as hardest-bucket
 GAMMA_HARD_EDGE = 0.9
+#: gamma --sweep: the gammas (the rule's suggestion is added), seeds, steps of each run and the adapter's
+#: Adam learning rate (docs/gamma.md, "A measured gamma")
+SWEEP_GAMMAS = (0.0, 0.25, 0.5, 0.75, 1.0)
+SWEEP_SEEDS = (0, 1, 2)
+SWEEP_STEPS = 300
+SWEEP_LEARNING_RATE = 1e-3
 #: truncation: truncation-only near-duplicate pairs listed per length (all are counted)
 TRUNCATION_LISTED_PAIRS = 20
 

@@ -105,6 +105,8 @@ class GammaPasses:
     hard_edge: float | None = None
     #: a file of image vectors (read and checked before the encoding) for the loss at initialisation
     image_embeddings: str | Path | None = None
+    #: a measured gamma too: the proxy fine-tune sweep's options (capgeo.findings.gamma_sweep), or None
+    sweep: Any = None
 
 
 @dataclass(frozen=True)
@@ -332,6 +334,8 @@ def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) ->
 
         for size in resolved.sizes:
             check_gamma_batch_size(size, captions.n_groups)
+        if passes.sweep is not None:
+            passes.sweep.checked()
         # read once, before the (slow) encoding; the profile names the file they came from
         return (checked_image_embeddings(passes.image_embeddings, captions)
                 if passes.image_embeddings is not None else None)
@@ -435,7 +439,20 @@ def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None)
         command=command, logit_scale=passes.logit_scale, batch_sizes=plan.batch_sizes.sizes,
         grid=passes.grid or DEFAULT_GRID, n_batches=options.n_batches, seed=options.seed, progress=progress,
         **({} if passes.hard_edge is None else {"hard_edge": passes.hard_edge}))
+    if passes.sweep is not None:
+        profile["gamma"]["sweep"] = _sweep(plan, embeddings, profile["gamma"], progress).to_dict()
     return ProfileRun(captions, embeddings, Profile.from_dict(profile), plan.batch_sizes)
+
+
+def _sweep(plan: ProfilePlan, embeddings, section: dict, progress: bool | None):
+    """The proxy fine-tune sweep of GammaPasses.sweep, at the rule's headline batch size and logit
+    scale, with the rule's suggestion among its gammas."""
+    from capgeo.findings.gamma_sweep import gamma_sweep
+
+    return gamma_sweep(embeddings.vectors, plan.captions.group_codes, image_vectors=plan.image_vectors,
+                       options=plan.passes.sweep, rule_gamma=section["suggested_gamma"],
+                       logit_scale=section["logit_scale"], default_batch_size=section["headline_batch_size"],
+                       device=plan.encode.device, progress=progress)
 
 
 def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
@@ -493,15 +510,17 @@ def pair_options(image_embeddings) -> PairOptions | None:
 
 def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, logit_scale: float | None = None,
                   grid: Sequence[float] | None = None, hard_edge: float | None = None, image_embeddings=None,
-                  progress: bool | None = None, command: str | None = None) -> ProfileRun:
+                  sweep=None, progress: bool | None = None, command: str | None = None) -> ProfileRun:
     """`capgeo gamma` in one call (docs/gamma.md): :func:`run_profile` with :class:`GammaPasses`.
 
     ``options`` is a ProfileOptions, of which the gamma rule reads the batch sizes (each one it can
     answer: at least capgeo.geometry.batch_size.MIN_GAMMA_BATCH_SIZE), ``n_batches`` and ``seed``.
     The profile holds ``dataset``, ``encoder``, ``gamma``, ``options`` and ``provenance``, without
-    the pairwise pass.
+    the pairwise pass. ``sweep``: a capgeo.findings.gamma_sweep.SweepOptions to measure gamma too
+    (the section's ``sweep``).
     """
-    return run_profile(captions, encode, options, passes=GammaPasses(logit_scale, grid, hard_edge, image_embeddings),
+    return run_profile(captions, encode, options,
+                       passes=GammaPasses(logit_scale, grid, hard_edge, image_embeddings, sweep),
                        progress=progress, command=command)
 
 

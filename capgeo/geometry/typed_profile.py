@@ -720,11 +720,13 @@ class Gamma(_Section):
     reference: Mapping[str, Any] | None = None
     batches: tuple[GammaBatch, ...] | None = None
     batch_sizes_left_out: tuple[int, ...] | None = None
+    #: the measured curve of `capgeo gamma --sweep` (capgeo.findings.gamma_sweep.GammaSweep.to_dict), read-only
+    sweep: Mapping[str, Any] | None = None
 
     KEYS = ("rule", "concentration", "headline_batch_size", "suggested_gamma", "suggested_range",
             "margin_matched_gamma", "encoder_caution", "paper_sweep", "paper_sweep_note", "logit_scale",
             "logit_scale_source", "hard_edge", "gamma_grid", "n_batches", "seed", "clip", "image_embeddings",
-            "reference", "batches", "batch_sizes_left_out")
+            "reference", "batches", "batch_sizes_left_out", "sweep")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Gamma":
@@ -738,7 +740,7 @@ class Gamma(_Section):
                    n_batches=data.get("n_batches"), seed=data.get("seed"), clip=_tuple(data.get("clip")),
                    image_embeddings=data.get("image_embeddings"), reference=_tuple(data.get("reference")),
                    batches=_many(GammaBatch, data.get("batches")), batch_sizes_left_out=_tuple(data.get("batch_sizes_left_out")),
-                   **_kept(data, cls.KEYS))
+                   sweep=_tuple(data.get("sweep")), **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
         return _written(self, {
@@ -750,12 +752,17 @@ class Gamma(_Section):
             "hard_edge": self.hard_edge, "gamma_grid": _list(self.gamma_grid), "n_batches": self.n_batches,
             "seed": self.seed, "clip": _list(self.clip), "image_embeddings": self.image_embeddings,
             "reference": _list(self.reference), "batches": _dicts(self.batches),
-            "batch_sizes_left_out": _list(self.batch_sizes_left_out)})
+            "batch_sizes_left_out": _list(self.batch_sizes_left_out), "sweep": _list(self.sweep)})
 
     @property
     def headline(self) -> GammaBatch | None:
         """The headline batch size's entry (the first), None without any."""
         return self.batches[0] if self.batches else None
+
+    @property
+    def measured_gamma(self) -> float | None:
+        """The best gamma of the proxy fine-tune sweep, when one ran (then it is the headline)."""
+        return self.sweep.get("measured_gamma") if self.sweep else None
 
 
 @_section

@@ -440,6 +440,54 @@ def gamma_figure(gamma: Gamma | dict, title: str = "Gamma sweep: how HN-CLIP's b
     return figure
 
 
+def gamma_sweep_figure(sweep, title: str = "Measured gamma: the proxy fine-tune sweep") -> go.Figure:
+    """``capgeo gamma --sweep``'s result (the gamma section's ``sweep``). Left: held-out mean R@1 per
+    gamma, mean and standard deviation over seeds, the plateau shaded and the rule's suggestion marked.
+    Right: the saturation along the run for gamma 0 and the best gamma, per step: the share of
+    batches with loss below 1e-3 and of negative logits with an exactly zero fp32 gradient."""
+    from plotly.subplots import make_subplots
+
+    figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
+        "held-out mean R@1 (both directions)", "saturation along the run"))
+    points = sweep["points"]
+    figure.add_trace(go.Scatter(
+        x=[p["gamma"] for p in points], y=[p["mean"]["mean_r1"] for p in points], mode="lines+markers",
+        error_y=dict(type="data", array=[p["spread"]["mean_r1"] for p in points], visible=True),
+        name="mean R@1 (+- sd over seeds)", line=dict(color=PALETTE[0]),
+        hovertemplate="γ=%{x}<br>mean R@1 %{y:.2f}%<extra></extra>"), row=1, col=1)
+    before = sweep["before"]["mean_r1"]
+    figure.add_hline(y=before, line=dict(color="#888", dash="dot", width=1), row=1, col=1,
+                     annotation=dict(text=f"before training: {before:.1f}", font=dict(size=10)),
+                     annotation_position="bottom right")
+    plateau = sweep["plateau"]
+    if len(plateau) > 1:
+        figure.add_vrect(x0=min(plateau), x1=max(plateau), fillcolor="#2ca02c", opacity=0.08, line_width=0,
+                         row=1, col=1)
+    figure.add_vline(x=sweep["measured_gamma"], line=dict(color="#2ca02c", width=2), row=1, col=1,
+                     annotation=dict(text=f"measured γ = {sweep['measured_gamma']:g}", font=dict(color="#2ca02c")),
+                     annotation_position="top right")
+    if sweep.get("rule_gamma") is not None:
+        figure.add_vline(x=sweep["rule_gamma"], line=dict(color="#888", dash="dash", width=1), row=1, col=1,
+                         annotation=dict(text=f"rule: {sweep['rule_gamma']:g}", font=dict(size=10)),
+                         annotation_position="bottom left")
+    for index, curve in enumerate(sweep["saturation"]):
+        colour = PALETTE[(index + 1) % len(PALETTE)]
+        steps = list(range(1, len(curve["loss_below"]) + 1))
+        for key, name, dash in (("loss_below", f"loss < {sweep.get('saturated_loss', 1e-3):g}", "solid"),
+                                ("zero_gradients", "zero fp32 negative gradients", "dot")):
+            figure.add_trace(go.Scatter(x=steps, y=[100 * v for v in curve[key]], mode="lines",
+                                        name=f"γ={curve['gamma']:g}: {name} (%)", line=dict(color=colour, dash=dash),
+                                        hovertemplate="step %{x}<br>%{y:.1f}%<extra></extra>"), row=1, col=2)
+    label = "caption-caption proxy" if sweep["mode"] != "image-text" else "image-text"
+    figure.update_layout(title=f"{title} ({label}, {len(sweep['seeds'])} seeds, {sweep['steps']} steps)",
+                         legend=dict(orientation="h", y=-0.25), **dict(_LAYOUT, height=440))
+    figure.update_xaxes(title_text="gamma (γ)", row=1, col=1)
+    figure.update_xaxes(title_text="step", row=1, col=2)
+    figure.update_yaxes(title_text="R@1 (%)", row=1, col=1)
+    figure.update_yaxes(title_text="share (%)", range=[0, 100], row=1, col=2)
+    return figure
+
+
 def _grid_has(grid, key: str) -> bool:
     """Whether the gamma grid's points carry ``key`` (profiles saved before it was recorded lack it)."""
     return grid[0][key] is not None if key in grid[0] else False

@@ -30,6 +30,8 @@ FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gam
 HARDEST_NEGATIVE_FIGURE_ID = "fig-hardest-negative"
 #: The caption map (capgeo.map): drawn when the profile has a map section.
 OPTIONAL_FIGURE_IDS = (HARDEST_NEGATIVE_FIGURE_ID, MAP_FIGURE_ID)
+#: Drawn only when the gamma section carries a measured sweep (`capgeo gamma --sweep --json`).
+GAMMA_SWEEP_FIGURE_ID = "fig-gamma-sweep"
 #: Drawn only when the profile has a truncation section (`capgeo truncation --json`).
 TRUNCATION_FIGURE_ID = "fig-truncation"
 #: Truncation-only pairs shown as text (the JSON holds them all).
@@ -186,22 +188,33 @@ def figure_sections(profile: Profile) -> list[Section]:
                                 "changes when the encoder sees less of each caption."))
     gamma = profile.gamma
     if gamma and gamma.batches:
-        sections.append(Section("gamma", "Gamma diagnostics", figure_div(figures.gamma_figure(gamma), "fig-gamma"),
-                                gamma_caption(gamma)))
+        body = figure_div(figures.gamma_figure(gamma), "fig-gamma")
+        if gamma.sweep:
+            body = figure_div(figures.gamma_sweep_figure(gamma.sweep), GAMMA_SWEEP_FIGURE_ID) + body
+        sections.append(Section("gamma", "Gamma diagnostics", body, gamma_caption(gamma)))
     return sections
 
 
 def gamma_caption(gamma: Gamma) -> str:
-    """The headline gamma with both views (concentration and margin), the caution and the paper's sweep."""
-    from capgeo.findings.gamma import describe_margins
-
+    """The headline gamma (the measured one when a sweep ran, else the rule's), the caution and the paper's
+    sweep. The margin view stays in the JSON and in `capgeo gamma`: beside the headline it read as a
+    second suggestion."""
     headline = gamma.headline
     suggestion = headline.suggestion
     low, high = suggestion.range
-    parts = [f"Suggested gamma {suggestion.gamma:.2f} (range {low:.2f}-{high:.2f}) at B={headline.batch_size}, "
-             f"the headline batch size; other rows are extra batch sizes.", headline.why or ""]
-    if headline.margins:   # profiles saved before the margin view have none
-        parts.append(describe_margins(headline.margins, suggestion.gamma_exact) + ".")
+    parts = []
+    if gamma.sweep:
+        from capgeo.findings.gamma_sweep import measured_headline
+
+        sweep = gamma.sweep
+        proxy = "a caption-caption proxy, not image-text retrieval" if sweep["mode"] != "image-text" else "image-text"
+        parts.append(f"Gamma {measured_headline(sweep)}: the best held-out mean R@1 of a short proxy fine-tune at "
+                     f"each gamma (first figure; {proxy}); the rule's suggestion is "
+                     f"{sweep['rule_position'] or 'not among its gammas'}. The rule's instant estimate, from the "
+                     "geometry alone:")
+    parts += [f"{'Suggested' if not gamma.sweep else 'rule'} gamma {suggestion.gamma:.2f} (range {low:.2f}-{high:.2f}) "
+              f"at B={headline.batch_size}, the headline batch size; other rows are extra batch sizes.",
+              headline.why or ""]
     if gamma.paper_sweep_note:
         parts.append(f"Evidence: {gamma.paper_sweep_note}.")
     if gamma.encoder_caution:

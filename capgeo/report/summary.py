@@ -143,6 +143,11 @@ def headline_gamma_text(gamma: Gamma | dict | None) -> str | None:
     if isinstance(gamma, dict):
         gamma = Gamma.from_dict(gamma)
     value, low_high = gamma_suggestion(gamma)
+    if gamma is not None and gamma.sweep:
+        # a sweep ran: the measured gamma is the headline, the rule's estimate beside it
+        from capgeo.findings.gamma_sweep import measured_headline
+
+        return measured_headline(gamma.sweep) + (f"; the rule's instant estimate {value:.2f}" if value is not None else "")
     if value is None:
         return None
     headline = gamma.headline
