@@ -136,6 +136,11 @@ class CaptionSet:
                            count=len(self))
 
     @cached_property
+    def group_names(self) -> list[str]:
+        """The group id of each group code 0..n_groups-1 (codes follow first appearance)."""
+        return list(dict.fromkeys(self.groups))
+
+    @cached_property
     def n_groups(self) -> int:
         # asked several times per profile
         return int(self.group_codes.max()) + 1 if len(self) else 0

@@ -916,7 +916,7 @@ def load_image_embeddings(path, group_ids: list[str]) -> np.ndarray:
 def checked_image_embeddings(path, captions) -> np.ndarray:
     """Before encoding: the image vectors of ``path``, read once and checked to hold one vector per
     image of ``captions`` (their width is checked against the text vectors once they exist)."""
-    vectors = load_image_embeddings(path, group_ids_in_code_order(captions.groups, captions.group_codes))
+    vectors = load_image_embeddings(path, captions.group_names)
     check_image_vectors(vectors, captions.n_groups, vectors.shape[-1] if vectors.ndim == 2 else 0, str(path))
     return vectors  # as read: gamma_section normalises them, as it does a path's
 
@@ -942,7 +942,7 @@ def gamma_profile(captions, embeddings, *, image_embeddings=None, image_source: 
         else:
             image_source = str(image_embeddings)
             image_vectors = load_image_embeddings(image_embeddings,
-                                                  group_ids_in_code_order(captions.groups, captions.group_codes))
+                                                  captions.group_names)
     section = gamma_section(embeddings, captions.group_codes, image_vectors=image_vectors,
                             image_source=image_source, **options)
     profile = {

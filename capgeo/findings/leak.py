@@ -128,7 +128,7 @@ def image_counts(eval_set, leaked: np.ndarray, train, drop: np.ndarray) -> dict:
     codes = np.asarray(eval_set.group_codes)
     sizes = np.bincount(codes, minlength=eval_set.n_groups)
     twinned = np.bincount(codes[leaked], minlength=eval_set.n_groups)
-    names = _group_names(eval_set)
+    names = eval_set.group_names
     some, every = np.flatnonzero(twinned > 0), np.flatnonzero((twinned == sizes) & (sizes > 0))
     train_codes = np.asarray(train.group_codes)
     return {
@@ -139,16 +139,6 @@ def image_counts(eval_set, leaked: np.ndarray, train, drop: np.ndarray) -> dict:
         "leaked_groups": [names[code] for code in some],
         "all_leaked_groups": [names[code] for code in every],
     }
-
-
-def _group_names(captions) -> list[str]:
-    """Each group code's group id (codes follow first appearance)."""
-    codes = np.asarray(captions.group_codes)
-    groups = captions.groups
-    names = [""] * (int(codes.max()) + 1 if codes.size else 0)
-    for row in np.unique(codes, return_index=True)[1]:
-        names[codes[row]] = groups[row]
-    return names
 
 
 #: pairs re-scored at a time (each holds two float64 rows)
@@ -179,7 +169,7 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
     image cosine >= ``image_threshold``); absent where no way applies."""
     from capgeo.findings.image_leak import image_leak
 
-    train_names = _group_names(train)
+    train_names = train.group_names
     eval_images = list(eval_images) if eval_images is not None else [None] * len(evals)
     image_options = {} if image_threshold is None else {"threshold": image_threshold}
     if not -1.0 <= threshold <= 1.0:
@@ -204,7 +194,7 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
             sets.append(eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors,
                                   threshold=threshold, top=top, block_size=block_size, device=device,
                                   progress=progress, normalize=normalize))
-        images = image_leak(train_names, _group_names(eval_set), train_images=train_images,
+        images = image_leak(train_names, eval_set.group_names, train_images=train_images,
                             eval_images=eval_images[len(sets) - 1], **image_options)
         if images is not None:
             sets[-1]["images"] = images

@@ -430,7 +430,7 @@ def pairs_section(captions, embeddings, images: ImageVectors, *, batch_size: int
         raise CapgeoError(f"{images.source}: the pair analyses need at least 2 images, {len(image_rows)} present")
     done = pair_pass(pair_text, image_vectors, pair_codes, delta=delta, listed=listed,
                      export=false_negatives_output is not None, progress=progress)
-    names = _group_names(captions)
+    names = captions.group_names
     image_names = [names[g] for g in image_rows]
     n = len(kept)
     # retrieval
@@ -500,12 +500,6 @@ def pairs_section(captions, embeddings, images: ImageVectors, *, batch_size: int
         "thumbnails": thumbnails_for(images, image_rows, image_names, mismatched, false_negatives, twins),
     }
     return section
-
-
-def _group_names(captions) -> list[str]:
-    from capgeo.findings.leak import _group_names as names
-
-    return names(captions)
 
 
 def _pair_card(captions, kept, pair_text, image_vectors, pair_codes, done, m, image_names) -> dict:

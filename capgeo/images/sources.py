@@ -344,9 +344,6 @@ def locate(captions, images_root=None) -> Located | None:
         source = NamedFiles(Path(images_root))
     if images_root is not None:
         source = source.with_root(images_root)
-    return source.locate(group_ids(captions))
+    return source.locate(captions.group_names)
 
 
-def group_ids(captions) -> list[str]:
-    """The group id of each group code 0..n_groups-1 (codes follow first appearance)."""
-    return list(dict.fromkeys(captions.groups))

@@ -77,9 +77,7 @@ def _spec(encode_options) -> str | None:
 def encode_located(captions, located, vision, *, cache_dir=None, use_cache: bool = True, progress=None,
                    notes: list | None = None) -> ImageVectors | None:
     """Hash, decode and encode the located images with ``vision`` (a VisionEncoder)."""
-    from capgeo.images.sources import group_ids as groups_in_code_order
-
-    group_ids = groups_in_code_order(captions)
+    group_ids = captions.group_names
     n_groups = len(group_ids)
     hashes, held, skipped = _hashed(located, n_groups, progress, HELD_BYTES)
     readable = [code for code in range(n_groups) if hashes[code] is not None]
