@@ -261,3 +261,45 @@ def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
             raise CapgeoError(f"{option} {path} is also given to {seen[target]}: one would overwrite the other; "
                               "give each output its own file")
         seen[target] = option
+
+
+def refuse_replacing_a_foreign_file(option: str, path: str | os.PathLike | None, *, default: bool = False,
+                                    force_with: str = "add --force") -> None:
+    """An output may replace an earlier capgeo output (recognised by its mark,
+    :func:`written_by_capgeo`), nothing else, unless forced (``force_with`` says how: the
+    commands' ``--force``, the library's ``force=True``).
+
+    --json takes its FILE optionally, so ``capgeo leak --json TRAIN EVAL1 EVAL2`` takes TRAIN
+    for its FILE and still leaves the command the files it needs: this check keeps the training
+    set from being replaced with the result.
+    """
+    from capgeo._atomic import is_standard_output, stream_target
+
+    if path is None or is_standard_output(path):
+        return
+    written = os.path.expanduser(os.fspath(path))
+    if stream_target(written) is not None or not os.path.isfile(written) or written_by_capgeo(written):
+        return  # /dev/stdout, a FIFO: written into, never replaced; a new file; an earlier output
+    if option == "--json":
+        raise CapgeoError(f"--json {path}: that file exists and is not a capgeo result (a dataset?), so it is "
+                          "not overwritten; --json takes the name right after it as its FILE: put --json after "
+                          f"the file names, give it a new file name, or {force_with} to replace it")
+    what = f"{path} (the default output; -o FILE writes elsewhere)" if default else f"{option} {path}"
+    raise CapgeoError(f"{what}: that file exists and capgeo did not write it (it carries no capgeo mark; "
+                      f"docs/errors.md), so it is not replaced; give a new file name, or {force_with} to replace it")
+
+
+#: how a library caller replaces a file capgeo did not write (the commands' is --force)
+LIBRARY_FORCE = "pass force=True"
+
+
+def check_outputs(inputs: Mapping[str, str | Iterable[str] | None], outputs: Mapping[str, str | os.PathLike | None],
+                  *, force: bool = False, defaults: Iterable[str] = (), force_with: str = LIBRARY_FORCE) -> None:
+    """The rule every writer obeys, commands and library alike, checked before any work: no output
+    over an input or another output (:func:`check_output_paths`), and, unless ``force``, none over an
+    existing file capgeo did not write (:func:`refuse_replacing_a_foreign_file`). ``defaults``
+    names the outputs that are default names the user did not give."""
+    check_output_paths(inputs, {option: None if path is None else os.fspath(path) for option, path in outputs.items()})
+    if not force:
+        for option, path in outputs.items():
+            refuse_replacing_a_foreign_file(option, path, default=option in tuple(defaults), force_with=force_with)

@@ -1196,20 +1196,32 @@ class Profile(_Section):
         """Whether section ``name`` was written as null (rather than left out)."""
         return name in self.nulls
 
-    def to_json(self, path: str | Path) -> Path:
-        """Write the profile as strict JSON, atomically: the bytes ``capgeo profile --json`` writes."""
+    def to_json(self, path: str | Path, *, force: bool = False) -> Path:
+        """Write the profile as strict JSON, atomically: the bytes ``capgeo profile --json`` writes.
+        As every command, it never writes over the profile's dataset or encoder files, nor, unless
+        ``force``, over an existing file capgeo did not write (CapgeoError, docs/errors.md)."""
         from capgeo._atomic import atomic_open
         from capgeo._json_write import dumps
 
+        self._check_output("Profile.to_json", path, force)
         with atomic_open(path) as handle:
             handle.write(dumps(self.to_dict()) + "\n")
         return Path(path)
 
-    def to_html(self, path: str | Path, *, command: str | None = None) -> Path:
-        """Write the profile's HTML report atomically (what ``capgeo report PROFILE.json`` draws)."""
+    def to_html(self, path: str | Path, *, command: str | None = None, force: bool = False) -> Path:
+        """Write the profile's HTML report atomically (what ``capgeo report PROFILE.json`` draws),
+        under the rule of :meth:`to_json`."""
         from capgeo.report.build import build_report
 
+        self._check_output("Profile.to_html", path, force)
         return build_report(self, path, command=command)
+
+    def _check_output(self, writer: str, path: str | Path, force: bool) -> None:
+        """The commands' output rule (capgeo.paths.check_outputs) against the files this profile was made from."""
+        from capgeo.paths import check_outputs
+        from capgeo.report.build import fill_missing_inputs
+
+        check_outputs(fill_missing_inputs(self), {writer: path}, force=force)
 
     def summary(self, width: int = 100) -> str:
         """The terminal text ``capgeo profile`` prints, without colour."""

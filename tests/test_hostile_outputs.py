@@ -1,0 +1,131 @@
+"""Hostile input, output side (issue 46): output paths and marks, cache tampering, the Python API,
+CSV formula injection and options. Each case asserts exit status 2 and one `Error:` line without
+a traceback (commands), one CapgeoError (library), or the right result; and that every file that
+existed before is byte-identical afterwards."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from _action_fixtures import unit
+from capgeo.cli import main
+from capgeo.errors import CapgeoError
+
+N_CAPTIONS = 12
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` with a hash of its bytes."""
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*")) if path.is_file() and not path.is_symlink()}
+
+
+def run(command: str | list[str]):
+    args = shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+    return CliRunner().invoke(main, args, env={"COLUMNS": "200"})
+
+
+def assert_one_error(result, *fragments: str) -> str:
+    """Exit 2, one `Error:` line holding each of ``fragments``, no traceback; the line."""
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    assert all(fragment in errors[0] for fragment in fragments), errors[0]
+    return errors[0]
+
+
+def assert_one_line(error: BaseException, *fragments: str) -> None:
+    """A library refusal: capgeo's error class, one line holding each of ``fragments``."""
+    assert isinstance(error, CapgeoError), repr(error)
+    message = str(error)
+    assert "\n" not in message and all(fragment in message for fragment in fragments), message
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch) -> Path:
+    """12 captions of 6 images (d.jsonl) and their vectors (v.npy, row i for caption i), in the current folder."""
+    monkeypatch.chdir(tmp_path)
+    rows = [{"id": f"c{i}", "image": f"g{i // 2}", "caption": f"a photo of thing {i} on a table"}
+            for i in range(N_CAPTIONS)]
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    np.save(tmp_path / "v.npy", vectors())
+    return tmp_path
+
+
+def vectors() -> np.ndarray:
+    return unit(np.random.default_rng(0).normal(size=(N_CAPTIONS, 8)))
+
+
+@pytest.fixture
+def made_profile(workspace):
+    """A profile of d.jsonl made from Python, of the vectors in v.npy."""
+    import capgeo
+
+    return capgeo.profile("d.jsonl", encoder="vectors:v.npy", batch_size=4, gamma=False, progress=False)
+
+
+USER_PAGE = b"<!DOCTYPE html>\n<html><head><title>my notes</title></head><body>mine</body></html>\n"
+
+
+class TestPythonWritersObeyTheOutputRule:
+    """Profile.to_json / to_html, and the library's write_* functions, as every command: never over
+    an input, never over a file capgeo did not write unless force=True."""
+
+    @pytest.mark.parametrize("writer", ["to_json", "to_html"])
+    def test_never_over_the_dataset_even_with_force(self, workspace, made_profile, writer):
+        before = snapshot(workspace)
+        for force in (False, True):
+            with pytest.raises(CapgeoError) as caught:
+                getattr(made_profile, writer)("d.jsonl", force=force)
+            assert_one_line(caught.value, "d.jsonl", "would overwrite the input DATA")
+        assert snapshot(workspace) == before
+
+    @pytest.mark.parametrize("writer, name", [("to_json", "notes.json"), ("to_html", "page.html")])
+    def test_a_users_file_only_with_force(self, workspace, made_profile, writer, name):
+        (workspace / name).write_bytes(USER_PAGE)
+        before = snapshot(workspace)
+        with pytest.raises(CapgeoError) as caught:
+            getattr(made_profile, writer)(name)
+        assert_one_line(caught.value, name, "capgeo did not write it", "force=True")
+        assert snapshot(workspace) == before
+        getattr(made_profile, writer)(name, force=True)
+        assert (workspace / name).read_bytes() != USER_PAGE
+
+    @pytest.mark.parametrize("writer, name", [("to_json", "p.json"), ("to_html", "p.html")])
+    def test_an_earlier_capgeo_output_is_replaced(self, workspace, made_profile, writer, name):
+        getattr(made_profile, writer)(name)
+        first = (workspace / name).read_bytes()
+        (workspace / name).write_bytes(first.replace(b"0.1.0", b"0.0.9"))  # an older version's
+        getattr(made_profile, writer)(name)
+        assert (workspace / name).read_bytes() == first
+
+    def test_write_report_from_python_refuses_a_users_page(self, workspace):
+        from capgeo.pipeline import EncodeOptions
+        from capgeo.report.build import ReportOptions, write_report
+
+        (workspace / "page.html").write_bytes(USER_PAGE)
+        before = snapshot(workspace)
+        with pytest.raises(CapgeoError) as caught:
+            write_report("d.jsonl", "page.html", encode=EncodeOptions("vectors:v.npy"),
+                         report=ReportOptions(gamma=False, caption_map=False))
+        assert_one_line(caught.value, "page.html", "force=True")
+        assert snapshot(workspace) == before
+
+    def test_map_takes_force_as_its_error_says(self, workspace):
+        pytest.importorskip("openTSNE")
+        (workspace / "page.html").write_bytes(USER_PAGE)
+        before = snapshot(workspace)
+        assert_one_error(run("map d.jsonl --encoder vectors:v.npy -o page.html"), "page.html", "--force")
+        assert snapshot(workspace) == before
+        result = run("map d.jsonl --encoder vectors:v.npy -o page.html --force")
+        assert result.exit_code == 0, result.output
+        assert (workspace / "page.html").read_bytes() != USER_PAGE
