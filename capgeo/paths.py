@@ -115,7 +115,7 @@ def result_schema(path: str | os.PathLike) -> str | None:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     schema = value.get("schema") if isinstance(value, dict) else None
-    return schema if isinstance(schema, str) and schema.startswith("capgeo.") else None
+    return schema if isinstance(schema, str) and _RESULT_SCHEMA.fullmatch(schema) else None
 
 
 def is_capgeo_result(path: str | os.PathLike) -> bool:
@@ -123,17 +123,28 @@ def is_capgeo_result(path: str | os.PathLike) -> bool:
     return result_schema(path) is not None
 
 
-#: the mark of every HTML page capgeo writes, in its <head> (capgeo._atomic.generator_meta)
-_GENERATOR_META = re.compile(rb'<meta name="generator" content="capgeo [^"<>]*">')
-#: how far into an HTML page its generator mark is looked for (capgeo writes it in the first lines)
+def _html_page_start() -> re.Pattern:
+    """The start of a page capgeo wrote, any version's mark (capgeo._atomic.html_page_start), at the
+    file's first byte; line ends as written or as a Windows checkout turns them."""
+    from capgeo._atomic import html_page_start
+
+    lines = [re.escape(line.encode()) for line in html_page_start("\0").split("\n")]
+    return re.compile(rb"\r?\n".join(lines).replace(b"\0", rb'capgeo [^"<>\s]+'))
+
+
+#: bytes read from an HTML page to find its mark (it ends in the first lines)
 HTML_MARK_BYTES = 4096
+#: JSON results capgeo writes name a schema "capgeo.NAME/VERSION" (capgeo.profile/1, capgeo.leak/1, ...)
+_RESULT_SCHEMA = re.compile(r"capgeo\.[a-z][a-z_]*/[0-9]+")
 
 
 def written_by_capgeo(path: str | os.PathLike) -> bool:
     """Does the file at ``path`` carry the mark of a capgeo output, so that writing a new output
     over it loses nothing of the user's? Recognised by content, whatever the file's name:
 
-    - HTML: ``<meta name="generator" content="capgeo ...">`` in its head;
+    - HTML: ``<meta name="generator" content="capgeo ...">`` where capgeo writes it, ending the
+      page's first lines (``capgeo._atomic.html_page_start``): quoted in a comment or a script, or
+      anywhere else, it is not the mark;
     - JSON: the whole file is one object whose "schema" starts with ``capgeo.`` (``result_schema``);
     - Parquet: the key ``capgeo`` in its key-value metadata;
     - .npz: an array named ``capgeo`` holding ``capgeo VERSION``.
@@ -151,7 +162,7 @@ def written_by_capgeo(path: str | os.PathLike) -> bool:
         return _npz_marked(path)
     start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:15].lower()
     if start.startswith((b"<!doctype html", b"<html")):
-        return _GENERATOR_META.search(head) is not None
+        return _html_page_start().match(head) is not None
     return is_capgeo_result(path)
 
 

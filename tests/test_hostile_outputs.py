@@ -129,3 +129,41 @@ class TestPythonWritersObeyTheOutputRule:
         result = run("map d.jsonl --encoder vectors:v.npy -o page.html --force")
         assert result.exit_code == 0, result.output
         assert (workspace / "page.html").read_bytes() != USER_PAGE
+
+
+class TestMarks:
+    """Only capgeo's own mark, where capgeo writes it, makes a file replaceable without --force."""
+
+    META = '<meta name="generator" content="capgeo 0.1.0">'
+    PAGES = {
+        "comment": f"<!DOCTYPE html>\n<html><head><!-- {META} --><title>mine</title></head><body>x</body></html>\n",
+        "script": (f"<!DOCTYPE html>\n<html><head><script>const tag = '{META}';</script></head>"
+                   "<body>mine</body></html>\n"),
+        "body": f"<!DOCTYPE html>\n<html><head><title>mine</title></head><body>{META}</body></html>\n",
+        # capgeo's first lines, then a comment that opens before the mark and closes after it
+        "commented-out": "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<!--\n" + META + "\n-->\n</head></html>\n",
+    }
+
+    @pytest.mark.parametrize("kind", sorted(PAGES))
+    def test_a_users_page_quoting_the_mark_is_not_replaced(self, workspace, kind):
+        page = workspace / "page.html"
+        page.write_text(self.PAGES[kind], encoding="utf-8")
+        before = snapshot(workspace)
+        assert_one_error(run("report d.jsonl --encoder vectors:v.npy --no-gamma --no-map --batch-size 4 -o page.html"),
+                         "page.html", "capgeo did not write it", "--force")
+        assert snapshot(workspace) == before
+
+    def test_capgeos_own_page_is_still_replaced(self, workspace):
+        command = "report d.jsonl --encoder vectors:v.npy --no-gamma --no-map --batch-size 4 -o page.html"
+        assert run(command).exit_code == 0
+        first = (workspace / "page.html").read_bytes()
+        assert run(command).exit_code == 0
+        assert (workspace / "page.html").read_bytes().startswith(first[:200])
+
+    @pytest.mark.parametrize("schema", ["capgeo.", "capgeo.notes", "capgeo.profile/1 (my copy)", "Capgeo.profile/1"])
+    def test_a_json_naming_no_real_schema_is_not_a_result(self, workspace, schema):
+        notes = workspace / "notes.json"
+        notes.write_text(json.dumps({"schema": schema, "mine": [1, 2]}), encoding="utf-8")
+        before = snapshot(workspace)
+        assert_one_error(run("info d.jsonl --json notes.json"), "notes.json", "--force")
+        assert snapshot(workspace) == before
