@@ -167,3 +167,76 @@ class TestMarks:
         before = snapshot(workspace)
         assert_one_error(run("info d.jsonl --json notes.json"), "notes.json", "--force")
         assert snapshot(workspace) == before
+
+
+FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\tx=1", "\r=1", "=cmd|' /C calc'!A0"]
+
+
+@pytest.fixture
+def formula_workspace(workspace):
+    """d.jsonl again, its captions and ids starting like spreadsheet formulas."""
+    rows = [{"id": f"-id{i}" if i % 3 == 0 else f"c{i}", "image": f"@g{i // 2}",
+             "caption": f"{FORMULAS[i % len(FORMULAS)]} caption {i}"} for i in range(N_CAPTIONS)]
+    (workspace / "d.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return workspace
+
+
+def csv_rows(path: Path) -> list[dict]:
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def assert_no_formula(rows: list[dict]) -> None:
+    cells = [value for row in rows for value in row.values() if value]
+    assert cells
+    bad = [value for value in cells if value.startswith(("=", "+", "@", "\t", "\r"))
+           or (value.startswith("-") and not _is_number(value))]
+    assert not bad, bad
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class TestCsvInjection:
+    """Every CSV capgeo writes neutralises cells that start like a formula (OWASP); numbers stay numbers."""
+
+    def test_dupes_pairs(self, formula_workspace):
+        before = snapshot(formula_workspace)
+        result = run("dupes d.jsonl --encoder vectors:v.npy --top 0 --threshold -1 -o o.csv")
+        assert result.exit_code == 0, result.output
+        rows = csv_rows(formula_workspace / "o.csv")
+        assert_no_formula(rows)
+        assert len(rows) == N_CAPTIONS * (N_CAPTIONS - 2) // 2  # every pair of different images
+        cosines = sorted(float(row["cosine"]) for row in rows)
+        assert cosines[0] < 0  # a negative cosine, written as a number and read back as one
+        texts = {row["text_a"] for row in rows} | {row["text_b"] for row in rows}
+        assert "'=HYPERLINK(\"http://x\",\"y\") caption 0" in texts  # the text kept, after one quote
+        assert "'-id0" in {row["id_a"] for row in rows} | {row["id_b"] for row in rows}
+        assert snapshot(formula_workspace) == {**before, "o.csv": snapshot(formula_workspace)["o.csv"]}
+
+    def test_dupes_examples_to_stdout(self, formula_workspace):
+        result = run("dupes-examples d.jsonl --encoder vectors:v.npy --output-format csv")
+        assert result.exit_code == 0, result.output
+        (formula_workspace / "e.csv").write_text(result.stdout, encoding="utf-8")
+        assert_no_formula(csv_rows(formula_workspace / "e.csv"))
+
+    def test_per_caption(self, formula_workspace):
+        result = run("profile d.jsonl --encoder vectors:v.npy --no-gamma --batch-size 4 --per-caption p.csv")
+        assert result.exit_code == 0, result.output
+        rows = csv_rows(formula_workspace / "p.csv")
+        assert len(rows) == N_CAPTIONS
+        assert_no_formula(rows)
+        assert rows[0]["caption_id"] == "'-id0"
+
+    def test_jsonl_rows_keep_the_text_as_it_is(self, formula_workspace):
+        result = run("dupes d.jsonl --encoder vectors:v.npy --top 0 -o o.jsonl")
+        assert result.exit_code == 0, result.output
+        texts = {json.loads(line)["text_a"] for line in (formula_workspace / "o.jsonl").read_text().splitlines()}
+        assert any(text.startswith("=") for text in texts)
