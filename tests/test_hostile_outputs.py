@@ -240,3 +240,54 @@ class TestCsvInjection:
         assert result.exit_code == 0, result.output
         texts = {json.loads(line)["text_a"] for line in (formula_workspace / "o.jsonl").read_text().splitlines()}
         assert any(text.startswith("=") for text in texts)
+
+
+class TestCacheTampering:
+    """Cache files are bound to their entry's key: copied from another dataset's entry, with the same
+    caption count and token counts, they are refused and re-encoded, never served as a hit."""
+
+    @staticmethod
+    def twin_sets():
+        """Two caption lists of the same length and the same word counts (so the same token counts)."""
+        from test_cache import make_texts
+
+        first = make_texts(40)
+        second = [" ".join("other" for _ in text.split()) for text in first]
+        return first, second
+
+    def test_an_entry_folder_copied_from_another_dataset_is_re_encoded(self, tmp_path, capfd):
+        import shutil
+
+        from capgeo.encoders import embed
+        from test_cache import CountingEncoder, expected
+
+        first, second = self.twin_sets()
+        embed(first, CountingEncoder(), cache_dir=tmp_path, chunk_rows=8)
+        [entry] = (tmp_path / "embeddings").iterdir()
+        encoder = CountingEncoder()
+        # where the second set's entry goes: found by embedding it once elsewhere
+        embed(second, encoder, cache_dir=tmp_path / "elsewhere", chunk_rows=8)
+        [target] = (tmp_path / "elsewhere" / "embeddings").iterdir()
+        shutil.copytree(entry, tmp_path / "embeddings" / target.name)
+        capfd.readouterr()
+        encoder = CountingEncoder()
+        result = embed(second, encoder, cache_dir=tmp_path, chunk_rows=8)
+        np.testing.assert_array_equal(result.vectors, expected(second))
+        assert encoder.encoded_texts == len(second) and result.origin != "cache"
+        assert "fails its checksum" in capfd.readouterr().err
+
+    def test_a_chunk_copied_from_another_dataset_is_re_encoded(self, tmp_path):
+        from capgeo.encoders import embed
+        from test_cache import CountingEncoder, expected
+
+        first, second = self.twin_sets()
+        embed(first, CountingEncoder(), cache_dir=tmp_path / "a", chunk_rows=8)
+        embed(second, CountingEncoder(), cache_dir=tmp_path / "b", chunk_rows=8)
+        [theirs] = sorted((tmp_path / "a").glob("embeddings/*/chunk-000000008-*.npy"))
+        [ours] = sorted((tmp_path / "b").glob("embeddings/*/chunk-000000008-*.npy"))
+        ours.unlink()
+        (ours.parent / theirs.name).write_bytes(theirs.read_bytes())  # with the checksum name it has there
+        encoder = CountingEncoder()
+        result = embed(second, encoder, cache_dir=tmp_path / "b", chunk_rows=8)
+        np.testing.assert_array_equal(result.vectors, expected(second))
+        assert encoder.encoded_texts == 8  # that one chunk, encoded again
