@@ -291,3 +291,76 @@ class TestCacheTampering:
         result = embed(second, encoder, cache_dir=tmp_path / "b", chunk_rows=8)
         np.testing.assert_array_equal(result.vectors, expected(second))
         assert encoder.encoded_texts == 8  # that one chunk, encoded again
+
+
+class TestPythonApi:
+    """A wrong value or keyword from Python is one CapgeoError naming the function called and the
+    argument, before any work; nothing is written."""
+
+    CASES = [
+        ("profile", {"batch_size": 16.5}, "batch_size"),
+        ("profile", {"batch_size": []}, "batch_size"),
+        ("profile", {"batch_size": "8"}, "batch_size"),
+        ("profile", {"seed": 1.5}, "seed"),
+        ("profile", {"n_batches": True}, "n_batches"),
+        ("profile", {"text_column": 5}, "text_column"),
+        ("profile", {"limit": 2.5}, "limit"),
+        ("profile", {"bogus": 1}, "unknown keyword argument 'bogus'"),
+        ("near_duplicates", {"top": 2.5}, "top"),
+        ("near_duplicates", {"threshold": "high"}, "threshold"),
+        ("near_duplicates", {"threshold": float("nan")}, "threshold"),
+        ("near_duplicates", {"bogus": 1}, "unknown keyword argument 'bogus'"),
+        ("suggest_gamma", {"grid": []}, "grid"),
+        ("suggest_gamma", {"grid": [0.5, float("inf")]}, "grid"),
+        ("suggest_gamma", {"batch_size": []}, "batch_size"),
+        ("suggest_gamma", {"seed": 1.5}, "seed"),
+        ("suggest_gamma", {"logit_scale": "100"}, "logit_scale"),
+        ("suggest_gamma", {"bogus": 1}, "unknown keyword argument 'bogus'"),
+        ("leak", {"top": 2.5}, "top"),
+        ("leak", {"bogus": 1}, "unknown keyword argument 'bogus'"),
+    ]
+
+    @pytest.mark.parametrize("function, arguments, named", CASES,
+                             ids=[f"{f}-{next(iter(a))}={a[next(iter(a))]!r}" for f, a, _ in CASES])
+    def test_a_wrong_argument_is_one_error_naming_the_call(self, workspace, function, arguments, named):
+        import capgeo
+
+        data = ("d.jsonl", "d.jsonl") if function == "leak" else ("d.jsonl",)
+        before = snapshot(workspace)
+        with pytest.raises(CapgeoError) as caught:
+            getattr(capgeo, function)(*data, encoder="vectors:v.npy", **arguments)
+        assert_one_line(caught.value, f"{function}()", named)
+        assert "load_captions" not in str(caught.value)
+        assert snapshot(workspace) == before
+
+    def test_options_objects_check_their_fields(self):
+        from capgeo.geometry.profile_options import ProfileOptions
+
+        with pytest.raises(CapgeoError) as caught:
+            ProfileOptions(seed=1.5)
+        assert_one_line(caught.value, "ProfileOptions", "seed")
+        assert ProfileOptions(batch_sizes=[8, 16], seed=np.int64(3)).seed == 3  # numpy integers are whole numbers
+
+    def test_right_arguments_still_work(self, workspace):
+        import capgeo
+
+        suggestion = capgeo.suggest_gamma("d.jsonl", encoder="vectors:v.npy", batch_size=np.int64(4), grid=[0.25, 0.5])
+        assert suggestion.batch_size == 4
+        assert [row["gamma"] for row in suggestion.batches[0]["grid"]] == [0.25, 0.5]
+        found = capgeo.near_duplicates("d.jsonl", encoder="vectors:v.npy", top=3, threshold=-1)
+        assert len(found.pairs) == 3
+
+    def test_per_caption_refuses_what_the_profile_was_not_made_from(self, workspace, made_profile):
+        import capgeo
+        from capgeo.encoders import embed
+
+        captions = capgeo.load_captions("d.jsonl")
+        embeddings = embed(captions, "vectors:v.npy")
+        assert len(made_profile.per_caption(captions, embeddings)) == N_CAPTIONS
+        other = capgeo.load_captions([{"caption": f"other {i}", "image": f"x{i // 2}"} for i in range(N_CAPTIONS)])
+        for wrong_captions, wrong_embeddings, named in [(vectors(), embeddings, "CaptionSet"),
+                                                        (captions, vectors(), "Embeddings"),
+                                                        (other, embeddings, "not the")]:
+            with pytest.raises(CapgeoError) as caught:
+                made_profile.per_caption(wrong_captions, wrong_embeddings)
+            assert_one_line(caught.value, "per_caption", named)

@@ -1244,7 +1244,29 @@ class Profile(_Section):
             raise CapgeoError("profile: no per-caption companion lists (it was made without them: "
                               "`--no-companions` or companion_lists=False); recompute it with `capgeo profile "
                               "--json` or build_profile(...) to read per-caption rows")
+        self._check_made_from(captions, embeddings)
         return per_caption_frame(captions, embeddings, self)
+
+    def _check_made_from(self, captions, embeddings) -> None:
+        """``captions`` and ``embeddings`` are those this profile was made from, as far as it records
+        them (count, texts digest): another dataset's rows would name companions it does not hold."""
+        from capgeo.errors import CapgeoError
+
+        if not (hasattr(captions, "ids") and hasattr(captions, "texts_digest")):
+            raise CapgeoError(f"per_caption: captions must be the CaptionSet the profile was made from "
+                              f"(capgeo.load_captions), got {type(captions).__name__}")
+        if not (hasattr(embeddings, "vectors") and hasattr(embeddings, "token_counts")):
+            raise CapgeoError(f"per_caption: embeddings must be the Embeddings the profile was made from "
+                              f"(capgeo.encoders.embed), got {type(embeddings).__name__}")
+        dataset = self.dataset or Dataset()
+        if (dataset.n_captions is not None and len(captions) != dataset.n_captions) or \
+                (dataset.texts_digest and captions.texts_digest() != dataset.texts_digest):
+            raise CapgeoError(f"per_caption: these {len(captions):,} captions are not the "
+                              f"{dataset.n_captions or 0:,} the profile was made from (texts digest differs); "
+                              "give the CaptionSet that was profiled")
+        if len(embeddings.vectors) != len(captions):
+            raise CapgeoError(f"per_caption: {len(embeddings.vectors):,} embeddings for {len(captions):,} captions; "
+                              "give the Embeddings the profile was made from")
 
 
 def as_section(value, section: type):
