@@ -408,10 +408,11 @@ def build_compare(profiles: Sequence[Profile | dict | ReportInput], output: str 
 def save_profile(profile: Profile | dict, path: str | Path) -> Path:
     """Write the (completed) profile as strict JSON, atomically, so the report can be redrawn without recomputing."""
     from capgeo._atomic import atomic_open
+    from capgeo._json_write import dumps
 
     data = profile.to_dict() if isinstance(profile, Profile) else profile
     with atomic_open(path) as handle:
-        handle.write(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        handle.write(dumps(data) + "\n")   # json.dumps(indent=2, ensure_ascii=False, allow_nan=False)
     return Path(path)
 
 
@@ -456,6 +457,11 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
                   {"output": output, "--save-profile": save_profile_to}, force=force)
     ignored = []
     saved_profile = is_profile_file(source)
+    if report.fill_missing and not saved_profile:
+        # a flag that would change nothing is refused, not passed over: the user meant something by it
+        raise CapgeoError(f"--fill-missing completes the sections a saved profile lacks (`capgeo report PROFILE.json "
+                          f"--fill-missing`); {source} is a dataset, whose report computes its sections itself: "
+                          "leave --fill-missing out")
     if saved_profile:
         if leak:
             raise CapgeoError(f"--leak needs DATA to be a dataset, not a saved profile ({source}); "
@@ -488,9 +494,6 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
             vectors_for_different_sets(encode.encoder, captions, eval_sets)
         report_input = report_dataset(captions, encode, options, report=replace(report, leak=eval_sets),
                                       command=command)
-        if report.fill_missing:
-            report_input.notes.append("--fill-missing completes saved profiles; DATA is a dataset, so every section "
-                                      "was computed anyway")
     with _drawing_saved_profiles([source] if saved_profile else []):
         saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
         if saved is not None and on_saved is not None:
