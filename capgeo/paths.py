@@ -220,7 +220,10 @@ def _pattern_files(path: str | os.PathLike) -> list[str]:
     from capgeo.captions.shards import expand_source, is_pattern
     from capgeo.errors import DataError
 
-    if Path(path).expanduser().exists() or not is_pattern(path):
+    try:
+        if Path(path).expanduser().exists() or not is_pattern(path):
+            return []
+    except OSError:  # a name longer than the system allows: the reader names it, in one line
         return []
     try:
         return [str(file) for file in expand_source(path)]

@@ -138,7 +138,7 @@ class Page:
 
         nav = "".join(f'<a href="#{escape(s.id)}">{escape(s.title)}</a>' for s in self.sections)
         body = "\n".join(section.render() for section in self.sections)
-        return (
+        return _utf8_writable(
             f"{html_page_start()}"
             f"<title>{escape(self.title)}</title>\n<style>{CSS}</style>\n"
             f'<script id="plotly-js">{plotly_js}</script>\n'
@@ -149,6 +149,13 @@ class Page:
             + "".join(f"<script>{script}</script>\n" for script in (PAGE_SCRIPT, *self.scripts))
             + "</body>\n</html>\n"
         )
+
+
+def _utf8_writable(page: str) -> str:
+    """The page with each lone surrogate (a byte of a file name that is not UTF-8, as os.fsdecode
+    holds it) written as its escape, ``\\udcff``: the page is UTF-8, which cannot hold one, and
+    the escape still tells which byte it was (inside a script it is the same character again)."""
+    return page.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def notes_section(notes: Sequence[str]) -> Section:
