@@ -364,3 +364,74 @@ class TestPythonApi:
             with pytest.raises(CapgeoError) as caught:
                 made_profile.per_caption(wrong_captions, wrong_embeddings)
             assert_one_line(caught.value, "per_caption", named)
+
+
+LONG_NAME = "a" * 300
+
+
+class TestOptionsAndNames:
+    """Options at their limits, file names the system cannot take or that are not UTF-8, a flag that
+    would do nothing, a reader that goes away: one error line (or the right result), never a traceback."""
+
+    @pytest.mark.parametrize("command, named", [
+        ("gamma d.jsonl --encoder vectors:v.npy --batch-size 4 --grid 1e308", "--grid"),
+        ("gamma d.jsonl --encoder vectors:v.npy --batch-size 4 --grid 0.5,inf", "--grid"),
+        ("gamma d.jsonl --encoder vectors:v.npy --batch-size 4 --logit-scale 1e308", "--logit-scale"),
+        ("profile d.jsonl --encoder vectors:v.npy --batch-size 4 --logit-scale 1e308", "--logit-scale"),
+        (f"info {LONG_NAME}.jsonl", LONG_NAME),
+        (f"profile d.jsonl --encoder vectors:{LONG_NAME}.npy --json o.json", LONG_NAME),
+        ("report d.jsonl --encoder vectors:v.npy --batch-size 4 --no-map --fill-missing -o r.html", "--fill-missing"),
+    ])
+    def test_refused_in_one_line(self, workspace, command, named):
+        before = snapshot(workspace)
+        assert_one_error(run(command), named)
+        assert snapshot(workspace) == before
+
+    def test_the_largest_scale_and_gamma_taken_give_numbers_without_warnings(self, workspace):
+        import warnings
+
+        import capgeo
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a numpy overflow warning fails the test
+            suggestion = capgeo.suggest_gamma("d.jsonl", encoder="vectors:v.npy", batch_size=4,
+                                              logit_scale=10_000, grid=[0, 1_000])
+        assert np.isfinite(suggestion.gamma)
+        with pytest.raises(CapgeoError):
+            capgeo.suggest_gamma("d.jsonl", encoder="vectors:v.npy", batch_size=4, grid=[1e308])
+
+    def test_a_name_that_is_not_utf8_is_reported_and_given_back(self, workspace):
+        import os
+
+        name = os.fsdecode(b"caf\xe9.jsonl")   # a Latin-1 name
+        (workspace / name).write_bytes((workspace / "d.jsonl").read_bytes())
+        vectors_name = os.fsdecode(b"v\xfe.npy")
+        (workspace / vectors_name).write_bytes((workspace / "v.npy").read_bytes())
+        result = run(["report", name, "--encoder", f"vectors:{vectors_name}", "--batch-size", "4", "--no-map",
+                      "--save-profile", "p.json", "-o", "r.html"])
+        assert result.exit_code == 0, result.output
+        saved = json.loads((workspace / "p.json").read_text(encoding="utf-8"))
+        assert os.fsencode(saved["dataset"]["source"]).endswith(b"caf\xe9.jsonl")  # the bytes, given back
+        assert "caf\\udce9.jsonl" in (workspace / "r.html").read_text(encoding="utf-8")
+        result = run(["profile", "d.jsonl", "--encoder", f"vectors:{vectors_name}", "--batch-size", "4",
+                      "--json", "o.json"])
+        assert result.exit_code == 0, result.output
+        assert os.fsencode(json.loads((workspace / "o.json").read_text())["encoder"]["spec"]).endswith(b"v\xfe.npy")
+
+    @pytest.mark.parametrize("output", ["--output-format jsonl", "", "--json"])
+    def test_a_reader_that_goes_away_ends_quietly_with_status_141(self, workspace, output):
+        import subprocess
+        import sys
+
+        rows = [{"id": f"c{i}", "image": f"g{i // 2}", "caption": f"caption number {i}"} for i in range(400)]
+        (workspace / "big.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        np.save(workspace / "big.npy", unit(np.random.default_rng(1).normal(size=(400, 8))))
+        command = [sys.executable, "-m", "capgeo", "dupes", "big.jsonl", "--encoder", "vectors:big.npy",
+                   "--top", "3000", *output.split()]
+        env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        process.stdout.readline()
+        process.stdout.close()   # as `| head -1` does
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 141, stderr
+        assert b"Traceback" not in stderr and b"Error" not in stderr and b"Exception ignored" not in stderr
