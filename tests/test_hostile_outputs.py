@@ -102,11 +102,13 @@ class TestPythonWritersObeyTheOutputRule:
 
     @pytest.mark.parametrize("writer, name", [("to_json", "p.json"), ("to_html", "p.html")])
     def test_an_earlier_capgeo_output_is_replaced(self, workspace, made_profile, writer, name):
+        from capgeo.paths import written_by_capgeo
+
         getattr(made_profile, writer)(name)
-        first = (workspace / name).read_bytes()
-        (workspace / name).write_bytes(first.replace(b"0.1.0", b"0.0.9"))  # an older version's
+        older = (workspace / name).read_bytes() + b"\n"  # an earlier output, still marked
+        (workspace / name).write_bytes(older)
         getattr(made_profile, writer)(name)
-        assert (workspace / name).read_bytes() == first
+        assert (workspace / name).read_bytes() != older and written_by_capgeo(workspace / name)
 
     def test_write_report_from_python_refuses_a_users_page(self, workspace):
         from capgeo.pipeline import EncodeOptions
@@ -120,12 +122,17 @@ class TestPythonWritersObeyTheOutputRule:
         assert_one_line(caught.value, "page.html", "force=True")
         assert snapshot(workspace) == before
 
-    def test_map_takes_force_as_its_error_says(self, workspace):
+    def test_map_refuses_a_users_page(self, workspace):
         pytest.importorskip("openTSNE")
         (workspace / "page.html").write_bytes(USER_PAGE)
         before = snapshot(workspace)
         assert_one_error(run("map d.jsonl --encoder vectors:v.npy -o page.html"), "page.html", "--force")
         assert snapshot(workspace) == before
+
+    @pytest.mark.slow  # the projection's first run compiles (30 s on the 2-core machine)
+    def test_map_takes_force_as_its_error_says(self, workspace):
+        pytest.importorskip("openTSNE")
+        (workspace / "page.html").write_bytes(USER_PAGE)
         result = run("map d.jsonl --encoder vectors:v.npy -o page.html --force")
         assert result.exit_code == 0, result.output
         assert (workspace / "page.html").read_bytes() != USER_PAGE
@@ -435,3 +442,30 @@ class TestOptionsAndNames:
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == 141, stderr
         assert b"Traceback" not in stderr and b"Error" not in stderr and b"Exception ignored" not in stderr
+
+
+class TestLibraryWritersOfRows:
+    """encode_dataset and negatives_dataset, the library's `encode -o` and `negatives -o`, under the same rule."""
+
+    @pytest.mark.parametrize("call, output", [("encode_dataset", "mine.npy"), ("negatives_dataset", "mine.jsonl")])
+    def test_a_users_file_only_with_force(self, workspace, call, output):
+        import capgeo
+        import capgeo.pipeline as pipeline
+
+        (workspace / output).write_bytes(b"mine\n")
+        captions = capgeo.load_captions("d.jsonl")
+        encode = pipeline.EncodeOptions("vectors:v.npy")
+        run_it = ((lambda **force: pipeline.encode_dataset(captions, encode, output=output, **force))
+                  if call == "encode_dataset" else
+                  (lambda **force: pipeline.negatives_dataset(captions, output, encode, k=2, **force)))
+        before = snapshot(workspace)
+        with pytest.raises(CapgeoError) as caught:
+            run_it()
+        assert_one_line(caught.value, output, "force=True")
+        assert snapshot(workspace) == before
+        run_it(force=True)
+        assert (workspace / output).read_bytes() != b"mine\n"
+        with pytest.raises(CapgeoError) as caught:  # and never the vectors it reads, even with force
+            (pipeline.encode_dataset(captions, encode, output="v.npy", force=True) if call == "encode_dataset"
+             else pipeline.negatives_dataset(captions, "d.jsonl", encode, force=True))
+        assert_one_line(caught.value, "would overwrite the input")
