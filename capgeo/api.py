@@ -403,11 +403,12 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
 @checked_arguments(_load_options)
 def plan_batches(data, *, batch_size: int, encoder: Any = None, threshold: float | None = None, seed: int = 0,
                  epochs: int = 1, output: str | os.PathLike | None = None, device: str | None = None,
-                 cache_dir: str | os.PathLike | None = None, **load_options) -> BatchPlan:
+                 cache_dir: str | os.PathLike | None = None, force: bool = False, **load_options) -> BatchPlan:
     """``epochs`` epochs of training batches of ``batch_size`` captions in which no two captions
     describe one image, are exact copies, or are near-duplicates (cosine >= ``threshold``,
     default 0.95) under ``encoder``, as `capgeo batches` plans them; with ``output`` also written
-    as batches.jsonl. For a live torch sampler see capgeo.training.sampler.HNCLIPBatchSampler.
+    as batches.jsonl (never over the dataset, nor, unless ``force``, over a file capgeo did not
+    write). For a live torch sampler see capgeo.training.sampler.HNCLIPBatchSampler.
 
     >>> plan = capgeo.plan_batches("captions.json", batch_size=128, encoder="vectors:emb.npy")
     >>> plan.share_not_placed, plan.batches[0][0][:5]
@@ -423,7 +424,7 @@ def plan_batches(data, *, batch_size: int, encoder: Any = None, threshold: float
                                                                        cache_dir=cache_dir)
     threshold = NEAR_DUPLICATE_THRESHOLD if threshold is None else threshold
     result = batches_dataset(captions, encode, embeddings=embeddings, batch_size=batch_size, threshold=threshold,
-                             seed=seed, epochs=epochs, output=output, keep_batches=True)
+                             seed=seed, epochs=epochs, output=output, keep_batches=True, force=force)
     batches = result.pop("batches")
     return BatchPlan(result["batch_size"], result["threshold"], result["seed"], batches, result["n_placed"],
                      result["n_not_placed"], result["share_not_placed"], result["n_rearranged_batches"],

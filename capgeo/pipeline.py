@@ -745,17 +745,20 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
 def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None, batch_size: int,
                     threshold: float = NEAR_DUPLICATE_THRESHOLD, seed: int = 0, epochs: int = 1,
                     output: str | Path | None = None, keep_batches: bool = False,
-                    progress: bool | None = None) -> dict:
+                    progress: bool | None = None, force: bool = False) -> dict:
     """`capgeo batches` in one call (docs/batches.md): check the options and the dataset
     (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), plan
     ``epochs`` epochs of batches of ``batch_size`` with no two captions of one image, exact copies
     or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan), write them to
     ``output`` (batches.jsonl) when given, and return the ``capgeo.batches/1`` result; with
-    ``keep_batches`` it also holds the batches under "batches" (``[epoch][k]``: row numbers)."""
+    ``keep_batches`` it also holds the batches under "batches" (``[epoch][k]``: row numbers).
+    ``output`` never replaces the dataset, nor, unless ``force``, an existing file capgeo did not write."""
+    from capgeo.paths import check_outputs
     from capgeo.preflight import check_pair_threshold
     from capgeo.training.plan import (check_batch_size, check_epochs, check_seed, conflicts_of, plan_epochs,
                                       plan_section)
 
+    check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)
     check_pair_threshold(threshold)
     check_epochs(epochs)
     check_seed(seed)

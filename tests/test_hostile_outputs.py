@@ -447,6 +447,22 @@ class TestOptionsAndNames:
 class TestLibraryWritersOfRows:
     """encode_dataset and negatives_dataset, the library's `encode -o` and `negatives -o`, under the same rule."""
 
+    def test_plan_batches_never_writes_over_the_dataset_or_a_users_file(self, workspace):
+        import capgeo
+
+        (workspace / "mine.jsonl").write_bytes(b"mine\n")
+        before = snapshot(workspace)
+        for output, force, named in [("d.jsonl", True, "would overwrite the input"), ("mine.jsonl", False, "force=True")]:
+            with pytest.raises(CapgeoError) as caught:
+                capgeo.plan_batches("d.jsonl", batch_size=4, encoder="vectors:v.npy", output=output, force=force)
+            assert_one_line(caught.value, output, named)
+        assert snapshot(workspace) == before
+        capgeo.plan_batches("d.jsonl", batch_size=4, encoder="vectors:v.npy", output="mine.jsonl", force=True)
+        assert (workspace / "mine.jsonl").read_bytes() != b"mine\n"
+        with pytest.raises(CapgeoError) as caught:
+            capgeo.plan_batches("d.jsonl", batch_size=4.5, encoder="vectors:v.npy")
+        assert_one_line(caught.value, "plan_batches()", "batch_size")
+
     @pytest.mark.parametrize("call, output", [("encode_dataset", "mine.npy"), ("negatives_dataset", "mine.jsonl")])
     def test_a_users_file_only_with_force(self, workspace, call, output):
         import capgeo
