@@ -87,8 +87,8 @@ MAX_RESULT_SEARCH_BYTES = 256 << 20
 def result_schema(path: str | os.PathLike) -> str | None:
     """The schema a JSON result capgeo wrote names (``capgeo.profile/1``); None for any other file.
 
-    Known by content: the whole file parses as one JSON object whose top-level "schema" starts with
-    ``capgeo.``, wherever the key sits (another tool may re-save it with its keys sorted). A file
+    Known by content: the whole file parses as one JSON object whose top-level "schema" is
+    ``capgeo.NAME/VERSION``, wherever the key sits (another tool may re-save it with its keys sorted). A file
     that merely starts like one (JSON lines whose first row has such a key) is not a result."""
     import mmap
 
@@ -145,7 +145,7 @@ def written_by_capgeo(path: str | os.PathLike) -> bool:
     - HTML: ``<meta name="generator" content="capgeo ...">`` where capgeo writes it, ending the
       page's first lines (``capgeo._atomic.html_page_start``): quoted in a comment or a script, or
       anywhere else, it is not the mark;
-    - JSON: the whole file is one object whose "schema" starts with ``capgeo.`` (``result_schema``);
+    - JSON: the whole file is one object whose "schema" is ``capgeo.NAME/VERSION`` (``result_schema``);
     - Parquet: the key ``capgeo`` in its key-value metadata;
     - .npz: an array named ``capgeo`` holding ``capgeo VERSION``.
 

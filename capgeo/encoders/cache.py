@@ -17,10 +17,11 @@ token counts) never matches here; a chunk's also covers the token-count checksum
 because the row order is rebuilt from those counts: chunks written under other
 counts never match. The checksums catch accidents (a flipped bit, a cut file, a
 file or folder copied to the wrong place), not a forger who can write the cache:
-anyone who can replace a file can also write its checksum (docs/encoders.md). A file whose bytes do not match
-its name is deleted and recomputed, with a warning on stderr. Every file is
-written to a temporary name and renamed, so a killed process leaves at worst a
-``*.part`` file, which is never read; the name and the bytes arrive together.
+anyone who can replace a file can also write its checksum (docs/encoders.md). A
+file whose bytes do not match its name is deleted and recomputed, with a warning
+on stderr. Every file is written to a temporary name and renamed, so a killed
+process leaves at worst a ``*.part`` file, which is never read; the name and the
+bytes arrive together.
 Chunks are also validated (shape, dtype, finite, unit norm) on every read.
 """
 
