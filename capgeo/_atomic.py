@@ -128,9 +128,18 @@ def output_mark() -> str:
     return f"capgeo {__version__}"
 
 
-def generator_meta() -> str:
-    """The <meta> element that marks an HTML page as capgeo's."""
-    return f'<meta name="generator" content="{output_mark()}">'
+def generator_meta(mark: str | None = None) -> str:
+    """The <meta> element that marks an HTML page as capgeo's (``mark``: ``output_mark()``)."""
+    return f'<meta name="generator" content="{output_mark() if mark is None else mark}">'
+
+
+def html_page_start(mark: str | None = None) -> str:
+    """The first bytes of every HTML page capgeo writes, its generator mark last. The mark counts
+    only here (capgeo.paths.written_by_capgeo): a user's page that quotes the element in a comment
+    or a script, or moves it, is not taken for capgeo's."""
+    return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f"{generator_meta(mark)}\n")
 
 
 def _current_umask() -> int:

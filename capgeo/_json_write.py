@@ -11,6 +11,7 @@ itself, which then writes it or raises its own error.
 from __future__ import annotations
 
 import json
+import re
 from itertools import chain
 from json.encoder import encode_basestring
 from math import isfinite
@@ -25,13 +26,25 @@ class _NotPlain(Exception):
 
 
 def dumps(value, indent: int = 2) -> str:
-    """``json.dumps(value, indent=indent, ensure_ascii=False, allow_nan=False)``."""
+    """``json.dumps(value, indent=indent, ensure_ascii=False, allow_nan=False)``, with each lone
+    surrogate escaped (below)."""
     parts: list[str] = []
     try:
         _write(value, parts, 0, " " * indent)
     except (_NotPlain, RecursionError):
-        return json.dumps(value, indent=indent, ensure_ascii=False, allow_nan=False)
-    return "".join(parts)
+        return _escaped_surrogates(json.dumps(value, indent=indent, ensure_ascii=False, allow_nan=False))
+    return _escaped_surrogates("".join(parts))
+
+
+#: a lone surrogate: how Python holds a byte of a file name that is not UTF-8 (os.fsdecode)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped_surrogates(text: str) -> str:
+    """A file name that is not UTF-8 (b"caf\\xe9.jsonl", a Latin-1 name) reaches a result as a lone
+    surrogate, which no UTF-8 file can hold. Inside a JSON string its escape (``\\udce9``) is valid
+    JSON, and json.loads gives the same string back (os.fsencode of it: the name's bytes)."""
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text) if _SURROGATE.search(text) else text
 
 
 def _float_text(value: float) -> str:

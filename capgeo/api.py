@@ -16,9 +16,11 @@ imported inside the functions.
 from __future__ import annotations
 
 import copy
+import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from capgeo.arguments import checked_arguments, keyword_annotations
 from capgeo.defaults import DUPES_TOP, LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
 
 __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "BatchPlan", "near_duplicates", "leak",
@@ -249,14 +251,27 @@ def _from_vectors(vectors, role: str):
 # --------------------------------------------------------------------------- the calls
 
 
-#: the keyword arguments of profile() that say how to read ``data`` (load_captions'); the rest are ProfileOptions'
-_LOAD_OPTIONS = ("format", "text_column", "captions_column", "id_column", "group_column", "split", "limit",
-                 "image_column", "images")
+def _load_options() -> dict:
+    """The keyword arguments that say how to read ``data``: load_captions', with their annotations."""
+    from capgeo.captions import load_captions
+
+    return {name: kind for name, kind in keyword_annotations(load_captions).items() if name != "path"}
 
 
-def profile(data, encoder=None, batch_size=None, *, device: str | None = None, cache_dir=None,
-            use_cache: bool = True, max_tokens: int | None = None, gamma: bool = True,
-            logit_scale: float | None = None, progress: bool | None = None, image_embeddings=None, **options):
+def _profile_options() -> dict:
+    """ProfileOptions' fields, with their annotations: the rest of profile()'s keyword arguments."""
+    import dataclasses
+
+    from capgeo.geometry.profile_options import ProfileOptions
+
+    return {field.name: field.type for field in dataclasses.fields(ProfileOptions)}
+
+
+@checked_arguments(_load_options, _profile_options)
+def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *, device: str | None = None,
+            cache_dir: str | os.PathLike | None = None, use_cache: bool = True, max_tokens: int | None = None,
+            gamma: bool = True, logit_scale: float | None = None, progress: bool | None = None, image_embeddings=None,
+            **options):
     """The profile of a dataset's captions in one call: what `capgeo profile DATA --json` writes,
     as a typed :class:`capgeo.geometry.typed_profile.Profile` (``profile.to_dict()`` gives the dict).
 
@@ -280,9 +295,9 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
 
     if batch_size is not None:
         if "batch_sizes" in options:
-            raise CapgeoError("give batch_size or batch_sizes, not both")
+            raise CapgeoError("profile(): give batch_size or batch_sizes, not both")
         options["batch_sizes"] = (batch_size,) if isinstance(batch_size, numbers.Integral) else tuple(batch_size)
-    load_options = {name: options.pop(name) for name in _LOAD_OPTIONS if name in options}
+    load_options = {name: options.pop(name) for name in _load_options() if name in options}
     captions = loaded_captions(data, load_options)
     encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
     run = run_profile(captions, encode, ProfileOptions.of(None, **options), gamma=gamma, logit_scale=logit_scale,
@@ -291,8 +306,9 @@ def profile(data, encoder=None, batch_size=None, *, device: str | None = None, c
     return run.profile._keeping(run.captions, run.embeddings)
 
 
+@checked_arguments(_load_options)
 def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = DUPES_TOP,
-                    skip_exact: bool = False, device: str | None = None, cache_dir: str | None = None,
+                    skip_exact: bool = False, device: str | None = None, cache_dir: str | os.PathLike | None = None,
                     **load_options) -> NearDuplicates:
     """The ``top`` most similar caption pairs of different images at or above ``threshold``
     (None: no floor), most similar first, exactly as `capgeo dupes` lists them; ``top`` 0 or
@@ -313,8 +329,9 @@ def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None
                                                   threshold=threshold, top=top, skip_exact=skip_exact))
 
 
+@checked_arguments(_load_options)
 def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = LEAK_THRESHOLD, top: int = LEAK_TOP,
-         normalize: str = LEAK_NORMALIZE, device: str | None = None, cache_dir: str | None = None,
+         normalize: str = LEAK_NORMALIZE, device: str | None = None, cache_dir: str | os.PathLike | None = None,
          **load_options) -> Leak:
     """The captions of ``eval_set`` (and of each of ``more_evals``) with an exact or near twin
     (cosine >= ``threshold``) in ``train``, under one encoder, as `capgeo leak` finds them.
@@ -359,12 +376,15 @@ def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = L
     return Leak.from_dict(result)
 
 
+@checked_arguments(_load_options)
 def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] | None = None,
-                  logit_scale: float | None = None, seed: int = 0, device: str | None = None,
-                  cache_dir: str | None = None, **load_options) -> GammaSuggestion:
+                  logit_scale: float | None = None, seed: int = 0, grid: Sequence[float] | None = None,
+                  device: str | None = None, cache_dir: str | os.PathLike | None = None,
+                  **load_options) -> GammaSuggestion:
     """A starting HN-CLIP gamma for these captions under ``encoder``, at the training batch
     ``batch_size`` (default 128, the paper's; several: the first is the headline) and logit
-    scale (default: the checkpoint's, else 100), as `capgeo gamma` suggests it.
+    scale (default: the checkpoint's, else 100), as `capgeo gamma` suggests it; ``grid``: the
+    gamma values of the diagnostics table (default: `capgeo gamma`'s).
 
     >>> capgeo.suggest_gamma("captions.json", encoder="longclip-L", batch_size=256).gamma
     """
@@ -373,22 +393,24 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
     from capgeo.pipeline import checked_dataset, loaded_captions
 
     captions, _ = checked_dataset(loaded_captions(data, load_options), cache=False)
-    requested = [batch_size] if isinstance(batch_size, int) else list(batch_size or ())
-    resolved = resolve_batch_sizes(requested, captions.n_groups)
+    resolved = resolve_batch_sizes(batch_size, captions.n_groups)
     for size in resolved.sizes:
         check_gamma_batch_size(size, captions.n_groups)
     embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
+    grid_option = {} if grid is None else {"grid": grid}
     return GammaSuggestion.from_dict(gamma_profile(captions, embeddings, logit_scale=logit_scale,
-                                                   batch_sizes=resolved.sizes, seed=seed))
+                                                   batch_sizes=resolved.sizes, seed=seed, **grid_option))
 
 
+@checked_arguments(_load_options)
 def plan_batches(data, *, batch_size: int, encoder: Any = None, threshold: float | None = None, seed: int = 0,
-                 epochs: int = 1, output: str | None = None, device: str | None = None, cache_dir: str | None = None,
-                 **load_options) -> BatchPlan:
+                 epochs: int = 1, output: str | os.PathLike | None = None, device: str | None = None,
+                 cache_dir: str | os.PathLike | None = None, force: bool = False, **load_options) -> BatchPlan:
     """``epochs`` epochs of training batches of ``batch_size`` captions in which no two captions
     describe one image, are exact copies, or are near-duplicates (cosine >= ``threshold``,
     default 0.95) under ``encoder``, as `capgeo batches` plans them; with ``output`` also written
-    as batches.jsonl. For a live torch sampler see capgeo.training.sampler.HNCLIPBatchSampler.
+    as batches.jsonl (never over the dataset, nor, unless ``force``, over a file capgeo did not
+    write). For a live torch sampler see capgeo.training.sampler.HNCLIPBatchSampler.
 
     >>> plan = capgeo.plan_batches("captions.json", batch_size=128, encoder="vectors:emb.npy")
     >>> plan.share_not_placed, plan.batches[0][0][:5]
@@ -404,7 +426,7 @@ def plan_batches(data, *, batch_size: int, encoder: Any = None, threshold: float
                                                                        cache_dir=cache_dir)
     threshold = NEAR_DUPLICATE_THRESHOLD if threshold is None else threshold
     result = batches_dataset(captions, encode, embeddings=embeddings, batch_size=batch_size, threshold=threshold,
-                             seed=seed, epochs=epochs, output=output, keep_batches=True)
+                             seed=seed, epochs=epochs, output=output, keep_batches=True, force=force)
     batches = result.pop("batches")
     return BatchPlan(result["batch_size"], result["threshold"], result["seed"], batches, result["n_placed"],
                      result["n_not_placed"], result["share_not_placed"], result["n_rearranged_batches"],

@@ -52,6 +52,10 @@ PRECISIONS = ("fp32", "tf32", "bf16")
 #: the highest pair threshold the float32 pass can honour: identical vectors' float32 cosine falls
 #: up to about 1e-6 below 1, so a threshold of 1 found no pair
 MAX_PAIR_THRESHOLD = 0.9999
+#: the largest logit scale s and gamma taken (--logit-scale, --grid): CLIP clamps its learned s at 100
+#: and the paper's gamma plateau is [0.25, 1]; far beyond, s * gamma * cosine overflows float64
+MAX_LOGIT_SCALE = 10_000.0
+MAX_GAMMA = 1_000.0
 
 #: gamma: caption cosine at or above which an in-batch negative counts as hardest-bucket
 GAMMA_HARD_EDGE = 0.9

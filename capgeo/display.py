@@ -7,8 +7,9 @@ import re
 
 #: what must not reach a terminal from a dataset: C0 controls but tab and line feed (ESC opens
 #: sequences that clear the screen, hide words or colour what follows; CR and BS overwrite), DEL,
-#: C1 controls, and the bidirectional overrides and isolates that make a line read in another order
-_NOT_SHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: C1 controls, the bidirectional overrides and isolates that make a line read in another order, and
+#: lone surrogates (a byte of a file name that is not UTF-8), which a UTF-8 terminal cannot take
+_NOT_SHOWN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def visible(text: str) -> str:

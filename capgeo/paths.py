@@ -87,8 +87,8 @@ MAX_RESULT_SEARCH_BYTES = 256 << 20
 def result_schema(path: str | os.PathLike) -> str | None:
     """The schema a JSON result capgeo wrote names (``capgeo.profile/1``); None for any other file.
 
-    Known by content: the whole file parses as one JSON object whose top-level "schema" starts with
-    ``capgeo.``, wherever the key sits (another tool may re-save it with its keys sorted). A file
+    Known by content: the whole file parses as one JSON object whose top-level "schema" is
+    ``capgeo.NAME/VERSION``, wherever the key sits (another tool may re-save it with its keys sorted). A file
     that merely starts like one (JSON lines whose first row has such a key) is not a result."""
     import mmap
 
@@ -115,7 +115,7 @@ def result_schema(path: str | os.PathLike) -> str | None:
     except (json.JSONDecodeError, UnicodeDecodeError):
         return None
     schema = value.get("schema") if isinstance(value, dict) else None
-    return schema if isinstance(schema, str) and schema.startswith("capgeo.") else None
+    return schema if isinstance(schema, str) and _RESULT_SCHEMA.fullmatch(schema) else None
 
 
 def is_capgeo_result(path: str | os.PathLike) -> bool:
@@ -123,18 +123,29 @@ def is_capgeo_result(path: str | os.PathLike) -> bool:
     return result_schema(path) is not None
 
 
-#: the mark of every HTML page capgeo writes, in its <head> (capgeo._atomic.generator_meta)
-_GENERATOR_META = re.compile(rb'<meta name="generator" content="capgeo [^"<>]*">')
-#: how far into an HTML page its generator mark is looked for (capgeo writes it in the first lines)
+def _html_page_start() -> re.Pattern:
+    """The start of a page capgeo wrote, any version's mark (capgeo._atomic.html_page_start), at the
+    file's first byte; line ends as written or as a Windows checkout turns them."""
+    from capgeo._atomic import html_page_start
+
+    lines = [re.escape(line.encode()) for line in html_page_start("\0").split("\n")]
+    return re.compile(rb"\r?\n".join(lines).replace(b"\0", rb'capgeo [^"<>\s]+'))
+
+
+#: bytes read from an HTML page to find its mark (it ends in the first lines)
 HTML_MARK_BYTES = 4096
+#: JSON results capgeo writes name a schema "capgeo.NAME/VERSION" (capgeo.profile/1, capgeo.leak/1, ...)
+_RESULT_SCHEMA = re.compile(r"capgeo\.[a-z][a-z_]*/[0-9]+")
 
 
 def written_by_capgeo(path: str | os.PathLike) -> bool:
     """Does the file at ``path`` carry the mark of a capgeo output, so that writing a new output
     over it loses nothing of the user's? Recognised by content, whatever the file's name:
 
-    - HTML: ``<meta name="generator" content="capgeo ...">`` in its head;
-    - JSON: the whole file is one object whose "schema" starts with ``capgeo.`` (``result_schema``);
+    - HTML: ``<meta name="generator" content="capgeo ...">`` where capgeo writes it, ending the
+      page's first lines (``capgeo._atomic.html_page_start``): quoted in a comment or a script, or
+      anywhere else, it is not the mark;
+    - JSON: the whole file is one object whose "schema" is ``capgeo.NAME/VERSION`` (``result_schema``);
     - Parquet: the key ``capgeo`` in its key-value metadata;
     - .npz: an array named ``capgeo`` holding ``capgeo VERSION``.
 
@@ -151,7 +162,7 @@ def written_by_capgeo(path: str | os.PathLike) -> bool:
         return _npz_marked(path)
     start = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:15].lower()
     if start.startswith((b"<!doctype html", b"<html")):
-        return _GENERATOR_META.search(head) is not None
+        return _html_page_start().match(head) is not None
     return is_capgeo_result(path)
 
 
@@ -209,7 +220,10 @@ def _pattern_files(path: str | os.PathLike) -> list[str]:
     from capgeo.captions.shards import expand_source, is_pattern
     from capgeo.errors import DataError
 
-    if Path(path).expanduser().exists() or not is_pattern(path):
+    try:
+        if Path(path).expanduser().exists() or not is_pattern(path):
+            return []
+    except OSError:  # a name longer than the system allows: the reader names it, in one line
         return []
     try:
         return [str(file) for file in expand_source(path)]
@@ -261,3 +275,45 @@ def check_output_paths(inputs: Mapping[str, str | Iterable[str] | None],
             raise CapgeoError(f"{option} {path} is also given to {seen[target]}: one would overwrite the other; "
                               "give each output its own file")
         seen[target] = option
+
+
+def refuse_replacing_a_foreign_file(option: str, path: str | os.PathLike | None, *, default: bool = False,
+                                    force_with: str = "add --force") -> None:
+    """An output may replace an earlier capgeo output (recognised by its mark,
+    :func:`written_by_capgeo`), nothing else, unless forced (``force_with`` says how: the
+    commands' ``--force``, the library's ``force=True``).
+
+    --json takes its FILE optionally, so ``capgeo leak --json TRAIN EVAL1 EVAL2`` takes TRAIN
+    for its FILE and still leaves the command the files it needs: this check keeps the training
+    set from being replaced with the result.
+    """
+    from capgeo._atomic import is_standard_output, stream_target
+
+    if path is None or is_standard_output(path):
+        return
+    written = os.path.expanduser(os.fspath(path))
+    if stream_target(written) is not None or not os.path.isfile(written) or written_by_capgeo(written):
+        return  # /dev/stdout, a FIFO: written into, never replaced; a new file; an earlier output
+    if option == "--json":
+        raise CapgeoError(f"--json {path}: that file exists and is not a capgeo result (a dataset?), so it is "
+                          "not overwritten; --json takes the name right after it as its FILE: put --json after "
+                          f"the file names, give it a new file name, or {force_with} to replace it")
+    what = f"{path} (the default output; -o FILE writes elsewhere)" if default else f"{option} {path}"
+    raise CapgeoError(f"{what}: that file exists and capgeo did not write it (it carries no capgeo mark; "
+                      f"docs/errors.md), so it is not replaced; give a new file name, or {force_with} to replace it")
+
+
+#: how a library caller replaces a file capgeo did not write (the commands' is --force)
+LIBRARY_FORCE = "pass force=True"
+
+
+def check_outputs(inputs: Mapping[str, str | Iterable[str] | None], outputs: Mapping[str, str | os.PathLike | None],
+                  *, force: bool = False, defaults: Iterable[str] = (), force_with: str = LIBRARY_FORCE) -> None:
+    """The rule every writer obeys, commands and library alike, checked before any work: no output
+    over an input or another output (:func:`check_output_paths`), and, unless ``force``, none over an
+    existing file capgeo did not write (:func:`refuse_replacing_a_foreign_file`). ``defaults``
+    names the outputs that are default names the user did not give."""
+    check_output_paths(inputs, {option: None if path is None else os.fspath(path) for option, path in outputs.items()})
+    if not force:
+        for option, path in outputs.items():
+            refuse_replacing_a_foreign_file(option, path, default=option in tuple(defaults), force_with=force_with)

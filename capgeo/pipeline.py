@@ -748,13 +748,15 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
                       k: int = NEGATIVES_K, min_cosine: float = NEGATIVES_MIN_COSINE,
                       max_cosine: float = NEGATIVES_MAX_COSINE, per_image: int | None = NEGATIVES_PER_IMAGE,
                       margin: float | None = None, block_size: int = FIXED_BLOCK_SIZE,
-                      progress: bool | None = None) -> dict:
+                      progress: bool | None = None, force: bool = False) -> dict:
     """`capgeo negatives` in one call (docs/negatives.md): check the options and the dataset
     (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), write
     each caption's ``k`` hardest negatives to ``output`` (.jsonl or .parquet) and return the summary
-    (capgeo.findings.negatives.export_negatives)."""
+    (capgeo.findings.negatives.export_negatives; ``force``: replace a file capgeo did not write)."""
     from capgeo.findings.negatives import check_range, check_rules, export_negatives
+    from capgeo.paths import check_outputs
 
+    check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)  # before encoding
     check_range(min_cosine, max_cosine)
     check_rules(per_image, margin)
     captions, encode = checked_dataset(captions, encode, negatives=k, cache=embeddings is None)
@@ -763,23 +765,26 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
             embeddings = encode.embed(captions, progress=progress)
         return export_negatives(captions, embeddings, str(output), k=k, min_cosine=min_cosine,
                                 max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size,
-                                device=encode.device)
+                                device=encode.device, force=force)
 
 
 def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None, batch_size: int,
                     threshold: float = NEAR_DUPLICATE_THRESHOLD, seed: int = 0, epochs: int = 1,
                     output: str | Path | None = None, keep_batches: bool = False,
-                    progress: bool | None = None) -> dict:
+                    progress: bool | None = None, force: bool = False) -> dict:
     """`capgeo batches` in one call (docs/batches.md): check the options and the dataset
     (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), plan
     ``epochs`` epochs of batches of ``batch_size`` with no two captions of one image, exact copies
     or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan), write them to
     ``output`` (batches.jsonl) when given, and return the ``capgeo.batches/1`` result; with
-    ``keep_batches`` it also holds the batches under "batches" (``[epoch][k]``: row numbers)."""
+    ``keep_batches`` it also holds the batches under "batches" (``[epoch][k]``: row numbers).
+    ``output`` never replaces the dataset, nor, unless ``force``, an existing file capgeo did not write."""
+    from capgeo.paths import check_outputs
     from capgeo.preflight import check_pair_threshold
     from capgeo.training.plan import (check_batch_size, check_epochs, check_seed, conflicts_of, plan_epochs,
                                       plan_section)
 
+    check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)
     check_pair_threshold(threshold)
     check_epochs(epochs)
     check_seed(seed)
@@ -803,14 +808,21 @@ def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings
 
 
 def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str | Path | None = None,
-                   progress: bool | None = None) -> dict:
+                   progress: bool | None = None, force: bool = False) -> dict:
     """`capgeo encode` in one call: check (:func:`checked_dataset`; a dataset of one image is
     fine), embed under ``encode`` and return the ``capgeo.encode/1`` summary
     (capgeo.encoders.embed.encode_summary); with ``output`` (.npy, .npz or .parquet) the vectors
-    are written there too, and the summary says how they are aligned."""
+    are written there too, and the summary says how they are aligned. ``output`` never replaces the
+    dataset or the encoder's files, nor, unless ``force``, an existing file capgeo did not write."""
     import time
 
     from capgeo.encoders.embed import encode_summary
+    from capgeo.paths import check_outputs, encoder_input_files
+
+    encoder = (encode or EncodeOptions()).encoder
+    check_outputs({"DATA": getattr(captions, "source", None),
+                   "--encoder": encoder_input_files(encoder) if isinstance(encoder, str) else []},
+                  {"output": output}, force=force)
 
     captions, encode = checked_dataset(captions, encode, needs_negatives=False)
     started = time.perf_counter()

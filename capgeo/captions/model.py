@@ -156,7 +156,8 @@ class CaptionSet:
         else:
             paths, root = [self.source], None
         for path in paths:
-            digest.update(str(path.relative_to(root) if root is not None else path.name).encode())
+            # the name's bytes as the file system holds them (a name that is not UTF-8 too)
+            digest.update(os.fsencode(str(path.relative_to(root) if root is not None else path.name)))
             with open(path, "rb") as handle:
                 for chunk in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(chunk)

@@ -69,17 +69,34 @@ class LazyGroup(click.Group):
             click.echo("Interrupted.", err=True)
             ctx.exit(130)
         except BrokenPipeError:
-            # the reader went away (`| head`): what Python's docs advise, and what rich does when its
-            # own write meets the closed pipe, so every command ends alike: stdout to devnull, status 1
+            # the reader went away (`| head`): the reader has what it asked for, so nothing is said,
+            # and the status is 141 (128 + SIGPIPE), what the shell reports for a tool SIGPIPE ends
+            # (`seq 1 1000000 | head`), so `set -o pipefail` sees capgeo as it sees coreutils. Stdout
+            # goes to devnull first, so that the exit's own flush meets no closed pipe. rich's writes
+            # end here too (capgeo.cli.terminal.console), not in its own exit with status 1.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
-            ctx.exit(1)
+            ctx.exit(BROKEN_PIPE_STATUS)
         except OSError as error:
-            line = output_write_failure(error)
+            line = output_write_failure(error) or path_failure(error)
             if line is None:
                 raise
             click.echo(line, err=True)
             ctx.exit(2)
+
+
+#: the exit status when the reader of standard output goes away: 128 + SIGPIPE, as the shell reports it
+BROKEN_PIPE_STATUS = 141
+
+
+def path_failure(error: OSError) -> str | None:
+    """The one line for a file name the system cannot take (longer than it allows), met wherever a
+    path is first looked at, or None for any other OSError."""
+    if error.errno != errno.ENAMETOOLONG:
+        return None
+    name = error.filename if error.filename is not None else "a file name"
+    return (f"Error: {name}: the file name is longer than this system allows (255 bytes a name on most "
+            "file systems); rename it or give a shorter path")
 
 
 def output_write_failure(error: OSError) -> str | None:

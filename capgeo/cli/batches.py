@@ -11,6 +11,7 @@ from capgeo.cli.options import (
     emit,
     encode_from_options,
     encoder_options,
+    forced,
     json_option,
     load_from_options,
     refuse_path_clashes,
@@ -48,7 +49,7 @@ def batches(batch_size, threshold, seed, epochs, output, json_out, **options):
     refuse_path_clashes()
     captions = load_from_options(options)
     result = batches_dataset(captions, encode_from_options(options), batch_size=batch_size, threshold=threshold,
-                             seed=seed, epochs=epochs, output=output)
+                             seed=seed, epochs=epochs, output=output, force=forced())
     if output:
         click.echo(f"Wrote {output}", err=True)
     emit(result, json_out, print_batches)

@@ -11,6 +11,7 @@ from capgeo.cli.options import (
     emit,
     encode_from_options,
     encoder_options,
+    forced,
     json_option,
     load_from_options,
     ray_option,
@@ -105,7 +106,8 @@ def encode(output, max_tokens, json_out, **options):
         raise CapgeoError(f"--output {output}: must end in .npy, .npz or .parquet")
     refuse_path_clashes()
     captions = load_from_options(options)
-    summary = encode_dataset(captions, encode_from_options(options, max_tokens=max_tokens), output=output)
+    summary = encode_dataset(captions, encode_from_options(options, max_tokens=max_tokens), output=output,
+                             force=forced())
     emit(summary, json_out, _print_summary)
 
 

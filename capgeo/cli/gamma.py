@@ -22,7 +22,14 @@ from capgeo.cli.options import (
     reproduce_command,
     seed_option,
 )
-from capgeo.defaults import GAMMA_HARD_EDGE, SWEEP_LEARNING_RATE, SWEEP_SEEDS, SWEEP_STEPS
+from capgeo.defaults import (
+    GAMMA_HARD_EDGE,
+    MAX_GAMMA,
+    MAX_LOGIT_SCALE,
+    SWEEP_LEARNING_RATE,
+    SWEEP_SEEDS,
+    SWEEP_STEPS,
+)
 from capgeo.progress import counts_passes
 
 
@@ -33,8 +40,8 @@ def _parse_grid(ctx, param, value):
         grid = [float(item) for item in value.replace(" ", "").split(",") if item]
     except ValueError:
         raise click.BadParameter(f"{value!r}: expected comma-separated numbers, e.g. 0,0.25,0.5,1") from None
-    if not grid or not all(0 <= gamma < float("inf") for gamma in grid):  # (NaN fails the comparison too)
-        raise click.BadParameter(f"{value!r}: expected one or more finite gamma values >= 0")
+    if not grid or not all(0 <= gamma <= MAX_GAMMA for gamma in grid):  # (NaN fails the comparison too)
+        raise click.BadParameter(f"{value!r}: expected one or more gamma values from 0 to {MAX_GAMMA:,g}")
     return grid
 
 
@@ -42,7 +49,7 @@ def _parse_grid(ctx, param, value):
                epilog=epilog("gamma"))
 @dataset_options
 @encoder_options
-@click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True), default=None, metavar="S",
+@click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True, max=MAX_LOGIT_SCALE), default=None, metavar="S",
               help="Logit scale s (exp of CLIP's logit_scale). Default: the checkpoint's when it has one, else 100 "
                    "(the paper's).")
 @click.option("--grid", callback=_parse_grid, default=None, metavar="G1,G2,...",

@@ -8,6 +8,8 @@ from capgeo.cli.options import (
     dataset_options,
     default_output_stem,
     encoder_options,
+    force_option,
+    forced,
     load_from_options,
     refuse_path_clashes,
     reproduce_command,
@@ -33,6 +35,7 @@ from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, metavar="FILE",
               help="HTML file to write (default: DATA's name with .map.html, in the current folder).")
+@force_option
 def map_command(seed, max_points, threshold, leak, output, **options):
     """Write a caption map of DATA: each caption a point of a 2-D projection (openTSNE) of its
     embedding, coloured by its hardest-companion cosine, near-duplicate sets and (--leak) leaked
@@ -42,15 +45,16 @@ def map_command(seed, max_points, threshold, leak, output, **options):
 
     require_projection()   # before the (slow) encoding
     source = options["data"]
+    defaults = () if output else ("--output",)
     output = output or writable_default_output(f"{default_output_stem(source)}.map.html")
-    refuse_path_clashes(**{"--output": output})
+    refuse_path_clashes(defaults=defaults, **{"--output": output})
     from capgeo.map import write_map
 
     captions = load_from_options(options)
     written = write_map(captions, output, encoder=options["encoder"], device=options["device"],
                         cache_dir=options["cache_dir"], use_cache=not options["no_cache"], seed=seed,
                         max_points=max_points or DEFAULT_MAX_POINTS, threshold=threshold, leak=leak,
-                        command=reproduce_command())
+                        command=reproduce_command(), force=forced())
     from capgeo._atomic import written_path
 
     click.echo(f"Wrote {written_path(written)} ({written.stat().st_size / 1e6:.1f} MB)", err=True)

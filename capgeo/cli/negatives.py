@@ -12,6 +12,7 @@ from capgeo.cli.options import (
     emit,
     encode_from_options,
     encoder_options,
+    forced,
     json_option,
     load_from_options,
     refuse_path_clashes,
@@ -58,7 +59,8 @@ def negatives(output, k, min_cosine, max_cosine, per_image, margin, block_size, 
     refuse_path_clashes()
     captions = load_from_options(options)
     summary = negatives_dataset(captions, output, encode_from_options(options), k=k, min_cosine=min_cosine,
-                                max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size)
+                                max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size,
+                                force=forced())
     click.echo(f"Wrote {output}", err=True)
     if summary["k"] < k:
         each = "" if per_image is None else f", at most {per_image} of each (--per-image)"

@@ -224,7 +224,7 @@ def refuse_path_clashes(*, defaults: tuple[str, ...] = (), extra_inputs: dict | 
     ``extra_outputs`` are outputs the command derives itself; ``defaults`` names those of them
     that are default names the user did not give; ``extra_inputs`` (label -> paths) are files it
     reads that no parameter names (those a saved profile names)."""
-    from capgeo.paths import check_output_paths, encoder_input_files
+    from capgeo.paths import check_outputs, encoder_input_files
 
     params = click.get_current_context().params
     inputs = {label: params.get(name) for name, label in INPUT_PARAMS.items()}
@@ -234,10 +234,7 @@ def refuse_path_clashes(*, defaults: tuple[str, ...] = (), extra_inputs: dict | 
         given_paths = [] if given_paths is None else [given_paths] if isinstance(given_paths, str) else list(given_paths)
         inputs[label] = given_paths + ([paths] if isinstance(paths, str) else [p for p in paths or () if p])
     outputs = {label: params.get(name) for name, label in OUTPUT_PARAMS.items()}
-    check_output_paths(inputs, {**outputs, **extra_outputs})
-    if not forced():
-        for option, path in {**outputs, **extra_outputs}.items():
-            refuse_replacing_a_foreign_file(option, path, default=option in defaults)
+    check_outputs(inputs, {**outputs, **extra_outputs}, force=forced(), defaults=defaults, force_with="add --force")
 
 
 def force_option(command):
@@ -259,32 +256,6 @@ def forced() -> bool:
     """Was --force given to the running command?"""
     ctx = click.get_current_context(silent=True)
     return bool(ctx is not None and ctx.meta.get(FORCE_KEY))
-
-
-def refuse_replacing_a_foreign_file(option: str, path: str | None, *, default: bool = False) -> None:
-    """An output may replace an earlier capgeo output (recognised by its mark,
-    capgeo.paths.written_by_capgeo), nothing else, unless --force.
-
-    --json takes its FILE optionally, so ``capgeo leak --json TRAIN EVAL1 EVAL2`` takes TRAIN
-    for its FILE and still leaves the command the files it needs: this check keeps the training
-    set from being replaced with the result.
-    """
-    from capgeo._atomic import is_standard_output, stream_target
-    from capgeo.errors import CapgeoError
-    from capgeo.paths import written_by_capgeo
-
-    if path is None or is_standard_output(path):
-        return
-    written = os.path.expanduser(path)
-    if stream_target(written) is not None or not os.path.isfile(written) or written_by_capgeo(written):
-        return  # /dev/stdout, a FIFO: written into, never replaced; a new file; an earlier output
-    if option == "--json":
-        raise CapgeoError(f"--json {path}: that file exists and is not a capgeo result (a dataset?), so it is "
-                          "not overwritten; --json takes the name right after it as its FILE: put --json after "
-                          "the file names, give it a new file name, or add --force to replace it")
-    what = f"{path} (the default output; -o FILE writes elsewhere)" if default else f"{option} {path}"
-    raise CapgeoError(f"{what}: that file exists and capgeo did not write it (it carries no capgeo mark; "
-                      f"docs/errors.md), so it is not replaced; give a new file name, or add --force to replace it")
 
 
 def _encoder_specs(params: dict) -> list[str | None]:

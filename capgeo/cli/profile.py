@@ -31,7 +31,7 @@ from capgeo.cli.options import (
     unused_option_notes,
 )
 from capgeo.cli.pass_options import block_size_option, precision_option
-from capgeo.defaults import COMPANION_MODES, PAIRWISE_MODES
+from capgeo.defaults import COMPANION_MODES, MAX_LOGIT_SCALE, PAIRWISE_MODES
 from capgeo.defaults import PER_CAPTION_SUFFIXES as TABLE_SUFFIXES
 from capgeo.geometry.profile_options import ProfileOptions
 from capgeo.geometry.typed_profile import BatchStatistics, Profile, as_profile
@@ -78,7 +78,7 @@ DEFAULTS = ProfileOptions()
                    "(recall measured on a sample and reported).")
 @click.option("--no-companions", is_flag=True,
               help="Leave the per-caption top-k companion lists out of the JSON (keeps the hardest one).")
-@click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True), default=None, metavar="S",
+@click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True, max=MAX_LOGIT_SCALE), default=None, metavar="S",
               help="Logit scale s for the gamma suggestion (default: the checkpoint's, else 100).")
 @click.option("--no-gamma", is_flag=True, help="Skip the gamma suggestion (see `capgeo gamma`).")
 @click.option("--per-caption", type=click.Path(dir_okay=False, path_type=str), default=None, metavar="FILE",

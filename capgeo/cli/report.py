@@ -13,6 +13,7 @@ from capgeo.cli.options import (
     encode_from_options,
     encoder_options,
     force_option,
+    forced,
     image_embeddings_option,
     max_tokens_option,
     pair_options,
@@ -126,7 +127,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map,
                                  leak=leak, fill_missing=fill_missing, save_profile=save_profile,
                                  pairs=PairOptions(image_embeddings, delta, image_threshold)),
             load_options=pop_load_options(options), command=reproduce_command(), on_skipped=warn_skipped,
-            on_saved=lambda path: click.echo(f"Wrote {path}", err=True))
+            on_saved=lambda path: click.echo(f"Wrote {path}", err=True), force=forced())
     if written.ignored_options:
         click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
                    + ", ".join("--" + name.replace("_", "-") for name in written.ignored_options), err=True)
@@ -190,7 +191,8 @@ def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **o
             load_options=pop_load_options(options), labels=labels, command=reproduce_command(),
             on_skipped=warn_skipped,
             on_profiles=lambda profiles, shown: _print_side_by_side(profiles, shown,
-                                                                    stderr=is_standard_output(output)))
+                                                                    stderr=is_standard_output(output)),
+            force=forced())
     if defaulted:
         notes = [f"{DEFAULT_COMPARE_OUTPUT} is the default name; -o FILE writes elsewhere", *notes]
     _wrote(path, notes)

@@ -16,7 +16,15 @@ def console(**options):
     made = Console(**options)
     if "width" not in options and made.width < MIN_WIDTH:
         made = Console(width=MIN_WIDTH, **options)
+    made.on_broken_pipe = _broken_pipe   # ended as every command's write to a closed pipe is (capgeo.cli)
     return made
+
+
+def _broken_pipe() -> None:
+    # rich calls this inside its own `except BrokenPipeError`, and would exit with status 1
+    import errno
+
+    raise BrokenPipeError(errno.EPIPE, "Broken pipe")
 
 
 def shown(text, before_tag: bool = False) -> str:

@@ -11,12 +11,17 @@ this file's format version. A folder holds:
   captions sorted by token count (longest first), written as encoding proceeds;
 - ``manifest.json``: written last, once every chunk is there.
 
-The checksum in each name is a sha256 of the file's bytes; a chunk's also covers
-the token-count checksum, because the row order is rebuilt from those counts:
-chunks written under other counts never match. A file whose bytes do not match
-its name is deleted and recomputed, with a warning on stderr. Every file is
-written to a temporary name and renamed, so a killed process leaves at worst a
-``*.part`` file, which is never read; the name and the bytes arrive together.
+The checksum in each name is a sha256 of the entry's key and the file's bytes, so a
+file copied from another entry (another dataset's, with the same caption count and
+token counts) never matches here; a chunk's also covers the token-count checksum,
+because the row order is rebuilt from those counts: chunks written under other
+counts never match. The checksums catch accidents (a flipped bit, a cut file, a
+file or folder copied to the wrong place), not a forger who can write the cache:
+anyone who can replace a file can also write its checksum (docs/encoders.md). A
+file whose bytes do not match its name is deleted and recomputed, with a warning
+on stderr. Every file is written to a temporary name and renamed, so a killed
+process leaves at worst a ``*.part`` file, which is never read; the name and the
+bytes arrive together.
 Chunks are also validated (shape, dtype, finite, unit norm) on every read.
 """
 
@@ -39,7 +44,7 @@ from capgeo._atomic import atomic_open, atomic_path
 from capgeo.encoders.base import EncoderInfo
 from capgeo.errors import CapgeoError
 
-FORMAT_VERSION = 2   # 2: checksums in the file names
+FORMAT_VERSION = 3   # 2: checksums in the file names; 3: bound to the entry's key
 DEFAULT_CHUNK_ROWS = 256
 TOKEN_COUNTS_STEM = "token_counts"
 #: hex characters of sha256 kept in a file name (128 bits)
@@ -114,7 +119,7 @@ class CacheEntry:
 
     # token counts -------------------------------------------------------
     def load_token_counts(self) -> np.ndarray | None:
-        for path, checksum, data in self._verified(TOKEN_COUNTS_STEM, "token counts"):
+        for path, checksum, data in self._verified(TOKEN_COUNTS_STEM, "token counts", salt=self.key):
             counts = _parse_array(data)
             if counts is None or counts.shape != (self.n,) or not np.issubdtype(counts.dtype, np.integer):
                 self._remove(path)
@@ -125,10 +130,14 @@ class CacheEntry:
 
     def save_token_counts(self, counts: np.ndarray) -> None:
         data = _npy_bytes(np.asarray(counts, dtype=np.int64))
-        self._counts_checksum = checksum = _checksum(data)
+        self._counts_checksum = checksum = _checksum(data, self.key)
         self._write(TOKEN_COUNTS_STEM, f"{TOKEN_COUNTS_STEM}.{checksum}.npy", data)
 
     # vector chunks --------------------------------------------------------
+    def _chunk_salt(self) -> str:
+        # the key (which captions, which encoder) and the counts that fix the row order
+        return f"{self.key}:{self._counts_checksum}"
+
     def _chunk_stem(self, start: int, stop: int) -> str:
         return f"chunk-{start:09d}-{stop:09d}"
 
@@ -139,7 +148,7 @@ class CacheEntry:
         counts must have been loaded or saved first."""
         if self._counts_checksum is None:
             return None
-        for path, _, data in self._verified(self._chunk_stem(start, stop), "vectors", salt=self._counts_checksum):
+        for path, _, data in self._verified(self._chunk_stem(start, stop), "vectors", salt=self._chunk_salt()):
             vectors = _parse_array(data)
             if vectors is None or not _valid_vectors(vectors, stop - start, self.width):
                 self._remove(path)
@@ -152,7 +161,7 @@ class CacheEntry:
         if self._counts_checksum is None:
             raise RuntimeError("save the token counts before the chunks they order")
         data = _npy_bytes(np.ascontiguousarray(vectors, dtype=np.float32))
-        name = f"{self._chunk_stem(start, stop)}.{_checksum(data, self._counts_checksum)}.npy"
+        name = f"{self._chunk_stem(start, stop)}.{_checksum(data, self._chunk_salt())}.npy"
         self._write(self._chunk_stem(start, stop), name, data)
         self._chunk_names[(start, stop)] = name
 
@@ -236,8 +245,8 @@ class CacheEntry:
             except OSError:
                 continue
             if _checksum(data, salt) != named:
-                _warn(f"the embedding cache file {path} fails its checksum (damaged, or written for other "
-                      f"token counts); recomputing its {what}")
+                _warn(f"the embedding cache file {path} fails its checksum (damaged, copied from another "
+                      f"entry, or written for other token counts); recomputing its {what}")
                 if not self._remove(path) and not self.read_only:
                     self.read_only = True
                     _warn(f"cannot delete it from {self.folder}: what is recomputed is used without being cached")

@@ -747,17 +747,28 @@ def flat_example_rows(section: dict) -> list[dict]:
 ROW_FORMATS = ("jsonl", "csv", "parquet")
 
 
+#: the first characters that make a spreadsheet read a cell as a formula (OWASP, "CSV Injection")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _csv_cell(value):
-    # lists and span dicts become JSON text so every CSV cell is a plain string or number
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, (list, dict)) else value
+    """A row value as a CSV cell: lists and span dicts become JSON text, so every cell is a plain
+    string or number; a string a spreadsheet would run as a formula (a caption "=HYPERLINK(...)")
+    gets a leading single quote, as OWASP recommends. Numbers stay numbers (-0.25 is a cosine)."""
+    if isinstance(value, (list, dict)):
+        value = json.dumps(value, ensure_ascii=False)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def write_rows(rows: list[dict], fmt: str, output: str | None, stream=None, columns: Sequence[str] = (),
                parquet_schema: dict | None = None) -> None:
     """Write rows as jsonl, csv or parquet: atomically to ``output``, or to ``stream``.
 
-    In csv, list columns (words, spans, component members) are JSON-encoded strings;
-    jsonl and parquet keep them as lists (of structs for spans). With no rows, csv and
+    In csv, list columns (words, spans, component members) are JSON-encoded strings, and string
+    cells that start like a formula are neutralised (``_csv_cell``); jsonl and parquet keep the
+    values as they are, lists as lists (of structs for spans). With no rows, csv and
     parquet still get the header ``columns``. ``parquet_schema`` (column -> polars type)
     fixes parquet's column types, where inference would see a column of nulls as untyped.
     """

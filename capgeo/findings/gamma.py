@@ -24,7 +24,7 @@ from functools import lru_cache
 import numpy as np
 
 from capgeo.blas import one_blas_thread
-from capgeo.defaults import GAMMA_HARD_EDGE
+from capgeo.defaults import GAMMA_HARD_EDGE, MAX_GAMMA, MAX_LOGIT_SCALE
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
@@ -716,8 +716,8 @@ def _resolve_logit_scale(logit_scale, checkpoint_scale) -> tuple[float, str]:
     else:
         source = "default: the encoder has no logit scale; the paper's s"
         value = DEFAULT_LOGIT_SCALE
-    if not (math.isfinite(value) and value > 0):
-        raise CapgeoError(f"logit scale must be a positive number, got {value} (from {source})")
+    if not (math.isfinite(value) and 0 < value <= MAX_LOGIT_SCALE):
+        raise CapgeoError(f"logit scale must be a positive number up to {MAX_LOGIT_SCALE:,g}, got {value} (from {source})")
     return value, source
 
 
@@ -770,8 +770,8 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
         vectors = vectors / norms
     scale, scale_source = _resolve_logit_scale(logit_scale, checkpoint_scale)
     grid = [float(g) for g in grid]
-    if not grid or any(not math.isfinite(g) or g < 0 for g in grid):
-        raise CapgeoError(f"--grid needs one or more gamma values >= 0, got {grid}")
+    if not grid or any(not 0 <= g <= MAX_GAMMA for g in grid):  # (NaN fails the comparison too)
+        raise CapgeoError(f"--grid needs one or more gamma values from 0 to {MAX_GAMMA:,g}, got {grid}")
     if n_batches < 1:
         raise CapgeoError(f"--n-batches must be at least 1, got {n_batches}")
     if not -1.0 <= hard_edge <= 1.0:  # (NaN fails this too)

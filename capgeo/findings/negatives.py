@@ -283,19 +283,21 @@ def cosine_quantiles(cosine: np.ndarray) -> list[dict]:
 def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, min_cosine: float = DEFAULT_MIN_COSINE,
                      max_cosine: float = DEFAULT_MAX_COSINE, per_image: int | None = DEFAULT_PER_IMAGE,
                      margin: float | None = None, block_size: int = FIXED_BLOCK_SIZE,
-                     progress: bool | None = None, device: str | None = None) -> dict:
+                     progress: bool | None = None, device: str | None = None, force: bool = False) -> dict:
     """Mine hard negatives, write them to ``output`` (JSONL or Parquet by suffix, atomically),
-    and return the summary (`capgeo negatives`, docs/negatives.md)."""
+    and return the summary (`capgeo negatives`, docs/negatives.md). ``output`` never replaces the
+    dataset, nor, unless ``force``, an existing file capgeo did not write."""
     import polars as pl
 
     from capgeo.findings.duplicates import write_rows
     from capgeo.findings.per_caption import table_format
 
     fmt = table_format(output, NEGATIVE_SUFFIXES)
-    # as the command does: never over the dataset being mined (the CLI checks this before encoding)
-    from capgeo.paths import check_output_paths
+    # as the command does (the CLI checks this before encoding): never over the dataset being mined,
+    # nor over a user's file
+    from capgeo.paths import check_outputs
 
-    check_output_paths({"DATA": getattr(captions, "source", None)}, {"output": output})
+    check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)
     index, cosine = hard_negatives(embeddings.vectors, captions.group_codes, k=k, min_cosine=min_cosine,
                                    max_cosine=max_cosine, texts=captions.texts, per_image=per_image, margin=margin,
                                    block_size=block_size, progress=progress, device=device)

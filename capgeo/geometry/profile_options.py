@@ -43,6 +43,14 @@ class ProfileOptions:
     companions: str = defaults.COMPANION_MODES[0]
     include_companions: bool = True
 
+    def __post_init__(self):
+        # each field by its annotation (capgeo.arguments), before anything uses it: a seed of 1.5 or
+        # batch_sizes=[] is refused here, not met as a TypeError inside numpy or taken as the default
+        from capgeo.arguments import check_values
+
+        check_values("ProfileOptions", {field.name: getattr(self, field.name) for field in dataclasses.fields(self)},
+                     {field.name: field.type for field in dataclasses.fields(self)})
+
     @classmethod
     def of(cls, options: "ProfileOptions | None" = None, **values) -> "ProfileOptions":
         """``options`` (default: all defaults) with the fields in ``values`` replaced; an unknown

@@ -1203,24 +1203,35 @@ class Profile(_Section):
         """Whether section ``name`` was written as null (rather than left out)."""
         return name in self.nulls
 
-    def to_json(self, path: str | Path) -> Path:
-        """Write the profile as strict JSON, atomically: the bytes ``capgeo profile --json`` writes."""
+    def to_json(self, path: str | Path, *, force: bool = False) -> Path:
+        """Write the profile as strict JSON, atomically: the bytes ``capgeo profile --json`` writes.
+        As every command, it never writes over the profile's dataset or encoder files, nor, unless
+        ``force``, over an existing file capgeo did not write (CapgeoError, docs/errors.md)."""
         from capgeo._atomic import atomic_open
         from capgeo._json_write import dumps
 
+        self._check_output("Profile.to_json", path, force)
         with atomic_open(path) as handle:
             handle.write(dumps(self.to_dict()) + "\n")
         return Path(path)
 
-    def to_html(self, path: str | Path, *, command: str | None = None) -> Path:
-        """Write the profile's HTML report atomically. A profile that :func:`capgeo.profile` made holds its
-        captions and embeddings, so the page gets what ``capgeo report DATA`` adds to the profile (the
-        near-duplicate gallery, the gamma diagnostics, the caption map); any other draws what it holds (what
-        ``capgeo report PROFILE.json`` draws), and the page says in one line each what it lacks and the call
-        that adds it."""
+    def to_html(self, path: str | Path, *, command: str | None = None, force: bool = False) -> Path:
+        """Write the profile's HTML report atomically, under the rule of :meth:`to_json`. A profile that
+        :func:`capgeo.profile` made holds its captions and embeddings, so the page gets what ``capgeo report
+        DATA`` adds to the profile (the near-duplicate gallery, the gamma diagnostics, the caption map); any
+        other draws what it holds (what ``capgeo report PROFILE.json`` draws), and the page says in one line
+        each what it lacks and the call that adds it."""
         from capgeo.report.build import build_report, library_report
 
+        self._check_output("Profile.to_html", path, force)
         return build_report(library_report(self, self.__dict__.get("_made_from")), path, command=command)
+
+    def _check_output(self, writer: str, path: str | Path, force: bool) -> None:
+        """The commands' output rule (capgeo.paths.check_outputs) against the files this profile was made from."""
+        from capgeo.paths import check_outputs
+        from capgeo.report.build import fill_missing_inputs
+
+        check_outputs(fill_missing_inputs(self), {writer: path}, force=force)
 
     def summary(self, width: int = 100) -> str:
         """The terminal text ``capgeo profile`` prints, without colour."""
@@ -1256,6 +1267,7 @@ class Profile(_Section):
             raise CapgeoError("profile: no per-caption companion lists (it was made without them: "
                               "`--no-companions` or companion_lists=False); recompute it with `capgeo profile "
                               "--json` or build_profile(...) to read per-caption rows")
+        self._check_made_from(captions, embeddings)
         return per_caption_frame(captions, embeddings, self)
 
     def _keeping(self, captions, embeddings) -> "Profile":
@@ -1263,6 +1275,27 @@ class Profile(_Section):
         :meth:`to_html` (outside its fields: equality, hashing, repr and JSON do not see them)."""
         object.__setattr__(self, "_made_from", (captions, embeddings))
         return self
+
+    def _check_made_from(self, captions, embeddings) -> None:
+        """``captions`` and ``embeddings`` are those this profile was made from, as far as it records
+        them (count, texts digest): another dataset's rows would name companions it does not hold."""
+        from capgeo.errors import CapgeoError
+
+        if not (hasattr(captions, "ids") and hasattr(captions, "texts_digest")):
+            raise CapgeoError(f"per_caption: captions must be the CaptionSet the profile was made from "
+                              f"(capgeo.load_captions), got {type(captions).__name__}")
+        if not (hasattr(embeddings, "vectors") and hasattr(embeddings, "token_counts")):
+            raise CapgeoError(f"per_caption: embeddings must be the Embeddings the profile was made from "
+                              f"(capgeo.encoders.embed), got {type(embeddings).__name__}")
+        dataset = self.dataset or Dataset()
+        if (dataset.n_captions is not None and len(captions) != dataset.n_captions) or \
+                (dataset.texts_digest and captions.texts_digest() != dataset.texts_digest):
+            raise CapgeoError(f"per_caption: these {len(captions):,} captions are not the "
+                              f"{dataset.n_captions or 0:,} the profile was made from (texts digest differs); "
+                              "give the CaptionSet that was profiled")
+        if len(embeddings.vectors) != len(captions):
+            raise CapgeoError(f"per_caption: {len(embeddings.vectors):,} embeddings for {len(captions):,} captions; "
+                              "give the Embeddings the profile was made from")
 
 
 def as_section(value, section: type):

@@ -470,16 +470,23 @@ def map_page(section, *, title: str, subtitle: str, provenance: Sequence[tuple[s
 def write_map(captions, output, *, encoder=None, embeddings=None, device: str | None = None,
               cache_dir: str | None = None, use_cache: bool = True, seed: int = 0,
               max_points: int = DEFAULT_MAX_POINTS, threshold: float = NEAR_DUPLICATE_THRESHOLD,
-              leak: Sequence = (), command: str | None = None, progress: bool | None = None):
+              leak: Sequence = (), command: str | None = None, progress: bool | None = None, force: bool = False):
     """All of `capgeo map`: embed ``captions`` (a CaptionSet), find the leaks into ``leak`` (evaluation
-    sets, paths or CaptionSets), map them and write the page atomically to ``output``. Returns its Path."""
+    sets, paths or CaptionSets), map them and write the page atomically to ``output``. Returns its Path.
+    ``output`` may not be the dataset or an evaluation set, nor, unless ``force``, an existing file
+    capgeo did not write (:func:`capgeo.paths.check_outputs`)."""
     from pathlib import Path
 
     from capgeo import __version__
     from capgeo._atomic import atomic_open
     from capgeo.report.html import escape
 
+    from capgeo.paths import check_outputs
+
     require_projection()
+    check_outputs({"DATA": getattr(captions, "source", None),
+                   "--leak": [str(entry) for entry in leak if isinstance(entry, (str, Path))]},
+                  {"output": output}, force=force)
     sample_rows(len(captions), max_points, seed)   # a bad --max-points before the encoding
     if embeddings is None:
         from capgeo.encoders import embed

@@ -24,7 +24,7 @@ from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.profile_options import ProfileOptions
 from capgeo.geometry.typed_profile import CaptionMap, Dataset, Dupes, Encoder, Leak, Lengths, Profile, Provenance
-from capgeo.paths import check_output_paths, encoder_input_file, encoder_input_files, result_schema
+from capgeo.paths import check_output_paths, check_outputs, encoder_input_file, encoder_input_files, result_schema
 from capgeo.pipeline import EncodeOptions, load_set
 
 #: Extra row the report adds when the caller gives no batch size: the paper's micro-batch. The
@@ -432,10 +432,11 @@ def build_compare(profiles: Sequence[Profile | dict | ReportInput], output: str 
 def save_profile(profile: Profile | dict, path: str | Path) -> Path:
     """Write the (completed) profile as strict JSON, atomically, so the report can be redrawn without recomputing."""
     from capgeo._atomic import atomic_open
+    from capgeo._json_write import dumps
 
     data = profile.to_dict() if isinstance(profile, Profile) else profile
     with atomic_open(path) as handle:
-        handle.write(json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+        handle.write(dumps(data) + "\n")   # json.dumps(indent=2, ensure_ascii=False, allow_nan=False)
     return Path(path)
 
 
@@ -461,7 +462,7 @@ class WrittenReport:
 def write_report(source: str | Path, output: str | Path, *, encode: EncodeOptions | None = None,
                  options: ProfileOptions | None = None, report: ReportOptions | None = None,
                  load_options: dict | None = None, command: str | None = None, on_skipped: Callable | None = None,
-                 on_saved: Callable | None = None) -> WrittenReport:
+                 on_saved: Callable | None = None, force: bool = False) -> WrittenReport:
     """`capgeo report`: a dataset (profiled, with dupes, gamma and optionally truncation) or a saved
     profile (drawn as it is, or with ``report.fill_missing`` completed from its dataset) to one HTML file.
 
@@ -469,16 +470,22 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
     ReportOptions. ``load_options`` are :func:`capgeo.captions.load_captions`'s keyword arguments;
     ``on_skipped`` is called with each :class:`~capgeo.captions.model.Skipped` as soon as the dataset is read;
     ``on_saved`` with the path of ``report.save_profile`` once written. Every option is checked
-    before anything is encoded (:func:`plan_report`)."""
+    before anything is encoded (:func:`plan_report`); no output may replace an input, nor, unless
+    ``force``, an existing file capgeo did not write (:func:`capgeo.paths.check_outputs`)."""
     encode = (encode or EncodeOptions()).checked()
     options, report = options or ProfileOptions(), report or ReportOptions()
     load_options = dict(load_options or {})
     leak, save_profile_to = list(report.leak), report.save_profile
     # what the command checks before any work, for library callers too: no output over an input
-    check_output_paths({"DATA": source, "--leak": leak, "--encoder": _encoder_files([encode.encoder])},
-                       {"output": output, "--save-profile": save_profile_to})
+    check_outputs({"DATA": source, "--leak": leak, "--encoder": _encoder_files([encode.encoder])},
+                  {"output": output, "--save-profile": save_profile_to}, force=force)
     ignored = []
     saved_profile = is_profile_file(source)
+    if report.fill_missing and not saved_profile:
+        # a flag that would change nothing is refused, not passed over: the user meant something by it
+        raise CapgeoError(f"--fill-missing completes the sections a saved profile lacks (`capgeo report PROFILE.json "
+                          f"--fill-missing`); {source} is a dataset, whose report computes its sections itself: "
+                          "leave --fill-missing out")
     if saved_profile:
         if leak:
             raise CapgeoError(f"--leak needs DATA to be a dataset, not a saved profile ({source}); "
@@ -511,9 +518,6 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
             vectors_for_different_sets(encode.encoder, captions, eval_sets)
         report_input = report_dataset(captions, encode, options, report=replace(report, leak=eval_sets),
                                       command=command)
-        if report.fill_missing:
-            report_input.notes.append("--fill-missing completes saved profiles; DATA is a dataset, so every section "
-                                      "was computed anyway")
     with _drawing_saved_profiles([source] if saved_profile else []):
         saved = save_profile(report_input.profile, save_profile_to) if save_profile_to else None
         if saved is not None and on_saved is not None:
@@ -546,7 +550,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                   encode: EncodeOptions | None = None, options: ProfileOptions | None = None,
                   load_options: dict | None = None, labels: Sequence[str] | None = None, limit: int | None = None,
                   command: str | None = None, on_skipped: Callable | None = None,
-                  on_profiles: Callable | None = None) -> tuple[Path, list[str]]:
+                  on_profiles: Callable | None = None, force: bool = False) -> tuple[Path, list[str]]:
     """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
     the embedded one) on one HTML page. Returns the page's path and notes for the user;
     ``on_profiles(profiles, labels)`` is given what the page shows, as the page names it, once it is written.
@@ -555,14 +559,14 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
     datasets' EncodeOptions and ProfileOptions. ``load_options`` (load_captions' keyword
     arguments; ``limit`` is one of them) apply to each dataset. Every source is read and checked
     (:func:`plan_report`, for each encoder) before the first one is encoded; saved profiles alone
-    need no cache folder."""
+    need no cache folder. ``output`` replaces an existing file capgeo did not write only with ``force``."""
     from capgeo.preflight import check_counts
 
     encode = (encode or EncodeOptions()).checked()
     options = options or ProfileOptions()
     defaults = ProfileOptions()
     check_counts(n_batches=options.n_batches)  # the datasets' option, refused before any source is read
-    check_output_paths({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output})
+    check_outputs({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output}, force=force)
     loaded, notes, saved_profiles = [], [], []
     load_options = {**(load_options or {}), **({"limit": limit} if limit is not None else {})}
     read = [f"--{name.replace('_', '-')}" for name, value in load_options.items()

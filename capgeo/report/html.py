@@ -138,15 +138,12 @@ class Page:
     scripts: list[str] = field(default_factory=list)  # the page's own scripts, after PAGE_SCRIPT
 
     def render(self, plotly_js: str) -> str:
-        from capgeo._atomic import generator_meta  # the mark that lets a later run replace this page
+        from capgeo._atomic import html_page_start  # with the mark that lets a later run replace this page
 
         nav = "".join(f'<a href="#{escape(s.id)}">{escape(s.title)}</a>' for s in self.sections)
         body = "\n".join(section.render() for section in self.sections)
-        return (
-            "<!DOCTYPE html>\n"
-            '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f"{generator_meta()}\n"
+        return _utf8_writable(
+            f"{html_page_start()}"
             f"<title>{escape(self.title)}</title>\n<style>{CSS}</style>\n"
             f'<script id="plotly-js">{plotly_js}</script>\n'
             "</head>\n<body>\n"
@@ -156,6 +153,13 @@ class Page:
             + "".join(f"<script>{script}</script>\n" for script in (PAGE_SCRIPT, *self.scripts))
             + "</body>\n</html>\n"
         )
+
+
+def _utf8_writable(page: str) -> str:
+    """The page with each lone surrogate (a byte of a file name that is not UTF-8, as os.fsdecode
+    holds it) written as its escape, ``\\udcff``: the page is UTF-8, which cannot hold one, and
+    the escape still tells which byte it was (inside a script it is the same character again)."""
+    return page.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def notes_section(notes: Sequence[str]) -> Section:
