@@ -764,6 +764,10 @@ class Gamma(_Section):
         """The best gamma of the proxy fine-tune sweep, when one ran (then it is the headline)."""
         return self.sweep.get("measured_gamma") if self.sweep else None
 
+    def with_sweep(self, sweep: Mapping[str, Any]) -> "Gamma":
+        """This section with a measured curve (GammaSweep.to_dict), frozen as a loaded one is."""
+        return dataclasses.replace(self, sweep=_tuple(sweep))
+
 
 @_section
 class DupesPair(_Section):
