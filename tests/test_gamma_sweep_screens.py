@@ -92,6 +92,17 @@ def test_profile_without_sweep_keeps_the_rule_and_sweep_needs_gamma(data, profil
     assert noted.exit_code == 0 and "Note: --sweep-steps applies only with --sweep" in noted.stderr
 
 
+def test_gamma_command_headlines_the_measured_gamma_and_keeps_the_margin_view_lower(data):
+    folder, common, _, _ = data
+    shown = CliRunner().invoke(main, ["gamma", *common, *SWEEP], catch_exceptions=False)
+    assert shown.exit_code == 0, shown.output
+    flat = " ".join(shown.stdout.split())
+    head = flat[:flat.index("B = 8 (headline)")]
+    assert re.search(r"gamma \S+ measured \(plateau [^)]*caption-caption proxy, 2 seeds\) at B=8", head)
+    assert "margin" not in head
+    assert "margin-matched gamma" in flat[len(head):]   # lower, under the rule's own numbers
+
+
 def test_compare_table_shows_the_measured_gamma_beside_a_rule_only_profile(profiled):
     _, result, folder = profiled
     plain = json.loads((folder / "plain.json").read_text())
@@ -102,7 +113,8 @@ def test_compare_table_shows_the_measured_gamma_beside_a_rule_only_profile(profi
     row = flat[flat.index("Suggested gamma"):]
     assert f"{result['gamma']['sweep']['measured_gamma']:g} measured (plateau" in row
     assert f"{plain['gamma']['suggested_gamma']:.2f} (range" in row
-    assert f"{result['gamma']['margin_matched_gamma']:.2f}" not in row
+    for margin_matched in (result["gamma"]["margin_matched_gamma"], plain["gamma"]["margin_matched_gamma"]):
+        assert f"{margin_matched:.2f}" not in row
 
 
 def test_report_sweep_headlines_the_measured_gamma_in_its_summary(data):
