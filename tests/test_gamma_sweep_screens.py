@@ -196,3 +196,35 @@ def test_device_reaches_the_sweep_and_cpu_is_deterministic(data, monkeypatch):
         gpu = runner.invoke(main, ["gamma", *common[:-1], "cuda", *SWEEP])
         assert gpu.exit_code == 2 and "Traceback" not in gpu.output
         assert gpu.output.strip().splitlines()[-1].startswith("Error: --device 'cuda'")
+
+
+def test_the_sweep_runs_in_fp32_on_the_device_it_is_given(data, monkeypatch):
+    """Every run's vectors sit on the device named, in float32 (from float64 input too), with TF32 off
+    while it trains and the caller's setting restored after."""
+    import torch
+
+    import capgeo.findings.gamma_sweep as module
+
+    _, _, vectors, codes = data
+    seen = []
+    real = module._train_one
+
+    def recorded(queries, targets, *args, **kwargs):
+        seen.append((queries.device.type, targets.device.type, queries.dtype, targets.dtype,
+                     torch.backends.cuda.matmul.allow_tf32))
+        trace = real(queries, targets, *args, **kwargs)
+        seen.append(trace.losses.dtype)
+        return trace
+
+    monkeypatch.setattr(module, "_train_one", recorded)
+    before = torch.backends.cuda.matmul.allow_tf32   # (a property of torch's, not an attribute monkeypatch can undo)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        module.gamma_sweep(vectors.astype(np.float64), codes, device="cpu", default_batch_size=8, progress=False,
+                           options=SweepOptions(gammas=(0.0, 0.5), seeds=(0, 1), steps=3))
+        restored = torch.backends.cuda.matmul.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    assert seen[0::2] == [("cpu", "cpu", torch.float32, torch.float32, False)] * 4   # 2 gammas x 2 seeds
+    assert seen[1::2] == [np.float64] * 4   # the loss record is read back once, in float64
+    assert restored is True

@@ -430,6 +430,9 @@ def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: Sweep
         # a step's matrices are small: a second thread's synchronisation costs more than it gives
         # (50 steps on 2 shared cores: 2.1 s on one thread, 7.0 s on two)
         torch.set_num_threads(1)
+    # fp32 on a GPU too: TF32 products would move the exactly-zero gradient shares the saturation curve counts
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         for index, (gamma, seed) in enumerate(runs, 1):
             with labelled(pass_label(f"gamma {gamma:g}, seed {seed}", index, len(runs))), \
@@ -438,6 +441,7 @@ def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: Sweep
                                                  logit_scale, bar)
     finally:
         torch.set_num_threads(threads)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     before = [evaluate_before(pairs, plans[seed].validation_images) for seed in options.seeds]
     mean_r1 = {g: np.array([traces[g, s].retrieval.mean_r1 for s in options.seeds]) for g in gammas}
     points = []
