@@ -321,8 +321,6 @@ def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *
         options["batch_sizes"] = (batch_size,) if isinstance(batch_size, numbers.Integral) else tuple(batch_size)
     load_options = {name: options.pop(name) for name in _load_options() if name in options}
     captions = loaded_captions(data, load_options)
-    if sweep and not gamma:
-        raise CapgeoError("profile(): sweep measures gamma, which gamma=False leaves out: give one of them")
     encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
     run = run_profile(captions, encode, ProfileOptions.of(None, **options), gamma=gamma, logit_scale=logit_scale,
                       pairs=pair_options(image_embeddings), progress=progress, sweep=sweep)

@@ -260,20 +260,23 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
         encode.check_cache()
     if isinstance(passes, GammaPasses):
         sweep = passes.sweep   # (checked with the passes)
-    elif sweep is not None:
-        sweep = checked_sweep(sweep)
+    else:
+        sweep = checked_sweep(sweep, gamma=gamma)
     return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
                        logit_scale, per_caption, companion_lists, image_vectors, images, pairs if passes is None else None,
                        sweep)
 
 
-def checked_sweep(sweep):
+def checked_sweep(sweep, *, gamma: bool = True):
     """The sweep's options from what a caller passes: a SweepOptions, True (the defaults) or
-    None/False (no sweep); checked."""
+    None/False (no sweep); checked, and refused where the gamma section is left out (``gamma``
+    False): there is no rule to set the measurement beside."""
     from capgeo.findings.gamma_sweep import SweepOptions
 
     if sweep is None or sweep is False:
         return None
+    if not gamma:
+        raise CapgeoError("--sweep (sweep=) measures gamma, which --no-gamma (gamma=False) leaves out: give one of them")
     if sweep is True:
         return SweepOptions()
     if not isinstance(sweep, SweepOptions):

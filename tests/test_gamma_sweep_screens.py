@@ -135,7 +135,7 @@ def test_report_sweep_headlines_the_measured_gamma_in_its_summary(data):
     for text in (summary, lead):
         assert "margin-matched" not in text and f"{section['margin_matched_gamma']:.2f}" not in text
     refused = CliRunner().invoke(main, ["report", *common, "--sweep", "--no-gamma", "-o", str(page)])
-    assert refused.exit_code == 2 and "Error: --sweep measures gamma" in refused.output
+    assert refused.exit_code == 2 and "Error: --sweep (sweep=) measures gamma" in refused.output
     # a saved profile is drawn as it is: its sweep shown, none run, --sweep named as ignored (and only it)
     redrawn = CliRunner().invoke(main, ["report", str(saved), "--sweep", "-o", str(folder / "redrawn.html")])
     assert redrawn.exit_code == 0, redrawn.output

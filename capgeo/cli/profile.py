@@ -116,10 +116,6 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         include_companions=not no_companions,
         **({} if relative_quantiles is None else {"relative_quantiles": relative_quantiles}))
     sweep = sweep_from_options(options)
-    if sweep is not None and no_gamma:
-        from capgeo.errors import CapgeoError
-
-        raise CapgeoError("--sweep measures gamma, which --no-gamma leaves out: give one of them")
     captions = load_from_options(options)
     from capgeo.geometry.estimate import pairwise_mode
 

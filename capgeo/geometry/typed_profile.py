@@ -720,7 +720,8 @@ class Gamma(_Section):
     reference: Mapping[str, Any] | None = None
     batches: tuple[GammaBatch, ...] | None = None
     batch_sizes_left_out: tuple[int, ...] | None = None
-    #: the measured curve of `capgeo gamma --sweep` (capgeo.findings.gamma_sweep.GammaSweep.to_dict), read-only
+    #: the measured curve of `--sweep` (gamma, profile, report; capgeo.findings.gamma_sweep.GammaSweep.to_dict),
+    #: read-only
     sweep: Mapping[str, Any] | None = None
 
     KEYS = ("rule", "concentration", "headline_batch_size", "suggested_gamma", "suggested_range",

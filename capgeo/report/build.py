@@ -150,10 +150,7 @@ def plan_report(captions, encode: EncodeOptions | None = None, options: ProfileO
     from capgeo.pipeline import ImageOptions, TruncationPasses, checked_sweep, plan_profile
 
     report = report or ReportOptions()
-    if report.sweep is not None and report.sweep is not False:
-        if not report.gamma:
-            raise CapgeoError("--sweep measures gamma, which --no-gamma leaves out: give one of them")
-        report = replace(report, sweep=checked_sweep(report.sweep))
+    report = replace(report, sweep=checked_sweep(report.sweep, gamma=report.gamma))
     # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
     options = ProfileOptions.of(options, relative_buckets=True)
     # without a file of image vectors, the encoder's image tower over the images the dataset names
