@@ -445,7 +445,7 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
             profile = replace(profile, gamma_left_out=left_out)
     image_vectors, image_notes = plan_image_vectors(plan, progress=progress)
     pair_images = plan.image_vectors if plan.image_vectors is not None else image_vectors
-    if plan.gamma and plan.sweep is not None:
+    if plan.sweep is not None:   # (checked_sweep refused it without the gamma section)
         profile = with_sweep(profile, captions, embeddings, plan.sweep, image_vectors=pair_images,
                              device=encode.device, progress=progress)
     if plan.pairs is not None:

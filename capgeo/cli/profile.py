@@ -304,7 +304,8 @@ def _gamma_line(gamma, result: Profile) -> str:
 
     from capgeo.report.summary import encoder_geometry, headline_gamma_text
 
-    line = (f"[bold]{'Gamma' if gamma.sweep else 'Suggested gamma'}:[/bold] {escape(headline_gamma_text(gamma))}, s = {gamma.logit_scale:g} "
+    label = "Gamma" if gamma.sweep else "Suggested gamma"   # a measured gamma is no longer a suggestion
+    line = (f"[bold]{label}:[/bold] {escape(headline_gamma_text(gamma))}, s = {gamma.logit_scale:g} "
             f"({escape(gamma.logit_scale_source)})")
     extra = [f"{entry.suggestion.gamma:.2f} at B={entry.batch_size}" for entry in gamma.batches[1:]]
     if extra:

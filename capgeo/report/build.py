@@ -504,7 +504,8 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
         given = {**load_options, "encoder": encode.encoder, "max_tokens": encode.max_tokens,
                  "batch_size": options.batch_sizes, "format": load_options.get("format") not in (None, "auto"),
                  "truncation": report.truncation, "seed": options.seed != defaults.seed,
-                 "n_batches": options.n_batches != defaults.n_batches, "image_embeddings": getattr(report.pairs, "image_embeddings", None) is not None,
+                 "n_batches": options.n_batches != defaults.n_batches,
+                 "image_embeddings": getattr(report.pairs, "image_embeddings", None) is not None,
                  "sweep": bool(report.sweep)}
         ignored = [name for name in SAVED_PROFILE_IGNORES if given.get(name)]
         with _drawing_saved_profiles([source]):
