@@ -128,25 +128,44 @@ class Leak:
 
 @dataclass(frozen=True)
 class GammaSuggestion:
-    """A starting HN-CLIP gamma with its plausible range (`capgeo gamma`, docs/gamma.md)."""
+    """A starting HN-CLIP gamma with its plausible range (`capgeo gamma`, docs/gamma.md): the measured
+    one where a sweep ran (``sweep=True``), else the rule's instant estimate."""
 
-    gamma: float                       # the headline suggestion (concentration view)
-    range: tuple[float, float]
+    gamma: float                       # the headline: the measured gamma where a sweep ran, else the rule's
+    range: tuple[float, float]         # the measured plateau where a sweep ran, else the rule's range
     batch_size: int                    # the headline batch size it is for
     logit_scale: float
     logit_scale_source: str
-    margin_matched_gamma: float | None
+    margin_matched_gamma: float | None  # a diagnostic (docs/gamma.md), not a second suggestion
     encoder_caution: str | None        # set when the encoder is not a tower training fine-tunes
     batches: tuple[dict, ...]          # per batch size: suggestion, margins, why, grid (docs/gamma.md)
+    rule_gamma: float                  # the rule's instant estimate (concentration view)
+    measured_gamma: float | None       # the best gamma of the proxy fine-tune sweep; None: none ran
+    sweep: dict | None                 # the measured curve (the gamma section's ``sweep``), or None
     _json: dict = field(repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, profile: dict) -> "GammaSuggestion":
         section = profile["gamma"]
+        rule = section["suggested_gamma"]
         low, high = section["suggested_range"]
-        return cls(section["suggested_gamma"], (low, high), section["headline_batch_size"], section["logit_scale"],
+        sweep = copy.deepcopy(section.get("sweep"))
+        if sweep:
+            gamma, (low, high) = sweep["measured_gamma"], (min(sweep["plateau"]), max(sweep["plateau"]))
+        else:
+            gamma = rule
+        return cls(gamma, (low, high), section["headline_batch_size"], section["logit_scale"],
                    section["logit_scale_source"], section["margin_matched_gamma"], section["encoder_caution"],
-                   tuple(section["batches"]), copy.deepcopy(profile))
+                   tuple(section["batches"]), rule, sweep["measured_gamma"] if sweep else None, sweep,
+                   copy.deepcopy(profile))
+
+    @property
+    def headline(self) -> str:
+        """The gamma as every first screen gives it ("0.5 measured (plateau 0.25-1; ...) at B=128; the
+        rule's instant estimate 0.13", or the rule's "0.13 (range 0.06-0.19) at B=128")."""
+        from capgeo.report.summary import headline_gamma_text
+
+        return headline_gamma_text(self._json["gamma"])
 
     def to_dict(self) -> dict:
         """The `capgeo gamma --json` object (a ``capgeo.profile/1`` with its gamma section)."""
@@ -271,7 +290,7 @@ def _profile_options() -> dict:
 def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *, device: str | None = None,
             cache_dir: str | os.PathLike | None = None, use_cache: bool = True, max_tokens: int | None = None,
             gamma: bool = True, logit_scale: float | None = None, progress: bool | None = None, image_embeddings=None,
-            **options):
+            sweep: Any = None, **options):
     """The profile of a dataset's captions in one call: what `capgeo profile DATA --json` writes,
     as a typed :class:`capgeo.geometry.typed_profile.Profile` (``profile.to_dict()`` gives the dict).
 
@@ -285,7 +304,10 @@ def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *
     keyword arguments are :class:`capgeo.geometry.profile_options.ProfileOptions` fields (seed,
     n_batches, buckets, top_k, near_duplicate_threshold, mode, ...). ``image_embeddings``: image vectors
     of the same CLIP (a file, an array in group-code order, or capgeo.images.ImageVectors) add the
-    ``pairs`` section (docs/pairs.md). Raises capgeo's errors (capgeo.errors) for bad data or options.
+    ``pairs`` section (docs/pairs.md). ``sweep``: True (or a
+    capgeo.findings.gamma_sweep.SweepOptions) measures gamma too, a short proxy fine-tune on the
+    vectors (docs/gamma.md); ``profile.gamma.measured_gamma`` is then the headline, the rule's
+    ``suggested_gamma`` its instant estimate. Raises capgeo's errors (capgeo.errors) for bad data or options.
     """
     import numbers
 
@@ -301,7 +323,7 @@ def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *
     captions = loaded_captions(data, load_options)
     encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
     run = run_profile(captions, encode, ProfileOptions.of(None, **options), gamma=gamma, logit_scale=logit_scale,
-                      pairs=pair_options(image_embeddings), progress=progress)
+                      pairs=pair_options(image_embeddings), progress=progress, sweep=sweep)
     # kept for profile.per_caption() and profile.to_html(): the one-call user has no captions or embeddings
     return run.profile._keeping(run.captions, run.embeddings)
 
@@ -379,27 +401,35 @@ def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = L
 @checked_arguments(_load_options)
 def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] | None = None,
                   logit_scale: float | None = None, seed: int = 0, grid: Sequence[float] | None = None,
-                  device: str | None = None, cache_dir: str | os.PathLike | None = None,
-                  **load_options) -> GammaSuggestion:
+                  device: str | None = None, cache_dir: str | os.PathLike | None = None, sweep: Any = None,
+                  progress: bool | None = None, **load_options) -> GammaSuggestion:
     """A starting HN-CLIP gamma for these captions under ``encoder``, at the training batch
     ``batch_size`` (default 128, the paper's; several: the first is the headline) and logit
     scale (default: the checkpoint's, else 100), as `capgeo gamma` suggests it; ``grid``: the
-    gamma values of the diagnostics table (default: `capgeo gamma`'s).
+    gamma values of the diagnostics table (default: `capgeo gamma`'s). ``sweep``: True (or a
+    capgeo.findings.gamma_sweep.SweepOptions) measures gamma too, as `capgeo gamma --sweep` does
+    (the caption-caption proxy, on ``device``): ``.gamma`` is then the measured gamma, ``.rule_gamma``
+    the rule's instant estimate, ``.sweep`` the curve.
 
     >>> capgeo.suggest_gamma("captions.json", encoder="longclip-L", batch_size=256).gamma
     """
     from capgeo.findings.gamma import gamma_profile
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
-    from capgeo.pipeline import checked_dataset, loaded_captions
+    from capgeo.pipeline import checked_dataset, checked_sweep, loaded_captions, measured_sweep
 
     captions, _ = checked_dataset(loaded_captions(data, load_options), cache=False)
+    sweep = checked_sweep(sweep)
     resolved = resolve_batch_sizes(batch_size, captions.n_groups)
     for size in resolved.sizes:
         check_gamma_batch_size(size, captions.n_groups)
     embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
     grid_option = {} if grid is None else {"grid": grid}
-    return GammaSuggestion.from_dict(gamma_profile(captions, embeddings, logit_scale=logit_scale,
-                                                   batch_sizes=resolved.sizes, seed=seed, **grid_option))
+    result = gamma_profile(captions, embeddings, logit_scale=logit_scale, batch_sizes=resolved.sizes, seed=seed,
+                           **grid_option)
+    if sweep is not None:
+        result["gamma"]["sweep"] = measured_sweep(result["gamma"], captions, embeddings, sweep, device=device,
+                                                  progress=progress)
+    return GammaSuggestion.from_dict(result)
 
 
 @checked_arguments(_load_options)

@@ -219,6 +219,9 @@ class ProfilePlan:
     images: ImageOptions | None = None
     #: the pairs section's options (with image vectors), or None
     pairs: PairOptions | None = None
+    #: a measured gamma too: the proxy fine-tune sweep's options (capgeo.findings.gamma_sweep.SweepOptions,
+    #: checked), run where the gamma section is; None: the rule alone
+    sweep: Any = None
 
     def with_passes(self, passes: GammaPasses | TruncationPasses | None) -> "ProfilePlan":
         """This plan for other passes over the same captions and options (the report's truncation
@@ -233,7 +236,7 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
                  extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
                  per_caption: str | Path | None = None, companion_lists: bool = True,
                  passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
-                 images: ImageOptions | None = None) -> ProfilePlan:
+                 images: ImageOptions | None = None, sweep=None) -> ProfilePlan:
     """Every check of a :func:`run_profile` run before its (slow) encoding, once: the captions
     loaded (a path or data in memory), ``encode`` and ``options`` checked, the batch sizes resolved
     against the dataset, what ``passes`` need, and the embedding cache (unless ``embeddings`` are
@@ -255,8 +258,30 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
         _check_images(captions, images)
     if embeddings is None or passes is not None:  # (the passes embed the captions themselves)
         encode.check_cache()
+    if isinstance(passes, GammaPasses):
+        sweep = passes.sweep   # (checked with the passes)
+    else:
+        sweep = checked_sweep(sweep, gamma=gamma)
     return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
-                       logit_scale, per_caption, companion_lists, image_vectors, images, pairs if passes is None else None)
+                       logit_scale, per_caption, companion_lists, image_vectors, images, pairs if passes is None else None,
+                       sweep)
+
+
+def checked_sweep(sweep, *, gamma: bool = True):
+    """The sweep's options from what a caller passes: a SweepOptions, True (the defaults) or
+    None/False (no sweep); checked, and refused where the gamma section is left out (``gamma``
+    False): there is no rule to set the measurement beside."""
+    from capgeo.findings.gamma_sweep import SweepOptions
+
+    if sweep is None or sweep is False:
+        return None
+    if not gamma:
+        raise CapgeoError("--sweep (sweep=) measures gamma, which --no-gamma (gamma=False) leaves out: give one of them")
+    if sweep is True:
+        return SweepOptions()
+    if not isinstance(sweep, SweepOptions):
+        raise CapgeoError(f"sweep must be True, False, None or a SweepOptions, got {sweep!r}")
+    return sweep.checked()
 
 
 def _check_images(captions, images: ImageOptions) -> None:
@@ -335,7 +360,7 @@ def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) ->
         for size in resolved.sizes:
             check_gamma_batch_size(size, captions.n_groups)
         if passes.sweep is not None:
-            passes.sweep.checked()
+            checked_sweep(passes.sweep)
         # read once, before the (slow) encoding; the profile names the file they came from
         return (checked_image_embeddings(passes.image_embeddings, captions)
                 if passes.image_embeddings is not None else None)
@@ -353,7 +378,7 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
                 per_caption: str | Path | None = None, companion_lists: bool = True,
                 passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
                 plan: ProfilePlan | None = None, progress: bool | None = None, command: str | None = None,
-                images: ImageOptions | None = None) -> ProfileRun:
+                images: ImageOptions | None = None, sweep=None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
     captions to a profile (:func:`plan_profile`, then :func:`run_plan`).
 
@@ -373,12 +398,14 @@ def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, 
     ``plan``: the :class:`ProfilePlan` that :func:`plan_profile` made of these arguments, for a caller
     that checked them before its first encoding (`compare` checks every dataset first): it is run
     as it is, nothing checked again. ``images``: also the images' vectors, for the pair analyses
-    (ProfileRun.image_vectors; :class:`ImageOptions` says where they come from).
+    (ProfileRun.image_vectors; :class:`ImageOptions` says where they come from). ``sweep``: a
+    capgeo.findings.gamma_sweep.SweepOptions (or True: its defaults) measures gamma too, where the
+    gamma section is (its ``sweep``, the headline from then on; docs/gamma.md).
     """
     if plan is None:
         plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=extra_batch_sizes,
                             gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                            companion_lists=companion_lists, passes=passes, pairs=pairs, images=images)
+                            companion_lists=companion_lists, passes=passes, pairs=pairs, images=images, sweep=sweep)
     return run_plan(plan, progress=progress, command=command)
 
 
@@ -417,8 +444,11 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
         if left_out:  # asked for and not there (all of it, or some batch sizes): say why, in JSON and on the terminal
             profile = replace(profile, gamma_left_out=left_out)
     image_vectors, image_notes = plan_image_vectors(plan, progress=progress)
+    pair_images = plan.image_vectors if plan.image_vectors is not None else image_vectors
+    if plan.sweep is not None:   # (checked_sweep refused it without the gamma section)
+        profile = with_sweep(profile, captions, embeddings, plan.sweep, image_vectors=pair_images,
+                             device=encode.device, progress=progress)
     if plan.pairs is not None:
-        pair_images = plan.image_vectors if plan.image_vectors is not None else image_vectors
         if pair_images is not None:
             profile = with_pairs(profile, captions, embeddings, pair_images, plan.pairs,
                                  batch_size=plan.batch_sizes.headline, logit_scale=plan.logit_scale, progress=progress)
@@ -439,20 +469,40 @@ def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None)
         command=command, logit_scale=passes.logit_scale, batch_sizes=plan.batch_sizes.sizes,
         grid=passes.grid or DEFAULT_GRID, n_batches=options.n_batches, seed=options.seed, progress=progress,
         **({} if passes.hard_edge is None else {"hard_edge": passes.hard_edge}))
+    profile = Profile.from_dict(profile)
     if passes.sweep is not None:
-        profile["gamma"]["sweep"] = _sweep(plan, embeddings, profile["gamma"], progress).to_dict()
-    return ProfileRun(captions, embeddings, Profile.from_dict(profile), plan.batch_sizes)
+        profile = with_sweep(profile, captions, embeddings, passes.sweep, image_vectors=plan.image_vectors,
+                             device=encode.device, progress=progress)
+    return ProfileRun(captions, embeddings, profile, plan.batch_sizes)
 
 
-def _sweep(plan: ProfilePlan, embeddings, section: dict, progress: bool | None):
-    """The proxy fine-tune sweep of GammaPasses.sweep, at the rule's headline batch size and logit
-    scale, with the rule's suggestion among its gammas."""
+def with_sweep(profile: Profile, captions, embeddings, sweep, *, image_vectors=None, device: str | None = None,
+               progress: bool | None = None) -> Profile:
+    """``profile`` with its gamma section's ``sweep``: the proxy fine-tune (``sweep``, a SweepOptions)
+    at the rule's headline batch size and logit scale, the rule's suggestion among its gammas, on
+    ``device`` (the run's --device). With ``image_vectors`` (an (n_groups, d) array or ImageVectors)
+    image -> text, else the caption-caption proxy. A profile without a gamma section is returned as
+    it is (its ``gamma_left_out`` says why; there is no rule to set beside a measurement)."""
+    gamma = profile.gamma
+    if gamma is None or gamma.suggested_gamma is None:
+        return profile
+    return replace(profile, gamma=gamma.with_sweep(
+        measured_sweep(gamma, captions, embeddings, sweep, image_vectors=image_vectors, device=device,
+                       progress=progress)))
+
+
+def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, device: str | None = None,
+                   progress: bool | None = None) -> dict:
+    """The proxy fine-tune sweep (GammaSweep.to_dict) set beside the rule's gamma section ``gamma`` (a
+    Gamma or its dict): at its headline batch size and logit scale, its suggestion among the gammas."""
     from capgeo.findings.gamma_sweep import gamma_sweep
+    from capgeo.geometry.typed_profile import Gamma
 
-    return gamma_sweep(embeddings.vectors, plan.captions.group_codes, image_vectors=plan.image_vectors,
-                       options=plan.passes.sweep, rule_gamma=section["suggested_gamma"],
-                       logit_scale=section["logit_scale"], default_batch_size=section["headline_batch_size"],
-                       device=plan.encode.device, progress=progress)
+    gamma = Gamma.from_dict(gamma) if isinstance(gamma, dict) else gamma
+    return gamma_sweep(getattr(embeddings, "vectors", embeddings), captions.group_codes, image_vectors=image_vectors,
+                       options=checked_sweep(sweep), rule_gamma=gamma.suggested_gamma,
+                       logit_scale=gamma.logit_scale, default_batch_size=gamma.headline_batch_size, device=device,
+                       progress=progress).to_dict()
 
 
 def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:

@@ -15,34 +15,18 @@ from capgeo.cli.options import (
     emit,
     encode_from_options,
     encoder_options,
+    gamma_list,
     image_embeddings_option,
     json_option,
     load_from_options,
     refuse_path_clashes,
     reproduce_command,
     seed_option,
+    sweep_from_options,
+    sweep_options,
 )
-from capgeo.defaults import (
-    GAMMA_HARD_EDGE,
-    MAX_GAMMA,
-    MAX_LOGIT_SCALE,
-    SWEEP_LEARNING_RATE,
-    SWEEP_SEEDS,
-    SWEEP_STEPS,
-)
+from capgeo.defaults import GAMMA_HARD_EDGE, MAX_LOGIT_SCALE
 from capgeo.progress import counts_passes
-
-
-def _parse_grid(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        grid = [float(item) for item in value.replace(" ", "").split(",") if item]
-    except ValueError:
-        raise click.BadParameter(f"{value!r}: expected comma-separated numbers, e.g. 0,0.25,0.5,1") from None
-    if not grid or not all(0 <= gamma <= MAX_GAMMA for gamma in grid):  # (NaN fails the comparison too)
-        raise click.BadParameter(f"{value!r}: expected one or more finite gamma values >= 0, at most {MAX_GAMMA:,g}")
-    return grid
 
 
 @click.command(short_help="A starting HN-CLIP gamma for DATA, with its reasons and numbers.",
@@ -52,52 +36,34 @@ def _parse_grid(ctx, param, value):
 @click.option("--logit-scale", type=FiniteFloatRange(min=0, min_open=True, max=MAX_LOGIT_SCALE), default=None, metavar="S",
               help="Logit scale s (exp of CLIP's logit_scale). Default: the checkpoint's when it has one, else 100 "
                    "(the paper's).")
-@click.option("--grid", callback=_parse_grid, default=None, metavar="G1,G2,...",
+@click.option("--grid", callback=gamma_list, default=None, metavar="G1,G2,...",
               help="gamma values of the diagnostics table. Default: 0 to 1 in steps of 0.125.")
 @batch_size_options
 @seed_option("Seed of the batch draw.")
 @click.option("--hard-edge", type=FiniteFloatRange(-1, 1), default=GAMMA_HARD_EDGE, show_default=True,
               help="Caption cosine at or above which an in-batch negative counts as hardest-bucket.")
 @image_embeddings_option("Adds the loss at initialisation.")
-@click.option("--sweep", is_flag=True, default=False,
-              help="Measure gamma too: a short proxy fine-tune (an adapter on the frozen vectors) at every sweep "
-                   "gamma, R@1/R@5 on held-out images (capgeo docs gamma). Without --image-embeddings: a "
-                   "caption-caption proxy.")
-@click.option("--sweep-gammas", callback=_parse_grid, default=None, metavar="G1,G2,...",
-              help="gammas of the sweep, the rule's suggestion added. Default: 0,0.25,0.5,0.75,1.")
-@click.option("--sweep-seeds", type=click.IntRange(min=1), default=len(SWEEP_SEEDS), show_default=True,
-              metavar="N", help="Seeds of the sweep (0..N-1): each its own split by image and batch order.")
-@click.option("--sweep-steps", type=click.IntRange(min=1), default=SWEEP_STEPS, show_default=True,
-              help="Training steps of each sweep run (batches of the headline --batch-size).")
-@click.option("--sweep-lr", type=FiniteFloatRange(min=0, min_open=True), default=SWEEP_LEARNING_RATE,
-              show_default=True, help="Adam learning rate of the sweep's adapter.")
-@click.option("--image-adapter", is_flag=True, default=False, help="Sweep: adapt the image side too.")
+@sweep_options
 @json_option
 @counts_passes
-def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embeddings, sweep, sweep_gammas,
-          sweep_seeds, sweep_steps, sweep_lr, image_adapter, json_out, **options):
+def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embeddings, json_out, **options):
     """Suggest an HN-CLIP gamma for this dataset, encoder, logit scale and batch size.
 
     The rule (`capgeo docs gamma`) picks the gamma that makes each row's boosted softmax as
     concentrated on the most similar captions as the paper's default (gamma 0.5, s 100,
     B 128) makes it on geometry like the paper's DOCCI statistics.
     """
-    from capgeo.findings.gamma_sweep import SweepOptions
     from capgeo.geometry.profile_options import ProfileOptions
     from capgeo.pipeline import gamma_dataset
 
     refuse_path_clashes()
     captions = load_from_options(options)
-    sweep_options = None
-    if sweep:
-        sweep_options = SweepOptions(seeds=tuple(range(sweep_seeds)), steps=sweep_steps, learning_rate=sweep_lr,
-                                     image_adapter=image_adapter,
-                                     **({} if sweep_gammas is None else {"gammas": tuple(sweep_gammas)}))
+    sweep = sweep_from_options(options)
     # the pipeline checks every option before the encoding
     run = gamma_dataset(captions, encode_from_options(options),
                         ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
                         logit_scale=logit_scale, grid=grid, hard_edge=hard_edge, image_embeddings=image_embeddings,
-                        sweep=sweep_options, command=reproduce_command())
+                        sweep=sweep, command=reproduce_command())
     profile, resolved = run.profile, run.batch_sizes
     for note in resolved.notes:   # after the work, so that an error stays the only line
         click.echo(f"Note: {note}", err=True)

@@ -459,3 +459,61 @@ def batch_size_options(command):
                            show_default=True, help="Random batches drawn per batch size.")(command)
     return click.option("--batch-size", "batch_sizes", type=click.IntRange(min=2), multiple=True, metavar="B",
                         help=BATCH_SIZE_HELP)(command)
+
+
+def gamma_list(ctx, param, value):
+    """click callback: comma-separated gamma values, each from 0 to capgeo.defaults.MAX_GAMMA."""
+    from capgeo.defaults import MAX_GAMMA
+
+    if value is None:
+        return None
+    try:
+        grid = [float(item) for item in value.replace(" ", "").split(",") if item]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: expected comma-separated numbers, e.g. 0,0.25,0.5,1") from None
+    if not grid or not all(0 <= gamma <= MAX_GAMMA for gamma in grid):  # (NaN fails the comparison too)
+        raise click.BadParameter(f"{value!r}: expected one or more finite gamma values >= 0, at most {MAX_GAMMA:,g}")
+    return grid
+
+
+def sweep_options(command):
+    """--sweep and its --sweep-* options (one definition: gamma, profile and report take them);
+    :func:`sweep_from_options` makes them one SweepOptions; the defaults are SweepOptions' own
+    (capgeo.defaults, read here without importing numpy at start-up)."""
+    from capgeo.defaults import SWEEP_GAMMAS, SWEEP_LEARNING_RATE, SWEEP_SEEDS, SWEEP_STEPS
+
+    decorators = [
+        click.option("--sweep", is_flag=True, default=False,
+                     help="Measure gamma too: a short proxy fine-tune (an adapter on the frozen vectors) at every "
+                          "sweep gamma, R@1/R@5 on held-out images (capgeo docs gamma); the measured gamma becomes "
+                          "the headline. Without image vectors: a caption-caption proxy."),
+        click.option("--sweep-gammas", callback=gamma_list, default=None, metavar="G1,G2,...",
+                     help="gammas of the sweep, the rule's suggestion added. Default: "
+                          + ",".join(f"{g:g}" for g in SWEEP_GAMMAS) + "."),
+        click.option("--sweep-seeds", type=click.IntRange(min=1), default=len(SWEEP_SEEDS), show_default=True,
+                     metavar="N", help="Seeds of the sweep (0..N-1): each its own split by image and batch order."),
+        click.option("--sweep-steps", type=click.IntRange(min=1), default=SWEEP_STEPS, show_default=True,
+                     help="Training steps of each sweep run (batches of the headline --batch-size)."),
+        click.option("--sweep-lr", type=FiniteFloatRange(min=0, min_open=True), default=SWEEP_LEARNING_RATE,
+                     show_default=True, help="Adam learning rate of the sweep's adapter."),
+        click.option("--image-adapter", is_flag=True, default=False, help="Sweep: adapt the image side too."),
+    ]
+    for decorator in reversed(decorators):
+        command = decorator(command)
+    return command
+
+
+def sweep_from_options(options: dict):
+    """Pop :func:`sweep_options`' values from a command's kwargs: a SweepOptions with --sweep, else
+    None (a --sweep-* option given without --sweep is noted on stderr, not silently dropped)."""
+    from capgeo.findings.gamma_sweep import SweepOptions
+
+    sweep, gammas, seeds = options.pop("sweep"), options.pop("sweep_gammas"), options.pop("sweep_seeds")
+    steps, learning_rate, image_adapter = options.pop("sweep_steps"), options.pop("sweep_lr"), options.pop("image_adapter")
+    if not sweep:
+        for note in unused_option_notes(*((name, True, "applies only with --sweep") for name in
+                                          ("sweep_gammas", "sweep_seeds", "sweep_steps", "sweep_lr", "image_adapter"))):
+            click.echo(f"Note: {note}", err=True)
+        return None
+    return SweepOptions(seeds=tuple(range(seeds)), steps=steps, learning_rate=learning_rate,
+                        image_adapter=image_adapter, **({} if gammas is None else {"gammas": tuple(gammas)}))

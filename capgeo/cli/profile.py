@@ -28,6 +28,8 @@ from capgeo.cli.options import (
     reproduce_command,
     row_file_output,
     seed_option,
+    sweep_from_options,
+    sweep_options,
     unused_option_notes,
 )
 from capgeo.cli.pass_options import block_size_option, precision_option
@@ -92,6 +94,7 @@ DEFAULTS = ProfileOptions()
               callback=row_file_output(TABLE_SUFFIXES),
               help="With --image-embeddings: also write every cross-modal false negative (ids, cosines) to FILE, to "
                    "mask during training: Parquet, CSV or JSONL by suffix, atomically.")
+@sweep_options
 @json_option
 @ray_option
 @counts_passes
@@ -112,6 +115,7 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         sampled_above=sampled_above, sampled_pairs=sampled_pairs, companions=companions,
         include_companions=not no_companions,
         **({} if relative_quantiles is None else {"relative_quantiles": relative_quantiles}))
+    sweep = sweep_from_options(options)
     captions = load_from_options(options)
     from capgeo.geometry.estimate import pairwise_mode
 
@@ -123,7 +127,7 @@ def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_size
         companion_lists=json_out is not None,
         # the pairs section wherever there are image vectors: the file given, else the encoder's image tower
         pairs=PairOptions(image_embeddings, delta, image_threshold, false_negatives),
-        images=ImageOptions() if image_embeddings is None else None,
+        images=ImageOptions() if image_embeddings is None else None, sweep=sweep,
     )
     result, resolved = run.profile, run.batch_sizes
     mode_used = result.options.mode_used
@@ -300,11 +304,19 @@ def _gamma_line(gamma, result: Profile) -> str:
 
     from capgeo.report.summary import encoder_geometry, headline_gamma_text
 
-    line = (f"[bold]Suggested gamma:[/bold] {escape(headline_gamma_text(gamma))}, s = {gamma.logit_scale:g} "
+    label = "Gamma" if gamma.sweep else "Suggested gamma"   # a measured gamma is no longer a suggestion
+    line = (f"[bold]{label}:[/bold] {escape(headline_gamma_text(gamma))}, s = {gamma.logit_scale:g} "
             f"({escape(gamma.logit_scale_source)})")
     extra = [f"{entry.suggestion.gamma:.2f} at B={entry.batch_size}" for entry in gamma.batches[1:]]
     if extra:
-        line += f"; other batch sizes: {', '.join(extra)}"
+        line += f"; {'the rule at ' if gamma.sweep else ''}other batch sizes: {', '.join(extra)}"
+    if gamma.sweep:
+        from capgeo.findings.gamma_sweep import beats_zero_text
+
+        sweep = gamma.sweep
+        line += (f". gamma > 0 beats gamma 0 beyond the seed spread: {escape(beats_zero_text(sweep))}; the rule's "
+                 f"suggestion is {escape(sweep['rule_position'] or 'not among the gammas')}. The measured curve: "
+                 "`capgeo report` or --json")
     line += f". Evidence: {gamma.paper_sweep_note}. Why, and the margin view: `capgeo gamma`."
     if gamma.encoder_caution:
         line += (f"\n[bold yellow]Caution:[/bold yellow] this gamma is for {shown(encoder_geometry(result))}, "

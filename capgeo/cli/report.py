@@ -23,6 +23,8 @@ from capgeo.cli.options import (
     refuse_path_clashes,
     reproduce_command,
     seed_option,
+    sweep_from_options,
+    sweep_options,
     warn_skipped,
     writable_default_output,
     writable_output,
@@ -98,6 +100,7 @@ def _profile_options(command):
               help="HTML file to write (default: DATA's name with .html, in the current folder).")
 @image_embeddings_option("Adds the image-caption pairs section (capgeo docs pairs).")
 @pair_options
+@sweep_options
 @force_option
 @ray_option
 @counts_passes
@@ -114,6 +117,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map,
     from capgeo.report.build import ReportOptions, write_report
 
     source = options.pop("data")
+    sweep = sweep_from_options(options)
     defaults = () if output else ("--output",)
     output = output or writable_default_output(_default_output(source))
     # what --fill-missing reads, which only the profile names, is an input too
@@ -125,7 +129,7 @@ def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map,
             options=ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
             report=ReportOptions(dupes=not no_dupes, gamma=not no_gamma, caption_map=not no_map, truncation=truncation,
                                  leak=leak, fill_missing=fill_missing, save_profile=save_profile,
-                                 pairs=PairOptions(image_embeddings, delta, image_threshold)),
+                                 pairs=PairOptions(image_embeddings, delta, image_threshold), sweep=sweep),
             load_options=pop_load_options(options), command=reproduce_command(), on_skipped=warn_skipped,
             on_saved=lambda path: click.echo(f"Wrote {path}", err=True), force=forced())
     if written.ignored_options:

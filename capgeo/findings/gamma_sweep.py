@@ -430,6 +430,9 @@ def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: Sweep
         # a step's matrices are small: a second thread's synchronisation costs more than it gives
         # (50 steps on 2 shared cores: 2.1 s on one thread, 7.0 s on two)
         torch.set_num_threads(1)
+    # fp32 on a GPU too: TF32 products would move the exactly-zero gradient shares the saturation curve counts
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     try:
         for index, (gamma, seed) in enumerate(runs, 1):
             with labelled(pass_label(f"gamma {gamma:g}, seed {seed}", index, len(runs))), \
@@ -438,6 +441,7 @@ def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: Sweep
                                                  logit_scale, bar)
     finally:
         torch.set_num_threads(threads)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
     before = [evaluate_before(pairs, plans[seed].validation_images) for seed in options.seeds]
     mean_r1 = {g: np.array([traces[g, s].retrieval.mean_r1 for s in options.seeds]) for g in gammas}
     points = []
@@ -515,6 +519,16 @@ def measured_headline(sweep) -> str:
             f"{len(sweep['seeds'])} seeds) at B={sweep['batch_size']}")
 
 
+def beats_zero_text(sweep) -> str:
+    """Whether gamma > 0 beat gamma 0 beyond the seed spread, in words: "yes, +1.20 points"."""
+    best = next(p for p in sweep["points"] if p["gamma"] == sweep["measured_gamma"])
+    if sweep["beats_zero"] is None:
+        return "one seed, no spread to judge by"
+    if sweep["measured_gamma"] == 0:
+        return "no, gamma 0 is the best measured"
+    return f"{'yes' if sweep['beats_zero'] else 'no'}, {best['gain_over_zero']:+.2f} points"
+
+
 def describe_sweep(sweep) -> list[str]:
     """The sweep's result as short terminal lines (``sweep``: :meth:`GammaSweep.to_dict`'s mapping);
     lines starting with a space are details under the one before."""
@@ -543,15 +557,9 @@ def describe_sweep(sweep) -> list[str]:
     lines.append(" (* the best, r the rule's suggestion; +-: standard deviation over seeds; vs 0: mean gain over "
                  "gamma 0 on the same seeds)")
     plateau = sweep["plateau"]
-    best = next(p for p in sweep["points"] if p["gamma"] == sweep["measured_gamma"])
-    if sweep["beats_zero"] is None:
-        verdict = "one seed, no spread to judge by"
-    elif sweep["measured_gamma"] == 0:
-        verdict = "no, gamma 0 is the best measured"
-    else:
-        verdict = f"{'yes' if sweep['beats_zero'] else 'no'}, {best['gain_over_zero']:+.2f} points"
     lines.append(f" plateau (gammas within {sweep['spread']:.2f} points, the seed spread of a difference, of the "
-                 f"best): {', '.join(f'{g:g}' for g in plateau)}; gamma > 0 beats gamma 0 beyond the spread: {verdict}")
+                 f"best): {', '.join(f'{g:g}' for g in plateau)}; gamma > 0 beats gamma 0 beyond the spread: "
+                 f"{beats_zero_text(sweep)}")
     if sweep["rule_gamma"] is not None:
         lines.append(f" the rule's suggestion {sweep['rule_gamma']:g} is {sweep['rule_position']}")
     steps = _checkpoints(sweep["steps"])

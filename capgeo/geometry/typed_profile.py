@@ -720,7 +720,8 @@ class Gamma(_Section):
     reference: Mapping[str, Any] | None = None
     batches: tuple[GammaBatch, ...] | None = None
     batch_sizes_left_out: tuple[int, ...] | None = None
-    #: the measured curve of `capgeo gamma --sweep` (capgeo.findings.gamma_sweep.GammaSweep.to_dict), read-only
+    #: the measured curve of `--sweep` (gamma, profile, report; capgeo.findings.gamma_sweep.GammaSweep.to_dict),
+    #: read-only
     sweep: Mapping[str, Any] | None = None
 
     KEYS = ("rule", "concentration", "headline_batch_size", "suggested_gamma", "suggested_range",
@@ -763,6 +764,10 @@ class Gamma(_Section):
     def measured_gamma(self) -> float | None:
         """The best gamma of the proxy fine-tune sweep, when one ran (then it is the headline)."""
         return self.sweep.get("measured_gamma") if self.sweep else None
+
+    def with_sweep(self, sweep: Mapping[str, Any]) -> "Gamma":
+        """This section with a measured curve (GammaSweep.to_dict), frozen as a loaded one is."""
+        return dataclasses.replace(self, sweep=_tuple(sweep))
 
 
 @_section

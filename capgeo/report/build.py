@@ -119,6 +119,9 @@ class ReportOptions:
     save_profile: str | Path | None = None
     #: the pairs section (capgeo.pipeline.PairOptions with image vectors; docs/pairs.md)
     pairs: Any = None
+    #: a measured gamma in the gamma section (capgeo.findings.gamma_sweep.SweepOptions, or True: its
+    #: defaults), the headline of the summary and the section; None: the rule alone
+    sweep: Any = None
 
 
 @dataclass(frozen=True)
@@ -144,9 +147,10 @@ def plan_report(captions, encode: EncodeOptions | None = None, options: ProfileO
     """Every check of :func:`report_dataset` before its first encoding, once
     (capgeo.pipeline.plan_profile, and the truncation section's own checks); the evaluation
     sets of ``report.leak`` given as paths are read now."""
-    from capgeo.pipeline import ImageOptions, TruncationPasses, plan_profile
+    from capgeo.pipeline import ImageOptions, TruncationPasses, checked_sweep, plan_profile
 
     report = report or ReportOptions()
+    report = replace(report, sweep=checked_sweep(report.sweep, gamma=report.gamma))
     # relative buckets too: MiniLM-like encoders put almost every negative below the absolute 0.7 edge
     options = ProfileOptions.of(options, relative_buckets=True)
     # without a file of image vectors, the encoder's image tower over the images the dataset names
@@ -193,6 +197,11 @@ def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str |
                                   progress=progress, scan=scan)
     notes += added
     pair_images = plan.profile.image_vectors if plan.profile.image_vectors is not None else run.image_vectors
+    if report.sweep:
+        from capgeo.pipeline import with_sweep
+
+        profile = with_sweep(profile, captions, embeddings, report.sweep, image_vectors=pair_images,
+                             device=encode.device, progress=progress)
     if plan.profile.pairs is not None and pair_images is not None:
         from capgeo.pipeline import with_pairs
 
@@ -445,7 +454,8 @@ DATASET_ONLY_OPTIONS = ("encoder", "text_column", "captions_column", "id_column"
                         "image_column", "images", "max_tokens", "batch_size")
 #: All that a saved profile ignores: its sections keep the seed and batch count they were made with
 #: (--fill-missing uses them too), and the truncation section needs the dataset's encoding at each length
-SAVED_PROFILE_IGNORES = (*DATASET_ONLY_OPTIONS, "format", "seed", "n_batches", "truncation", "image_embeddings")
+SAVED_PROFILE_IGNORES = (*DATASET_ONLY_OPTIONS, "format", "seed", "n_batches", "truncation", "image_embeddings",
+                         "sweep")
 
 
 @dataclass
@@ -494,7 +504,9 @@ def write_report(source: str | Path, output: str | Path, *, encode: EncodeOption
         given = {**load_options, "encoder": encode.encoder, "max_tokens": encode.max_tokens,
                  "batch_size": options.batch_sizes, "format": load_options.get("format") not in (None, "auto"),
                  "truncation": report.truncation, "seed": options.seed != defaults.seed,
-                 "n_batches": options.n_batches != defaults.n_batches, "image_embeddings": report.pairs is not None}
+                 "n_batches": options.n_batches != defaults.n_batches,
+                 "image_embeddings": getattr(report.pairs, "image_embeddings", None) is not None,
+                 "sweep": bool(report.sweep)}
         ignored = [name for name in SAVED_PROFILE_IGNORES if given.get(name)]
         with _drawing_saved_profiles([source]):
             report_input = load_saved_profile(source, dupes=report.dupes, gamma=report.gamma)

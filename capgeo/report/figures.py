@@ -441,7 +441,7 @@ def gamma_figure(gamma: Gamma | dict, title: str = "Gamma sweep: how HN-CLIP's b
 
 
 def gamma_sweep_figure(sweep, title: str = "Measured gamma: the proxy fine-tune sweep") -> go.Figure:
-    """``capgeo gamma --sweep``'s result (the gamma section's ``sweep``). Left: held-out mean R@1 per
+    """``--sweep``'s result (the gamma section's ``sweep``). Left: held-out mean R@1 per
     gamma, mean and standard deviation over seeds, the plateau shaded and the rule's suggestion marked.
     Right: the saturation along the run for gamma 0 and the best gamma, per step: the share of
     batches with loss below 1e-3 and of negative logits with an exactly zero fp32 gradient."""

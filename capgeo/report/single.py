@@ -30,7 +30,7 @@ FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gam
 HARDEST_NEGATIVE_FIGURE_ID = "fig-hardest-negative"
 #: The caption map (capgeo.map): drawn when the profile has a map section.
 OPTIONAL_FIGURE_IDS = (HARDEST_NEGATIVE_FIGURE_ID, MAP_FIGURE_ID)
-#: Drawn only when the gamma section carries a measured sweep (`capgeo gamma --sweep --json`).
+#: Drawn only when the gamma section carries a measured sweep (`--sweep` on gamma, profile or report).
 GAMMA_SWEEP_FIGURE_ID = "fig-gamma-sweep"
 #: Drawn only when the profile has a truncation section (`capgeo truncation --json`).
 TRUNCATION_FIGURE_ID = "fig-truncation"
