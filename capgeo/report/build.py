@@ -215,7 +215,8 @@ def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str |
         notes += [f"Leak: {note}." for note in leak_notes]
     if report.caption_map:
         profile, added = add_map_section(profile, captions, embeddings, scan=scan, seed=options.seed,
-                                         device=encode.device, progress=progress)
+                                         thumbnail=getattr(pair_images, "thumbnail", None), device=encode.device,
+                                         progress=progress)
         notes += added
     else:
         notes.append(NO_MAP_NOTE)
@@ -243,17 +244,18 @@ def _leak_images(pair_images, captions, embeddings, pairs):
     return LeakImages(train=pair_images)
 
 
-def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: int = 0, device: str | None = None,
-                    progress: bool | None = None) -> tuple[Profile, list[str]]:
+def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: int = 0, thumbnail=None,
+                    device: str | None = None, progress: bool | None = None) -> tuple[Profile, list[str]]:
     """``profile`` with the ``map`` section (at most capgeo.map.REPORT_MAX_POINTS captions, with the
-    profile's leak marked); without openTSNE, as it is with a note saying what to install instead."""
+    profile's leak marked, and ``thumbnail``: the image vectors' thumbnails, shown on hover); without
+    openTSNE, as it is with a note saying what to install instead."""
     from capgeo.map import REPORT_MAX_POINTS, MapUnavailable, dataset_map
 
     threshold = _threshold(profile)
     try:
         section = dataset_map(captions, embeddings.vectors, scan=scan,
                               leak=profile.leak.to_dict() if profile.leak else None, seed=seed,
-                              max_points=REPORT_MAX_POINTS, device=device, progress=progress,
+                              max_points=REPORT_MAX_POINTS, thumbnail=thumbnail, device=device, progress=progress,
                               **({} if threshold is None else {"near_duplicate_threshold": threshold}))
     except MapUnavailable as error:
         return profile, [f"Caption map: left out: {error}."]
