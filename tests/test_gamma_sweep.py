@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-pytest.importorskip("torch")
+import torch  # noqa: F401  (required: a broken install fails, never skips)
 
 from capgeo.findings import gamma_sweep as gs  # noqa: E402
 

@@ -19,7 +19,7 @@ from capgeo.images import ImageVectors, image_vectors
 from capgeo.images.vectors import NEEDS_IMAGES
 from capgeo.pipeline import EncodeOptions
 
-open_clip = pytest.importorskip("open_clip")
+import open_clip
 
 
 def open_clip_reference(name: str, config: dict, checkpoint, folder):

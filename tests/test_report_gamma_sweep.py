@@ -9,8 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-pytest.importorskip("torch")
+import torch  # noqa: F401  (required: a broken install fails, never skips)
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report_fixtures import make_full_profile  # noqa: E402
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-torch = pytest.importorskip("torch")
+import torch
 
 from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss as numpy_hnclip_loss  # noqa: E402
 from capgeo.training.loss import HNCLIPLoss, hnclip_loss  # noqa: E402

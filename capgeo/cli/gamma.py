@@ -41,7 +41,7 @@ def _parse_grid(ctx, param, value):
     except ValueError:
         raise click.BadParameter(f"{value!r}: expected comma-separated numbers, e.g. 0,0.25,0.5,1") from None
     if not grid or not all(0 <= gamma <= MAX_GAMMA for gamma in grid):  # (NaN fails the comparison too)
-        raise click.BadParameter(f"{value!r}: expected one or more gamma values from 0 to {MAX_GAMMA:,g}")
+        raise click.BadParameter(f"{value!r}: expected one or more finite gamma values >= 0, at most {MAX_GAMMA:,g}")
     return grid
 
 

@@ -386,10 +386,10 @@ class FiniteFloatRange(click.FloatRange):
     (--hard-edge nan would reach the formatting code), and no cosine, scale or share is infinite."""
 
     def convert(self, value, param, ctx):
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
+        # finiteness first: "inf is not in the range 0<x<=10000" would hide what is wrong with it
+        if not math.isfinite(click.FLOAT.convert(value, param, ctx)):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
+        return super().convert(value, param, ctx)
 
 
 class PairThreshold(FiniteFloatRange):

@@ -18,13 +18,13 @@ def pairs_lines(pairs: Pairs | dict) -> list[str]:
     """The section as plain lines (rich markup escaped by the caller's Text)."""
     pairs = as_section(pairs, Pairs)
     alignment, retrieval = pairs.alignment or {}, pairs.retrieval or {}
-    quantiles = alignment.get("quantiles") or {}
     lines = [f"Pairs: {pairs.n_pairs:,} image-caption pairs, {pairs.n_images:,} images"
              + (f" ({pairs.n_images_missing:,} missing)" if pairs.n_images_missing else "")
              + f", image vectors {pairs.source}"]
-    if alignment.get("mean") is not None:
+    if alignment and alignment["mean"] is not None:
+        quantiles = alignment["quantiles"]
         lines.append(f"  alignment (image-caption cosine): mean {alignment['mean']:.3f}, p1 "
-                     f"{quantiles.get('p1', float('nan')):.3f}, p50 {quantiles.get('p50', float('nan')):.3f}, "
+                     f"{quantiles['p1']:.3f}, p50 {quantiles['p50']:.3f}, "
                      f"min {alignment['min']:.3f}")
     if retrieval:
         lines.append(f"  retrieval at initialisation (exact): text->image R@1 {retrieval['text_to_image_r1']:.1%}, "
@@ -40,7 +40,7 @@ def pairs_lines(pairs: Pairs | dict) -> list[str]:
     if negatives:
         line = (f"  cross-modal false negatives (delta {negatives['delta']:g}): {counted(negatives['n_rows'], 'row')}, "
                 f"{counted(negatives['n_pairs'], 'pair')} of {counted(negatives['n_images'], 'image')}")
-        if negatives.get("batch_size"):
+        if negatives["batch_size"]:
             line += (f"; {negatives['batch_share_batches']:.1%} of random batches of {negatives['batch_size']} "
                      f"hold one ({negatives['batch_mean_per_batch']:.2f} per batch)")
         lines.append(line)
@@ -48,7 +48,7 @@ def pairs_lines(pairs: Pairs | dict) -> list[str]:
             lines.append(f"    {short_id(row['image'])} scores \"{_clip(row['negative_text'], 50)}\" "
                          f"({short_id(row['negative_image'])}) {row['cosine']:.3f} vs its own {row['own_cosine']:.3f}; "
                          f"boost gamma*Gbar {row['boost']:.3f}")
-        if negatives.get("output"):
+        if negatives["output"]:
             lines.append(f"    every row: {negatives['output']} ({negatives['n_written']:,} rows)")
     saturation = pairs.saturation
     if saturation:

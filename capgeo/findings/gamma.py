@@ -771,7 +771,7 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
     scale, scale_source = _resolve_logit_scale(logit_scale, checkpoint_scale)
     grid = [float(g) for g in grid]
     if not grid or any(not 0 <= g <= MAX_GAMMA for g in grid):  # (NaN fails the comparison too)
-        raise CapgeoError(f"--grid needs one or more gamma values from 0 to {MAX_GAMMA:,g}, got {grid}")
+        raise CapgeoError(f"--grid needs one or more finite gamma values >= 0, at most {MAX_GAMMA:,g}, got {grid}")
     if n_batches < 1:
         raise CapgeoError(f"--n-batches must be at least 1, got {n_batches}")
     if not -1.0 <= hard_edge <= 1.0:  # (NaN fails this too)

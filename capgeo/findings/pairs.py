@@ -467,6 +467,8 @@ def pairs_section(captions, embeddings, images: ImageVectors, *, batch_size: int
         "rows": listed_negatives,
     }
     batches_entry = None
+    # every key written, None where it does not apply: the renderers read them by name
+    false_negatives.update(batch_size=None, output=None)
     headline = batch_size
     if headline is not None and headline > len(image_rows):
         headline = len(image_rows)

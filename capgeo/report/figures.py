@@ -466,14 +466,14 @@ def gamma_sweep_figure(sweep, title: str = "Measured gamma: the proxy fine-tune 
     figure.add_vline(x=sweep["measured_gamma"], line=dict(color="#2ca02c", width=2), row=1, col=1,
                      annotation=dict(text=f"measured γ = {sweep['measured_gamma']:g}", font=dict(color="#2ca02c")),
                      annotation_position="top right")
-    if sweep.get("rule_gamma") is not None:
+    if sweep["rule_gamma"] is not None:
         figure.add_vline(x=sweep["rule_gamma"], line=dict(color="#888", dash="dash", width=1), row=1, col=1,
                          annotation=dict(text=f"rule: {sweep['rule_gamma']:g}", font=dict(size=10)),
                          annotation_position="bottom left")
     for index, curve in enumerate(sweep["saturation"]):
         colour = PALETTE[(index + 1) % len(PALETTE)]
         steps = list(range(1, len(curve["loss_below"]) + 1))
-        for key, name, dash in (("loss_below", f"loss < {sweep.get('saturated_loss', 1e-3):g}", "solid"),
+        for key, name, dash in (("loss_below", f"loss < {sweep['saturated_loss']:g}", "solid"),
                                 ("zero_gradients", "zero fp32 negative gradients", "dot")):
             figure.add_trace(go.Scatter(x=steps, y=[100 * v for v in curve[key]], mode="lines",
                                         name=f"γ={curve['gamma']:g}: {name} (%)", line=dict(color=colour, dash=dash),

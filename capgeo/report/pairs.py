@@ -63,13 +63,13 @@ def _negative_card(pairs: Pairs, row, ids: CaptionIds) -> str:
 def _rows(pairs: Pairs) -> list[tuple[str, str]]:
     """The section's numbers as (label, plain text) rows."""
     alignment, retrieval = pairs.alignment or {}, pairs.retrieval or {}
-    quantiles = alignment.get("quantiles") or {}
     rows = [("Pairs / images", f"{pairs.n_pairs:,} / {pairs.n_images:,}"
              + (f" ({pairs.n_images_missing:,} images missing)" if pairs.n_images_missing else "")),
             ("Image vectors", str(pairs.source))]
-    if alignment.get("mean") is not None:
-        rows.append(("Alignment (image-caption cosine)", f"mean {alignment['mean']:.3f}, p1 {quantiles.get('p1', 0):.3f}, "
-                                                         f"p50 {quantiles.get('p50', 0):.3f}, min {alignment['min']:.3f}"))
+    if alignment and alignment["mean"] is not None:
+        quantiles = alignment["quantiles"]
+        rows.append(("Alignment (image-caption cosine)", f"mean {alignment['mean']:.3f}, p1 {quantiles['p1']:.3f}, "
+                                                         f"p50 {quantiles['p50']:.3f}, min {alignment['min']:.3f}"))
     if retrieval:
         rows.append(("Retrieval at initialisation (exact)",
                      f"text→image R@1 {retrieval['text_to_image_r1']:.1%}, R@5 {retrieval['text_to_image_r5']:.1%}; "
@@ -78,7 +78,7 @@ def _rows(pairs: Pairs) -> list[tuple[str, str]]:
     if negatives:
         text = (f"{negatives['n_rows']:,} rows (delta {negatives['delta']:g}): {negatives['n_pairs']:,} pairs of "
                 f"{negatives['n_images']:,} images")
-        if negatives.get("batch_size"):
+        if negatives["batch_size"]:
             text += (f"; {negatives['batch_share_batches']:.1%} of random batches of {negatives['batch_size']} hold one")
         rows.append(("Cross-modal false negatives", text))
     saturation = pairs.saturation
@@ -102,21 +102,21 @@ def pairs_html(pairs: Pairs | dict, ids: CaptionIds | None = None) -> str:
     ids = ids or CaptionIds("pair")
     parts = [f"<style>{CSS}</style>", table([(label, escape(value)) for label, value in _rows(pairs)])]
     mismatched = pairs.mismatched or {}
-    if mismatched.get("pairs"):
+    if mismatched and mismatched["pairs"]:
         parts.append(f"<h3>Mismatched pairs: {mismatched['n_pairs']:,} ({escape(mismatched['rule'])})</h3>")
         parts += [_mismatch_card(pairs, card) for card in mismatched["pairs"][:MAX_CARDS]]
     negatives = pairs.false_negatives or {}
-    if negatives.get("rows"):
+    if negatives and negatives["rows"]:
         parts.append("<h3>Cross-modal false negatives: a caption of another image the image scores at least as "
                      "high as its own</h3>")
         parts += [_negative_card(pairs, row, ids) for row in negatives["rows"][:MAX_CARDS]]
     twins = pairs.twins or {}
-    if twins.get("near_pairs") or twins.get("exact_sets"):
+    if twins and (twins["near_pairs"] or twins["exact_sets"]):
         parts.append("<h3>Image twins under different ids</h3>")
-        for names in twins.get("exact_sets", [])[:MAX_CARDS]:
+        for names in twins["exact_sets"][:MAX_CARDS]:
             parts.append(f'<div class="pair-twins">{"".join(thumbnail_html(pairs, name) for name in names[:2])}'
                          f'<span class="stats">identical bytes: {", ".join(_image_label(n) for n in names)}</span></div>')
-        for pair in twins.get("near_pairs", [])[:MAX_CARDS]:
+        for pair in twins["near_pairs"][:MAX_CARDS]:
             parts.append(f'<div class="pair-twins">{thumbnail_html(pairs, pair["a"])}{thumbnail_html(pairs, pair["b"])}'
                          f'<span class="stats">{_image_label(pair["a"])} ~ {_image_label(pair["b"])}: image cosine '
                          f'{pair["cosine"]:.4f}</span></div>')
