@@ -112,7 +112,14 @@ PAIRS_DELTA = 0.0
 PAIRS_LISTED = 20
 #: pairs: most false-negative rows written by --false-negatives (a larger delta makes more)
 PAIRS_MAX_EXPORT_ROWS = 10_000_000
-#: pairs: the thumbnails one profile holds, in bytes of JPEG (the report page stays under 3 MB)
-PAIRS_THUMBNAIL_BYTES = 1_000_000
+#: pairs: the thumbnails one profile holds, in bytes of JPEG (0.8 MB as base64: beside the plotly bundle, a full
+#: map of long captions and the other sections, the report page stays under 3 MB; a 64-pixel photo is about
+#: 2 KB, so the cards' 100-odd images fit many times over)
+PAIRS_THUMBNAIL_BYTES = 600_000
+#: map: hover thumbnails a caption map carries at most (images), and their base64 characters at most
+MAP_THUMBNAILS = 300
+MAP_THUMBNAIL_CHARS = 400_000
+#: report: the page's size past which the map's hover thumbnails give way (the least telling first)
+REPORT_PAGE_BYTES = 3_000_000
 #: pairs and leak: two images of different ids at or above this image-image cosine are twins
 IMAGE_TWIN_THRESHOLD = 0.95

@@ -683,20 +683,65 @@ def load_set(source, load_options: dict, on_skipped=None, role: str | None = Non
     return captions
 
 
+@dataclass(frozen=True)
+class LeakImages:
+    """Where `leak`'s image vectors come from, for the image twins across TRAIN and EVAL
+    (capgeo.findings.image_leak): per set a file of vectors made elsewhere, else, with ``tower``,
+    the encoder's own image tower over the images the set names (capgeo.images.image_vectors)."""
+
+    #: a file of the training set's image vectors (npy/npz/parquet keyed by image id), or ImageVectors
+    train: Any = None
+    #: one per evaluation set, in order (a file, ImageVectors, or None: that set's from the tower); () for none
+    evals: Sequence = ()
+    #: encode the images of the sets without a file with the encoder's image tower, where it has one
+    tower: bool = True
+
+    def checked(self, train, eval_sets: Sequence) -> "LeakImages":
+        """Before any encoding: one file per evaluation set where any is given, and each file
+        read and checked to hold one vector per image of its set, all of one width."""
+        from capgeo.images import ImageVectors
+
+        if self.evals and len(self.evals) != len(eval_sets):
+            raise CapgeoError(f"--eval-image-embeddings: {len(self.evals)} files for {len(eval_sets)} evaluation "
+                              "sets; give one per EVAL, in the order of the EVAL arguments")
+        widths = {}
+        for captions, given in ((train, self.train), *zip(eval_sets, self.evals)):
+            if isinstance(given, ImageVectors):
+                widths[str(captions.source)] = given.vectors.shape[1]
+            elif given is not None:
+                from capgeo.findings.gamma import checked_image_embeddings
+
+                widths[str(given)] = checked_image_embeddings(given, captions).shape[1]
+        if len(set(widths.values())) > 1:
+            raise CapgeoError("image vectors of different widths ("
+                              + ", ".join(f"{name}: {width}" for name, width in widths.items())
+                              + "); the sets' image vectors must come from one image encoder")
+        return self
+
+
+#: what `leak` says where the encoder has no image tower and no vectors file is given
+LEAK_NEEDS_IMAGES = ("image twins by content and by image cosine need a CLIP-style encoder with an image tower "
+                     "(--encoder) or image vectors (--train-image-embeddings FILE and --eval-image-embeddings FILE); "
+                     "the images were compared by file name alone")
+
+
 def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
                   use_cache: bool = True, progress: bool | None = None, load_options: dict | None = None,
-                  train_embeddings=None, max_tokens: int | None = None, on_skipped=None, **leak_options) -> dict:
+                  train_embeddings=None, max_tokens: int | None = None, on_skipped=None,
+                  images: LeakImages | None = None, notes: list | None = None, **leak_options) -> dict:
     """Load (format detected) and embed a training set and evaluation sets with one encoder,
     and find the evaluation captions with a training twin (`capgeo leak`, docs/leak.md).
 
     ``train`` and each of ``evals`` are a CaptionSet or a path; ``load_options`` go to
     ``load_captions`` for paths; ``leak_options`` to ``leak_section``
-    (threshold, top, block_size). ``encoder``: an :class:`EncodeOptions`, or a spec, a loaded
+    (threshold, top, block_size, image_threshold). ``encoder``: an :class:`EncodeOptions`, or a spec, a loaded
     encoder or None (the embedded default) with ``device``, ``cache_dir``, ``use_cache`` and
     ``max_tokens`` beside it; checked, with its cache folder, before any set is read.
     ``train_embeddings``: the training set's, when already computed
     (then cut at ``max_tokens`` as the evaluation sets will be). ``on_skipped``: called with each
-    Skipped (rows left out while reading a set)."""
+    Skipped (rows left out while reading a set). ``images``: also compare the sets' images by
+    content hash and image cosine (:class:`LeakImages`); ``notes`` receives the lines that say why
+    a set has no image vectors."""
     from capgeo.errors import CapgeoError
 
     if isinstance(evals, (str, Path)) or hasattr(evals, "texts"):
@@ -712,16 +757,23 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
 
     train = loaded(train, "TRAIN")
     eval_sets = [loaded(source, "EVAL") for source in evals]
-    return leak_sets(train, eval_sets, encode, train_embeddings=train_embeddings, progress=progress, **leak_options)
+    return leak_sets(train, eval_sets, encode, train_embeddings=train_embeddings, progress=progress, images=images,
+                     notes=notes, **leak_options)
 
 
 def leak_sets(train, eval_sets: Sequence, encode: EncodeOptions, *, train_embeddings=None,
-              progress: bool | None = None, **leak_options) -> dict:
+              progress: bool | None = None, images: LeakImages | None = None, notes: list | None = None,
+              **leak_options) -> dict:
     """:func:`leak_datasets` of sets already read (CaptionSets) under options already checked
-    (``encode``, its cache folder included): embed them and find the leaked captions."""
+    (``encode``, its cache folder included): embed them and find the leaked captions; with
+    ``images`` (:class:`LeakImages`, its files checked here before any encoding) the sets' image
+    vectors too, for the image twins across them (``notes``: why a set has none)."""
     from capgeo.encoders import embed
     from capgeo.errors import EncoderError
     from capgeo.findings.leak import leak_section
+
+    if images is not None:
+        images = images.checked(train, eval_sets)
 
     def embedded(captions, role: str):
         # the spec, not a loaded model, goes to embed: a set found in the cache loads no model
@@ -739,8 +791,55 @@ def leak_sets(train, eval_sets: Sequence, encode: EncodeOptions, *, train_embedd
     # a vectors file, once checked, embeds every set as it is: not read again for each
     encoder = vectors_for_different_sets(encode.encoder, train, eval_sets)
     train_vectors = embedded(train, "TRAIN") if train_embeddings is None else train_embeddings
-    return leak_section(train, train_vectors, [(captions, embedded(captions, "EVAL")) for captions in eval_sets],
-                        device=encode.device, progress=progress, **leak_options)
+    evals = [(captions, embedded(captions, "EVAL")) for captions in eval_sets]
+    if images is not None:
+        leak_options.update(_leak_image_vectors(train, eval_sets, encode, images, progress,
+                                                notes if notes is not None else []))
+    return leak_section(train, train_vectors, evals, device=encode.device, progress=progress, **leak_options)
+
+
+def _leak_image_vectors(train, eval_sets: Sequence, encode: EncodeOptions, images: LeakImages, progress,
+                        notes: list) -> dict:
+    """leak_section's ``train_images`` and ``eval_images``: each set's ImageVectors (capgeo.images.image_vectors)
+    from its file, else from the encoder's image tower where the set names its images, else None."""
+    from capgeo.images import ImageVectors, image_vectors
+    from capgeo.images.vectors import has_image_tower
+    from capgeo.progress import labelled
+
+    sets = [train, *eval_sets]
+    files = [images.train, *(images.evals or [None] * len(eval_sets))]
+    named = [given is not None or getattr(captions, "image_source", None) is not None
+             for captions, given in zip(sets, files)]
+    if not any(named):  # no set names its images: nothing to compare, nothing to say
+        return {}
+    has_tower = images.tower and has_image_tower(encode)
+    if not has_tower and all(given is None for given in files):
+        notes.append(LEAK_NEEDS_IMAGES)
+        return {}
+    made = []
+    for role, captions, given in zip(["TRAIN", *["EVAL"] * len(eval_sets)], sets, files):
+        name = f"{role} {Path(str(captions.source)).name}"
+        if isinstance(given, ImageVectors):
+            made.append(given)
+            continue
+        if given is None and not (has_tower and getattr(captions, "image_source", None) is not None):
+            why = "it names no images" if has_tower else "no image tower and no file of image vectors"
+            notes.append(f"{name}: no image vectors ({why}); its images are compared by file name alone")
+            made.append(None)
+            continue
+        set_notes: list[str] = []
+        try:
+            with labelled(name):  # several sets' images are read in turn: each bar says whose
+                made.append(image_vectors(captions, encode, image_embeddings=given, progress=progress,
+                                          notes=set_notes))
+        except EncoderError as error:
+            if given is not None:
+                raise
+            made.append(None)  # a checkpoint without an image tower: the captions' leak stands alone
+            set_notes.append(str(error))
+            has_tower = False  # (the next sets are not tried again)
+        notes.extend(f"{name}: {note}" for note in dict.fromkeys(set_notes))
+    return {"train_images": made[0], "eval_images": made[1:]}
 
 
 def _encode_options(encoder, **fields) -> EncodeOptions:

@@ -17,7 +17,8 @@ from capgeo.cli.options import (
 SCHEMA = "capgeo.info/1"
 
 HELP = """Show what DATA holds: format, captions and groups, captions per group, splits,
-caption length in words, examples, and rows skipped while reading (with why).
+caption length in words, examples, rows skipped while reading (with why), and where its
+images are (how many groups name one, of which kind, and whether the first few are there).
 
 DATA is a file or folder in any supported format, or a quoted glob or brace pattern naming
 shards ('shards/*.parquet', 'shards/{00000..00099}.parquet'); see `capgeo docs formats`."""
@@ -25,10 +26,11 @@ shards ('shards/*.parquet', 'shards/{00000..00099}.parquet'); see `capgeo docs f
 
 def _show_info(json_out, **options):
     from capgeo.captions import summarize_captions
+    from capgeo.images.summary import image_summary
 
     refuse_path_clashes()
     captions = load_from_options(options)
-    summary = {"schema": SCHEMA, **summarize_captions(captions)}
+    summary = {"schema": SCHEMA, **summarize_captions(captions), "images": image_summary(captions)}
     emit(summary, json_out, _print_summary)
 
 
@@ -58,6 +60,10 @@ def _print_summary(summary: dict) -> None:
     table.add_row("words/caption",
                   f"mean {words['mean']:g}, median {words['median']:g}, p95 {words['p95']:g}, max {words['max']}")
     table.add_row("skipped", skipped)
+    if "images" in summary:
+        from capgeo.images.summary import describe_images
+
+        table.add_row("images", shown(describe_images(summary["images"])))
     for number, example in enumerate(summary["examples"], start=1):
         table.add_row(f"example {number}",
                       f"[dim]{shown(example['caption_id'], before_tag=True)}[/] {shown(example['text'])}")

@@ -12,6 +12,8 @@ from capgeo.cli.options import (
     encode_from_options,
     encoder_options,
     column_notes,
+    image_embeddings_option,
+    image_threshold_option,
     json_option,
     pop_load_options,
     read_options,
@@ -22,6 +24,7 @@ from capgeo.cli.options import (
 from capgeo.defaults import FIXED_BLOCK_SIZE, LEAK_NORMALIZE, LEAK_NORMALIZE_RULES
 from capgeo.defaults import LEAK_THRESHOLD as DEFAULT_THRESHOLD
 from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
+from capgeo.display import visible
 from capgeo.progress import counts_passes
 
 
@@ -45,26 +48,39 @@ from capgeo.progress import counts_passes
               help="Rows per block of the train x eval pass; memory grows with it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=str), default=None,
               callback=writable_output, help="Write the training ids to drop (one per line) to FILE, atomically.")
+@image_embeddings_option("Used instead of the encoder's image tower to find TRAIN's images among each EVAL's by "
+                         "image cosine (and, where the sets name their images, by identical bytes).",
+                         "--train-image-embeddings", whose="TRAIN's image vectors")
+@image_embeddings_option("Repeat once per EVAL, in the order of the EVAL arguments.", "--eval-image-embeddings",
+                         whose="An EVAL's image vectors", multiple=True)
+@image_threshold_option("across TRAIN and each EVAL: the encoder's image tower, or the image vectors given")
 @json_option
 @counts_passes
-def leak(train, evals, threshold, top, normalize, block_size, output, json_out, **options):
+def leak(train, evals, threshold, top, normalize, block_size, output, train_image_embeddings, eval_image_embeddings,
+         image_threshold, json_out, **options):
     """Captions of the evaluation sets EVAL that have an exact or near-duplicate in the
     training set TRAIN (cosine >= --threshold under one encoder), per evaluation set: how many,
     the share, the closest pairs with shared and differing words highlighted, and the
-    training ids to drop to remove the leak. Formats are detected (see `capgeo info`); the
+    training ids to drop to remove the leak; and the evaluation images that are training
+    images (by file name; with a CLIP-style encoder or image vectors, by identical bytes and
+    image cosine >= --image-threshold). Formats are detected (see `capgeo info`); the
     dataset options (--format, --text-column, ...) apply to TRAIN and to every EVAL."""
     from capgeo.findings.leak import write_id_list
-    from capgeo.pipeline import leak_datasets
+    from capgeo.pipeline import LeakImages, leak_datasets
 
     refuse_path_clashes()
     load_options = pop_load_options(options)
+    notes: list[str] = []
     with column_notes():
         result = leak_datasets(train, evals, encode_from_options(options), load_options=load_options,
                                threshold=threshold, top=top, block_size=block_size, normalize=normalize,
-                               on_skipped=warn_skipped)
+                               on_skipped=warn_skipped, image_threshold=image_threshold, notes=notes,
+                               images=LeakImages(train_image_embeddings, tuple(eval_image_embeddings)))
     if output is not None:
         write_id_list(result["train_ids_to_drop"], output)
         click.echo(f"Wrote {output} ({len(result['train_ids_to_drop']):,} training ids)", err=True)
+    for note in notes:  # after the work, so that an error stays the only line
+        click.echo(f"Note: {visible(note)}", err=True)
     emit(result, json_out, lambda shown: print_leak(shown, written_to=output))
 
 

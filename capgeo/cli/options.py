@@ -210,7 +210,8 @@ def writable_default_output(path: str) -> str:
 
 #: command parameters that name files a command reads, and those it writes, with their labels
 INPUT_PARAMS = {"data": "DATA", "sources": "SOURCES", "image_embeddings": "--image-embeddings", "leak": "--leak",
-                "train": "TRAIN", "evals": "EVAL"}
+                "train": "TRAIN", "evals": "EVAL", "train_image_embeddings": "--train-image-embeddings",
+                "eval_image_embeddings": "--eval-image-embeddings"}
 ENCODER_PARAMS = ("encoder", "encoders")
 OUTPUT_PARAMS = {"output": "--output", "json_out": "--json", "save_profile": "--save-profile",
                  "per_caption": "--per-caption", "drop_list": "--drop-list", "false_negatives": "--false-negatives"}
@@ -284,27 +285,35 @@ def row_file_output(suffixes: dict[str, str]):
     return check
 
 
-def image_embeddings_option(what: str):
-    """--image-embeddings FILE (one definition: gamma, profile and report take it); ``what``: what the
-    vectors add to the command's result, the end of its help."""
-    return click.option("--image-embeddings", type=click.Path(exists=True, dir_okay=False, path_type=str),
+def image_embeddings_option(what: str, flag: str = "--image-embeddings", *, whose: str = "Image vectors",
+                            multiple: bool = False):
+    """--image-embeddings FILE (one definition: gamma, profile and report take it, and leak as
+    --train-image-embeddings and --eval-image-embeddings); ``what``: what the vectors add to the
+    command's result, the end of its help; ``whose``: the help's subject; ``multiple``: repeatable."""
+    return click.option(flag, type=click.Path(exists=True, dir_okay=False, path_type=str), multiple=multiple,
                         default=None, metavar="FILE",
-                        help="Image vectors of the same CLIP: .npy with one row per group in the dataset's group "
+                        help=f"{whose} of the same CLIP: .npy with one row per group in the dataset's group "
                              "order (first appearance), or .npz/.parquet with group ids. " + what)
+
+
+def image_threshold_option(what: str):
+    """--image-threshold T (profile, report, leak); ``what``: where the image vectors come from."""
+    from capgeo.defaults import IMAGE_TWIN_THRESHOLD
+
+    return click.option("--image-threshold", type=FiniteFloatRange(-1, 1), default=IMAGE_TWIN_THRESHOLD,
+                        show_default=True, metavar="T",
+                        help=f"Image-image cosine at or above which two images of different ids are twins ({what}).")
 
 
 def pair_options(command):
     """The pairs section's options beside --image-embeddings (profile, report): docs/pairs.md."""
-    from capgeo.defaults import IMAGE_TWIN_THRESHOLD, PAIRS_DELTA
+    from capgeo.defaults import PAIRS_DELTA
 
     decorators = [
         click.option("--delta", type=FiniteFloatRange(min=0), default=PAIRS_DELTA, show_default=True, metavar="D",
                      help="A caption of another image scoring at least the pair's own cosine less D for its image "
                           "is a cross-modal false negative (with --image-embeddings)."),
-        click.option("--image-threshold", type=FiniteFloatRange(-1, 1), default=IMAGE_TWIN_THRESHOLD,
-                     show_default=True, metavar="T",
-                     help="Image-image cosine at or above which two images of different ids are twins "
-                          "(with --image-embeddings)."),
+        image_threshold_option("with --image-embeddings"),
     ]
     for decorator in reversed(decorators):
         command = decorator(command)

@@ -68,6 +68,13 @@ def image_leak(train_names, eval_names, *, train_images=None, eval_images=None,
         out["name_matches"] = [{"eval": eval_names[row], "train": train_names[t]} for row, t in matches[:listed]]
         shared.update(row for row, _ in matches)
     if train_images is not None and eval_images is not None:
+        widths = (np.shape(train_images.vectors)[1], np.shape(eval_images.vectors)[1])
+        if widths[0] != widths[1]:
+            from capgeo.errors import CapgeoError
+
+            raise CapgeoError(f"image vectors of {widths[1]} dimensions ({eval_images.source}) against the training "
+                              f"set's of {widths[0]} ({train_images.source}); one image encoder must make both")
+        out["vectors"] = {"train": train_images.source, "eval": eval_images.source}
         train_present = np.flatnonzero(train_images.present)
         eval_present = np.flatnonzero(eval_images.present)
         if train_images.content_hashes is not None and eval_images.content_hashes is not None:

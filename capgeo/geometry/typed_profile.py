@@ -1099,10 +1099,14 @@ class CaptionMap(_Section):
     hardest_companion: tuple[float | None, ...] | None = None
     near_duplicate_set: tuple[int | None, ...] | None = None
     leaked: tuple[bool, ...] | None = None
+    #: the images the points show on hover: image (group) id -> base64 JPEG, within the map's budget
+    thumbnails: Mapping[str, str] | None = None
+    #: distinct images among the points (of which ``thumbnails`` holds some)
+    n_mapped_images: int | None = None
 
     KEYS = ("method", "pca_dimensions", "neighbours", "seed", "n_captions", "n_points", "sampled", "seconds",
             "near_duplicate_threshold", "text_chars", "x", "y", "caption_ids", "groups", "texts", "hardest_companion",
-            "near_duplicate_set", "leaked")
+            "near_duplicate_set", "leaked", "thumbnails", "n_mapped_images")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "CaptionMap":
@@ -1114,6 +1118,7 @@ class CaptionMap(_Section):
                    caption_ids=_tuple(data.get("caption_ids")), groups=_tuple(data.get("groups")),
                    texts=_tuple(data.get("texts")), hardest_companion=_tuple(data.get("hardest_companion")),
                    near_duplicate_set=_tuple(data.get("near_duplicate_set")), leaked=_tuple(data.get("leaked")),
+                   thumbnails=_tuple(data.get("thumbnails")), n_mapped_images=data.get("n_mapped_images"),
                    **_kept(data, cls.KEYS))
 
     def to_dict(self) -> dict:
@@ -1125,7 +1130,8 @@ class CaptionMap(_Section):
             "text_chars": self.text_chars, "x": _list(self.x), "y": _list(self.y),
             "caption_ids": _list(self.caption_ids), "groups": _list(self.groups), "texts": _list(self.texts),
             "hardest_companion": _list(self.hardest_companion), "near_duplicate_set": _list(self.near_duplicate_set),
-            "leaked": _list(self.leaked)})
+            "leaked": _list(self.leaked), "thumbnails": _list(self.thumbnails),
+            "n_mapped_images": self.n_mapped_images})
 
 
 @_section

@@ -45,3 +45,14 @@ def image_vectors(captions, encode_options=None, *, images_root=None, image_embe
 
     return made(captions, encode_options, images_root=images_root, image_embeddings=image_embeddings,
                 progress=progress, notes=notes)
+
+
+def image_thumbnails(captions, images_root=None):
+    """Group g's thumbnail (small JPEG bytes, or None), read and made when first asked for, for a
+    dataset that names its images; None for one that names none. Nothing is encoded: the map's hover
+    needs the images, not their vectors."""
+    from capgeo.images.sources import locate
+    from capgeo.images.vectors import Thumbnails
+
+    located = locate(captions, images_root)
+    return None if located is None else Thumbnails(located.refs)

@@ -118,31 +118,42 @@ class ColumnImages:
         return replace(self, root=Path(root))
 
     def locate(self, group_ids: list[str]) -> Located:
+        refs: list = [None] * len(group_ids)
+        missing: dict[int, str] = {}
+        finder = self.finder()
+        for code, file, row, image in self.rows_of(group_ids):
+            if refs[code] is not None:
+                continue
+            ref, name = self._reference(image, file, row, finder)
+            if ref is None:
+                if name is not None:
+                    missing.setdefault(code, name)
+                continue
+            refs[code] = ref
+            missing.pop(code, None)
+        for code, ref in enumerate(refs):
+            if ref is None and code not in missing:
+                missing[code] = group_ids[code]
+        return Located(refs, missing, tuple(map(str, finder.roots)))
+
+    def rows_of(self, group_ids: list[str]):
+        """(group code, file, row, image value) of every row of a group in ``group_ids``, in reading
+        order; an Image value as {"path", "bytes"}, its bytes only marked (``b"\x01"``) where in a file."""
         from capgeo.captions.clean import key_text
         from capgeo.captions.images import image_key
 
         code_of = {group: code for code, group in enumerate(group_ids)}
-        refs: list = [None] * len(group_ids)
-        missing: dict[int, str] = {}
-        finder = FileFinder(self._roots())
         for file, groups, images in self._rows():
             for row, (group, image) in enumerate(zip(groups, images)):
                 group = (image_key(group.get("path"), group.get("bytes"), file, f"row {row + 1}", self.group_column)
                          if isinstance(group, dict) else key_text(group))
                 code = code_of.get(group)
-                if code is None or refs[code] is not None:
-                    continue
-                ref, name = self._reference(image, file, row, finder)
-                if ref is None:
-                    if name is not None:
-                        missing.setdefault(code, name)
-                    continue
-                refs[code] = ref
-                missing.pop(code, None)
-        for code, ref in enumerate(refs):
-            if ref is None and code not in missing:
-                missing[code] = group_ids[code]
-        return Located(refs, missing, tuple(map(str, finder.roots)))
+                if code is not None:
+                    yield code, file, row, image
+
+    def finder(self) -> "FileFinder":
+        """What finds the files the column names by path (under --images DIR, else beside the dataset)."""
+        return FileFinder(self._roots())
 
     def _roots(self) -> list[Path]:
         if self.root is not None:

@@ -43,12 +43,11 @@ def image_vectors(captions, encode_options=None, *, images_root=None, image_embe
     notes = notes if notes is not None else []
     if image_embeddings is not None:
         return _from_file(captions, image_embeddings, images_root, progress)
-    from capgeo.encoders.registry import spec_kind
     from capgeo.encoders.vision import load_vision_encoder
     from capgeo.images.sources import locate
 
     spec = _spec(encode_options)
-    if spec_kind(spec)[0] not in ("open_clip", "longclip"):  # a text-only encoder: no tower to look for
+    if not has_image_tower(encode_options):  # a text-only encoder: no tower to look for
         notes.append(NEEDS_IMAGES)
         return None
     # the images are located before any weight is read: a dataset that names none costs no tower
@@ -65,6 +64,14 @@ def image_vectors(captions, encode_options=None, *, images_root=None, image_embe
         return None
     return encode_located(captions, located, vision, cache_dir=cache_dir,
                           use_cache=getattr(encode_options, "use_cache", True), progress=progress, notes=notes)
+
+
+def has_image_tower(encode_options) -> bool:
+    """Whether the encoder of ``encode_options`` (an EncodeOptions, or None) is CLIP-style: its spec
+    names weights that may hold an image tower (open_clip models, Long-CLIP checkpoints)."""
+    from capgeo.encoders.registry import spec_kind
+
+    return spec_kind(_spec(encode_options))[0] in ("open_clip", "longclip")
 
 
 def _spec(encode_options) -> str | None:

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD, TOP_K
+from capgeo.defaults import MAP_THUMBNAIL_CHARS, MAP_THUMBNAILS, NEAR_DUPLICATE_THRESHOLD, REPORT_PAGE_BYTES, TOP_K
 from capgeo.errors import CapgeoError
 
 #: `capgeo map` projects at most this many captions; above it, a seeded random sample of this many.
@@ -229,15 +229,47 @@ def _short(text: str, chars: int = TEXT_CHARS) -> str:
     return text if len(text) <= chars else text[:chars - 1].rstrip() + "…"
 
 
+#: thumbnails made at a time (a shard's images are read together)
+THUMBNAIL_CHUNK = 64
+
+
+def map_thumbnails(thumbnail, codes: np.ndarray, names: Sequence[str], order: np.ndarray) -> dict[str, str]:
+    """The hover thumbnails of a map: base64 JPEGs of the points' images (``codes``: each point's group
+    code; ``names``: the group ids by code), served in the points' ``order``, at most
+    MAP_THUMBNAILS images and MAP_THUMBNAIL_CHARS characters in all; an image without one is passed
+    over. ``thumbnail``: capgeo.images.ImageVectors.thumbnail (code -> JPEG bytes or None; its
+    ``many`` makes several at once)."""
+    import base64
+
+    wanted = list(dict.fromkeys(np.asarray(codes)[order].tolist()))
+    many = getattr(thumbnail, "many", None) or (lambda chunk: {code: thumbnail(code) for code in chunk})
+    out: dict[str, str] = {}
+    total = 0
+    for start in range(0, len(wanted), THUMBNAIL_CHUNK):
+        made = many(wanted[start:start + THUMBNAIL_CHUNK])
+        for code in wanted[start:start + THUMBNAIL_CHUNK]:
+            if not made.get(code):
+                continue
+            text = base64.b64encode(made[code]).decode("ascii")
+            if total + len(text) > MAP_THUMBNAIL_CHARS or len(out) == MAP_THUMBNAILS:
+                return out
+            out[str(names[code])] = text
+            total += len(text)
+    return out
+
+
 def map_section(captions, vectors, *, hardest: np.ndarray | None = None, components: Sequence | None = None,
                 leaked_ids: Sequence[str] = (), seed: int = 0, max_points: int = DEFAULT_MAX_POINTS,
-                near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD, neighbours=None,
+                near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD, neighbours=None, thumbnail=None,
                 device: str | None = None, progress: bool | None = None) -> dict:
     """The ``map`` section: the projection of ``vectors`` (one per caption of ``captions``) and what each
     point shows. ``hardest``: each caption's hardest-companion cosine (NaN without one); ``components``:
     near-duplicate sets (capgeo.findings.duplicates.Component, members as caption rows); ``leaked_ids``:
     training caption ids with an evaluation twin; ``neighbours``: the sampled points' neighbour graph
-    (:func:`project`), found here when None. Raises MapUnavailable without openTSNE."""
+    (:func:`project`), found here when None; ``thumbnail``: the images' thumbnails
+    (capgeo.images.ImageVectors.thumbnail), for the hover (:func:`map_thumbnails`: the points in a
+    near-duplicate set or leaking first, then the highest hardest-companion cosine). Raises
+    MapUnavailable without openTSNE."""
     require_projection()
     from capgeo.progress import progress_bar
 
@@ -257,6 +289,17 @@ def map_section(captions, vectors, *, hardest: np.ndarray | None = None, compone
         set_of[list(component.members)] = number
     leaked = set(leaked_ids)
     ids, groups, texts = captions.ids, captions.groups, captions.texts
+    images = {}
+    if thumbnail is not None:
+        codes = np.asarray(captions.group_codes)[rows]
+        flagged = set_of[rows] > 0
+        if leaked:
+            flagged |= np.fromiter((str(ids[row]) in leaked for row in rows), dtype=bool, count=rows.size)
+        crowded = np.full(rows.size, -np.inf) if hardest is None else np.asarray(hardest, dtype=np.float64)[rows]
+        crowded = np.where(np.isnan(crowded), -np.inf, crowded)
+        images = {"thumbnails": map_thumbnails(thumbnail, codes, captions.group_names,
+                                               np.lexsort((rows, -crowded, ~flagged))),
+                  "n_mapped_images": int(np.unique(codes).size)}
     return {
         "method": "openTSNE",
         "pca_dimensions": int(min(PCA_DIMENSIONS, max(1, rows.size - 1), vectors.shape[1])),
@@ -277,6 +320,7 @@ def map_section(captions, vectors, *, hardest: np.ndarray | None = None, compone
         [None if not np.isfinite(hardest[row]) else round(float(hardest[row]), 4) for row in rows],
         "near_duplicate_set": [int(set_of[row]) if set_of[row] > 0 else None for row in rows],
         "leaked": [str(ids[row]) in leaked for row in rows] if leaked else None,
+        **images,
     }
 
 
@@ -317,8 +361,11 @@ def map_figure(section, title: str = "Caption map") -> "go.Figure":  # noqa: F82
     if colour is not None:
         marker.update(color=colour, colorscale="Viridis", showscale=True,
                       colorbar=dict(title=dict(text="hardest<br>companion<br>cosine")))
+    # each point's thumbnail, as its place in the page's list of them (-1: none); HOVER_THUMBNAIL_SCRIPT shows it
+    slot = {name: place for place, name in enumerate(section.thumbnails or ())}
+    custom = np.array([slot.get(group, -1) for group in section.groups], dtype=np.int32) if slot else None
     figure = go.Figure(go.Scattergl(x=x, y=y, mode="markers", name="captions", marker=marker, text=hover,
-                                    hovertemplate="%{text}<extra></extra>", showlegend=False))
+                                    customdata=custom, hovertemplate="%{text}<extra></extra>", showlegend=False))
     overlays = []
     sets = section.near_duplicate_set
     # a section without its threshold was drawn at every command's
@@ -335,6 +382,7 @@ def map_figure(section, title: str = "Caption map") -> "go.Figure":  # noqa: F82
     for points, name, style in overlays:
         figure.add_trace(go.Scattergl(x=x[points], y=y[points], mode="markers", name=f"{name}: {len(points):,}",
                                       marker=style, text=[hover[k] for k in points],
+                                      customdata=None if custom is None else custom[points],
                                       hovertemplate="%{text}<extra></extra>"))
     # the search box's matches (capgeo map's page fills this trace)
     figure.add_trace(go.Scattergl(x=[], y=[], mode="markers", name="search matches",
@@ -364,10 +412,11 @@ def _wrapped(text: str, width: int = 80) -> str:
 
 def dataset_map(captions, vectors, *, scan=None, leak: dict | None = None, seed: int = 0,
                 max_points: int = DEFAULT_MAX_POINTS, near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
-                device: str | None = None, progress: bool | None = None) -> dict:
+                thumbnail=None, device: str | None = None, progress: bool | None = None) -> dict:
     """:func:`map_section` with what it shows computed here: each caption's hardest companion and the
     near-duplicate sets from ``scan`` (the exact pairwise pass, run here when None or too short), the
-    leaked training captions from ``leak`` (a `capgeo leak` section: its ``train_ids_to_drop``). When
+    leaked training captions from ``leak`` (a `capgeo leak` section: its ``train_ids_to_drop``), and
+    ``thumbnail`` (the images' thumbnails, for the hover) as given. When
     every caption is mapped, that one pass also gives the projection's neighbour graph
     (:func:`knn_from_scan`); a sample gets a pass of its own (:func:`knn_graph`)."""
     require_projection()
@@ -391,7 +440,7 @@ def dataset_map(captions, vectors, *, scan=None, leak: dict | None = None, seed:
     leaked = (leak or {}).get("train_ids_to_drop") or ()
     return map_section(captions, vectors, hardest=hardest, components=components, leaked_ids=leaked, seed=seed,
                        max_points=max_points, near_duplicate_threshold=near_duplicate_threshold,
-                       neighbours=neighbours, device=device, progress=progress)
+                       neighbours=neighbours, thumbnail=thumbnail, device=device, progress=progress)
 
 
 #: the search box: finds captions whose id, image or text holds what is typed, and marks them on the map
@@ -426,8 +475,70 @@ SEARCH_SCRIPT = """
 """.replace("MAP_FIGURE_ID", MAP_FIGURE_ID)
 
 
+#: element id of the page's list of the map's thumbnails (base64 JPEGs, in the points' customdata order)
+THUMBNAILS_ID = "map-thumbnails"
+
+#: run once the map is drawn: the hovered point's image, beside the pointer (plotly's hover labels hold text only)
+HOVER_THUMBNAIL_SCRIPT = """
+var plot = document.getElementById('{plot_id}'), store = document.getElementById('THUMBNAILS_ID');
+if (plot && store && plot.on) {
+  var thumbs = JSON.parse(store.textContent), tip = document.createElement('img');
+  tip.className = 'map-thumbnail';
+  tip.alt = '';
+  tip.style.cssText = 'position:fixed;display:none;pointer-events:none;z-index:20;width:96px;height:auto;'
+    + 'border:1px solid #888;background:#fff;box-shadow:0 1px 4px rgba(0,0,0,.3)';
+  document.body.appendChild(tip);
+  plot.on('plotly_hover', function (event) {
+    var point = event.points && event.points[0], slot = point ? point.customdata : -1;
+    if (slot == null || slot < 0 || !thumbs[slot]) { tip.style.display = 'none'; return; }
+    var pointer = event.event || {};
+    tip.src = 'data:image/jpeg;base64,' + thumbs[slot];
+    tip.style.left = ((pointer.clientX || 0) + 18) + 'px';
+    tip.style.top = ((pointer.clientY || 0) + 18) + 'px';
+    tip.style.display = 'block';
+  });
+  plot.on('plotly_unhover', function () { tip.style.display = 'none'; });
+}
+""".replace("THUMBNAILS_ID", THUMBNAILS_ID)
+
+
+def thumbnail_note(section) -> str:
+    """How many of the map's images show a thumbnail on hover, and why not all ('' without thumbnails)."""
+    section = _typed(section)
+    if section.thumbnails is None:
+        return ""
+    count, images = len(section.thumbnails), section.n_mapped_images or 0
+    if not count:
+        return (f"No thumbnails on hover: no mapped image could be read, or the page had no room for one under "
+                f"{REPORT_PAGE_BYTES / 1e6:g} MB.")
+    if count >= images:
+        return f"Hover a point for its image's thumbnail ({count:,} images)."
+    return (f"Hover a point for its image's thumbnail: {count:,} of the {images:,} mapped images carry one (a map "
+            f"holds at most {MAP_THUMBNAILS:,}, {MAP_THUMBNAIL_CHARS / 1e6:.1f} MB in all, and a report page what "
+            f"keeps it under {REPORT_PAGE_BYTES / 1e6:g} MB; points in near-duplicate sets or leaking first, then "
+            "those with the closest hardest companion).")
+
+
+def fewer_thumbnails(section, chars: int):
+    """``section`` (typed) with its least telling hover thumbnails (the last served) dropped, at least
+    ``chars`` characters of the page's: what a report page over REPORT_PAGE_BYTES gives up first."""
+    import types
+    from dataclasses import replace
+
+    section = _typed(section)
+    kept = dict(section.thumbnails or {})
+    dropped = 0
+    for name in reversed(list(kept)):
+        if dropped >= chars:
+            break
+        dropped += len(kept.pop(name)) + len('"",')   # its base64 and its place in the page's JSON list
+    return replace(section, thumbnails=types.MappingProxyType(kept))
+
+
 def map_body(section, title: str = "Caption map") -> str:
     """The map's figure, its search box and the line saying what it shows, as page HTML."""
+    import json
+
     from capgeo.report.html import escape, figure_div
 
     section = _typed(section)
@@ -435,14 +546,21 @@ def map_body(section, title: str = "Caption map") -> str:
               "red rings: captions in a near-duplicate set")
     if section.leaked is not None:
         legend += "; black crosses: training captions with an evaluation twin (--leak)"
-    return (figure_div(map_figure(section, title), MAP_FIGURE_ID)
+    thumbnails = ""
+    if section.thumbnails:
+        # base64 and JSON punctuation only: nothing in it can end the element early
+        thumbnails = (f'<script type="application/json" id="{THUMBNAILS_ID}">'
+                      f'{json.dumps(list(section.thumbnails.values()))}</script>')
+    note = thumbnail_note(section)
+    return (thumbnails + figure_div(map_figure(section, title), MAP_FIGURE_ID,
+                                    post_script=HOVER_THUMBNAIL_SCRIPT if section.thumbnails else None)
             + '<div class="map-search"><label>Find a caption: <input id="map-search" type="search" '
               'placeholder="words, an id or an image" size="40"></label> <span id="map-search-count"></span>'
               '<ol id="map-search-results" class="stats"></ol></div>'
             + f'<p class="takeaway">{escape(legend)}. {escape(sample_note(section))} Projection: '
               f'{escape(section.method)} {_projection_words(section)}, seed '
               f'{section.seed}; hover text and search hold the first {section.text_chars} characters '
-              "of each caption.</p>")
+              "of each caption." + (f" {escape(note)}" if note else "") + "</p>")
 
 
 def _projection_words(section) -> str:
@@ -472,7 +590,9 @@ def write_map(captions, output, *, encoder=None, embeddings=None, device: str | 
               max_points: int = DEFAULT_MAX_POINTS, threshold: float = NEAR_DUPLICATE_THRESHOLD,
               leak: Sequence = (), command: str | None = None, progress: bool | None = None, force: bool = False):
     """All of `capgeo map`: embed ``captions`` (a CaptionSet), find the leaks into ``leak`` (evaluation
-    sets, paths or CaptionSets), map them and write the page atomically to ``output``. Returns its Path.
+    sets, paths or CaptionSets), map them and write the page atomically to ``output``, each point showing
+    its image's thumbnail on hover where the dataset names its images (capgeo.images.image_thumbnails;
+    no encoder needed). Returns its Path.
     ``output`` may not be the dataset or an evaluation set, nor, unless ``force``, an existing file
     capgeo did not write (:func:`capgeo.paths.check_outputs`)."""
     from pathlib import Path
@@ -500,8 +620,11 @@ def write_map(captions, output, *, encoder=None, embeddings=None, device: str | 
         leak_result = leak_datasets(captions, list(leak), encoder, device=device, cache_dir=cache_dir,
                                     use_cache=use_cache, progress=progress, train_embeddings=embeddings,
                                     threshold=threshold)
+    from capgeo.images import image_thumbnails
+
     section = dataset_map(captions, embeddings.vectors, leak=leak_result, seed=seed, max_points=max_points,
-                          near_duplicate_threshold=threshold, device=device, progress=progress)
+                          near_duplicate_threshold=threshold, thumbnail=image_thumbnails(captions), device=device,
+                          progress=progress)
     info = getattr(embeddings, "info", None)
     encoder_name = getattr(info, "name", None) or getattr(info, "spec", None) or "default"
     rows = [("Made with", f"capgeo {escape(__version__)}"),

@@ -214,12 +214,18 @@ def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str |
     if report.leak:
         from capgeo.pipeline import leak_sets
 
-        # the evaluation sets cut to the training set's length: the same captions then compare alike
-        profile = replace(profile, leak=Leak.from_dict(leak_sets(captions, report.leak, encode,
-                                                                 train_embeddings=embeddings, progress=progress)))
+        # the evaluation sets cut to the training set's length: the same captions then compare alike;
+        # the training images' vectors, where the profile has them, find the evaluation images among them
+        leak_notes: list[str] = []
+        leak = leak_sets(captions, report.leak, encode, train_embeddings=embeddings, progress=progress,
+                         images=_leak_images(pair_images, captions, embeddings, plan.profile.pairs),
+                         image_threshold=getattr(report.pairs, "image_threshold", None), notes=leak_notes)
+        profile = replace(profile, leak=Leak.from_dict(leak))
+        notes += [f"Leak: {note}." for note in leak_notes]
     if report.caption_map:
         profile, added = add_map_section(profile, captions, embeddings, scan=scan, seed=options.seed,
-                                         device=encode.device, progress=progress)
+                                         thumbnail=getattr(pair_images, "thumbnail", None), device=encode.device,
+                                         progress=progress)
         notes += added
     else:
         notes.append(NO_MAP_NOTE)
@@ -229,17 +235,36 @@ def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str |
 NO_MAP_NOTE = "Caption map: left out (--no-map)."
 
 
-def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: int = 0, device: str | None = None,
-                    progress: bool | None = None) -> tuple[Profile, list[str]]:
+def _leak_images(pair_images, captions, embeddings, pairs):
+    """The --leak image comparison (capgeo.pipeline.LeakImages) where the profile has the training
+    images' vectors: those, and each evaluation set's from the encoder's image tower; else None."""
+    from capgeo.images import ImageVectors
+    from capgeo.pipeline import LeakImages
+
+    if pair_images is None:
+        return None
+    if not isinstance(pair_images, ImageVectors):  # --image-embeddings, read and checked by the plan
+        from capgeo.findings.pairs import image_vectors_from_array
+
+        source = getattr(pairs, "image_embeddings", None)
+        pair_images = image_vectors_from_array(pair_images, str(source if isinstance(source, (str, Path)) else
+                                                                "image embeddings"),
+                                               captions.n_groups, embeddings.vectors.shape[1])
+    return LeakImages(train=pair_images)
+
+
+def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: int = 0, thumbnail=None,
+                    device: str | None = None, progress: bool | None = None) -> tuple[Profile, list[str]]:
     """``profile`` with the ``map`` section (at most capgeo.map.REPORT_MAX_POINTS captions, with the
-    profile's leak marked); without openTSNE, as it is with a note saying what to install instead."""
+    profile's leak marked, and ``thumbnail``: the image vectors' thumbnails, shown on hover); without
+    openTSNE, as it is with a note saying what to install instead."""
     from capgeo.map import REPORT_MAX_POINTS, MapUnavailable, dataset_map
 
     threshold = _threshold(profile)
     try:
         section = dataset_map(captions, embeddings.vectors, scan=scan,
                               leak=profile.leak.to_dict() if profile.leak else None, seed=seed,
-                              max_points=REPORT_MAX_POINTS, device=device, progress=progress,
+                              max_points=REPORT_MAX_POINTS, thumbnail=thumbnail, device=device, progress=progress,
                               **({} if threshold is None else {"near_duplicate_threshold": threshold}))
     except MapUnavailable as error:
         return profile, [f"Caption map: left out: {error}."]

@@ -227,15 +227,16 @@ def plotly_javascript() -> str:
     return PLOTLY_LOADER % {"payload": payload, "type": FIGURE_SCRIPT_TYPE}
 
 
-def figure_div(figure, div_id: str) -> str:
+def figure_div(figure, div_id: str, post_script: str | None = None) -> str:
     """A figure's ``<div>`` plus the script that draws it once plotly is unpacked; plotly.js itself is
-    not included."""
+    not included. ``post_script``: JavaScript run once the figure is drawn (``{plot_id}``: its div's id)."""
     import plotly.io as pio
 
     config = {"displaylogo": False, "responsive": True,
               "toImageButtonOptions": {"format": "png", "filename": div_id}}
     markup = pio.to_html(figure, full_html=False, include_plotlyjs=False, div_id=div_id, config=config,
-                         default_height="420px" if figure.layout.height is None else f"{figure.layout.height}px")
+                         default_height="420px" if figure.layout.height is None else f"{figure.layout.height}px",
+                         post_script=post_script)
     markup = markup.replace("<script>", f'<script type="{FIGURE_SCRIPT_TYPE}">')
     markup = markup.replace('<script type="text/javascript">', f'<script type="{FIGURE_SCRIPT_TYPE}">')
     return f'<div class="figure" data-figure="{escape(div_id)}">{markup}</div>'

@@ -269,9 +269,27 @@ def provenance_rows(profile: Profile, command: str | None, created: str) -> list
 
 def render_report(profile: Profile | dict, *, command: str | None = None, notes: list[str] | None = None,
                   created: str | None = None) -> str:
-    """The whole report for one profile as an HTML string."""
+    """The whole report for one profile as an HTML string. Past REPORT_PAGE_BYTES, the caption map's
+    hover thumbnails give way, the least telling first (capgeo.map.fewer_thumbnails), and the page
+    is drawn again."""
+    from capgeo.defaults import REPORT_PAGE_BYTES
+
     profile = as_profile(profile)
     created = created or now_utc()
+    page = _report_page(profile, command=command, notes=notes, created=created)
+    over = len(page.encode("utf-8")) - REPORT_PAGE_BYTES
+    if over > 0 and profile.map and profile.map.thumbnails:
+        from dataclasses import replace
+
+        from capgeo.map import fewer_thumbnails
+
+        # (a kilobyte more: the line that says how many carry one grows)
+        page = _report_page(replace(profile, map=fewer_thumbnails(profile.map, over + 1_000)), command=command,
+                            notes=notes, created=created)
+    return page
+
+
+def _report_page(profile: Profile, *, command: str | None, notes: list[str] | None, created: str) -> str:
     dataset = profile.dataset or Dataset()
     title = f"capgeo report: {dataset_label(profile)}"
     subtitle = (f"{dataset.n_captions:,} captions of {_shown(dataset.n_groups, '?'):,} images · "
