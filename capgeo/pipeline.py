@@ -638,7 +638,7 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
              if value is not None}
     section = pairs_section(captions, embeddings, images, batch_size=headline, n_batches=options.n_batches,
                             seed=0 if options.seed is None else options.seed, logit_scale=logit_scale,
-                            gamma=profile.gamma.suggested_gamma if profile.gamma else None,
+                            gamma=profile.gamma.headline_gamma if profile.gamma else None,
                             false_negatives_output=None if pairs.false_negatives is None else str(pairs.false_negatives),
                             progress=progress, **extra)
     return replace(profile, pairs=Pairs.from_dict(section))

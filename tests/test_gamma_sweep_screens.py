@@ -227,3 +227,20 @@ def test_the_sweep_runs_in_fp32_on_the_device_it_is_given(data, monkeypatch):
     assert seen[0::2] == [("cpu", "cpu", torch.float32, torch.float32, False)] * 4   # 2 gammas x 2 seeds
     assert seen[1::2] == [np.float64] * 4   # the loss record is read back once, in float64
     assert restored is True
+
+
+def test_the_pairs_saturation_reads_the_measured_gamma(data):
+    """With a sweep and image vectors, the pairs section's saturation is at gamma 0 and the headline
+    gamma: the measured one, not the rule's."""
+    folder, common, _, _ = data
+    rng = np.random.default_rng(1)
+    images = rng.standard_normal((60, 16))
+    np.save(folder / "images.npy", images / np.linalg.norm(images, axis=1, keepdims=True))
+    done = CliRunner().invoke(main, ["profile", *common, *SWEEP, "--sweep-gammas", "0,1",
+                                     "--image-embeddings", str(folder / "images.npy"),
+                                     "--json", str(folder / "paired.json")], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    result = json.loads((folder / "paired.json").read_text())
+    measured, rule = result["gamma"]["sweep"]["measured_gamma"], result["gamma"]["suggested_gamma"]
+    assert measured != rule
+    assert [entry["gamma"] for entry in result["pairs"]["saturation"]["gammas"]] == [0.0, measured]

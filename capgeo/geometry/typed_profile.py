@@ -765,6 +765,11 @@ class Gamma(_Section):
         """The best gamma of the proxy fine-tune sweep, when one ran (then it is the headline)."""
         return self.sweep.get("measured_gamma") if self.sweep else None
 
+    @property
+    def headline_gamma(self) -> float | None:
+        """The gamma every screen heads with: the sweep's measured one where a sweep ran, else the rule's."""
+        return self.measured_gamma if self.measured_gamma is not None else self.suggested_gamma
+
     def with_sweep(self, sweep: Mapping[str, Any]) -> "Gamma":
         """This section with a measured curve (GammaSweep.to_dict), frozen as a loaded one is."""
         return dataclasses.replace(self, sweep=_tuple(sweep))
