@@ -18,8 +18,6 @@ from capgeo.cli import main
 from capgeo.images import image_vectors
 from capgeo.pipeline import LEAK_NEEDS_IMAGES, EncodeOptions
 
-pytest.importorskip("open_clip")
-
 #: above every cosine between two unrelated random images under the random tower (they reach 0.99)
 THRESHOLD = 0.999
 

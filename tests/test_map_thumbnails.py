@@ -145,7 +145,6 @@ def test_the_report_page_stays_under_3_mb_with_every_thumbnail_budget_full(tmp_p
 def test_the_report_map_shows_the_image_towers_thumbnails(tmp_path):
     """`capgeo report` with a two-tower checkpoint over a dataset that names its images: the map's points
     carry the thumbnails of the profile's image vectors."""
-    pytest.importorskip("open_clip")
     from _clip_fixtures import vision_checkpoint
 
     data = coco_layout(tmp_path / "coco", 8)
