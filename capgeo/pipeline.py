@@ -111,11 +111,10 @@ class GammaPasses:
 
 @dataclass(frozen=True)
 class ImageOptions:
-    """Where a profile's image vectors come from, for the pair analyses (capgeo.images.image_vectors):
-    ``image_embeddings``, a file of vectors keyed by image id, else the encoder's own image tower over
-    the images the dataset names (``images_root``: their folder, where not beside the captions)."""
+    """The images' vectors from the encoder's own image tower, for the pair analyses
+    (capgeo.images.image_vectors), over the images the dataset names (``images_root``: their folder,
+    where not beside the captions). A file of vectors made elsewhere is PairOptions.image_embeddings."""
 
-    image_embeddings: str | Path | None = None
     images_root: str | Path | None = None
 
 
@@ -258,10 +257,8 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
         _check_images(captions, images)
     if embeddings is None or passes is not None:  # (the passes embed the captions themselves)
         encode.check_cache()
-    if isinstance(passes, GammaPasses):
-        sweep = passes.sweep   # (checked with the passes)
-    else:
-        sweep = checked_sweep(sweep, gamma=gamma)
+    # checked once, here; the runs read plan.sweep
+    sweep = checked_sweep(passes.sweep if isinstance(passes, GammaPasses) else sweep, gamma=gamma)
     return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
                        logit_scale, per_caption, companion_lists, image_vectors, images, pairs if passes is None else None,
                        sweep)
@@ -285,11 +282,7 @@ def checked_sweep(sweep, *, gamma: bool = True):
 
 
 def _check_images(captions, images: ImageOptions) -> None:
-    """Before the encoding: a file of image vectors holds one per image, an images folder exists."""
-    if images.image_embeddings is not None:
-        from capgeo.findings.gamma import checked_image_embeddings
-
-        checked_image_embeddings(images.image_embeddings, captions)
+    """Before the encoding: the images folder exists."""
     if images.images_root is not None and not Path(images.images_root).expanduser().is_dir():
         raise CapgeoError(f"--images {images.images_root}: no such folder; expected the folder holding the "
                           "dataset's images")
@@ -305,9 +298,9 @@ def plan_image_vectors(plan: ProfilePlan, *, progress: bool | None = None):
     notes: list[str] = []
     try:
         vectors = image_vectors(plan.captions, plan.encode, images_root=plan.images.images_root,
-                                image_embeddings=plan.images.image_embeddings, progress=progress, notes=notes)
+                                progress=progress, notes=notes)
     except EncoderError as error:
-        if plan.images.images_root is not None or plan.images.image_embeddings is not None:
+        if plan.images.images_root is not None:
             raise  # images asked for by name: a tower that cannot encode them is the user's to know at once
         # images not asked for (a profile looks for them): a text-only checkpoint leaves the pairs out
         return None, (str(error),)
@@ -359,8 +352,6 @@ def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) ->
 
         for size in resolved.sizes:
             check_gamma_batch_size(size, captions.n_groups)
-        if passes.sweep is not None:
-            checked_sweep(passes.sweep)
         # read once, before the (slow) encoding; the profile names the file they came from
         return (checked_image_embeddings(passes.image_embeddings, captions)
                 if passes.image_embeddings is not None else None)
@@ -470,8 +461,8 @@ def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None)
         grid=passes.grid or DEFAULT_GRID, n_batches=options.n_batches, seed=options.seed, progress=progress,
         **({} if passes.hard_edge is None else {"hard_edge": passes.hard_edge}))
     profile = Profile.from_dict(profile)
-    if passes.sweep is not None:
-        profile = with_sweep(profile, captions, embeddings, passes.sweep, image_vectors=plan.image_vectors,
+    if plan.sweep is not None:
+        profile = with_sweep(profile, captions, embeddings, plan.sweep, image_vectors=plan.image_vectors,
                              device=encode.device, progress=progress)
     return ProfileRun(captions, embeddings, profile, plan.batch_sizes)
 
@@ -494,13 +485,14 @@ def with_sweep(profile: Profile, captions, embeddings, sweep, *, image_vectors=N
 def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, device: str | None = None,
                    progress: bool | None = None) -> dict:
     """The proxy fine-tune sweep (GammaSweep.to_dict) set beside the rule's gamma section ``gamma`` (a
-    Gamma or its dict): at its headline batch size and logit scale, its suggestion among the gammas."""
+    Gamma or its dict): at its headline batch size and logit scale, its suggestion among the gammas.
+    ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
     from capgeo.findings.gamma_sweep import gamma_sweep
     from capgeo.geometry.typed_profile import Gamma
 
     gamma = Gamma.from_dict(gamma) if isinstance(gamma, dict) else gamma
     return gamma_sweep(getattr(embeddings, "vectors", embeddings), captions.group_codes, image_vectors=image_vectors,
-                       options=checked_sweep(sweep), rule_gamma=gamma.suggested_gamma,
+                       options=sweep, rule_gamma=gamma.suggested_gamma,
                        logit_scale=gamma.logit_scale, default_batch_size=gamma.headline_batch_size, device=device,
                        progress=progress).to_dict()
 
