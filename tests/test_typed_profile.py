@@ -344,7 +344,7 @@ def test_to_html_draws_the_report_of_the_dict(built, tmp_path, monkeypatch):
 
 def test_summary_is_the_profile_commands_terminal_text(built):
     from capgeo.cli.profile import print_profile
-    from capgeo.cli.terminal import console
+    from capgeo.terminal import console
 
     out = console(record=True, width=100, force_terminal=False, color_system=None)
     with out.capture() as captured:

@@ -73,7 +73,7 @@ class LazyGroup(click.Group):
             # and the status is 141 (128 + SIGPIPE), what the shell reports for a tool SIGPIPE ends
             # (`seq 1 1000000 | head`), so `set -o pipefail` sees capgeo as it sees coreutils. Stdout
             # goes to devnull first, so that the exit's own flush meets no closed pipe. rich's writes
-            # end here too (capgeo.cli.terminal.console), not in its own exit with status 1.
+            # end here too (capgeo.terminal.console), not in its own exit with status 1.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(BROKEN_PIPE_STATUS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli import terminal
+from capgeo import terminal
 from capgeo.cli.options import (
     PairThreshold,
     dataset_options,
@@ -18,7 +18,7 @@ from capgeo.cli.options import (
     seed_option,
     writable_output,
 )
-from capgeo.cli.terminal import shown
+from capgeo.terminal import shown
 from capgeo.defaults import BATCHES_EPOCHS, NEAR_DUPLICATE_THRESHOLD
 from capgeo.progress import counts_passes
 

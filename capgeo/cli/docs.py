@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from capgeo.cli import terminal
+from capgeo import terminal
 
 HELP = """Show a documentation page (the pages cited as `capgeo docs TOPIC` by other commands' help
 and messages), or list the pages without TOPIC. Pages are Markdown, printed as written (pipe them to a

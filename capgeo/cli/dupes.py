@@ -9,7 +9,7 @@ import sys
 import click
 
 from capgeo._atomic import is_standard_output, refuse_redirected_to_a_file
-from capgeo.cli import terminal
+from capgeo import terminal
 from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     FiniteFloatRange,
@@ -25,7 +25,7 @@ from capgeo.cli.options import (
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
-from capgeo.cli.terminal import shown
+from capgeo.terminal import shown
 from capgeo.defaults import DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTILES, DUPES_TOP, KEEP_POLICIES, TOP_K
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.display import short_id, visible

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli import terminal
-from capgeo.cli.terminal import shown
+from capgeo import terminal
+from capgeo.terminal import shown
 from capgeo.cli.options import (
     dataset_options,
     emit,

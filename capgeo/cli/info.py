@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli import terminal
+from capgeo import terminal
 from capgeo.cli.options import (
     dataset_options,
     emit,
@@ -37,7 +37,7 @@ def _show_info(json_out, **options):
 def _print_summary(summary: dict) -> None:
     from rich.table import Table
 
-    from capgeo.cli.terminal import shown  # dataset text: made visible, its brackets escaped
+    from capgeo.terminal import shown  # dataset text: made visible, its brackets escaped
 
     per_group = summary["captions_per_group"]
     words = summary["words_per_caption"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli import terminal
+from capgeo import terminal
 from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
     FiniteFloatRange,
@@ -90,7 +90,7 @@ def print_leak(result, written_to: str | None = None) -> None:
 
     from capgeo.api import Leak
     from capgeo.cli.dupes import highlighted, is_plain, legend
-    from capgeo.cli.terminal import shown
+    from capgeo.terminal import shown
     from capgeo.display import short_id, visible
 
     leak = result if isinstance(result, Leak) else Leak.from_dict(result)

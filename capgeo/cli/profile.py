@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli import terminal
+from capgeo import terminal
 from capgeo.cli.examples import epilog
-from capgeo.cli.terminal import shown
+from capgeo.terminal import shown
 from capgeo.display import counted, visible
 from capgeo.cli.options import (
     FiniteFloatRange,

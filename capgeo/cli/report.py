@@ -144,7 +144,7 @@ def _print_side_by_side(profiles, labels, stderr: bool = False) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from capgeo.cli import terminal
+    from capgeo import terminal
     from capgeo.display import visible
     from capgeo.report.summary import headline_rows
 

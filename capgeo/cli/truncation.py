@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from capgeo.cli import terminal
+from capgeo import terminal
 from capgeo.display import visible
 from capgeo.cli.options import (
     PairThreshold,

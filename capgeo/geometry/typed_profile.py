@@ -1252,7 +1252,7 @@ class Profile(_Section):
     def summary(self, width: int = 100) -> str:
         """The terminal text ``capgeo profile`` prints, without colour."""
         from capgeo.cli.profile import print_profile
-        from capgeo.cli.terminal import console
+        from capgeo.terminal import console
 
         out = console(record=True, width=width, force_terminal=False, color_system=None)
         with out.capture() as captured:

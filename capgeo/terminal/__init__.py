@@ -1,4 +1,5 @@
-"""The console every command prints its summary to."""
+"""The terminal renderer layer: the console every command prints its summary to, and the renderers
+that draw typed results on it (capgeo.terminal.<finding>)."""
 
 from __future__ import annotations
 
