@@ -85,10 +85,11 @@ def scan_pairs_on_ray(session, vectors, group_codes, options, *, exclude_codes=N
                 batch, ready = ready[:MERGE_FAN_IN], ready[MERGE_FAN_IN:]
                 pending[merge_task.remote(*batch)] = False
     partial = ray.get(ready[0])
-    if options.max_pairs is not None and options.threshold is not None and partial.pair_rows.size > options.max_pairs:
+    max_pairs, threshold = options.max_pairs, options.threshold
+    if max_pairs is not None and threshold is not None and partial.pair_rows.size > max_pairs:
         from capgeo.geometry.partials import TooManyPairs
 
-        raise TooManyPairs(options.max_pairs, options.threshold)  # each task checked its own tile; this is the whole pass
+        raise TooManyPairs(max_pairs, threshold)  # each task checked its own tile; this is the whole pass
     nodes = set(ray.get(node_refs))
     session.nodes_used |= nodes
     session.tasks += len(tiles)
