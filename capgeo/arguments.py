@@ -148,3 +148,16 @@ def _positional(function: Callable) -> set[str]:
 
 def _listed(names: Iterable[str]) -> str:
     return ", ".join(names)
+
+
+def with_fields(cls, options, caller: str, values: Mapping[str, object]):
+    """``options`` (a frozen dataclass ``cls``; None: all defaults) with the fields in ``values``
+    replaced, for a function that takes an options object or its fields as keywords; an unknown
+    field is the TypeError Python gives for an unknown keyword argument of ``caller``."""
+    import dataclasses
+
+    unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    options = options or cls()
+    return dataclasses.replace(options, **values) if values else options

@@ -10,7 +10,6 @@ diagonal left out. Memory stays bounded by processing the batches in chunks.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -146,11 +145,9 @@ class InBatchOptions:
     @classmethod
     def of(cls, options: "InBatchOptions | None" = None, **values) -> "InBatchOptions":
         """``options`` (default: all defaults) with the fields in ``values`` replaced."""
-        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
-        if unknown:
-            raise TypeError(f"inbatch_statistics() got an unexpected keyword argument {unknown[0]!r}")
-        options = options or cls()
-        return dataclasses.replace(options, **values) if values else options
+        from capgeo.arguments import with_fields
+
+        return with_fields(cls, options, "inbatch_statistics", values)
 
 
 def inbatch_statistics(vectors: np.ndarray, group_codes: np.ndarray, batch_size: int,

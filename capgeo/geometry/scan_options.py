@@ -12,7 +12,6 @@ This module imports no numerical library.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +54,6 @@ class ScanOptions:
     def of(cls, options: "ScanOptions | None" = None, caller: str = "scan_pairs", **values) -> "ScanOptions":
         """``options`` (default: all defaults) with the fields in ``values`` replaced; an unknown
         field is a TypeError naming ``caller``, as for any unknown keyword argument."""
-        unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
-        if unknown:
-            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
-        options = options or cls()
-        return dataclasses.replace(options, **values) if values else options
+        from capgeo.arguments import with_fields
+
+        return with_fields(cls, options, caller, values)
