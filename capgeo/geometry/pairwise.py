@@ -41,13 +41,13 @@ from capgeo.geometry.distribution import (
 )
 from capgeo.geometry.partials import (PairPartial, Tallies, TooManyPairs, exact_units, pass_partial,
                                       sorted_pairs)
-from capgeo.geometry.scan_options import ScanOptions
 from capgeo.geometry.precision import (
     ReducedProducts,
     check_precision,
     matmul_precision,
     rescored_cosines,
 )
+from capgeo.geometry.scan_options import ScanOptions
 from capgeo.defaults import PAIR_BLOCK_SIZE, TOP_K
 from capgeo.progress import progress_bar
 
