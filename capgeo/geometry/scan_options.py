@@ -30,7 +30,7 @@ class ScanOptions:
     block_size: int | None = defaults.PAIR_BLOCK_SIZE
     bins: int = defaults.BINS
     #: fp32 (exact), or tf32 / bf16 tile products (capgeo.geometry.precision); exact pass only
-    precision: str = "fp32"
+    precision: str = defaults.PRECISIONS[0]
     #: False: the hardest companions only, no distributions
     histograms: bool = True
     #: also keep every different-group pair with cosine >= threshold (exact pass only)
