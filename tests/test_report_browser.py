@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _report_fixtures import REPO_DATA, make_full_profile, real_report_input
+from _report_fixtures import REPO_DATA, make_full_profile, real_report_input, typed
 from capgeo.report.build import build_compare, build_report
 from capgeo.report.compare import COMPARE_FIGURE_IDS, COMPARE_OPTIONAL_FIGURE_IDS
 from capgeo.report.single import FIGURE_IDS, HARDEST_NEGATIVE_FIGURE_ID, OPTIONAL_FIGURE_IDS
