@@ -57,7 +57,7 @@ def _tail(path: str, parts: int) -> str:
     return "/".join(PurePath(path).parts[-parts:])
 
 
-def compare_table(profiles: Sequence[Profile | dict], labels: Sequence[str]) -> str:
+def compare_table(profiles: Sequence[Profile], labels: Sequence[str]) -> str:
     """Rows matched by label across profiles (batch sizes may differ); missing cells say so."""
     all_rows = [summary_rows(p) for p in profiles]
     per_profile = [dict(rows) for rows in all_rows]

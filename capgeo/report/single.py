@@ -21,7 +21,7 @@ from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
 from capgeo.report.summary import dataset_label, encoder_label, headline_rows, shown_field, summary_rows
-from capgeo.sections import missing_notes
+from capgeo.sections import SECTIONS, missing_notes, resolve
 
 #: Element ids of the figures, in page order (tests check each is present).
 FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gamma")
@@ -186,8 +186,6 @@ def figure_sections(profile: Profile) -> list[Section]:
 def optional_sections(profile: Profile) -> tuple[list[Section], list[str]]:
     """The page's parts for the optional sections the profile holds (capgeo.sections, in its order),
     and the scripts they need."""
-    from capgeo.sections import SECTIONS, resolve
-
     parts, scripts = [], []
     for entry in SECTIONS:
         section = getattr(profile, entry.name)
@@ -218,6 +216,7 @@ def gamma_html(gamma: Gamma) -> str | None:
 
 
 def map_lede(caption_map) -> str:
+    """The caption map's lede, which names how many captions `capgeo map` maps."""
     from capgeo.map import DEFAULT_MAX_POINTS
 
     return ("A 2-D projection of the caption embeddings (as `capgeo map` draws it, which maps up to "
