@@ -865,10 +865,10 @@ DUPES_KINDS = ("pairs", "examples", "sets")
 
 
 def dupes_dataset(captions, kind: str = "pairs", encode: EncodeOptions | None = None, *, embeddings=None,
-                  top_k: int = TOP_K, progress: bool | None = None, **section_options) -> dict:
+                  top_k: int = TOP_K, progress: bool | None = None, **section_options):
     """`capgeo dupes` (``kind`` "pairs"), `dupes-examples` ("examples") or `dupes-sets` ("sets") in
     one call: check (:func:`checked_dataset`), embed under ``encode`` (unless ``embeddings`` are
-    given) and return the ``capgeo.dupes/1`` section that capgeo.findings.duplicates'
+    given) and return the typed ``capgeo.dupes/1`` result that capgeo.findings.duplicates'
     ``pairs_section``, ``examples_section`` or ``sets_section`` makes with ``section_options``
     (docs/dupes.md); ``top_k``: companions kept per caption by the scan."""
     from capgeo.errors import CapgeoError
