@@ -549,3 +549,32 @@ def test_the_gallery_is_the_pairs_and_examples_of_one_section():
     examples = examples_section(captions, vectors, quantiles=(0.5, 0.9), per_quantile=1).to_dict()
     assert gallery["pairs"] == pairs["pairs"] and gallery["examples"] == examples["examples"]
     assert gallery["near_duplicates"]["threshold"] == 0.9
+
+
+def test_the_pair_list_is_one_typed_result_for_the_command_and_the_python_api():
+    """pairs_section (`capgeo dupes`) and capgeo.near_duplicates return one class: typed rows, the
+    dict rows and totals the API always had, and to_dict() the JSON of its typed section."""
+    import capgeo
+    from capgeo.findings.duplicates import NearDuplicatePairs, pairs_section
+    from capgeo.geometry.typed_profile import DupesPair
+
+    vectors = grouped_vectors(n_groups=12, per_group=3)
+    captions = caption_set([3] * 12)
+    found = pairs_section(captions, vectors, threshold=0.2, top=7)
+    assert capgeo.NearDuplicates is NearDuplicatePairs and isinstance(found, NearDuplicatePairs)
+    assert all(isinstance(row, DupesPair) for row in found.rows) and len(found.rows) == 7
+    assert list(found.pairs) == [row.to_dict() for row in found.rows] == found.to_dict()["pairs"]
+    expected = _brute_pairs(vectors, captions)
+    assert found.n_near_duplicate_pairs == sum(c >= 0.95 for c, _, _ in expected)
+    assert found.top == 7 and found.threshold == 0.2 and found.warnings == ()
+    assert found.to_polars().height == 7
+    found.pairs[0]["cosine"] = 2.0  # a copy: the result stays as it was
+    assert found.pairs[0]["cosine"] <= 1.0 + TOLERANCE
+
+
+def test_mining_options_as_an_object_or_as_keywords_mine_the_same_pairs():
+    vectors = grouped_vectors(n_groups=12, per_group=3)
+    captions = caption_set([3] * 12)
+    given = near_duplicate_pairs(captions, vectors, limit=15, mining=MiningOptions(top_k=2, block_size=8))
+    assert given == near_duplicate_pairs(captions, vectors, limit=15, top_k=2, block_size=8)
+    assert_same_pairs(given, _brute_pairs(vectors, captions)[:15])

@@ -247,3 +247,29 @@ def test_the_command_takes_the_rules_and_says_them(tmp_path):
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         assert [row["negative_ids"] for row in rows] == [[ids[j] for j in row if j >= 0] for row in expected]
         assert ("any number per image" if per_image is None else "at most 1 per image") in result.stdout
+
+
+def test_the_export_returns_its_typed_summary_with_k_capped(tmp_path):
+    """export_negatives returns a frozen NegativesExport: its rules with k capped at what any caption
+    can have, counts matching the file it wrote, and to_dict() the `negatives --json` object."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from _action_fixtures import caption_set
+    from capgeo.findings.negatives import NegativesExport, export_negatives
+
+    vectors, codes = clustered(n_groups=4, per_group=2)
+    captions = caption_set([f"g{code}" for code in codes])
+    out = tmp_path / "negatives.jsonl"
+    summary = export_negatives(captions, SimpleNamespace(vectors=vectors), str(out),
+                               rules=NegativeOptions(k=50, per_image=None), block_size=16)
+    assert isinstance(summary, NegativesExport) and summary.rules.k == 6  # 8 captions, 2 of them its own image
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert summary.n_anchors == len(rows) == 8
+    assert summary.n_negatives == sum(len(row["negative_ids"]) for row in rows)
+    written = summary.to_dict()
+    assert list(written) == ["schema", "output", "n_anchors", "k", "min_cosine", "max_cosine", "per_image", "margin",
+                             "n_anchors_short", "n_negatives", "encoder", "cosines"]
+    assert written["k"] == 6 and written["encoder"] is None and written["cosines"][-1]["rank"] == "all"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary.n_anchors = 3
