@@ -786,31 +786,32 @@ def _grouped_examples(captions, examples: list[Example]) -> tuple[DupesExample, 
     ) for example in examples)
 
 
+def _of_section(name: str, doc: str):
+    """A read-only attribute of a NearDuplicatePairs: its section's ``name``."""
+    return property(lambda self: getattr(self.section, name), doc=doc)
+
+
+def _of_totals(name: str, doc: str):
+    """A read-only attribute of a NearDuplicatePairs: its near-duplicate totals' ``name``."""
+    return property(lambda self: getattr(self.totals, name), doc=doc)
+
+
 @dataclass(frozen=True)
 class NearDuplicatePairs:
     """The most similar caption pairs of different images: what `capgeo dupes` prints and
     :func:`capgeo.near_duplicates` returns (docs/dupes.md). ``section`` is the typed
-    ``capgeo.dupes/1`` object; the properties read it as the Python API always has."""
+    ``capgeo.dupes/1`` object; the attributes read it as the Python API always has."""
 
     section: Dupes
 
-    @property
-    def n_captions(self) -> int:
-        return self.section.n_captions
-
-    @property
-    def n_groups(self) -> int:
-        return self.section.n_groups
-
-    @property
-    def threshold(self) -> float | None:
-        """The floor asked for (None: none)."""
-        return self.section.threshold
-
-    @property
-    def top(self) -> int | None:
-        """Pairs asked for (None: every pair at or above the floor)."""
-        return self.section.limit
+    n_captions = _of_section("n_captions", "Captions in the dataset.")
+    n_groups = _of_section("n_groups", "Images (groups) in the dataset.")
+    threshold = _of_section("threshold", "The floor asked for (None: none).")
+    top = _of_section("limit", "Pairs asked for (None: every pair at or above the floor).")
+    n_exact_skipped = _of_section("n_exact_skipped", "Exact copies left out (skip_exact), else None.")
+    near_duplicate_threshold = _of_totals("threshold", "The cosine at which two captions are near-duplicates.")
+    n_near_duplicate_pairs = _of_totals("n_pairs", "All such pairs in the dataset (None: more than 1,000,000).")
+    n_exact_duplicate_pairs = _of_totals("n_exact_duplicate_pairs", "Of those, exact copies.")
 
     @property
     def rows(self) -> tuple[DupesPair, ...]:
@@ -825,27 +826,8 @@ class NearDuplicatePairs:
 
     @property
     def totals(self) -> NearDuplicateTotals:
+        """How many pairs of the dataset are near-duplicates, and how many of them exact copies."""
         return NearDuplicateTotals.from_dict(self.section.near_duplicates)
-
-    @property
-    def near_duplicate_threshold(self) -> float:
-        """The cosine at which two captions are near-duplicates."""
-        return self.totals.threshold
-
-    @property
-    def n_near_duplicate_pairs(self) -> int | None:
-        """All such pairs in the dataset (None: more than 1,000,000)."""
-        return self.totals.n_pairs
-
-    @property
-    def n_exact_duplicate_pairs(self) -> int | None:
-        """Of those, exact copies."""
-        return self.totals.n_exact_duplicate_pairs
-
-    @property
-    def n_exact_skipped(self) -> int | None:
-        """Exact copies left out (skip_exact), else None."""
-        return self.section.n_exact_skipped
 
     @property
     def encoder(self) -> dict | None:
