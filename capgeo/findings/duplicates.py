@@ -647,7 +647,8 @@ def dupes_section(captions, source, *, pairs: PairListOptions | None = PairListO
 
     fields: dict = {}
     if pairs is not None:
-        fields.update(_pair_fields(captions, source, vectors, pairs, mining, scan, collecting))
+        rows, skipped = _pair_rows(captions, source, vectors, pairs, mining, scan, collecting)
+        fields.update(pairs=rows, skip_exact=pairs.skip_exact, n_exact_skipped=skipped)
         with labelled("near-duplicate totals"):
             totals = collecting(near_duplicate_totals, captions, source, near_duplicate_threshold, scan=scan,
                                 mining=mining)
@@ -659,7 +660,8 @@ def dupes_section(captions, source, *, pairs: PairListOptions | None = PairListO
         fields["quantiles"] = tuple(float(q) for q in examples.quantiles)
         fields["examples"] = _grouped_examples(captions, chosen)
     if sets is not None:
-        fields.update(_set_fields(captions, source, vectors, sets, mining, scan, collecting, notes))
+        components, dedup = _sets(captions, source, vectors, sets, mining, scan, collecting, notes)
+        fields.update(components=components, dedup=dedup)
     written = dict.fromkeys(DUPES_KEYS)
     written.update(schema=SCHEMA, n_captions=len(captions), n_groups=captions.n_groups,
                    threshold=pairs.threshold if pairs else None, limit=pairs.limit if pairs else None,
@@ -677,12 +679,13 @@ def _encoder_of(source) -> Encoder | None:
     return Encoder(**info, nulls=frozenset(key for key, value in info.items() if value is None))
 
 
-def _pair_fields(captions, source, vectors, listing: PairListOptions, mining: MiningOptions, scan, collecting) -> dict:
-    """The pair list of a dupes section and what it says of exact copies."""
+def _pair_rows(captions, source, vectors, listing: PairListOptions, mining: MiningOptions, scan,
+               collecting) -> tuple[tuple[DupesPair, ...], int | None]:
+    """The pair list of a dupes section, and the exact copies it left out (None unless ``skip_exact``)."""
     limit, skip_exact = listing.limit, listing.skip_exact
     # no threshold and no limit lists every pair of different images (up to max_pairs)
     floor = EVERY_PAIR if listing.threshold is None and limit is None else listing.threshold
-    fields: dict = {}
+    skipped = None
 
     def mine(count):
         return collecting(near_duplicate_pairs, captions, source, threshold=floor, limit=count, scan=scan,
@@ -695,39 +698,35 @@ def _pair_fields(captions, source, vectors, listing: PairListOptions, mining: Mi
             mined = collecting(near_duplicate_pairs, captions, source, threshold=floor, limit=limit,
                                exclude_codes=codes, mining=mining)
         cutoff = mined[-1].cosine if limit is not None and len(mined) == limit else floor
-        fields["n_exact_skipped"] = exact_copies_at_or_above(vectors, captions.group_codes, codes,
-                                                             -np.inf if cutoff is None else cutoff)
+        skipped = exact_copies_at_or_above(vectors, captions.group_codes, codes, -np.inf if cutoff is None else cutoff)
     elif skip_exact:  # a scan only: the copies among its pairs are dropped (the list may come out shorter)
         found = mine(limit)
         mined = [pair for pair in found if not is_exact_duplicate(captions.texts[pair.index_a],
                                                                   captions.texts[pair.index_b])]
-        fields["n_exact_skipped"] = len(found) - len(mined)
+        skipped = len(found) - len(mined)
     else:
         with labelled("most similar pairs"):
             mined = mine(limit)
-    fields["pairs"] = pair_rows(captions, mined)
-    fields["skip_exact"] = skip_exact
-    return fields
+    return pair_rows(captions, mined), skipped
 
 
-def _set_fields(captions, source, vectors, sets: SetOptions, mining: MiningOptions, scan, collecting,
-                notes: list[str]) -> dict:
-    """The near-duplicate sets of a dupes section and, with ``sets.keep``, the dedup decision."""
+def _sets(captions, source, vectors, sets: SetOptions, mining: MiningOptions, scan, collecting, notes: list[str]):
+    """The near-duplicate set rows of a dupes section and, with ``sets.keep``, the dedup decision (else
+    None), read-only as the section holds them; the chaining warning goes to ``notes``."""
     with labelled("near-duplicate sets"):
         found = collecting(near_duplicate_components, captions, source, sets.threshold, scan=scan, mining=mining)
-    fields: dict = {"components": tuple(_read_only(row.to_dict())
-                                        for row in component_rows(captions, found, sets.threshold))}
+    rows = tuple(_read_only(row.to_dict()) for row in component_rows(captions, found, sets.threshold))
     # a pair, or a set whose every two members are at or above the threshold, does not chain
     if any(component.size > 2 and (component.min_member_cosine is None
                                     or component.min_member_cosine < sets.threshold)
            for component in found):
         notes.append(CHAINING_WARNING)
-    if sets.keep is not None:
-        from capgeo.findings.dedup import dedup_section
+    if sets.keep is None:
+        return rows, None
+    from capgeo.findings.dedup import dedup_section
 
-        fields["dedup"] = _read_only(dedup_section(captions, vectors, scan, found, sets.keep, sets.seed,
-                                                   mining.block_size, mining.device).to_dict())
-    return fields
+    decision = dedup_section(captions, vectors, scan, found, sets.keep, sets.seed, mining.block_size, mining.device)
+    return rows, _read_only(decision.to_dict())
 
 
 def pairs_section(captions, source, *, threshold: float | None = None, top: int | None = DUPES_TOP,
