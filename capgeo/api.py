@@ -30,40 +30,14 @@ __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True)
-class NearDuplicates:
-    """The most similar caption pairs of different images (`capgeo dupes`, docs/dupes.md)."""
+def __getattr__(name: str):
+    # NearDuplicates, the result of near_duplicates, is the `capgeo dupes` result itself
+    # (capgeo.findings.duplicates.NearDuplicatePairs), imported on first use: numpy stays unloaded
+    if name == "NearDuplicates":
+        from capgeo.findings.duplicates import NearDuplicatePairs
 
-    n_captions: int
-    n_groups: int
-    threshold: float | None            # the floor asked for (None: none)
-    top: int | None                    # pairs asked for (None: every pair at or above the floor)
-    pairs: tuple[dict, ...]            # pair rows, most similar first (fields in docs/dupes.md)
-    near_duplicate_threshold: float    # the cosine at which two captions are near-duplicates
-    n_near_duplicate_pairs: int | None  # all such pairs in the dataset (None: more than 1,000,000)
-    n_exact_duplicate_pairs: int | None  # of those, exact copies
-    n_exact_skipped: int | None        # exact copies left out (skip_exact), else None
-    encoder: dict | None
-    warnings: tuple[str, ...]
-    _json: dict = field(repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, section: dict) -> "NearDuplicates":
-        near = section["near_duplicates"]
-        return cls(section["n_captions"], section["n_groups"], section["threshold"], section["limit"],
-                   tuple(section["pairs"]), near["threshold"], near["n_pairs"], near["n_exact_duplicate_pairs"],
-                   section.get("n_exact_skipped"), section.get("encoder"), tuple(section["warnings"]),
-                   copy.deepcopy(section))
-
-    def to_dict(self) -> dict:
-        """The `capgeo dupes --json` object (``capgeo.dupes/1``)."""
-        return copy.deepcopy(self._json)
-
-    def to_polars(self):
-        """One row per pair, the columns of `capgeo dupes -o pairs.parquet`."""
-        from capgeo.findings.duplicates import PAIR_COLUMNS
-
-        return _frame(self.pairs, PAIR_COLUMNS)
+        return NearDuplicatePairs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -332,7 +306,7 @@ def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *
 @checked_arguments(_load_options)
 def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = DUPES_TOP,
                     skip_exact: bool = False, device: str | None = None, cache_dir: str | os.PathLike | None = None,
-                    **load_options) -> NearDuplicates:
+                    **load_options) -> "NearDuplicates":
     """The ``top`` most similar caption pairs of different images at or above ``threshold``
     (None: no floor), most similar first, exactly as `capgeo dupes` lists them; ``top`` 0 or
     None lists every such pair. ``skip_exact`` leaves exact copies out.
@@ -348,8 +322,8 @@ def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None
     else:
         encode, embeddings = EncodeOptions(device=device), _embeddings(captions, encoder, device=device,
                                                                        cache_dir=cache_dir)
-    return NearDuplicates.from_dict(dupes_dataset(captions, "pairs", encode, embeddings=embeddings,
-                                                  threshold=threshold, top=top, skip_exact=skip_exact))
+    return dupes_dataset(captions, "pairs", encode, embeddings=embeddings, threshold=threshold, top=top,
+                         skip_exact=skip_exact)
 
 
 @checked_arguments(_load_options)

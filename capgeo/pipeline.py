@@ -865,10 +865,10 @@ DUPES_KINDS = ("pairs", "examples", "sets")
 
 
 def dupes_dataset(captions, kind: str = "pairs", encode: EncodeOptions | None = None, *, embeddings=None,
-                  top_k: int = TOP_K, progress: bool | None = None, **section_options) -> dict:
+                  top_k: int = TOP_K, progress: bool | None = None, **section_options):
     """`capgeo dupes` (``kind`` "pairs"), `dupes-examples` ("examples") or `dupes-sets` ("sets") in
     one call: check (:func:`checked_dataset`), embed under ``encode`` (unless ``embeddings`` are
-    given) and return the ``capgeo.dupes/1`` section that capgeo.findings.duplicates'
+    given) and return the typed ``capgeo.dupes/1`` result that capgeo.findings.duplicates'
     ``pairs_section``, ``examples_section`` or ``sets_section`` makes with ``section_options``
     (docs/dupes.md); ``top_k``: companions kept per caption by the scan."""
     from capgeo.errors import CapgeoError
@@ -889,12 +889,12 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
                       k: int = NEGATIVES_K, min_cosine: float = NEGATIVES_MIN_COSINE,
                       max_cosine: float = NEGATIVES_MAX_COSINE, per_image: int | None = NEGATIVES_PER_IMAGE,
                       margin: float | None = None, block_size: int = FIXED_BLOCK_SIZE,
-                      progress: bool | None = None, force: bool = False) -> dict:
+                      progress: bool | None = None, force: bool = False):
     """`capgeo negatives` in one call (docs/negatives.md): check the options and the dataset
     (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), write
-    each caption's ``k`` hardest negatives to ``output`` (.jsonl or .parquet) and return the summary
+    each caption's ``k`` hardest negatives to ``output`` (.jsonl or .parquet) and return the typed summary
     (capgeo.findings.negatives.export_negatives; ``force``: replace a file capgeo did not write)."""
-    from capgeo.findings.negatives import check_range, check_rules, export_negatives
+    from capgeo.findings.negatives import NegativeOptions, check_range, check_rules, export_negatives
     from capgeo.paths import check_outputs
 
     check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)  # before encoding
@@ -904,9 +904,9 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
     with _on_ray(encode.ray_address):
         if embeddings is None:
             embeddings = encode.embed(captions, progress=progress)
-        return export_negatives(captions, embeddings, str(output), k=k, min_cosine=min_cosine,
-                                max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size,
-                                device=encode.device, force=force)
+        return export_negatives(captions, embeddings, str(output),
+                                rules=NegativeOptions(k, min_cosine, max_cosine, per_image, margin),
+                                block_size=block_size, device=encode.device, force=force)
 
 
 def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None, batch_size: int,

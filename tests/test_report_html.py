@@ -247,6 +247,7 @@ def test_very_long_caption_is_clamped_with_full_text_kept():
 
 
 def test_gallery_query_marks_words_shared_with_any_neighbour(full_profile, full_page):
+    from capgeo.geometry.typed_profile import DupesPair
     from capgeo.report.gallery import merged_query_spans
 
     example = full_profile["dupes"]["examples"][0]
