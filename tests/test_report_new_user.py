@@ -17,7 +17,7 @@ from _report_fixtures import make_full_profile
 
 
 def test_the_page_opens_with_the_verdict_then_the_headline_numbers_then_the_first_table():
-    page = render_report(make_full_profile(), created="2026-01-01T00:00:00Z")
+    page = render_report(as_profile(make_full_profile()), created="2026-01-01T00:00:00Z")
     main = page.split("<main>", 1)[1]
     alerts, headline, first_table = main.index('id="alerts"'), main.index('id="headline"'), main.index("<table")
     assert alerts < headline < first_table
