@@ -251,7 +251,7 @@ def print_profile(result: Profile | dict, console=None) -> None:
     elif left_out:
         console.print(f"[bold]Suggested gamma:[/bold] none. {left_out}")
     if result.pairs:
-        from capgeo.cli.pairs import print_pairs
+        from capgeo.terminal.pairs import print_pairs
 
         print_pairs(result.pairs, console)
     print_verdict(result, console)
