@@ -450,7 +450,6 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
 def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
     """:func:`run_plan` with :class:`GammaPasses`."""
     from capgeo.findings.gamma import DEFAULT_GRID, gamma_profile
-    from capgeo.geometry.typed_profile import Profile
 
     captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
     with _on_ray(encode.ray_address):
@@ -460,7 +459,6 @@ def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None)
         command=command, logit_scale=passes.logit_scale, batch_sizes=plan.batch_sizes.sizes,
         grid=passes.grid or DEFAULT_GRID, n_batches=options.n_batches, seed=options.seed, progress=progress,
         **({} if passes.hard_edge is None else {"hard_edge": passes.hard_edge}))
-    profile = Profile.from_dict(profile)
     if plan.sweep is not None:
         profile = with_sweep(profile, captions, embeddings, plan.sweep, image_vectors=plan.image_vectors,
                              device=encode.device, progress=progress)
@@ -479,12 +477,12 @@ def with_sweep(profile: Profile, captions, embeddings, sweep, *, image_vectors=N
         return profile
     return replace(profile, gamma=gamma.with_sweep(
         measured_sweep(gamma, captions, embeddings, sweep, image_vectors=image_vectors, device=device,
-                       progress=progress)))
+                       progress=progress).to_dict()))
 
 
 def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, device: str | None = None,
-                   progress: bool | None = None) -> dict:
-    """The proxy fine-tune sweep (GammaSweep.to_dict) set beside the rule's gamma section ``gamma`` (a
+                   progress: bool | None = None):
+    """The proxy fine-tune sweep (a GammaSweep) set beside the rule's gamma section ``gamma`` (a
     Gamma or its dict): at its headline batch size and logit scale, its suggestion among the gammas.
     ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
     from capgeo.findings.gamma_sweep import gamma_sweep
@@ -494,7 +492,7 @@ def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, de
     return gamma_sweep(getattr(embeddings, "vectors", embeddings), captions.group_codes, image_vectors=image_vectors,
                        options=sweep, rule_gamma=gamma.suggested_gamma,
                        logit_scale=gamma.logit_scale, default_batch_size=gamma.headline_batch_size, device=device,
-                       progress=progress).to_dict()
+                       progress=progress)
 
 
 def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
@@ -583,7 +581,7 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
     seed, and why it, or the gamma of some extra batch sizes, was left out (None when nothing was)."""
     from capgeo.findings.gamma import gamma_section
     from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, MIN_GAMMA_BATCH_SIZE, gamma_batch_size_problem
-    from capgeo.geometry.typed_profile import Gamma, Options
+    from capgeo.geometry.typed_profile import Options
 
     options = profile.options or Options()
     sizes = [entry.batch_size for entry in profile.batches or ()]
@@ -596,17 +594,17 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
         # never headline an extra batch size: without the headline there is no gamma to show
         return profile, (f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0], captions.n_groups)} "
                          "(capgeo docs gamma).")
-    section = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
+    gamma = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
                             batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
                             n_batches=DEFAULT_N_BATCHES if options.n_batches is None else options.n_batches,
                             seed=0 if options.seed is None else options.seed, progress=progress)
     too_small = [size for size in sizes[1:] if size < MIN_GAMMA_BATCH_SIZE]
     note = None
     if too_small:  # extra batch sizes the rule cannot answer: their in-batch rows stay, their gamma is left out
-        section["batch_sizes_left_out"] = too_small
+        gamma = replace(gamma, batch_sizes_left_out=tuple(too_small))
         note = (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
                 f"{gamma_batch_size_problem(too_small[0], captions.n_groups)} (capgeo docs gamma).")
-    return replace(profile, gamma=Gamma.from_dict(section)), note
+    return replace(profile, gamma=gamma), note
 
 
 def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOptions | None = None, *,

@@ -44,7 +44,7 @@ from capgeo.terminal.gamma import print_gamma
 @sweep_options
 @json_option
 @counts_passes
-def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embeddings, json_out, **options):
+def gamma(logit_scale, grid, hard_edge, image_embeddings, json_out, **options):
     """Suggest an HN-CLIP gamma for this dataset, encoder, logit scale and batch size.
 
     The rule (`capgeo docs gamma`) picks the gamma that makes each row's boosted softmax as
@@ -59,7 +59,8 @@ def gamma(logit_scale, batch_sizes, grid, n_batches, seed, hard_edge, image_embe
     sweep = sweep_from_options(options)
     # the pipeline checks every option before the encoding
     run = gamma_dataset(captions, encode_from_options(options),
-                        ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
+                        ProfileOptions(batch_sizes=options["batch_sizes"] or None, n_batches=options["n_batches"],
+                                       seed=options["seed"]),
                         logit_scale=logit_scale, grid=grid, hard_edge=hard_edge, image_embeddings=image_embeddings,
                         sweep=sweep, command=reproduce_command())
     profile, resolved = run.profile, run.batch_sizes

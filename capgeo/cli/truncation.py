@@ -63,8 +63,7 @@ def _parse_lengths(ctx, param, value):
               help="Companions kept per caption in the pairwise pass.")
 @block_size_option
 @json_option
-def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_listed, top_k, block_size, json_out,
-               **options):
+def truncation(lengths, threshold, max_listed, json_out, **options):
     """What the context length does to the caption geometry of DATA: for each maximum
     token length, the share of captions cut, the negative and hardest-companion cosines,
     the in-batch buckets and the near-duplicate pairs; the pairs that are near-duplicates
@@ -77,7 +76,14 @@ def truncation(lengths, batch_size, n_batches, buckets, threshold, seed, max_lis
     # the pipeline checks every option before the encoding
     run = truncation_dataset(
         captions, encode_from_options(options),
-        ProfileOptions(batch_sizes=None if batch_size is None else (batch_size,), n_batches=n_batches, buckets=buckets,
-                       seed=seed, top_k=top_k, block_size=block_size),
+        _profile_options(options),
         lengths=lengths, threshold=threshold, max_listed=max_listed, command=reproduce_command())
     emit(run.profile, json_out, print_truncation)
+
+
+def _profile_options(options: dict) -> ProfileOptions:
+    """The options `capgeo truncation` shares with `capgeo profile`, read from the command's kwargs."""
+    batch_size = options["batch_size"]
+    return ProfileOptions(batch_sizes=None if batch_size is None else (batch_size,), n_batches=options["n_batches"],
+                          buckets=options["buckets"], seed=options["seed"], top_k=options["top_k"],
+                          block_size=options["block_size"])
