@@ -498,19 +498,18 @@ def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, de
 def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
     """:func:`run_plan` with :class:`TruncationPasses`; the run's embeddings are those at each
     length (a dict), the last the reference."""
-    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, truncation_run
-    from capgeo.geometry.typed_profile import Profile
+    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, LengthEncoding, TruncationOptions, truncation_run
 
     captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
-    section_options = dict(batch_size=plan.batch_sizes.headline, n_batches=options.n_batches, edges=options.buckets,
-                           threshold=passes.threshold, seed=options.seed, top_k=options.top_k,
-                           block_size=options.block_size,
-                           max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed)
+    section_options = TruncationOptions(
+        batch_size=plan.batch_sizes.headline, n_batches=options.n_batches, seed=options.seed,
+        threshold=passes.threshold, edges=options.buckets, top_k=options.top_k, block_size=options.block_size,
+        max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed, device=encode.device)
     with _on_ray(encode.ray_address):
         embeddings, profile = truncation_run(
-            captions, encode.encoder, lengths=passes.lengths, device=encode.device, cache_dir=encode.cache_dir,
-            use_cache=encode.use_cache, progress=progress, command=command, checked=True, **section_options)
-    return ProfileRun(captions, embeddings, Profile.from_dict(profile), plan.batch_sizes)
+            captions, encode.encoder, LengthEncoding(passes.lengths, encode.cache_dir, encode.use_cache),
+            section_options, progress=progress, command=command, checked=True)
+    return ProfileRun(captions, embeddings, profile, plan.batch_sizes)
 
 
 def profile_dataset(captions, encoder=None, options=None, *, device: str | None = None,
@@ -614,7 +613,7 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
     (n_groups, d) array in group-code order, wrapped by capgeo.findings.pairs.image_vectors_from_array),
     at the profile's headline batch size, batch count, seed and suggested gamma."""
     from capgeo.findings.pairs import image_vectors_from_array, pairs_section
-    from capgeo.geometry.typed_profile import Options, Pairs
+    from capgeo.geometry.typed_profile import Options
     from capgeo.images import ImageVectors
 
     pairs = pairs or PairOptions()
@@ -631,7 +630,7 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
                             gamma=profile.gamma.headline_gamma if profile.gamma else None,
                             false_negatives_output=None if pairs.false_negatives is None else str(pairs.false_negatives),
                             progress=progress, **extra)
-    return replace(profile, pairs=Pairs.from_dict(section))
+    return replace(profile, pairs=section)
 
 
 #: the loader's advice to use a column option -> what a set read by detection can do instead

@@ -78,7 +78,7 @@ def test_truncation_json_is_truncation_profiles_own(dataset):
                       "--threshold", 0.8, "--top", 2, "--top-k", 3, "--buckets", "0.5,0.7", "--cache-dir", cache)
     captions = load_captions(str(data))
     direct = truncation_profile(captions, None, lengths=[8, 16], cache_dir=str(cache), progress=False, batch_size=16,
-                                n_batches=5, seed=2, threshold=0.8, max_listed=2, top_k=3, edges=(0.5, 0.7))
+                                n_batches=5, seed=2, threshold=0.8, max_listed=2, top_k=3, edges=(0.5, 0.7)).to_dict()
     assert by_cli["truncation"]["lengths"][:2] == [8, 16]
     assert dumps(without_timings(by_cli)) == dumps(without_timings(direct))
 
