@@ -485,14 +485,14 @@ def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, de
     """The proxy fine-tune sweep (a GammaSweep) set beside the rule's gamma section ``gamma`` (a
     Gamma or its dict): at its headline batch size and logit scale, its suggestion among the gammas.
     ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
-    from capgeo.findings.gamma_sweep import gamma_sweep
+    from capgeo.findings.gamma_sweep import RuleSetting, gamma_sweep
     from capgeo.geometry.typed_profile import Gamma
 
     gamma = Gamma.from_dict(gamma) if isinstance(gamma, dict) else gamma
     return gamma_sweep(getattr(embeddings, "vectors", embeddings), captions.group_codes, image_vectors=image_vectors,
-                       options=sweep, rule_gamma=gamma.suggested_gamma,
-                       logit_scale=gamma.logit_scale, default_batch_size=gamma.headline_batch_size, device=device,
-                       progress=progress)
+                       options=sweep, setting=RuleSetting(gamma.suggested_gamma, gamma.logit_scale,
+                                                          gamma.headline_batch_size),
+                       device=device, progress=progress)
 
 
 def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -77,6 +77,16 @@ class SweepOptions:
         if not 0 < self.validation_share < 1:
             raise CapgeoError(f"validation share must lie between 0 and 1, got {self.validation_share}")
         return self
+
+
+@dataclass(frozen=True)
+class RuleSetting:
+    """What the rule's gamma section sets beside the sweep: its suggestion (one of the gammas run, when
+    given), its logit scale, and its headline batch size (the sweep's unless SweepOptions.batch_size)."""
+
+    rule_gamma: float | None = None
+    logit_scale: float = 100.0
+    default_batch_size: int = 128
 
 
 @dataclass(frozen=True)
@@ -246,8 +256,8 @@ def sweep_pairs(text_vectors, group_codes, image_vectors=None) -> SweepPairs:
 
 # ---------------------------------------------------------------- retrieval
 
-def recall_at(similarity, query_hit, ks=(1, 5)) -> dict[int, float]:
-    """Per k, the percent of rows whose best hit ranks within the top k: a hit at rank r when r
+def recall_at(similarity, query_hit, ks=(1, 5)) -> tuple[float, ...]:
+    """Per k of ``ks``, in their order, the percent of rows whose best hit ranks within the top k: a hit at rank r when r
     non-hits score strictly higher than the row's best hit (``query_hit``: bool matrix of hits)."""
     import torch
 
@@ -255,7 +265,7 @@ def recall_at(similarity, query_hit, ks=(1, 5)) -> dict[int, float]:
     hit = torch.as_tensor(query_hit, device=similarity.device)
     best = torch.where(hit, similarity, torch.full_like(similarity, -math.inf)).amax(dim=1, keepdim=True)
     above = ((similarity > best) & ~hit).sum(dim=1)
-    return {k: float((above < k).double().mean().item() * 100) for k in ks}
+    return tuple(float((above < k).double().mean().item() * 100) for k in ks)
 
 
 def evaluate(queries, targets, target_image) -> Retrieval:
@@ -268,7 +278,7 @@ def evaluate(queries, targets, target_image) -> Retrieval:
         len(queries), device=similarity.device)[:, None]
     forward = recall_at(similarity, hit)
     backward = recall_at(similarity.T, hit.T)
-    return Retrieval(forward[1], forward[5], backward[1], backward[5])
+    return Retrieval(forward[0], forward[1], backward[0], backward[1])
 
 
 # ---------------------------------------------------------------- one seed's plan
@@ -394,16 +404,19 @@ def _stats(values) -> tuple[float, float]:
 
 
 def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: SweepOptions | None = None,
-                rule_gamma: float | None = None, logit_scale: float = 100.0, default_batch_size: int = 128,
-                device: str | None = None, progress: bool | None = None) -> GammaSweep:
-    """Run the sweep (module docstring): ``options.gammas`` plus ``rule_gamma`` (the rule's
-    suggestion, when given), each for every seed, and return the measured curve."""
+                setting: RuleSetting | None = None, device: str | None = None, progress: bool | None = None,
+                **fields) -> GammaSweep:
+    """Run the sweep (module docstring): ``options.gammas`` plus ``setting.rule_gamma`` (the rule's
+    suggestion, when given), each for every seed, and return the measured curve. ``setting``: a
+    :class:`RuleSetting`, its ``fields`` set by keyword (``rule_gamma=0.3, logit_scale=30``)."""
     import torch
 
     from capgeo.device import check_device, default_device
     from capgeo.progress import labelled, pass_label, progress_bar
 
     options = (options or SweepOptions()).checked()
+    setting = replace(setting or RuleSetting(), **fields)
+    rule_gamma, logit_scale, default_batch_size = setting.rule_gamma, setting.logit_scale, setting.default_batch_size
     started = time.perf_counter()
     check_device(device)
     device = device or default_device()
