@@ -14,6 +14,7 @@ import pytest
 
 from _report_fixtures import make_full_profile, make_profile
 from capgeo.errors import CapgeoError
+from capgeo.geometry.typed_profile import Gamma
 from capgeo.report import figures
 from capgeo.report.compare import render_compare
 from capgeo.report.gallery import LEGEND, PAIR_LEGEND
@@ -106,7 +107,7 @@ def test_gamma_target_line_is_drawn_once_for_all_batch_sizes():
     gamma = make_full_profile()["gamma"]
     assert len(gamma["batches"]) >= 2
     targets = {entry["suggestion"]["target_share"] for entry in gamma["batches"]}
-    figure = figures.gamma_figure(gamma)
+    figure = figures.gamma_figure(Gamma.from_dict(gamma))
     target_labels = [a for a in figure.layout.annotations if a.text.startswith("target")]
     assert len(target_labels) == len(targets)
 

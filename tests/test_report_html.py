@@ -16,6 +16,7 @@ import pytest
 
 from _report_fixtures import NASTY_CAPTIONS, make_full_profile, make_profile
 from capgeo.errors import CapgeoError
+from capgeo.geometry.typed_profile import Gamma, Truncation
 from capgeo.report import figures
 from capgeo.report.build import build_compare, build_report, is_profile_file, save_profile
 from capgeo.report.compare import COMPARE_FIGURE_IDS, profile_labels, render_compare
@@ -323,7 +324,7 @@ def test_buckets_of_profiles_with_other_edges_stack_from_easiest_to_hardest(full
 
 
 def test_gamma_figure_marks_the_suggestion(full_profile):
-    figure = figures.gamma_figure(full_profile["gamma"])
+    figure = figures.gamma_figure(Gamma.from_dict(full_profile["gamma"]))
     assert any(shape.x0 == 0.375 and shape.x1 == 0.375 for shape in figure.layout.shapes)
     assert any(shape.x0 == 0.25 and shape.x1 == 0.625 for shape in figure.layout.shapes)
 
@@ -420,7 +421,7 @@ def test_truncation_section_greys_what_the_encoder_did_not_see():
     seen = html.escape(text[:offset])
     assert f'{seen}<span class="unseen" title="cut: the encoder did not see this">{html.escape(text[offset:])}</span>' in page
     assert "id c&lt;1&gt;" in page
-    figure = figures.truncation_figure(profile["truncation"])
+    figure = figures.truncation_figure(Truncation.from_dict(profile["truncation"]))
     assert list(figure.data[0].x) == [16, 32, 77] and figure.layout.xaxis.type == "log"
     assert list(figure.data[3].y) == [84, 68, 23]
     # the reference line sits at L=77 on the log axis (its label at log10(77): annotations take log10 there)

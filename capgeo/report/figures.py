@@ -376,7 +376,7 @@ def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = 
     return figure
 
 
-def gamma_figure(gamma: Gamma | dict, title: str = "Gamma sweep: how HN-CLIP's boost concentrates the softmax") -> go.Figure:
+def gamma_figure(gamma: Gamma, title: str = "Gamma sweep: how HN-CLIP's boost concentrates the softmax") -> go.Figure:
     """The gamma section's grid diagnostics per batch size, the suggestion and its range marked.
 
     Left: the effective number of negatives as a share of B-1 (the quantity the rule
@@ -388,7 +388,6 @@ def gamma_figure(gamma: Gamma | dict, title: str = "Gamma sweep: how HN-CLIP's b
 
     figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "softmax concentration over in-batch negatives", "logit boost s·γ·G"))
-    gamma = as_section(gamma, Gamma)
     targets: set[float] = set()
     for index, entry in enumerate(gamma.batches or ()):
         grid = entry.grid or ()
@@ -533,13 +532,12 @@ def length_overlay_figure(series: Sequence[tuple[str, Lengths | dict | None]],
     return figure
 
 
-def truncation_figure(truncation: Truncation | dict,
+def truncation_figure(truncation: Truncation,
                       title: str = "What the context length does to the geometry") -> go.Figure:
     """Per maximum token length L (log x): negative and hardest-companion cosine, and
     near-duplicate pairs (all, and those that exist only because captions were cut)."""
     from plotly.subplots import make_subplots
 
-    truncation = as_section(truncation, Truncation)
     entries = truncation.per_length or ()
     lengths = [entry.max_tokens for entry in entries]
     cut = [f"{100 * (entry.share_cut or 0):.1f}% of captions cut" for entry in entries]
