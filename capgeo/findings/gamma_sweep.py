@@ -28,11 +28,13 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
+from typing import Mapping
 
 import numpy as np
 
 from capgeo.defaults import SWEEP_GAMMAS, SWEEP_LEARNING_RATE, SWEEP_SEEDS, SWEEP_STEPS
 from capgeo.errors import CapgeoError
+from capgeo.findings.result import Result
 
 #: share of the eligible images held out for validation, and the most held out (retrieval among
 #: more candidates is harder; a cap keeps the evaluation's cost and meaning independent of N)
@@ -107,27 +109,23 @@ class Retrieval:
 
 
 @dataclass(frozen=True)
-class SweepPoint:
+class SweepPoint(Result):
     """One gamma of the sweep: each metric's mean and spread (standard deviation) over seeds, the
     per-seed values, and the paired difference of mean R@1 to gamma 0 (mean and spread)."""
 
     gamma: float
-    mean: dict
-    spread: dict
+    #: the rule's suggestion (run beside the sweep's gammas)
+    from_rule: bool
+    mean: Mapping[str, float]
+    spread: Mapping[str, float]
     per_seed: tuple[Retrieval, ...]
     gain_over_zero: float | None
     gain_over_zero_spread: float | None
     final_loss: float
-    from_rule: bool = False
-
-    def to_dict(self) -> dict:
-        return {"gamma": self.gamma, "from_rule": self.from_rule, "mean": dict(self.mean), "spread": dict(self.spread),
-                "per_seed": [r.to_dict() for r in self.per_seed], "gain_over_zero": self.gain_over_zero,
-                "gain_over_zero_spread": self.gain_over_zero_spread, "final_loss": self.final_loss}
 
 
 @dataclass(frozen=True)
-class Saturation:
+class Saturation(Result):
     """Along the proxy run of one gamma, per step, over seeds: the share of batches whose loss is
     below :data:`SATURATED_LOSS`, and the mean share of the batch's negative logits whose fp32
     gradient is exactly zero."""
@@ -136,8 +134,6 @@ class Saturation:
     loss_below: tuple[float, ...]
     zero_gradients: tuple[float, ...]
 
-    def to_dict(self) -> dict:
-        return {"gamma": self.gamma, "loss_below": list(self.loss_below), "zero_gradients": list(self.zero_gradients)}
 
 
 @dataclass(frozen=True)
@@ -462,10 +458,10 @@ def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: Sweep
         per_seed = tuple(traces[gamma, s].retrieval for s in options.seeds)
         stats = {name: _stats([getattr(r, name) for r in per_seed]) for name in METRICS}
         gain = _stats(mean_r1[gamma] - mean_r1[0.0]) if gamma != 0 else (None, None)
-        points.append(SweepPoint(gamma, {k: v[0] for k, v in stats.items()}, {k: v[1] for k, v in stats.items()},
-                                 per_seed, gain[0], gain[1],
-                                 float(np.mean([traces[gamma, s].losses[-1] for s in options.seeds])),
-                                 from_rule=rule_gamma is not None and gamma == float(rule_gamma)))
+        points.append(SweepPoint(gamma=gamma, from_rule=rule_gamma is not None and gamma == float(rule_gamma),
+                                 mean={k: v[0] for k, v in stats.items()}, spread={k: v[1] for k, v in stats.items()},
+                                 per_seed=per_seed, gain_over_zero=gain[0], gain_over_zero_spread=gain[1],
+                                 final_loss=float(np.mean([traces[gamma, s].losses[-1] for s in options.seeds]))))
     best = max(gammas, key=lambda g: (mean_r1[g].mean(), -g))
     spread = paired_spread(np.array([mean_r1[g] for g in gammas]))
     plateau = tuple(g for g in gammas if mean_r1[best].mean() - mean_r1[g].mean() <= spread)

@@ -8,17 +8,16 @@ from capgeo.terminal import shown
 
 
 def print_gamma(profile, console=None) -> None:
-    """The gamma result on the terminal: the section's reference, then each batch size's suggestion and grid."""
+    """The gamma result of a typed profile on ``console`` (default: the terminal's): the section's
+    reference, then each batch size's suggestion and grid."""
     from rich.padding import Padding
     from rich.text import Text
 
     from capgeo.findings.gamma import MARGIN_VIEW_NOTE, describe_margins
     from capgeo.findings.gamma_sweep import describe_sweep
-    from capgeo.geometry.typed_profile import as_profile
 
     console = console or terminal.console()
-    typed = as_profile(profile)
-    section, dataset, encoder = typed.gamma, typed.dataset, typed.encoder
+    section, dataset, encoder = profile.gamma, profile.dataset, profile.encoder
     reference = section.reference
     console.print(f"[bold]HN-CLIP gamma[/bold] for {shown(dataset.source)} "
                   f"({counted(dataset.n_captions or 0, 'caption')}, {counted(dataset.n_groups or 0, 'group')}), "

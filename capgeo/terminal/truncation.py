@@ -12,24 +12,20 @@ UNSEEN_STYLE = "dim"
 CUT_MARK = " ‖ "
 
 
-def print_truncation(result, console=None) -> None:
-    """The truncation result on ``console`` (default: the terminal's, without highlighting)."""
-    render(result, console or terminal.console(highlight=False))
-
-
 def _fmt(value, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def render(result, console) -> None:
-    """The truncation section of a profile (typed, or its dict) on a rich console."""
+def print_truncation(result, console=None) -> None:
+    """The truncation section of a typed profile on ``console`` (default: the terminal's, without
+    highlighting)."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
-    from capgeo.geometry.typed_profile import Distribution, as_profile
+    from capgeo.geometry.typed_profile import Distribution
 
-    result = as_profile(result)
+    console = console or terminal.console(highlight=False)
     section, encoder, dataset = result.truncation, result.encoder, result.dataset
     tokens = section.tokens
     console.print(Text(f"{visible(dataset.source)}: {section.n_captions:,} captions, {section.n_groups:,} "
@@ -109,7 +105,8 @@ def _render_pairs(section, console) -> None:
             console.print(_caption_text(pair[side]))
 
 
-def _caption_text(caption: dict):
+def _caption_text(caption):
+    """One caption of a listed pair (its JSON object), the part the encoder did not see dimmed."""
     from rich.padding import Padding
     from rich.text import Text
 
