@@ -134,6 +134,10 @@ class GammaSuggestion:
 
     profile: Any = field(repr=False)   # capgeo.geometry.typed_profile.Profile with its gamma section
 
+    def __repr__(self) -> str:
+        return (f"GammaSuggestion(gamma={self.gamma!r}, range={self.range!r}, batch_size={self.batch_size!r}, "
+                f"measured_gamma={self.measured_gamma!r})")
+
     @property
     def gamma(self) -> float:
         """The headline: the measured gamma where a sweep ran, else the rule's."""

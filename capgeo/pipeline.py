@@ -481,10 +481,10 @@ def with_sweep(profile: Profile, captions, embeddings, sweep, *, image_vectors=N
 
 
 def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, device: str | None = None,
-                   progress: bool | None = None):
-    """The proxy fine-tune sweep (a GammaSweep) set beside the rule's gamma section ``gamma`` (a
-    Gamma or its dict): at its headline batch size and logit scale, its suggestion among the gammas.
-    ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
+                   progress: bool | None = None) -> "GammaSweep":
+    """The proxy fine-tune sweep (a capgeo.findings.gamma_sweep.GammaSweep) set beside the rule's gamma
+    section ``gamma`` (a Gamma or its dict): at its headline batch size and logit scale, its suggestion
+    among the gammas. ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
     from capgeo.findings.gamma_sweep import RuleSetting, gamma_sweep
     from capgeo.geometry.typed_profile import Gamma
 
@@ -594,9 +594,9 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
         return profile, (f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0], captions.n_groups)} "
                          "(capgeo docs gamma).")
     gamma = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
-                            batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
-                            n_batches=DEFAULT_N_BATCHES if options.n_batches is None else options.n_batches,
-                            seed=0 if options.seed is None else options.seed, progress=progress)
+                          batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
+                          n_batches=DEFAULT_N_BATCHES if options.n_batches is None else options.n_batches,
+                          seed=0 if options.seed is None else options.seed, progress=progress)
     too_small = [size for size in sizes[1:] if size < MIN_GAMMA_BATCH_SIZE]
     note = None
     if too_small:  # extra batch sizes the rule cannot answer: their in-batch rows stay, their gamma is left out

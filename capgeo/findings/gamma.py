@@ -737,8 +737,8 @@ def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, 
     return ImageLosses(
         solved_loss=SOLVED_LOSS,
         plain=LossShare(float((plain < SOLVED_LOSS).mean()), float(plain.mean())),
-        boosted=tuple(BoostedLoss(float(gamma), float((boosted[:, k] < SOLVED_LOSS).mean()), float(boosted[:, k].mean()))
-                      for k, gamma in enumerate(gammas)))
+        boosted=tuple(BoostedLoss(float(gamma), float((boosted[:, k] < SOLVED_LOSS).mean()),
+                                  float(boosted[:, k].mean())) for k, gamma in enumerate(gammas)))
 
 
 # ---------------------------------------------------------------- the rule
@@ -848,8 +848,8 @@ def gamma_section(embeddings, group_codes, options: GammaOptions | None = None, 
     from capgeo.progress import progress_bar
 
     options = GammaOptions.of(options, **fields)
-    logit_scale, batch_sizes, grid, n_batches = options.logit_scale, options.batch_sizes, options.grid, options.n_batches
-    seed, hard_edge, reference = options.seed, options.hard_edge, options.reference
+    logit_scale, batch_sizes, grid = options.logit_scale, options.batch_sizes, options.grid
+    n_batches, seed, hard_edge, reference = options.n_batches, options.seed, options.hard_edge, options.reference
 
     checkpoint_scale, encoder = None, None
     if hasattr(embeddings, "vectors"):

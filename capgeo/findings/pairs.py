@@ -444,9 +444,10 @@ class _TopRows:
 def _dense_block(scores, start, mine, codes, limits, counters, listed: int | None):
     """A block's counts for the pairs ``mine`` by comparing each pair's row with its thresholds
     (``limits``: the pairs' alignments and false-negative thresholds), added to ``counters`` (their
-    image ranks and false-negative counts), in chunks of pairs; returns the block's false-negative rows (pair, negative caption, cosine): all of
-    them, or with ``listed`` only those that can be among the ``listed`` of largest margin (they lie
-    in the rows of the ``listed`` pairs whose best margin is largest)."""
+    image ranks and false-negative counts), in chunks of pairs; returns the block's false-negative
+    rows (pair, negative caption, cosine): all of them, or with ``listed`` only those that can be
+    among the ``listed`` of largest margin (they lie in the rows of the ``listed`` pairs whose best
+    margin is largest)."""
     (alignment, threshold), (image_rank, false_negatives) = limits, counters
     found = ([], [], [])
     step = max(1, DENSE_CHUNK_VALUES // max(scores.shape[1], 1))
@@ -648,10 +649,12 @@ def pairs_section(captions, embeddings, images: ImageVectors, options: PairSecti
                             pairs=tuple(_pair_card(pairs, m) for m in shown))
     # false negatives: every key written, None where it does not apply (the renderers read them by name)
     false_negatives = FalseNegatives(
-        delta=float(delta), rule="caption k of another image with S[image of m, k] >= S[image of m, m] - delta, per pair m",
+        delta=float(delta),
+        rule="caption k of another image with S[image of m, k] >= S[image of m, m] - delta, per pair m",
         n_rows=int(done.false_negatives.sum()), n_pairs=int((done.false_negatives > 0).sum()),
         n_images=int(np.unique(pair_codes[done.false_negatives > 0]).size), gamma=gamma,
-        rows=tuple(_negative_row(pairs, int(m), int(k), float(c)) for (m, k), c in zip(done.top_rows, done.top_cosines)))
+        rows=tuple(_negative_row(pairs, int(m), int(k), float(c))
+                   for (m, k), c in zip(done.top_rows, done.top_cosines)))
     saturation = None
     headline = options.batch_size
     if headline is not None and headline > len(image_rows):
@@ -703,7 +706,8 @@ def _pair_card(pairs: _Pairs, m: int) -> PairCard:
 def _negative_row(pairs: _Pairs, m: int, k: int, cosine: float) -> NegativeRow:
     from capgeo.findings.highlight import highlight_pair
 
-    captions, kept, image_names, own_cosine = pairs.captions, pairs.kept, pairs.image_names, float(pairs.done.alignment[m])
+    captions, kept, image_names = pairs.captions, pairs.kept, pairs.image_names
+    own_cosine = float(pairs.done.alignment[m])
     caption_cosine = float(pairs.text[m].astype(np.float64) @ pairs.text[k].astype(np.float64))
     own_text, other_text = captions.texts[kept[m]], captions.texts[kept[k]]
     highlight = highlight_pair(own_text, other_text)
