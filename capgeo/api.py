@@ -449,11 +449,9 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
 
     >>> capgeo.suggest_gamma("captions.json", encoder="longclip-L", batch_size=256).gamma
     """
-    import dataclasses
-
     from capgeo.findings.gamma import gamma_profile
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
-    from capgeo.pipeline import checked_dataset, checked_sweep, loaded_captions, measured_sweep
+    from capgeo.pipeline import checked_dataset, checked_sweep, loaded_captions, with_sweep
 
     captions, _ = checked_dataset(loaded_captions(data, load_options), cache=False)
     sweep = checked_sweep(sweep)
@@ -465,8 +463,7 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
     profile = gamma_profile(captions, embeddings, logit_scale=logit_scale, batch_sizes=resolved.sizes, seed=seed,
                             **grid_option)
     if sweep is not None:
-        measured = measured_sweep(profile.gamma, captions, embeddings, sweep, device=device, progress=progress)
-        profile = dataclasses.replace(profile, gamma=profile.gamma.with_sweep(measured.to_dict()))
+        profile = with_sweep(profile, captions, embeddings, sweep, device=device, progress=progress)
     return GammaSuggestion(profile)
 
 

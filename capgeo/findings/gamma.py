@@ -33,7 +33,8 @@ from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
 from capgeo.findings.result import Result, frozen_json, section
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 from capgeo.geometry.row_norms import first_non_finite_row, row_norms
-from capgeo.geometry.typed_profile import Gamma, GammaBatch, GammaSuggestion
+from capgeo.geometry.typed_profile import (Dataset, Encoder, Gamma, GammaBatch, GammaSuggestion, Options, Profile,
+                                           Provenance)
 
 #: gamma grid of the diagnostics table: 0 to 1 in steps of 1/8
 DEFAULT_GRID = tuple(k / 8 for k in range(9))
@@ -1023,7 +1024,6 @@ def gamma_profile(captions, embeddings, *, image_embeddings=None, image_source: 
     import time
 
     from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
-    from capgeo.geometry.typed_profile import Dataset, Encoder, Options, Profile, Provenance
 
     started = time.perf_counter()
     image_vectors, image_source = None, image_source or "image embeddings"

@@ -38,8 +38,8 @@ from capgeo.defaults import PAIR_BLOCK_SIZE, TOP_K, TRUNCATION_LISTED_PAIRS
 from capgeo.errors import CapgeoError, EncoderError
 from capgeo.findings.result import Result, as_json, frozen_json, section
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
-from capgeo.geometry.typed_profile import (BatchNearDuplicates, Buckets, Distribution, Truncation, TruncationLength,
-                                           TruncationNearDuplicates)
+from capgeo.geometry.typed_profile import (BatchNearDuplicates, Buckets, Dataset, Distribution, Encoder, Options, Profile,
+                                           Provenance, Truncation, TruncationLength, TruncationNearDuplicates)
 from capgeo.progress import labelled, pass_label
 
 #: Lengths compared when none are given (those above the encoder's context are left out).
@@ -492,7 +492,7 @@ def truncation_section(captions, embeddings_by_length: Mapping, encoder=None, op
 
 def truncation_profile(captions, encoder=None, encoding: LengthEncoding | None = None,
                        options: TruncationOptions | None = None, *, progress: bool | None = None,
-                       command: str | None = None, **fields):
+                       command: str | None = None, **fields) -> Profile:
     """`capgeo truncation` in one call: a typed ``capgeo.profile/1`` Profile with ``dataset``,
     ``encoder``, ``truncation`` (:func:`truncation_section`), ``options`` and ``provenance``.
     ``encoder`` is a spec, a loaded encoder or None (the embedded default); ``fields`` set those of
@@ -502,7 +502,7 @@ def truncation_profile(captions, encoder=None, encoding: LengthEncoding | None =
 
 def truncation_run(captions, encoder=None, encoding: LengthEncoding | None = None,
                    options: TruncationOptions | None = None, *, progress: bool | None = None,
-                   command: str | None = None, checked: bool = False, **fields) -> tuple[Mapping, object]:
+                   command: str | None = None, checked: bool = False, **fields) -> tuple[Mapping, Profile]:
     """:func:`truncation_profile`, and the embeddings at each length it was built from:
     (embeddings by length, profile). ``checked``: the options were checked already
     (capgeo.pipeline.plan_profile checks them with the run's other options)."""
@@ -530,13 +530,13 @@ def truncation_encoder(encoder=None, *, device: str | None = None, cache_dir=Non
 
 
 def truncation_result(captions, text_encoder, embeddings_by_length: Mapping, options: TruncationOptions | None = None,
-                      *, progress: bool | None = None, command: str | None = None, started: float | None = None):
+                      *, progress: bool | None = None, command: str | None = None,
+                      started: float | None = None) -> Profile:
     """The typed ``capgeo.profile/1`` Profile of `capgeo truncation` from the embeddings at each length
     (:func:`embed_at_lengths`): ``dataset``, ``encoder``, ``truncation`` (:func:`truncation_section`
     with ``options``), ``options`` and ``provenance`` (``started``: the run's start, a
     ``time.perf_counter()``)."""
     from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
-    from capgeo.geometry.typed_profile import Dataset, Encoder, Options, Profile, Provenance
 
     started = time.perf_counter() if started is None else started
     options = options or TruncationOptions()
