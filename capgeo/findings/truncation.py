@@ -292,7 +292,7 @@ def _distribution(summary) -> Distribution:
     return _typed(Distribution, compact)
 
 
-@dataclass
+@dataclass(frozen=True)
 class NearDuplicates:
     """Different-group pairs at or above the threshold at one length, and those of them below it at full context."""
 
