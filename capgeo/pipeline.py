@@ -450,7 +450,6 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
 def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
     """:func:`run_plan` with :class:`GammaPasses`."""
     from capgeo.findings.gamma import DEFAULT_GRID, gamma_profile
-    from capgeo.geometry.typed_profile import Profile
 
     captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
     with _on_ray(encode.ray_address):
@@ -460,7 +459,6 @@ def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None)
         command=command, logit_scale=passes.logit_scale, batch_sizes=plan.batch_sizes.sizes,
         grid=passes.grid or DEFAULT_GRID, n_batches=options.n_batches, seed=options.seed, progress=progress,
         **({} if passes.hard_edge is None else {"hard_edge": passes.hard_edge}))
-    profile = Profile.from_dict(profile)
     if plan.sweep is not None:
         profile = with_sweep(profile, captions, embeddings, plan.sweep, image_vectors=plan.image_vectors,
                              device=encode.device, progress=progress)
@@ -479,40 +477,39 @@ def with_sweep(profile: Profile, captions, embeddings, sweep, *, image_vectors=N
         return profile
     return replace(profile, gamma=gamma.with_sweep(
         measured_sweep(gamma, captions, embeddings, sweep, image_vectors=image_vectors, device=device,
-                       progress=progress)))
+                       progress=progress).to_dict()))
 
 
 def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, device: str | None = None,
-                   progress: bool | None = None) -> dict:
-    """The proxy fine-tune sweep (GammaSweep.to_dict) set beside the rule's gamma section ``gamma`` (a
-    Gamma or its dict): at its headline batch size and logit scale, its suggestion among the gammas.
-    ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
-    from capgeo.findings.gamma_sweep import gamma_sweep
+                   progress: bool | None = None) -> "GammaSweep":
+    """The proxy fine-tune sweep (a capgeo.findings.gamma_sweep.GammaSweep) set beside the rule's gamma
+    section ``gamma`` (a Gamma or its dict): at its headline batch size and logit scale, its suggestion
+    among the gammas. ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
+    from capgeo.findings.gamma_sweep import RuleSetting, gamma_sweep
     from capgeo.geometry.typed_profile import Gamma
 
     gamma = Gamma.from_dict(gamma) if isinstance(gamma, dict) else gamma
     return gamma_sweep(getattr(embeddings, "vectors", embeddings), captions.group_codes, image_vectors=image_vectors,
-                       options=sweep, rule_gamma=gamma.suggested_gamma,
-                       logit_scale=gamma.logit_scale, default_batch_size=gamma.headline_batch_size, device=device,
-                       progress=progress).to_dict()
+                       options=sweep, setting=RuleSetting(gamma.suggested_gamma, gamma.logit_scale,
+                                                          gamma.headline_batch_size),
+                       device=device, progress=progress)
 
 
 def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
     """:func:`run_plan` with :class:`TruncationPasses`; the run's embeddings are those at each
     length (a dict), the last the reference."""
-    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, truncation_run
-    from capgeo.geometry.typed_profile import Profile
+    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, LengthEncoding, TruncationOptions, truncation_run
 
     captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
-    section_options = dict(batch_size=plan.batch_sizes.headline, n_batches=options.n_batches, edges=options.buckets,
-                           threshold=passes.threshold, seed=options.seed, top_k=options.top_k,
-                           block_size=options.block_size,
-                           max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed)
+    section_options = TruncationOptions(
+        batch_size=plan.batch_sizes.headline, n_batches=options.n_batches, seed=options.seed,
+        threshold=passes.threshold, edges=options.buckets, top_k=options.top_k, block_size=options.block_size,
+        max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed, device=encode.device)
     with _on_ray(encode.ray_address):
         embeddings, profile = truncation_run(
-            captions, encode.encoder, lengths=passes.lengths, device=encode.device, cache_dir=encode.cache_dir,
-            use_cache=encode.use_cache, progress=progress, command=command, checked=True, **section_options)
-    return ProfileRun(captions, embeddings, Profile.from_dict(profile), plan.batch_sizes)
+            captions, encode.encoder, LengthEncoding(passes.lengths, encode.cache_dir, encode.use_cache),
+            section_options, progress=progress, command=command, checked=True)
+    return ProfileRun(captions, embeddings, profile, plan.batch_sizes)
 
 
 def profile_dataset(captions, encoder=None, options=None, *, device: str | None = None,
@@ -583,7 +580,7 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
     seed, and why it, or the gamma of some extra batch sizes, was left out (None when nothing was)."""
     from capgeo.findings.gamma import gamma_section
     from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, MIN_GAMMA_BATCH_SIZE, gamma_batch_size_problem
-    from capgeo.geometry.typed_profile import Gamma, Options
+    from capgeo.geometry.typed_profile import Options
 
     options = profile.options or Options()
     sizes = [entry.batch_size for entry in profile.batches or ()]
@@ -596,17 +593,17 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
         # never headline an extra batch size: without the headline there is no gamma to show
         return profile, (f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0], captions.n_groups)} "
                          "(capgeo docs gamma).")
-    section = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
-                            batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
-                            n_batches=DEFAULT_N_BATCHES if options.n_batches is None else options.n_batches,
-                            seed=0 if options.seed is None else options.seed, progress=progress)
+    gamma = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
+                          batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
+                          n_batches=DEFAULT_N_BATCHES if options.n_batches is None else options.n_batches,
+                          seed=0 if options.seed is None else options.seed, progress=progress)
     too_small = [size for size in sizes[1:] if size < MIN_GAMMA_BATCH_SIZE]
     note = None
     if too_small:  # extra batch sizes the rule cannot answer: their in-batch rows stay, their gamma is left out
-        section["batch_sizes_left_out"] = too_small
+        gamma = replace(gamma, batch_sizes_left_out=tuple(too_small))
         note = (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
                 f"{gamma_batch_size_problem(too_small[0], captions.n_groups)} (capgeo docs gamma).")
-    return replace(profile, gamma=Gamma.from_dict(section)), note
+    return replace(profile, gamma=gamma), note
 
 
 def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOptions | None = None, *,
@@ -616,7 +613,7 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
     (n_groups, d) array in group-code order, wrapped by capgeo.findings.pairs.image_vectors_from_array),
     at the profile's headline batch size, batch count, seed and suggested gamma."""
     from capgeo.findings.pairs import image_vectors_from_array, pairs_section
-    from capgeo.geometry.typed_profile import Options, Pairs
+    from capgeo.geometry.typed_profile import Options
     from capgeo.images import ImageVectors
 
     pairs = pairs or PairOptions()
@@ -633,7 +630,7 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
                             gamma=profile.gamma.headline_gamma if profile.gamma else None,
                             false_negatives_output=None if pairs.false_negatives is None else str(pairs.false_negatives),
                             progress=progress, **extra)
-    return replace(profile, pairs=Pairs.from_dict(section))
+    return replace(profile, pairs=section)
 
 
 #: the loader's advice to use a column option -> what a set read by detection can do instead
