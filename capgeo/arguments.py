@@ -91,13 +91,31 @@ def keyword_annotations(function: Callable) -> dict[str, object]:
             if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
 
 
+def unpacked_annotations(function: Callable) -> dict[str, object]:
+    """The keywords that ``function``'s ``**options: Unpack[SomeTypedDict]`` takes, with their
+    annotations (as written: text), in the order the TypedDict declares them; {} without one."""
+    import re
+
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind != parameter.VAR_KEYWORD or not isinstance(parameter.annotation, str):
+            continue
+        found = re.fullmatch(r"Unpack\[(\w+)\]", parameter.annotation.strip())
+        if found:
+            typed = function.__globals__[found.group(1)]
+            return {name: getattr(kind, "__forward_arg__", kind) for name, kind in typed.__annotations__.items()}
+    return {}
+
+
 def checked_arguments(*more: Callable[[], Mapping[str, object]]):
     """Decorator: the call's arguments checked by their annotations before the function runs, and
     the keywords its ``**`` takes limited to those each of ``more()`` names (parameter -> annotation:
     the reading options of load_captions, ProfileOptions' fields), checked by theirs; an unknown
-    keyword is one CapgeoError naming this function, not the one it would have reached."""
+    keyword is one CapgeoError naming this function, not the one it would have reached. The
+    keywords of a ``**options: Unpack[SomeTypedDict]`` (:func:`unpacked_annotations`) are the
+    function's own, checked by the TypedDict's annotations."""
     def decorate(function):
-        own = keyword_annotations(function)
+        unpacked = unpacked_annotations(function)
+        own = {**keyword_annotations(function), **unpacked}
         caller = f"{function.__name__}()"
 
         @functools.wraps(function)
@@ -115,6 +133,7 @@ def checked_arguments(*more: Callable[[], Mapping[str, object]]):
             except TypeError as error:
                 raise CapgeoError(f"{caller}: {error}") from None
             check_values(caller, {name: value for name, value in bound.arguments.items() if name in own}, own)
+            check_values(caller, {name: value for name, value in kwargs.items() if name in unpacked}, unpacked)
             check_values(caller, {name: value for name, value in kwargs.items() if name not in own}, extra)
             return function(*args, **kwargs)
 
