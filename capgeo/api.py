@@ -231,7 +231,9 @@ def _embeddings(captions, encoder, *, device, cache_dir, role: str = "vectors"):
 def _is_spec(encoder) -> bool:
     """A spec, None (the embedded default) or a loaded encoder: something that embeds the captions,
     not Embeddings or vectors of them."""
-    if hasattr(encoder, "vectors") and hasattr(encoder, "info"):
+    from capgeo.pipeline import is_embeddings
+
+    if is_embeddings(encoder):
         return False
     return encoder is None or isinstance(encoder, str) or hasattr(encoder, "encode")
 
