@@ -20,6 +20,7 @@ import inspect
 import math
 import numbers
 import os
+import re
 from typing import Callable, Iterable, Mapping
 
 from capgeo.errors import CapgeoError
@@ -86,24 +87,25 @@ def check_values(caller: str, values: Mapping[str, object], annotations: Mapping
 
 
 def keyword_annotations(function: Callable) -> dict[str, object]:
-    """The keyword parameters of ``function`` with their annotations (as written: text)."""
-    return {name: parameter.annotation for name, parameter in inspect.signature(function).parameters.items()
-            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
+    """The keyword parameters of ``function`` with their annotations (as written: text), those of a
+    ``**options: Unpack[SomeTypedDict]`` included (load_captions' reading options)."""
+    annotations: dict[str, object] = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+            annotations[name] = parameter.annotation
+        elif parameter.kind == parameter.VAR_KEYWORD:
+            annotations.update(unpacked_annotations(function, parameter.annotation))
+    return annotations
 
 
-def unpacked_annotations(function: Callable) -> dict[str, object]:
-    """The keywords that ``function``'s ``**options: Unpack[SomeTypedDict]`` takes, with their
-    annotations (as written: text), in the order the TypedDict declares them; {} without one."""
-    import re
-
-    for parameter in inspect.signature(function).parameters.values():
-        if parameter.kind != parameter.VAR_KEYWORD or not isinstance(parameter.annotation, str):
-            continue
-        found = re.fullmatch(r"Unpack\[(\w+)\]", parameter.annotation.strip())
-        if found:
-            typed = function.__globals__[found.group(1)]
-            return {name: getattr(kind, "__forward_arg__", kind) for name, kind in typed.__annotations__.items()}
-    return {}
+def unpacked_annotations(function: Callable, annotation) -> dict[str, object]:
+    """The keywords that ``**options: Unpack[SomeTypedDict]`` takes, with their annotations as text;
+    nothing for a ``**`` annotated otherwise or not at all."""
+    match = re.fullmatch(r"\s*Unpack\[(\w+)\]\s*", annotation) if isinstance(annotation, str) else None
+    typed = inspect.unwrap(function).__globals__.get(match.group(1)) if match else None
+    # with postponed annotations a TypedDict holds its fields' as ForwardRefs: their text is checked
+    return {name: getattr(kind, "__forward_arg__", kind)
+            for name, kind in getattr(typed, "__annotations__", {}).items()}
 
 
 def checked_arguments(*more: Callable[[], Mapping[str, object]]):
@@ -114,8 +116,7 @@ def checked_arguments(*more: Callable[[], Mapping[str, object]]):
     keywords of a ``**options: Unpack[SomeTypedDict]`` (:func:`unpacked_annotations`) are the
     function's own, checked by the TypedDict's annotations."""
     def decorate(function):
-        unpacked = unpacked_annotations(function)
-        own = {**keyword_annotations(function), **unpacked}
+        own = keyword_annotations(function)
         caller = f"{function.__name__}()"
 
         @functools.wraps(function)
@@ -133,7 +134,9 @@ def checked_arguments(*more: Callable[[], Mapping[str, object]]):
             except TypeError as error:
                 raise CapgeoError(f"{caller}: {error}") from None
             check_values(caller, {name: value for name, value in bound.arguments.items() if name in own}, own)
-            check_values(caller, {name: value for name, value in kwargs.items() if name in unpacked}, unpacked)
+            # the keywords of a ``**options: Unpack[...]`` arrive inside it, not as parameters
+            check_values(caller, {name: value for name, value in kwargs.items()
+                                  if name in own and name not in bound.arguments}, own)
             check_values(caller, {name: value for name, value in kwargs.items() if name not in own}, extra)
             return function(*args, **kwargs)
 
@@ -150,3 +153,16 @@ def _positional(function: Callable) -> set[str]:
 
 def _listed(names: Iterable[str]) -> str:
     return ", ".join(names)
+
+
+def with_fields(cls, options, caller: str, values: Mapping[str, object]):
+    """``options`` (a frozen dataclass ``cls``; None: all defaults) with the fields in ``values``
+    replaced, for a function that takes an options object or its fields as keywords; an unknown
+    field is the TypeError Python gives for an unknown keyword argument of ``caller``."""
+    import dataclasses
+
+    unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    options = options or cls()
+    return dataclasses.replace(options, **values) if values else options

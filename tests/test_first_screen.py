@@ -25,10 +25,11 @@ def saved(name: str = "docci_sample") -> dict:
 def printed(profile: dict, width: int = 110) -> str:
     from rich.console import Console
 
-    from capgeo.cli.profile import print_profile
+    from capgeo.geometry.typed_profile import Profile
+    from capgeo.terminal.profile import print_profile
 
     screen = io.StringIO()
-    print_profile(profile, Console(file=screen, width=width, color_system=None))
+    print_profile(Profile.from_dict(profile), Console(file=screen, width=width, color_system=None))
     return screen.getvalue()
 
 
@@ -55,16 +56,17 @@ def test_profile_shows_one_gamma_with_its_range_and_the_caution():
 
 
 def test_a_clipped_range_says_which_end_in_a_few_words():
+    from capgeo.geometry.typed_profile import Gamma
     from capgeo.report.summary import headline_gamma_text
 
     gamma = copy.deepcopy(saved()["gamma"])
     suggestion = gamma["batches"][0]["suggestion"]
     suggestion.update(range_clipped=[True, False], clipped=False)
-    assert headline_gamma_text(gamma).endswith("; lower end clipped) at B=128")
+    assert headline_gamma_text(Gamma.from_dict(gamma)).endswith("; lower end clipped) at B=128")
     suggestion.update(range_clipped=[True, True])
-    assert "; both ends clipped)" in headline_gamma_text(gamma)
+    assert "; both ends clipped)" in headline_gamma_text(Gamma.from_dict(gamma))
     suggestion.update(clipped=True, clip_note="even gamma = 0.05 concentrates the softmax more; clipped to 0.05")
-    text = headline_gamma_text(gamma)
+    text = headline_gamma_text(Gamma.from_dict(gamma))
     assert "ends clipped" not in text and text.endswith(", clipped: even gamma = 0.05 concentrates the softmax more; "
                                                         "clipped to 0.05")
 
@@ -79,9 +81,10 @@ def test_the_duplicate_lines_give_one_number_each_in_the_singular_for_one():
     assert "Near-duplicates (cosine >= 0.95): 1 pair across images; 2 captions have one" in text
     warning = next(line for line in text.splitlines() if "identical captions describes" in line)
     assert "times" not in warning and "1 pair of identical captions describes different images" in warning
+    from capgeo.geometry.typed_profile import Profile
     from capgeo.report.summary import summary_rows
 
-    rows = dict(summary_rows(profile))
+    rows = dict(summary_rows(Profile.from_dict(profile)))
     assert rows["Exact duplicates"] == "1 pair across images"
     assert rows["Near-duplicate pairs"] == "1 pair at cosine >= 0.95; 2 captions have one"
     assert "Margin-matched gamma" not in rows
@@ -129,6 +132,7 @@ def test_dupes_skip_exact_names_each_pass_and_no_bar_reads_as_another_running_ba
     re-search of crowded captions, the totals), numbered in order, so none reads as another running
     backwards (22/36 -> 21/36 -> 14/36 under one name)."""
     import capgeo.progress as progress
+    from capgeo.findings.dupes_options import MiningOptions, PairListOptions
     from capgeo.findings.duplicates import dupes_section
     from capgeo.progress import counted_passes
 
@@ -149,8 +153,9 @@ def test_dupes_skip_exact_names_each_pass_and_no_bar_reads_as_another_running_ba
     vectors = (base[np.arange(80) % 20] + 1e-3 * rng.normal(size=(80, 16))).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with counted_passes():
-        section = dupes_section(captions, vectors, limit=3, examples=False, skip_exact=True, block_size=16, top_k=2)
-    assert section["n_exact_skipped"] > 0
+        section = dupes_section(captions, vectors, pairs=PairListOptions(limit=3, skip_exact=True), examples=None,
+                                mining=MiningOptions(block_size=16, top_k=2))
+    assert section.n_exact_skipped > 0
     labels = opened
     assert labels[0] == "[pass 1] pairs: pairwise cosines"
     assert any("most similar pairs, exact copies left out" in label for label in labels)

@@ -5,7 +5,13 @@ docs/leak.md)."""
 from __future__ import annotations
 
 from capgeo.report.gallery import MAX_PAIRS, PAIR_LEGEND, _box, pair_stats
+from capgeo.geometry.typed_profile import Leak
 from capgeo.report.html import CaptionIds, escape
+
+
+def leak_section_html(leak: Leak) -> str:
+    """HTML body of a profile's ``leak`` section."""
+    return leak_html(leak.body)
 
 
 def leak_html(leak: dict, ids: CaptionIds | None = None) -> str:
