@@ -3,10 +3,16 @@
 (`gamma` and `truncation` ask it for their section alone: :class:`GammaPasses`,
 :class:`TruncationPasses`).
 
-What a run is asked for comes in two frozen objects, each checked once before the encoding:
-:class:`EncodeOptions` (how the captions become vectors) and
-:class:`capgeo.geometry.profile_options.ProfileOptions` (what is computed from them). Their
-fields' defaults are the only defaults of those options; the command line's --help reads them.
+Captions become embeddings in one place, :func:`embed_captions` (a spec, a loaded encoder, the
+cache, precomputed vectors, the bar), and at several lengths in :func:`embed_captions_at_lengths`:
+every command and Python call (capgeo.api, capgeo.map, the report's --fill-missing) embeds
+through them.
+
+What a run is asked for comes in frozen objects, each checked once before the encoding:
+:class:`EncodeOptions` (how the captions become vectors),
+:class:`capgeo.geometry.profile_options.ProfileOptions` (what is computed from them) and
+:class:`ProfileSections` (what a whole profile holds beside them). Their fields' defaults are
+the only defaults of those options; the command line's --help reads them.
 :func:`plan_profile` does every check of a run (a :class:`ProfilePlan`), :func:`run_plan` the
 encoding and the rest, so that a command reading several datasets checks them all first.
 
