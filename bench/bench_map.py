@@ -54,7 +54,7 @@ def main() -> None:
     from capgeo.captions.model import CaptionSet
     from capgeo.findings.duplicates import near_duplicate_components
     from capgeo.geometry.pairwise import scan_pairs
-    from capgeo.map import NEAR_DUPLICATE_TOP_K, knn_from_scan, map_section, neighbour_count
+    from capgeo.map import NEAR_DUPLICATE_TOP_K, MapPoints, knn_from_scan, map_section, neighbour_count
 
     rng = np.random.default_rng(args.seed)
     images = args.n // 5
@@ -82,7 +82,7 @@ def main() -> None:
     clock.lap(f"near-duplicate sets from its lists ({len(components):,} sets)")
     neighbours = knn_from_scan(scan, captions.group_codes, vectors, k)
     clock.lap("neighbour graph (the lists merged with each image's captions)")
-    section = map_section(captions, vectors, hardest=scan.companion_cosine[:, 0], components=components,
+    section = map_section(captions, vectors, points=MapPoints(scan.companion_cosine[:, 0], components),
                           neighbours=neighbours, seed=args.seed, progress=False)
     print(f"  of which the projection (openTSNE): {section['seconds']:.1f} s wall", flush=True)
     clock.lap("map section (projection and per-point lists)")

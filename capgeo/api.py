@@ -18,10 +18,13 @@ from __future__ import annotations
 import copy
 import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, TypedDict
 
 from capgeo.arguments import checked_arguments, keyword_annotations
-from capgeo.defaults import DUPES_TOP, LEAK_NORMALIZE, LEAK_THRESHOLD, LEAK_TOP
+from capgeo.defaults import DUPES_TOP
+
+if TYPE_CHECKING:
+    from typing import Unpack
 
 __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "BatchPlan", "near_duplicates", "leak",
            "suggest_gamma", "plan_batches"]
@@ -228,57 +231,88 @@ def _frame(rows: Sequence[dict], columns: Sequence[str]):
 
 def _embeddings(captions, encoder, *, device, cache_dir, role: str = "vectors"):
     """Embeddings of ``captions``: ``encoder`` as Embeddings, as (N, d) vectors, or a spec (or an
-    encoder already loaded) to embed with."""
-    if hasattr(encoder, "vectors") and hasattr(encoder, "info"):
-        embeddings = encoder
-    elif _is_spec(encoder):
-        from capgeo.encoders import embed
+    encoder already loaded) to embed with (capgeo.pipeline.embed_captions)."""
+    from capgeo.pipeline import EncodeOptions, embed_captions
 
-        return embed(captions, encoder, device=device, cache_dir=cache_dir)
-    else:
-        embeddings = _from_vectors(encoder, role)
-    if len(embeddings.vectors) != len(captions):
-        from capgeo.errors import CapgeoError
-
-        raise CapgeoError(f"{role}: {len(embeddings.vectors):,} rows for {len(captions):,} captions; expected one "
-                          "row per caption, in the dataset's order")
-    return embeddings
+    if _is_spec(encoder):
+        return embed_captions(captions, EncodeOptions(encoder, device=device, cache_dir=cache_dir))
+    return embed_captions(captions, vectors=encoder, role=role)
 
 
 def _is_spec(encoder) -> bool:
     """A spec, None (the embedded default) or a loaded encoder: something that embeds the captions,
     not Embeddings or vectors of them."""
-    if hasattr(encoder, "vectors") and hasattr(encoder, "info"):
+    from capgeo.pipeline import is_embeddings
+
+    if is_embeddings(encoder):
         return False
     return encoder is None or isinstance(encoder, str) or hasattr(encoder, "encode")
 
 
-#: the encoder spec results name for vectors given as an array
-ARRAY_SPEC = "vectors (array)"
-
-
-def _from_vectors(vectors, role: str):
-    """Precomputed vectors as Embeddings: unit rows, of unknown encoder and token counts."""
-    import hashlib
-
-    import numpy as np
-
-    from capgeo.encoders.base import EncoderInfo, Embeddings
-    from capgeo.encoders.precomputed import KIND, normalise_rows
-    from capgeo.errors import CapgeoError
-
-    array = np.asarray(vectors)
-    if array.ndim != 2 or array.shape[0] == 0 or not np.issubdtype(array.dtype, np.number):
-        raise CapgeoError(f"{role}: expected an (N, d) array of numbers, one row per caption, got "
-                          f"{array.dtype} of shape {array.shape}")
-    unit = np.ascontiguousarray(normalise_rows(array, role))
-    info = EncoderInfo(spec=ARRAY_SPEC, kind=KIND, name="array", width=int(unit.shape[1]), context_length=0,
-                       logit_scale=None, fingerprint=hashlib.sha256(unit.tobytes()).hexdigest())
-    return Embeddings(vectors=unit, token_counts=np.full(len(unit), -1, dtype=np.int64), max_tokens=0, info=info,
-                      origin="precomputed")
-
-
 # --------------------------------------------------------------------------- the calls
+
+
+class EncodeArguments(TypedDict, total=False):
+    """How the captions are embedded (capgeo.pipeline.EncodeOptions' fields, its defaults)."""
+
+    #: cuda, mps or cpu; None: the best available
+    device: str | None
+    #: the embedding cache folder; None: $CAPGEO_CACHE or ~/.cache/capgeo
+    cache_dir: str | os.PathLike | None
+
+
+class ProfileArguments(EncodeArguments, total=False):
+    """:func:`profile`'s keyword arguments beside the reading options and ProfileOptions' fields
+    (their defaults: EncodeOptions' and capgeo.pipeline.ProfileSections')."""
+
+    use_cache: bool
+    max_tokens: int | None
+    gamma: bool
+    logit_scale: float | None
+    progress: bool | None
+    image_embeddings: Any
+    sweep: Any
+
+
+class LeakArguments(TypedDict, total=False):
+    """:func:`leak`'s keyword arguments beside the reading options (their defaults: leak_section's,
+    capgeo.defaults)."""
+
+    threshold: float
+    top: int
+    normalize: str
+    device: str | None
+    cache_dir: str | os.PathLike | None
+
+
+class GammaArguments(TypedDict, total=False):
+    """:func:`suggest_gamma`'s keyword arguments beside the reading options (their defaults:
+    gamma_section's)."""
+
+    logit_scale: float | None
+    seed: int
+    grid: Sequence[float] | None
+    device: str | None
+    cache_dir: str | os.PathLike | None
+    sweep: Any
+    progress: bool | None
+
+
+class BatchArguments(TypedDict, total=False):
+    """:func:`plan_batches`' keyword arguments beside the reading options (their defaults:
+    capgeo.pipeline.BatchesOptions')."""
+
+    threshold: float | None
+    seed: int
+    epochs: int
+    device: str | None
+    cache_dir: str | os.PathLike | None
+
+
+def _popped(options: dict, names) -> dict:
+    """The entries of ``options`` that ``names`` lists (popped), so that the options' own defaults apply
+    to the rest."""
+    return {name: options.pop(name) for name in list(options) if name in names}
 
 
 def _load_options() -> dict:
@@ -298,10 +332,7 @@ def _profile_options() -> dict:
 
 
 @checked_arguments(_load_options, _profile_options)
-def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *, device: str | None = None,
-            cache_dir: str | os.PathLike | None = None, use_cache: bool = True, max_tokens: int | None = None,
-            gamma: bool = True, logit_scale: float | None = None, progress: bool | None = None, image_embeddings=None,
-            sweep: Any = None, **options):
+def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, **options: Unpack[ProfileArguments]):
     """The profile of a dataset's captions in one call: what `capgeo profile DATA --json` writes,
     as a typed :class:`capgeo.geometry.typed_profile.Profile` (``profile.to_dict()`` gives the dict).
 
@@ -324,17 +355,18 @@ def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *
 
     from capgeo.errors import CapgeoError
     from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.pipeline import EncodeOptions, loaded_captions, pair_options, run_profile
+    from capgeo.pipeline import EncodeOptions, ProfileSections, loaded_captions, options_from, pair_options, run_profile
 
     if batch_size is not None:
         if "batch_sizes" in options:
             raise CapgeoError("profile(): give batch_size or batch_sizes, not both")
         options["batch_sizes"] = (batch_size,) if isinstance(batch_size, numbers.Integral) else tuple(batch_size)
-    load_options = {name: options.pop(name) for name in _load_options() if name in options}
+    load_options = _popped(options, _load_options())
     captions = loaded_captions(data, load_options)
-    encode = EncodeOptions(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache, max_tokens=max_tokens)
-    run = run_profile(captions, encode, ProfileOptions.of(None, **options), gamma=gamma, logit_scale=logit_scale,
-                      pairs=pair_options(image_embeddings), progress=progress, sweep=sweep)
+    progress = options.pop("progress", None)
+    encode = options_from(EncodeOptions, options, encoder=encoder)
+    sections = options_from(ProfileSections, options, pairs=pair_options(options.pop("image_embeddings", None)))
+    run = run_profile(captions, encode, ProfileOptions.of(None, **options), sections=sections, progress=progress)
     # kept for profile.per_caption() and profile.to_html(): the one-call user has no captions or embeddings
     return run.profile._keeping(run.captions, run.embeddings)
 
@@ -363,9 +395,7 @@ def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None
 
 
 @checked_arguments(_load_options)
-def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = LEAK_THRESHOLD, top: int = LEAK_TOP,
-         normalize: str = LEAK_NORMALIZE, device: str | None = None, cache_dir: str | os.PathLike | None = None,
-         **load_options) -> Leak:
+def leak(train, eval_set, *more_evals, encoder: Any = None, **options: Unpack[LeakArguments]) -> Leak:
     """The captions of ``eval_set`` (and of each of ``more_evals``) with an exact or near twin
     (cosine >= ``threshold``) in ``train``, under one encoder, as `capgeo leak` finds them.
     ``encoder``: a spec (None: the embedded default) that embeds every set, or one array of
@@ -377,6 +407,8 @@ def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = L
     from capgeo.findings.leak import leak_section
     from capgeo.pipeline import loaded_captions, vectors_for_different_sets
 
+    device, cache_dir = options.pop("device", None), options.pop("cache_dir", None)
+    load_options = _popped(options, _load_options())
     train_set = loaded_captions(train, load_options)
     eval_sets = [loaded_captions(data, load_options) for data in (eval_set, *more_evals)]
     sets = [train_set, *eval_sets]
@@ -394,6 +426,8 @@ def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = L
     train_embeddings, *eval_embeddings = [_embeddings(captions, vectors, device=device, cache_dir=cache_dir,
                                                       role=role)
                                           for captions, vectors, role in zip(sets, per_set, roles)]
+    from capgeo.pipeline import ARRAY_SPEC
+
     fingerprints = {embeddings.info.fingerprint for embeddings in (train_embeddings, *eval_embeddings)
                     if embeddings.info.spec == ARRAY_SPEC}
     if fingerprints:  # arrays, one per set, stand for one encoder: a fingerprint of them all
@@ -404,16 +438,14 @@ def leak(train, eval_set, *more_evals, encoder: Any = None, threshold: float = L
         train_embeddings, *eval_embeddings = [
             dataclasses.replace(e, info=dataclasses.replace(e.info, fingerprint=joint))
             if e.info.spec == ARRAY_SPEC else e for e in (train_embeddings, *eval_embeddings)]
-    result = leak_section(train_set, train_embeddings, list(zip(eval_sets, eval_embeddings)), threshold=threshold,
-                          top=top, normalize=normalize, device=device)
+    result = leak_section(train_set, train_embeddings, list(zip(eval_sets, eval_embeddings)), device=device,
+                          **options)
     return Leak.from_dict(result)
 
 
 @checked_arguments(_load_options)
 def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] | None = None,
-                  logit_scale: float | None = None, seed: int = 0, grid: Sequence[float] | None = None,
-                  device: str | None = None, cache_dir: str | os.PathLike | None = None, sweep: Any = None,
-                  progress: bool | None = None, **load_options) -> GammaSuggestion:
+                  **options: Unpack[GammaArguments]) -> GammaSuggestion:
     """A starting HN-CLIP gamma for these captions under ``encoder``, at the training batch
     ``batch_size`` (default 128, the paper's; several: the first is the headline) and logit
     scale (default: the checkpoint's, else 100), as `capgeo gamma` suggests it; ``grid``: the
@@ -428,24 +460,26 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
     from capgeo.pipeline import checked_dataset, checked_sweep, loaded_captions, with_sweep
 
-    captions, _ = checked_dataset(loaded_captions(data, load_options), cache=False)
+    device, cache_dir = options.pop("device", None), options.pop("cache_dir", None)
+    sweep, progress = options.pop("sweep", None), options.pop("progress", None)
+    if options.get("grid", 0) is None:  # None: gamma_section's grid
+        del options["grid"]
+    gamma_options = _popped(options, ("logit_scale", "seed", "grid"))
+    captions, _ = checked_dataset(loaded_captions(data, options), cache=False)
     sweep = checked_sweep(sweep)
     resolved = resolve_batch_sizes(batch_size, captions.n_groups)
     for size in resolved.sizes:
         check_gamma_batch_size(size, captions.n_groups)
     embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
-    grid_option = {} if grid is None else {"grid": grid}
-    profile = gamma_profile(captions, embeddings, logit_scale=logit_scale, batch_sizes=resolved.sizes, seed=seed,
-                            **grid_option)
+    profile = gamma_profile(captions, embeddings, batch_sizes=resolved.sizes, **gamma_options)
     if sweep is not None:
         profile = with_sweep(profile, captions, embeddings, sweep, device=device, progress=progress)
     return GammaSuggestion(profile)
 
 
 @checked_arguments(_load_options)
-def plan_batches(data, *, batch_size: int, encoder: Any = None, threshold: float | None = None, seed: int = 0,
-                 epochs: int = 1, output: str | os.PathLike | None = None, device: str | None = None,
-                 cache_dir: str | os.PathLike | None = None, force: bool = False, **load_options) -> BatchPlan:
+def plan_batches(data, *, batch_size: int, encoder: Any = None, output: str | os.PathLike | None = None,
+                 force: bool = False, **options: Unpack[BatchArguments]) -> BatchPlan:
     """``epochs`` epochs of training batches of ``batch_size`` captions in which no two captions
     describe one image, are exact copies, or are near-duplicates (cosine >= ``threshold``,
     default 0.95) under ``encoder``, as `capgeo batches` plans them; with ``output`` also written
@@ -455,18 +489,20 @@ def plan_batches(data, *, batch_size: int, encoder: Any = None, threshold: float
     >>> plan = capgeo.plan_batches("captions.json", batch_size=128, encoder="vectors:emb.npy")
     >>> plan.share_not_placed, plan.batches[0][0][:5]
     """
-    from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD
     from capgeo.pipeline import EncodeOptions, batches_dataset, loaded_captions
 
-    captions = loaded_captions(data, load_options)
+    device, cache_dir = options.pop("device", None), options.pop("cache_dir", None)
+    if options.get("threshold", 0) is None:  # None: BatchesOptions' threshold
+        del options["threshold"]
+    plan = _popped(options, ("threshold", "seed", "epochs"))
+    captions = loaded_captions(data, options)
     if _is_spec(encoder):
         encode, embeddings = EncodeOptions(encoder, device=device, cache_dir=cache_dir), None
     else:
         encode, embeddings = EncodeOptions(device=device), _embeddings(captions, encoder, device=device,
                                                                        cache_dir=cache_dir)
-    threshold = NEAR_DUPLICATE_THRESHOLD if threshold is None else threshold
-    result = batches_dataset(captions, encode, embeddings=embeddings, batch_size=batch_size, threshold=threshold,
-                             seed=seed, epochs=epochs, output=output, keep_batches=True, force=force)
+    result = batches_dataset(captions, encode, embeddings=embeddings, batch_size=batch_size, output=output,
+                             keep_batches=True, force=force, **plan)
     batches = result.pop("batches")
     return BatchPlan(result["batch_size"], result["threshold"], result["seed"], batches, result["n_placed"],
                      result["n_not_placed"], result["share_not_placed"], result["n_rearranged_batches"],

@@ -112,7 +112,9 @@ def checked_arguments(*more: Callable[[], Mapping[str, object]]):
     """Decorator: the call's arguments checked by their annotations before the function runs, and
     the keywords its ``**`` takes limited to those each of ``more()`` names (parameter -> annotation:
     the reading options of load_captions, ProfileOptions' fields), checked by theirs; an unknown
-    keyword is one CapgeoError naming this function, not the one it would have reached."""
+    keyword is one CapgeoError naming this function, not the one it would have reached. The
+    keywords of a ``**options: Unpack[SomeTypedDict]`` (:func:`unpacked_annotations`) are the
+    function's own, checked by the TypedDict's annotations."""
     def decorate(function):
         own = keyword_annotations(function)
         caller = f"{function.__name__}()"
@@ -132,6 +134,9 @@ def checked_arguments(*more: Callable[[], Mapping[str, object]]):
             except TypeError as error:
                 raise CapgeoError(f"{caller}: {error}") from None
             check_values(caller, {name: value for name, value in bound.arguments.items() if name in own}, own)
+            # the keywords of a ``**options: Unpack[...]`` arrive inside it, not as parameters
+            check_values(caller, {name: value for name, value in kwargs.items()
+                                  if name in own and name not in bound.arguments}, own)
             check_values(caller, {name: value for name, value in kwargs.items() if name not in own}, extra)
             return function(*args, **kwargs)
 

@@ -3,10 +3,16 @@
 (`gamma` and `truncation` ask it for their section alone: :class:`GammaPasses`,
 :class:`TruncationPasses`).
 
-What a run is asked for comes in two frozen objects, each checked once before the encoding:
-:class:`EncodeOptions` (how the captions become vectors) and
-:class:`capgeo.geometry.profile_options.ProfileOptions` (what is computed from them). Their
-fields' defaults are the only defaults of those options; the command line's --help reads them.
+Captions become embeddings in one place, :func:`embed_captions` (a spec, a loaded encoder, the
+cache, precomputed vectors, the bar), and at several lengths in :func:`embed_captions_at_lengths`:
+every command and Python call (capgeo.api, capgeo.map, the report's --fill-missing) embeds
+through them.
+
+What a run is asked for comes in frozen objects, each checked once before the encoding:
+:class:`EncodeOptions` (how the captions become vectors),
+:class:`capgeo.geometry.profile_options.ProfileOptions` (what is computed from them) and
+:class:`ProfileSections` (what a whole profile holds beside them). Their fields' defaults are
+the only defaults of those options; the command line's --help reads them.
 :func:`plan_profile` does every check of a run (a :class:`ProfilePlan`), :func:`run_plan` the
 encoding and the rest, so that a command reading several datasets checks them all first.
 
@@ -23,15 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from capgeo.defaults import (
-    FIXED_BLOCK_SIZE,
-    NEAR_DUPLICATE_THRESHOLD,
-    NEGATIVES_K,
-    NEGATIVES_MAX_COSINE,
-    NEGATIVES_MIN_COSINE,
-    NEGATIVES_PER_IMAGE,
-    TOP_K,
-)
+from capgeo.defaults import BATCHES_EPOCHS, NEAR_DUPLICATE_THRESHOLD, TOP_K
 from capgeo.errors import CapgeoError, EncoderError
 
 if TYPE_CHECKING:
@@ -83,13 +81,72 @@ class EncodeOptions:
             check_cache_folder(self.cache_dir, self.use_cache)
 
     def embed(self, captions, *, progress: bool | None = None, encoder=None):
-        """The captions' Embeddings under these options (``encoder``: one already loaded from
-        :attr:`encoder`, so that its files are not read twice)."""
-        from capgeo.encoders import embed
+        """The captions' Embeddings under these options (:func:`embed_captions`)."""
+        return embed_captions(captions, self, encoder=encoder, progress=progress)
 
-        return embed(captions, self.encoder if encoder is None else encoder, device=self.device,
-                     cache_dir=self.cache_dir, use_cache=self.use_cache, max_tokens=self.max_tokens,
-                     progress=progress)
+
+def embed_captions(captions, encode: EncodeOptions | None = None, *, vectors=None, encoder=None,
+                   role: str = "vectors", progress: bool | None = None):
+    """The one place captions become Embeddings (capgeo.encoders.base.Embeddings), for every
+    command and Python call: ``vectors`` given (Embeddings, or an (N, d) array of precomputed
+    vectors, row i for caption i; ``role`` names them in errors) are checked to hold one row per
+    caption and used as they are; otherwise the captions are embedded under ``encode`` (its spec,
+    device, cache and max_tokens; ``encoder``: the encoder of its spec already loaded, so that its
+    files are not read twice), with a bar unless ``progress`` is False."""
+    if vectors is not None:
+        embeddings = vectors if is_embeddings(vectors) else embeddings_from_array(vectors, role)
+        if len(embeddings.vectors) != len(captions):
+            raise CapgeoError(f"{role}: {len(embeddings.vectors):,} rows for {len(captions):,} captions; expected one "
+                              "row per caption, in the dataset's order")
+        return embeddings
+    from capgeo.encoders import embed
+
+    encode = encode or EncodeOptions()
+    return embed(captions, encode.encoder if encoder is None else encoder, device=encode.device,
+                 cache_dir=encode.cache_dir, use_cache=encode.use_cache, max_tokens=encode.max_tokens,
+                 progress=progress)
+
+
+def embed_captions_at_lengths(captions, encode: EncodeOptions, lengths: Sequence[int] | None, *,
+                              progress: bool | None = None):
+    """(the text encoder, the captions' Embeddings at each of ``lengths`` and at the full context,
+    keyed by length): :func:`embed_captions` for `capgeo truncation`, which embeds from the encoder
+    itself at each length (``encode.max_tokens`` does not apply; None: the lengths below the
+    context), through the same cache (capgeo.findings.truncation.embed_at_lengths)."""
+    from capgeo.findings.truncation import embed_at_lengths, resolve_lengths, truncation_encoder
+
+    text_encoder = truncation_encoder(encode.encoder, device=encode.device, cache_dir=encode.cache_dir)
+    return text_encoder, embed_at_lengths(captions, text_encoder, resolve_lengths(lengths, text_encoder.info),
+                                          cache_dir=encode.cache_dir, use_cache=encode.use_cache, progress=progress)
+
+
+def is_embeddings(value) -> bool:
+    """Embeddings (of any encoder), not a spec, an encoder or an array of vectors."""
+    return hasattr(value, "vectors") and hasattr(value, "info")
+
+
+#: the encoder spec results name for vectors given as an array
+ARRAY_SPEC = "vectors (array)"
+
+
+def embeddings_from_array(vectors, role: str = "vectors"):
+    """Precomputed vectors as Embeddings: unit rows, of unknown encoder and token counts."""
+    import hashlib
+
+    import numpy as np
+
+    from capgeo.encoders.base import EncoderInfo, Embeddings
+    from capgeo.encoders.precomputed import KIND, normalise_rows
+
+    array = np.asarray(vectors)
+    if array.ndim != 2 or array.shape[0] == 0 or not np.issubdtype(array.dtype, np.number):
+        raise CapgeoError(f"{role}: expected an (N, d) array of numbers, one row per caption, got "
+                          f"{array.dtype} of shape {array.shape}")
+    unit = np.ascontiguousarray(normalise_rows(array, role))
+    info = EncoderInfo(spec=ARRAY_SPEC, kind=KIND, name="array", width=int(unit.shape[1]), context_length=0,
+                       logit_scale=None, fingerprint=hashlib.sha256(unit.tobytes()).hexdigest())
+    return Embeddings(vectors=unit, token_counts=np.full(len(unit), -1, dtype=np.int64), max_tokens=0, info=info,
+                      origin="precomputed")
 
 
 @dataclass(frozen=True)
@@ -146,6 +203,40 @@ class PairOptions:
     image_threshold: float | None = None
     #: also write every false-negative row here (Parquet, CSV or JSONL by suffix)
     false_negatives: str | Path | None = None
+
+
+@dataclass(frozen=True)
+class ProfileSections:
+    """What a whole profile holds beside ProfileOptions' geometry, and what else its run writes
+    (:func:`run_profile`); the fields' defaults are the only defaults of these options."""
+
+    #: the ``gamma`` section at the profile's batch sizes (what of it is left out, and why: ``gamma_left_out``)
+    gamma: bool = True
+    #: the logit scale s of the gamma and pairs sections; None: the checkpoint's, else 100
+    logit_scale: float | None = None
+    #: a measured gamma too: capgeo.findings.gamma_sweep.SweepOptions (or True: its defaults), run where the
+    #: gamma section is (docs/gamma.md); None: the rule alone
+    sweep: Any = None
+    #: the ``pairs`` section (:class:`PairOptions` with image vectors; docs/pairs.md), or None
+    pairs: PairOptions | None = None
+    #: also the images' vectors, for the pair analyses (ProfileRun.image_vectors), or None
+    images: ImageOptions | None = None
+    #: also write one row per caption here (Parquet, CSV or JSONL by suffix)
+    per_caption: str | Path | None = None
+    #: False: the N x k companion lists are left out (nothing saves them)
+    companion_lists: bool = True
+    #: extra batch sizes added when ProfileOptions names none (the report's micro-batch)
+    extra_batch_sizes: Sequence[int] = ()
+
+
+def options_from(cls, fields: dict, **given):
+    """An options object of the dataclass ``cls`` from ``given`` and the keys of ``fields`` that
+    name its fields (popped from ``fields``); the fields not named keep ``cls``'s defaults, their
+    one place."""
+    import dataclasses
+
+    names = {field.name for field in dataclasses.fields(cls)}
+    return cls(**given, **{name: fields.pop(name) for name in list(fields) if name in names and name not in given})
 
 
 @dataclass
@@ -231,11 +322,9 @@ class ProfilePlan:
         return replace(self, passes=passes, embeddings=None, image_vectors=image_vectors)
 
 
-def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
-                 extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
-                 per_caption: str | Path | None = None, companion_lists: bool = True,
-                 passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
-                 images: ImageOptions | None = None, sweep=None) -> ProfilePlan:
+def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
+                 sections: ProfileSections | None = None, passes: GammaPasses | TruncationPasses | None = None,
+                 embeddings=None) -> ProfilePlan:
     """Every check of a :func:`run_profile` run before its (slow) encoding, once: the captions
     loaded (a path or data in memory), ``encode`` and ``options`` checked, the batch sizes resolved
     against the dataset, what ``passes`` need, and the embedding cache (unless ``embeddings`` are
@@ -243,11 +332,13 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
     from capgeo.geometry.profile_options import ProfileOptions
     from capgeo.preflight import check_has_negatives
 
+    sections = sections or ProfileSections()
+    pairs, images = sections.pairs, sections.images
     encode = (encode or EncodeOptions()).checked()
     options = options or ProfileOptions()
     captions = loaded_captions(captions)
     check_has_negatives(captions)
-    options, resolved = options.resolved(captions.n_groups, extra_defaults=extra_batch_sizes)
+    options, resolved = options.resolved(captions.n_groups, extra_defaults=sections.extra_batch_sizes)
     image_vectors = _check_passes(captions, encode, options, resolved, passes)
     if passes is None and pairs is not None and pairs.image_embeddings is not None:
         image_vectors = _checked_pair_images(captions, pairs)
@@ -258,10 +349,10 @@ def plan_profile(captions, encode: EncodeOptions | None = None, options=None, *,
     if embeddings is None or passes is not None:  # (the passes embed the captions themselves)
         encode.check_cache()
     # checked once, here; the runs read plan.sweep
-    sweep = checked_sweep(passes.sweep if isinstance(passes, GammaPasses) else sweep, gamma=gamma)
-    return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(extra_batch_sizes), gamma,
-                       logit_scale, per_caption, companion_lists, image_vectors, images, pairs if passes is None else None,
-                       sweep)
+    sweep = checked_sweep(passes.sweep if isinstance(passes, GammaPasses) else sections.sweep, gamma=sections.gamma)
+    return ProfilePlan(captions, encode, options, resolved, passes, embeddings, tuple(sections.extra_batch_sizes),
+                       sections.gamma, sections.logit_scale, sections.per_caption, sections.companion_lists,
+                       image_vectors, images, pairs if passes is None else None, sweep)
 
 
 def checked_sweep(sweep, *, gamma: bool = True):
@@ -364,40 +455,28 @@ def _check_passes(captions, encode: EncodeOptions, options, resolved, passes) ->
     return None
 
 
-def run_profile(captions, encode: EncodeOptions | None = None, options=None, *, embeddings=None,
-                extra_batch_sizes: Sequence[int] = (), gamma: bool = True, logit_scale: float | None = None,
-                per_caption: str | Path | None = None, companion_lists: bool = True,
-                passes: GammaPasses | TruncationPasses | None = None, pairs: PairOptions | None = None,
-                plan: ProfilePlan | None = None, progress: bool | None = None, command: str | None = None,
-                images: ImageOptions | None = None, sweep=None) -> ProfileRun:
+def run_profile(captions, encode: EncodeOptions | None = None, options=None, *,
+                sections: ProfileSections | None = None, passes: GammaPasses | TruncationPasses | None = None,
+                embeddings=None, progress: bool | None = None, command: str | None = None) -> ProfileRun:
     """Load (when given a path or data in memory), embed and profile a dataset: the one path from
-    captions to a profile (:func:`plan_profile`, then :func:`run_plan`).
+    captions to a profile (:func:`plan_profile`, then :func:`run_plan`; a caller that checked its
+    plan before its first encoding, as `compare` checks every dataset first, calls :func:`run_plan`).
 
     ``captions``: a CaptionSet, or anything :func:`capgeo.captions.load_captions` reads (a path, a
     DataFrame, a list of dicts, a ``datasets.Dataset``...). ``encode``: an :class:`EncodeOptions`;
     ``options``: a ``ProfileOptions``; both checked here, once, before the encoding, with the batch
-    sizes resolved against the dataset (``extra_batch_sizes``: extra rows added when ``options``
-    names no batch size). ``embeddings``: vectors already computed for these captions (nothing is
-    encoded). ``pairs``: a :class:`PairOptions` with image vectors adds the ``pairs`` section
-    (docs/pairs.md) to the whole profile. ``passes``: None for the whole profile;
-    :class:`GammaPasses` for the ``gamma`` section alone (`capgeo gamma`), :class:`TruncationPasses`
-    for the ``truncation`` section alone (`capgeo truncation`, which embeds at each length itself);
-    the arguments below apply to the whole profile. With ``gamma`` the ``gamma`` section at the profile's batch sizes,
-    ``logit_scale`` overriding the checkpoint's; what of it is left out, and why, is
-    ``gamma_left_out``. ``per_caption``: also write one row per caption there (Parquet, CSV or JSONL
-    by suffix). ``companion_lists=False`` leaves the N x k companion lists out (nothing saves them).
-    ``plan``: the :class:`ProfilePlan` that :func:`plan_profile` made of these arguments, for a caller
-    that checked them before its first encoding (`compare` checks every dataset first): it is run
-    as it is, nothing checked again. ``images``: also the images' vectors, for the pair analyses
-    (ProfileRun.image_vectors; :class:`ImageOptions` says where they come from). ``sweep``: a
-    capgeo.findings.gamma_sweep.SweepOptions (or True: its defaults) measures gamma too, where the
-    gamma section is (its ``sweep``, the headline from then on; docs/gamma.md).
+    sizes resolved against the dataset. ``embeddings``: vectors already computed for these captions
+    (nothing is encoded). ``passes``: None for the whole profile; :class:`GammaPasses` for the
+    ``gamma`` section alone (`capgeo gamma`), :class:`TruncationPasses` for the ``truncation``
+    section alone (`capgeo truncation`, which embeds at each length itself). ``sections``
+    (:class:`ProfileSections`) says what the whole profile holds beside the geometry: the ``gamma``
+    section at the profile's batch sizes (what of it is left out, and why, is ``gamma_left_out``),
+    its logit scale and ``sweep`` (a measured gamma), the ``pairs`` section (:class:`PairOptions`
+    with image vectors, docs/pairs.md), the images' vectors (``images``: :class:`ImageOptions`,
+    ProfileRun.image_vectors), a per-caption file, the companion lists, extra batch sizes.
     """
-    if plan is None:
-        plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=extra_batch_sizes,
-                            gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                            companion_lists=companion_lists, passes=passes, pairs=pairs, images=images, sweep=sweep)
-    return run_plan(plan, progress=progress, command=command)
+    return run_plan(plan_profile(captions, encode, options, sections=sections, passes=passes, embeddings=embeddings),
+                    progress=progress, command=command)
 
 
 def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | None = None) -> ProfileRun:
@@ -498,45 +577,43 @@ def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, de
 def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
     """:func:`run_plan` with :class:`TruncationPasses`; the run's embeddings are those at each
     length (a dict), the last the reference."""
-    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, LengthEncoding, TruncationOptions, truncation_run
+    import time
 
+    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, TruncationOptions, truncation_result
+
+    started = time.perf_counter()
     captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
     section_options = TruncationOptions(
         batch_size=plan.batch_sizes.headline, n_batches=options.n_batches, seed=options.seed,
         threshold=passes.threshold, edges=options.buckets, top_k=options.top_k, block_size=options.block_size,
         max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed, device=encode.device)
     with _on_ray(encode.ray_address):
-        embeddings, profile = truncation_run(
-            captions, encode.encoder, LengthEncoding(passes.lengths, encode.cache_dir, encode.use_cache),
-            section_options, progress=progress, command=command, checked=True)
+        text_encoder, embeddings = embed_captions_at_lengths(captions, encode, passes.lengths, progress=progress)
+        profile = truncation_result(captions, text_encoder, embeddings, section_options, progress=progress,
+                                    command=command, started=started)
     return ProfileRun(captions, embeddings, profile, plan.batch_sizes)
 
 
-def profile_dataset(captions, encoder=None, options=None, *, device: str | None = None,
-                    cache_dir: str | Path | None = None, use_cache: bool = True, max_tokens: int | None = None,
-                    progress: bool | None = None, command: str | None = None, gamma: bool = True,
-                    logit_scale: float | None = None, per_caption: str | Path | None = None,
-                    companion_lists: bool = True, image_embeddings=None, **profile_options) -> Profile:
+def profile_dataset(captions, encoder=None, options=None, *, progress: bool | None = None,
+                    command: str | None = None, **fields) -> Profile:
     """Load, embed and profile a dataset (:func:`run_profile`); returns the typed ``capgeo.profile/1``
     Profile (docs/profile-schema.md).
 
     ``encoder`` is an :class:`EncodeOptions`, or a spec string, a loaded encoder or None (the
-    embedded default) with ``device``, ``cache_dir``, ``use_cache`` and ``max_tokens`` beside it.
-    ``options`` is a ``ProfileOptions``, or its fields come as keyword arguments (batch_sizes,
-    buckets, relative_buckets, n_batches, top_k, block_size, seed, near_duplicate_threshold,
-    mode, include_companions, ...). With ``gamma`` (the default) it also holds the ``gamma``
-    section (`capgeo gamma`, docs/gamma.md) at the profile's batch sizes. With ``image_embeddings`` (a
-    file, an (n_groups, d) array in group-code order, ImageVectors, or a :class:`PairOptions`) it also
-    holds the ``pairs`` section (docs/pairs.md).
+    embedded default) with EncodeOptions' other fields (``device``, ``cache_dir``, ``use_cache``,
+    ``max_tokens``) among ``fields``. ``options`` is a ``ProfileOptions``, or its fields come among
+    ``fields`` (batch_sizes, buckets, relative_buckets, n_batches, top_k, block_size, seed,
+    near_duplicate_threshold, mode, include_companions, ...); so do :class:`ProfileSections`' (with
+    ``gamma``, the default, the ``gamma`` section at the profile's batch sizes: `capgeo gamma`,
+    docs/gamma.md). With ``image_embeddings`` (a file, an (n_groups, d) array in group-code order,
+    ImageVectors, or a :class:`PairOptions`) it also holds the ``pairs`` section (docs/pairs.md).
     """
     from capgeo.geometry.profile_options import ProfileOptions
 
-    encoder = _encode_options(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                              max_tokens=max_tokens)
-    options = ProfileOptions.of(options, **profile_options)
-    return run_profile(captions, encoder, options, gamma=gamma, logit_scale=logit_scale, per_caption=per_caption,
-                       companion_lists=companion_lists, pairs=pair_options(image_embeddings), progress=progress,
-                       command=command).profile
+    encode = encoder if isinstance(encoder, EncodeOptions) else options_from(EncodeOptions, fields, encoder=encoder)
+    sections = options_from(ProfileSections, fields, pairs=pair_options(fields.pop("image_embeddings", None)))
+    options = ProfileOptions.of(options, **fields)
+    return run_profile(captions, encode, options, sections=sections, progress=progress, command=command).profile
 
 
 def pair_options(image_embeddings) -> PairOptions | None:
@@ -547,10 +624,10 @@ def pair_options(image_embeddings) -> PairOptions | None:
     return PairOptions(image_embeddings)
 
 
-def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, logit_scale: float | None = None,
-                  grid: Sequence[float] | None = None, hard_edge: float | None = None, image_embeddings=None,
-                  sweep=None, progress: bool | None = None, command: str | None = None) -> ProfileRun:
-    """`capgeo gamma` in one call (docs/gamma.md): :func:`run_profile` with :class:`GammaPasses`.
+def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *, progress: bool | None = None,
+                  command: str | None = None, **passes) -> ProfileRun:
+    """`capgeo gamma` in one call (docs/gamma.md): :func:`run_profile` with :class:`GammaPasses` of
+    ``passes`` (its fields: logit_scale, grid, hard_edge, image_embeddings, sweep).
 
     ``options`` is a ProfileOptions, of which the gamma rule reads the batch sizes (each one it can
     answer: at least capgeo.geometry.batch_size.MIN_GAMMA_BATCH_SIZE), ``n_batches`` and ``seed``.
@@ -558,9 +635,7 @@ def gamma_dataset(captions, encode: EncodeOptions | None = None, options=None, *
     the pairwise pass. ``sweep``: a capgeo.findings.gamma_sweep.SweepOptions to measure gamma too
     (the section's ``sweep``).
     """
-    return run_profile(captions, encode, options,
-                       passes=GammaPasses(logit_scale, grid, hard_edge, image_embeddings, sweep),
-                       progress=progress, command=command)
+    return run_profile(captions, encode, options, passes=GammaPasses(**passes), progress=progress, command=command)
 
 
 def truncation_dataset(captions, encode: EncodeOptions | None = None, options=None, *,
@@ -610,17 +685,13 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
                batch_size: int | None = None, logit_scale: float | None = None,
                progress: bool | None = None) -> Profile:
     """``profile`` with the ``pairs`` section (docs/pairs.md) for ``images`` (ImageVectors, or an
-    (n_groups, d) array in group-code order, wrapped by capgeo.findings.pairs.image_vectors_from_array),
+    (n_groups, d) array in group-code order: :func:`pair_image_vectors`),
     at the profile's headline batch size, batch count, seed and suggested gamma."""
-    from capgeo.findings.pairs import image_vectors_from_array, pairs_section
+    from capgeo.findings.pairs import pairs_section
     from capgeo.geometry.typed_profile import Options
-    from capgeo.images import ImageVectors
 
     pairs = pairs or PairOptions()
-    vectors = getattr(embeddings, "vectors", embeddings)
-    if not isinstance(images, ImageVectors):
-        source = pairs.image_embeddings if isinstance(pairs.image_embeddings, (str, Path)) else "image embeddings"
-        images = image_vectors_from_array(images, str(source), captions.n_groups, vectors.shape[1])
+    images = pair_image_vectors(images, captions, embeddings, pairs)
     options = profile.options or Options()
     headline = batch_size or (profile.batches[0].batch_size if profile.batches else None)
     extra = {key: value for key, value in (("delta", pairs.delta), ("image_threshold", pairs.image_threshold))
@@ -631,6 +702,22 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
                             false_negatives_output=None if pairs.false_negatives is None else str(pairs.false_negatives),
                             progress=progress, **extra)
     return replace(profile, pairs=section)
+
+
+def pair_image_vectors(images, captions, embeddings, pairs: PairOptions | None = None, *,
+                       progress: bool | None = None):
+    """``images`` as ImageVectors: as they are, or an (n_groups, d) array (PairOptions' file, read
+    and checked by the plan, or an array from Python) through capgeo.images.vectors.from_array,
+    named by the file it came from; None stays None."""
+    from capgeo.images import ImageVectors
+
+    if images is None or isinstance(images, ImageVectors):
+        return images
+    from capgeo.images.vectors import from_array
+
+    source = getattr(pairs, "image_embeddings", None)
+    return from_array(captions, images, str(source if isinstance(source, (str, Path)) else "image embeddings"),
+                      width=getattr(embeddings, "vectors", embeddings).shape[1], progress=progress)
 
 
 #: the loader's advice to use a column option -> what a set read by detection can do instead
@@ -714,31 +801,29 @@ LEAK_NEEDS_IMAGES = ("image twins by content and by image cosine need a CLIP-sty
                      "the images were compared by file name alone")
 
 
-def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cache_dir: str | Path | None = None,
-                  use_cache: bool = True, progress: bool | None = None, load_options: dict | None = None,
-                  train_embeddings=None, max_tokens: int | None = None, on_skipped=None,
-                  images: LeakImages | None = None, notes: list | None = None, **leak_options) -> dict:
+def leak_datasets(train, evals, encoder=None, *, load_options: dict | None = None, on_skipped=None,
+                  progress: bool | None = None, notes: list | None = None, **options) -> dict:
     """Load (format detected) and embed a training set and evaluation sets with one encoder,
     and find the evaluation captions with a training twin (`capgeo leak`, docs/leak.md).
 
     ``train`` and each of ``evals`` are a CaptionSet or a path; ``load_options`` go to
-    ``load_captions`` for paths; ``leak_options`` to ``leak_section``
-    (threshold, top, block_size, image_threshold). ``encoder``: an :class:`EncodeOptions`, or a spec, a loaded
-    encoder or None (the embedded default) with ``device``, ``cache_dir``, ``use_cache`` and
-    ``max_tokens`` beside it; checked, with its cache folder, before any set is read.
-    ``train_embeddings``: the training set's, when already computed
-    (then cut at ``max_tokens`` as the evaluation sets will be). ``on_skipped``: called with each
-    Skipped (rows left out while reading a set). ``images``: also compare the sets' images by
-    content hash and image cosine (:class:`LeakImages`); ``notes`` receives the lines that say why
-    a set has no image vectors."""
+    ``load_captions`` for paths. ``encoder``: an :class:`EncodeOptions`, or a spec, a loaded
+    encoder or None (the embedded default) with EncodeOptions' other fields (``device``,
+    ``cache_dir``, ``use_cache``, ``max_tokens``) among ``options``; checked, with its cache
+    folder, before any set is read. The rest of ``options`` go to :func:`leak_sets`:
+    ``train_embeddings`` (the training set's, when already computed; then cut at ``max_tokens``
+    as the evaluation sets will be), ``images`` (also compare the sets' images by content hash
+    and image cosine: :class:`LeakImages`) and ``leak_section``'s (threshold, top, block_size,
+    normalize, image_threshold). ``on_skipped``: called with each Skipped (rows left out while
+    reading a set). ``notes`` receives the lines that say why a set has no image vectors."""
     from capgeo.errors import CapgeoError
 
     if isinstance(evals, (str, Path)) or hasattr(evals, "texts"):
         # one set where a list of sets belongs: a path would be read character by character ("EVAL l: no such file")
         raise CapgeoError(f"evals is a list of evaluation sets (paths or CaptionSets), got one: pass [{evals!r}]"
                           if isinstance(evals, (str, Path)) else "evals is a list of evaluation sets; pass [eval_set]")
-    encode = _encode_options(encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                             max_tokens=max_tokens).checked()
+    encode = (encoder if isinstance(encoder, EncodeOptions)
+              else options_from(EncodeOptions, options, encoder=encoder)).checked()
     encode.check_cache()
 
     def loaded(source, role: str):
@@ -746,8 +831,7 @@ def leak_datasets(train, evals, encoder=None, *, device: str | None = None, cach
 
     train = loaded(train, "TRAIN")
     eval_sets = [loaded(source, "EVAL") for source in evals]
-    return leak_sets(train, eval_sets, encode, train_embeddings=train_embeddings, progress=progress, images=images,
-                     notes=notes, **leak_options)
+    return leak_sets(train, eval_sets, encode, progress=progress, notes=notes, **options)
 
 
 def leak_sets(train, eval_sets: Sequence, encode: EncodeOptions, *, train_embeddings=None,
@@ -757,7 +841,6 @@ def leak_sets(train, eval_sets: Sequence, encode: EncodeOptions, *, train_embedd
     (``encode``, its cache folder included): embed them and find the leaked captions; with
     ``images`` (:class:`LeakImages`, its files checked here before any encoding) the sets' image
     vectors too, for the image twins across them (``notes``: why a set has none)."""
-    from capgeo.encoders import embed
     from capgeo.errors import EncoderError
     from capgeo.findings.leak import leak_section
 
@@ -771,8 +854,7 @@ def leak_sets(train, eval_sets: Sequence, encode: EncodeOptions, *, train_embedd
         try:
             # several sets are encoded in turn: each bar says whose captions it counts
             with labelled(f"{role} {Path(str(captions.source)).name}"):
-                return embed(captions, encoder, device=encode.device, cache_dir=encode.cache_dir,
-                             use_cache=encode.use_cache, max_tokens=encode.max_tokens, progress=progress)
+                return embed_captions(captions, encode, encoder=encoder, progress=progress)
         except EncoderError as error:
             # one encoder embeds every set: say which set it failed on (vectors:FILE fits one set at most)
             raise EncoderError(f"{role} {captions.source}: {error}") from error
@@ -831,11 +913,6 @@ def _leak_image_vectors(train, eval_sets: Sequence, encode: EncodeOptions, image
     return {"train_images": made[0], "eval_images": made[1:]}
 
 
-def _encode_options(encoder, **fields) -> EncodeOptions:
-    """``encoder`` when it is an EncodeOptions, else the EncodeOptions of it and ``fields``."""
-    return encoder if isinstance(encoder, EncodeOptions) else EncodeOptions(encoder, **fields)
-
-
 def checked_dataset(captions, encode: EncodeOptions | None = None, *, needs_negatives: bool = True,
                     cache: bool = True, top_k: int | None = None, negatives: int | None = None):
     """The checks of a command that encodes one dataset, before its (slow) encoding, in one place:
@@ -883,56 +960,72 @@ def dupes_dataset(captions, kind: str = "pairs", encode: EncodeOptions | None = 
 
 
 def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None = None, *, embeddings=None,
-                      k: int = NEGATIVES_K, min_cosine: float = NEGATIVES_MIN_COSINE,
-                      max_cosine: float = NEGATIVES_MAX_COSINE, per_image: int | None = NEGATIVES_PER_IMAGE,
-                      margin: float | None = None, block_size: int = FIXED_BLOCK_SIZE,
-                      progress: bool | None = None, force: bool = False):
-    """`capgeo negatives` in one call (docs/negatives.md): check the options and the dataset
-    (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), write
-    each caption's ``k`` hardest negatives to ``output`` (.jsonl or .parquet) and return the typed summary
-    (capgeo.findings.negatives.export_negatives; ``force``: replace a file capgeo did not write)."""
+                      progress: bool | None = None, force: bool = False, **options):
+    """`capgeo negatives` in one call (docs/negatives.md): check the options (``options``:
+    capgeo.findings.negatives.NegativeOptions' fields, and ``block_size``, the mining pass's rows per
+    block) and the dataset (:func:`checked_dataset`), embed it under ``encode`` (unless
+    ``embeddings`` are given), write each caption's ``k`` hardest negatives to ``output`` (.jsonl or
+    .parquet) and return the typed summary (capgeo.findings.negatives.export_negatives; ``force``:
+    replace a file capgeo did not write)."""
     from capgeo.findings.negatives import NegativeOptions, check_range, check_rules, export_negatives
     from capgeo.paths import check_outputs
 
+    rules = options_from(NegativeOptions, options)
+    block = {name: options.pop(name) for name in ("block_size",) if name in options}  # export_negatives' default
+    if options:
+        raise CapgeoError(f"negatives_dataset() got an unknown keyword argument {next(iter(options))!r}")
     check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)  # before encoding
-    check_range(min_cosine, max_cosine)
-    check_rules(per_image, margin)
-    captions, encode = checked_dataset(captions, encode, negatives=k, cache=embeddings is None)
+    check_range(rules.min_cosine, rules.max_cosine)
+    check_rules(rules.per_image, rules.margin)
+    captions, encode = checked_dataset(captions, encode, negatives=rules.k, cache=embeddings is None)
     with _on_ray(encode.ray_address):
-        if embeddings is None:
-            embeddings = encode.embed(captions, progress=progress)
-        return export_negatives(captions, embeddings, str(output),
-                                rules=NegativeOptions(k, min_cosine, max_cosine, per_image, margin),
-                                block_size=block_size, device=encode.device, force=force)
+        embeddings = embed_captions(captions, encode, vectors=embeddings, progress=progress)
+        return export_negatives(captions, embeddings, str(output), rules=rules, device=encode.device, force=force,
+                                **block)
 
 
-def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None, batch_size: int,
-                    threshold: float = NEAR_DUPLICATE_THRESHOLD, seed: int = 0, epochs: int = 1,
-                    output: str | Path | None = None, keep_batches: bool = False,
-                    progress: bool | None = None, force: bool = False) -> dict:
+@dataclass(frozen=True)
+class BatchesOptions:
+    """How `capgeo batches` plans its batches (docs/batches.md); the fields' defaults are the only
+    defaults of these options (capgeo.defaults)."""
+
+    #: captions per batch
+    batch_size: int
+    #: two captions of different images at or above this cosine never share a batch
+    threshold: float = NEAR_DUPLICATE_THRESHOLD
+    #: the first epoch's order (epoch e: seed + e)
+    seed: int = 0
+    #: epochs planned, each in its own order
+    epochs: int = BATCHES_EPOCHS
+
+
+def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None,
+                    output: str | Path | None = None, keep_batches: bool = False, progress: bool | None = None,
+                    force: bool = False, **plan) -> dict:
     """`capgeo batches` in one call (docs/batches.md): check the options and the dataset
     (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), plan
     ``epochs`` epochs of batches of ``batch_size`` with no two captions of one image, exact copies
-    or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan), write them to
-    ``output`` (batches.jsonl) when given, and return the ``capgeo.batches/1`` result; with
-    ``keep_batches`` it also holds the batches under "batches" (``[epoch][k]``: row numbers).
-    ``output`` never replaces the dataset, nor, unless ``force``, an existing file capgeo did not write."""
+    or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan; ``plan``:
+    :class:`BatchesOptions`' fields), write them to ``output`` (batches.jsonl) when given, and
+    return the ``capgeo.batches/1`` result; with ``keep_batches`` it also holds the batches under
+    "batches" (``[epoch][k]``: row numbers). ``output`` never replaces the dataset, nor, unless
+    ``force``, an existing file capgeo did not write."""
     from capgeo.paths import check_outputs
     from capgeo.preflight import check_pair_threshold
     from capgeo.training.plan import (check_batch_size, check_epochs, check_seed, conflicts_of, plan_epochs,
                                       plan_section)
 
+    planned = BatchesOptions(**plan)
     check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)
-    check_pair_threshold(threshold)
-    check_epochs(epochs)
-    check_seed(seed)
+    check_pair_threshold(planned.threshold)
+    check_epochs(planned.epochs)
+    check_seed(planned.seed)
     captions, encode = checked_dataset(captions, encode, cache=embeddings is None)
-    check_batch_size(batch_size, len(captions))
+    check_batch_size(planned.batch_size, len(captions))
     with _on_ray(encode.ray_address):
-        if embeddings is None:
-            embeddings = encode.embed(captions, progress=progress)
-        conflicts = conflicts_of(captions, embeddings, threshold, device=encode.device)
-    plans = plan_epochs(conflicts, batch_size, seed=seed, epochs=epochs)
+        embeddings = embed_captions(captions, encode, vectors=embeddings, progress=progress)
+        conflicts = conflicts_of(captions, embeddings, planned.threshold, device=encode.device)
+    plans = plan_epochs(conflicts, planned.batch_size, seed=planned.seed, epochs=planned.epochs)
     if output is not None:
         from capgeo.training.batches_export import write_batches
 

@@ -102,7 +102,7 @@ def test_report_inlines_the_listed_images_thumbnails(coco, tmp_path):
     from PIL import Image
 
     from capgeo.images import ImageVectors
-    from capgeo.pipeline import EncodeOptions, PairOptions, run_profile
+    from capgeo.pipeline import EncodeOptions, PairOptions, ProfileSections, run_profile
 
     folder, captions = coco
     images = np.load(folder / "images.npy")
@@ -115,8 +115,8 @@ def test_report_inlines_the_listed_images_thumbnails(coco, tmp_path):
 
     vectors = ImageVectors(vectors=images / np.linalg.norm(images, axis=1, keepdims=True),
                            present=np.ones(len(images), bool), source="tower", thumbnail=thumbnail)
-    run = run_profile(captions, EncodeOptions(f"vectors:{folder / 'captions.npy'}"), gamma=False,
-                      pairs=PairOptions(vectors))
+    run = run_profile(captions, EncodeOptions(f"vectors:{folder / 'captions.npy'}"),
+                      sections=ProfileSections(gamma=False, pairs=PairOptions(vectors)))
     thumbnails = run.profile.pairs.thumbnails
     assert captions.groups[15] in thumbnails
     page = run.profile.to_html(tmp_path / "page.html").read_text(encoding="utf-8")

@@ -13,7 +13,6 @@ from capgeo.findings import gamma as gamma_module
 from capgeo.findings.gamma import (
     gamma_section,
     grid_diagnostics,
-    group_ids_in_code_order,
     in_batch_negative_rows,
     load_image_embeddings,
     mean_effective_share,
@@ -361,9 +360,12 @@ def test_image_vectors_must_match_groups_and_width():
 def test_load_image_embeddings_aligns_by_group_id(tmp_path):
     import polars as pl
 
+    from _action_fixtures import caption_set
+
     groups = ["b", "b", "a", "c", "a"]
-    codes = np.array([0, 0, 1, 2, 1])
-    order = group_ids_in_code_order(groups, codes)
+    captions = caption_set(groups)
+    assert captions.group_codes.tolist() == [0, 0, 1, 2, 1]
+    order = captions.group_names
     assert order == ["b", "a", "c"]
     vectors = {"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [1.0, 1.0]}
     pl.DataFrame({"group_id": ["c", "a", "b", "z"], "embedding": [vectors["c"], vectors["a"], vectors["b"], [0.0, 2.0]]}

@@ -179,15 +179,16 @@ def test_image_embeddings_file_gives_image_vectors_with_thumbnails(tmp_path):
 
 def test_run_profile_with_images_adds_image_vectors(tmp_path):
     from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.pipeline import ImageOptions, run_profile
+    from capgeo.pipeline import ImageOptions, ProfileSections, run_profile
 
     checkpoint, _ = vision_checkpoint(tmp_path / "model", seed=7, name="tiny-vision-e")
     captions = load_captions(coco_folder(tmp_path / "coco", random_images(6, seed=7)))
     options = EncodeOptions(encoder=str(checkpoint), device="cpu", cache_dir=str(tmp_path / "cache"))
-    run = run_profile(captions, options, ProfileOptions(batch_sizes=(4,)), images=ImageOptions(), progress=False)
+    run = run_profile(captions, options, ProfileOptions(batch_sizes=(4,)), sections=ProfileSections(images=ImageOptions()),
+                      progress=False)
     assert run.image_vectors.n_images == 6 and run.image_notes == ()
     alone = run_profile(captions, EncodeOptions(cache_dir=str(tmp_path / "cache")), ProfileOptions(batch_sizes=(4,)),
-                        images=ImageOptions(), progress=False)
+                        sections=ProfileSections(images=ImageOptions()), progress=False)
     assert alone.image_vectors is None and alone.image_notes == (NEEDS_IMAGES,)
     plain = run_profile(captions, options, ProfileOptions(batch_sizes=(4,)), progress=False)
     assert plain.image_vectors is None and plain.image_notes == ()

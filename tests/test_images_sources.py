@@ -14,7 +14,6 @@ import pytest
 from _clip_fixtures import jpeg_bytes, random_images
 from capgeo.captions import load_captions
 from capgeo.errors import DataError
-from capgeo.findings.gamma import group_ids_in_code_order
 from capgeo.images.read import image_bytes, read_one
 from capgeo.images.sources import BytesRef, ColumnRef, FileRef, MemberRef, locate
 
@@ -79,7 +78,7 @@ def test_parquet_shards_with_image_paths_and_bytes(tmp_path, pictures):
     dataset.select(range(6)).to_parquet(str(tmp_path / "data" / "train-00000-of-00002.parquet"))
     dataset.select(range(6, 12)).to_parquet(str(tmp_path / "data" / "train-00001-of-00002.parquet"))
     captions = load_captions(tmp_path / "data")
-    assert group_ids_in_code_order(captions.groups, captions.group_codes)[:2] == ["img_0.jpg", "img_1.jpg"]
+    assert captions.group_names[:2] == ["img_0.jpg", "img_1.jpg"]
     refs = locate(captions).refs
     assert {ref.file.name for ref in refs} == {"train-00000-of-00002.parquet", "train-00001-of-00002.parquet"}
     assert read_back(captions) == pictures
@@ -252,7 +251,7 @@ def test_image_column_beside_another_group_column_and_image_paths_without_bytes(
     table.write_text("\n".join(json.dumps({"caption": f"c{k}", "image_id": 7 + k % 2, "file": f"pics/p{k % 2}.jpg"})
                                for k in range(4)))
     captions = load_captions(table, group_column="image_id", image_column="file")
-    assert group_ids_in_code_order(captions.groups, captions.group_codes) == ["7", "8"]
+    assert captions.group_names == ["7", "8"]
     assert read_back(captions) == data
 
     features = datasets.Features({"image": datasets.Image(decode=False), "caption": datasets.Value("string")})

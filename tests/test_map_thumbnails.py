@@ -98,7 +98,7 @@ def test_the_report_page_stays_under_3_mb_with_every_thumbnail_budget_full(tmp_p
     from capgeo.defaults import PAIRS_THUMBNAIL_BYTES, REPORT_PAGE_BYTES
     from capgeo.geometry.typed_profile import CaptionMap
     from capgeo.images import ImageVectors
-    from capgeo.pipeline import EncodeOptions, PairOptions, run_profile
+    from capgeo.pipeline import EncodeOptions, PairOptions, ProfileSections, run_profile
     from capgeo.report.build import ReportInput, build_report
 
     rng = np.random.default_rng(0)
@@ -109,8 +109,8 @@ def test_the_report_page_stays_under_3_mb_with_every_thumbnail_budget_full(tmp_p
     np.save(tmp_path / "captions.npy", vectors)
     big = b"\xff\xd8" + bytes(40_000)   # the pairs cards' thumbnails: their budget spent after a few dozen
     images = ImageVectors(unit(centres), np.ones(n_groups, bool), "tower", thumbnail=lambda g: big)
-    run = run_profile(captions, EncodeOptions(f"vectors:{tmp_path / 'captions.npy'}"), gamma=False,
-                      pairs=PairOptions(images, delta=0.5), progress=False)
+    run = run_profile(captions, EncodeOptions(f"vectors:{tmp_path / 'captions.npy'}"),
+                      sections=ProfileSections(gamma=False, pairs=PairOptions(images, delta=0.5)), progress=False)
     held = sum(map(len, run.profile.pairs.thumbnails.values()))
     assert (PAIRS_THUMBNAIL_BYTES - len(big)) * 4 / 3 < held <= PAIRS_THUMBNAIL_BYTES * 4 / 3
 

@@ -233,13 +233,13 @@ def counted_runs(monkeypatch):
     import capgeo.pipeline as pipeline
 
     calls = []
-    original = pipeline.run_profile
+    original = pipeline.run_plan
 
-    def counting(*args, **kwargs):
-        calls.append(args[1:3])
-        return original(*args, **kwargs)
+    def counting(plan, **kwargs):  # every profile run, checked (plan_profile) or not, is run by run_plan
+        calls.append((plan.encode, plan.options))
+        return original(plan, **kwargs)
 
-    monkeypatch.setattr(pipeline, "run_profile", counting)
+    monkeypatch.setattr(pipeline, "run_plan", counting)
     return calls
 
 

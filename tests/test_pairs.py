@@ -11,9 +11,10 @@ import pytest
 
 from capgeo.captions import load_captions
 from capgeo.errors import CapgeoError
-from capgeo.findings.pairs import (TIE, keys_above, image_vectors_from_array, pair_pass, pairs_section,
+from capgeo.findings.pairs import (TIE, keys_above, pair_pass, pairs_section,
                                    zero_negative_gradients)
 from capgeo.images import ImageVectors
+from capgeo.images.vectors import from_array
 
 
 def unit(rows):
@@ -150,7 +151,7 @@ def test_batch_saturation_and_false_negatives_against_brute_force():
 
     images, text, codes = dataset(n_images=20, per_image=2, noise=0.05)
     captions = _captions(codes)
-    section = pairs_section(captions, text, image_vectors_from_array(images, "x", 20, 16), batch_size=6,
+    section = pairs_section(captions, text, from_array(captions, images, "x", width=16), batch_size=6,
                             n_batches=30, logit_scale=100.0, gamma=0.5, delta=0.02).to_dict()
     batches = sample_batches(codes, 6, 30, 0)
     with_negative = zero0 = below = 0

@@ -207,10 +207,12 @@ def test_compare_checks_the_label_count_before_encoding(tmp_path, monkeypatch, r
     monkeypatch.setattr(build, "report_dataset", must_not_encode)
     sources = [repo_data / "docci_sample.jsonlines", repo_data / "coco_sample.json"]
     with pytest.raises(CapgeoError, match="--label given 1 times for 2 profiles"):
-        build.write_compare(sources, tmp_path / "c.html", labels=["only-one"], limit=10)
+        build.write_compare(sources, tmp_path / "c.html", build.CompareOptions(labels=["only-one"]),
+                            load_options={"limit": 10})
     with pytest.raises(CapgeoError, match="--label given 3 times for 4 profiles"):
-        build.write_compare(sources, tmp_path / "c.html", labels=["a", "b", "c"], limit=10,
-                            encoders=["default", "minilm"])
+        build.write_compare(sources, tmp_path / "c.html",
+                            build.CompareOptions(encoders=["default", "minilm"], labels=["a", "b", "c"]),
+                            load_options={"limit": 10})
 
 
 def test_report_and_compare_refuse_another_capgeo_result_in_one_line(tmp_path):

@@ -7,6 +7,7 @@ import click
 from capgeo.cli.options import (
     dataset_options,
     default_output_stem,
+    encode_from_options,
     encoder_options,
     force_option,
     forced,
@@ -48,13 +49,12 @@ def map_command(seed, max_points, threshold, leak, output, **options):
     defaults = () if output else ("--output",)
     output = output or writable_default_output(f"{default_output_stem(source)}.map.html")
     refuse_path_clashes(defaults=defaults, **{"--output": output})
-    from capgeo.map import write_map
+    from capgeo.map import MapOptions, write_map
 
     captions = load_from_options(options)
-    written = write_map(captions, output, encoder=options["encoder"], device=options["device"],
-                        cache_dir=options["cache_dir"], use_cache=not options["no_cache"], seed=seed,
-                        max_points=max_points or DEFAULT_MAX_POINTS, threshold=threshold, leak=leak,
-                        command=reproduce_command(), force=forced())
+    written = write_map(captions, output, MapOptions(seed=seed, max_points=max_points or DEFAULT_MAX_POINTS,
+                                                     near_duplicate_threshold=threshold),
+                        encode=encode_from_options(options), leak=leak, command=reproduce_command(), force=forced())
     from capgeo._atomic import written_path
 
     click.echo(f"Wrote {written_path(written)} ({written.stat().st_size / 1e6:.1f} MB)", err=True)

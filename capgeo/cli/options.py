@@ -524,3 +524,49 @@ def sweep_from_options(options: dict):
         return None
     return SweepOptions(seeds=tuple(range(seeds)), steps=steps, learning_rate=learning_rate,
                         image_adapter=image_adapter, **({} if gammas is None else {"gammas": tuple(gammas)}))
+
+
+def profile_options_from(options: dict):
+    """Pop `capgeo profile`'s geometry options (--batch-size ... --no-companions) from a command's
+    kwargs as one ProfileOptions."""
+    from capgeo.geometry.profile_options import ProfileOptions
+
+    relative_quantiles = options.pop("relative_quantiles")
+    return ProfileOptions(
+        batch_sizes=options.pop("batch_sizes") or None, n_batches=options.pop("n_batches"),
+        buckets=options.pop("buckets"), relative_buckets=options.pop("relative_buckets") or relative_quantiles is not None,
+        top_k=options.pop("top_k"), block_size=options.pop("block_size"), precision=options.pop("precision"),
+        seed=options.pop("seed"), near_duplicate_threshold=options.pop("near_duplicate_threshold"),
+        mode=options.pop("mode"), sampled_above=options.pop("sampled_above"),
+        sampled_pairs=options.pop("sampled_pairs"), companions=options.pop("companions"),
+        include_companions=not options.pop("no_companions"),
+        **({} if relative_quantiles is None else {"relative_quantiles": relative_quantiles}))
+
+
+def pairs_from_options(options: dict):
+    """Pop the pairs section's options (--image-embeddings, --delta, --image-threshold and, where the
+    command takes it, --false-negatives) from a command's kwargs as one PairOptions."""
+    from capgeo.pipeline import PairOptions
+
+    return PairOptions(options.pop("image_embeddings"), options.pop("delta"), options.pop("image_threshold"),
+                       options.pop("false_negatives", None))
+
+
+def batch_options_from(options: dict):
+    """Pop --batch-size, --n-batches and --seed (report, compare) from a command's kwargs as one
+    ProfileOptions."""
+    from capgeo.geometry.profile_options import ProfileOptions
+
+    return ProfileOptions(batch_sizes=options.pop("batch_sizes") or None, n_batches=options.pop("n_batches"),
+                          seed=options.pop("seed"))
+
+
+def report_options_from(options: dict, sweep=None):
+    """Pop `capgeo report`'s section options (--no-dupes ... --save-profile, the pairs options) from a
+    command's kwargs as one ReportOptions, with ``sweep`` (:func:`sweep_from_options`)."""
+    from capgeo.report.build import ReportOptions
+
+    return ReportOptions(dupes=not options.pop("no_dupes"), gamma=not options.pop("no_gamma"),
+                         caption_map=not options.pop("no_map"), truncation=options.pop("truncation"),
+                         leak=options.pop("leak"), fill_missing=options.pop("fill_missing"),
+                         save_profile=options.pop("save_profile"), pairs=pairs_from_options(options), sweep=sweep)

@@ -20,6 +20,8 @@ from capgeo.cli.options import (
     load_from_options,
     max_tokens_option,
     pair_options,
+    pairs_from_options,
+    profile_options_from,
     ray_option,
     refuse_path_clashes,
     reproduce_command,
@@ -94,37 +96,32 @@ DEFAULTS = ProfileOptions()
 @json_option
 @ray_option
 @counts_passes
-def profile(json_out, per_caption, max_tokens, logit_scale, no_gamma, batch_sizes, n_batches, buckets, relative_buckets,
-            relative_quantiles, top_k, block_size, precision, seed, near_duplicate_threshold, mode, sampled_above,
-            sampled_pairs, companions, no_companions, image_embeddings, delta, image_threshold, false_negatives,
-            **options):
+def profile(json_out, per_caption, **options):
     """Profile the caption geometry of DATA: lengths and truncation, pairwise and
     hardest-companion cosines, in-batch hardness per batch size, duplicates."""
     from capgeo.geometry.profile_options import options_unused_by
-    from capgeo.pipeline import ImageOptions, PairOptions, run_profile
+    from capgeo.pipeline import ImageOptions, ProfileSections, run_profile
 
     refuse_path_clashes()
-    profile_options = ProfileOptions(
-        batch_sizes=batch_sizes or None, n_batches=n_batches, buckets=buckets,
-        relative_buckets=relative_buckets or relative_quantiles is not None, top_k=top_k, block_size=block_size,
-        precision=precision, seed=seed, near_duplicate_threshold=near_duplicate_threshold, mode=mode,
-        sampled_above=sampled_above, sampled_pairs=sampled_pairs, companions=companions,
-        include_companions=not no_companions,
-        **({} if relative_quantiles is None else {"relative_quantiles": relative_quantiles}))
+    mode, precision, companions = options["mode"], options["precision"], options["companions"]
+    sampled_above, no_gamma, logit_scale = options["sampled_above"], options.pop("no_gamma"), options.pop("logit_scale")
+    profile_options = profile_options_from(options)
+    pairs = pairs_from_options(options)
+    image_embeddings, false_negatives = pairs.image_embeddings, pairs.false_negatives
     sweep = sweep_from_options(options)
+    max_tokens = options.pop("max_tokens")
     captions = load_from_options(options)
     from capgeo.geometry.estimate import pairwise_mode
 
     # the pipeline checks every option before the encoding
-    run = run_profile(
-        captions, encode_from_options(options, max_tokens=max_tokens), profile_options, command=reproduce_command(),
+    sections = ProfileSections(
         gamma=not no_gamma, logit_scale=logit_scale, per_caption=per_caption,
         # the terminal summary shows none of the N x k companion lists: built only for the JSON
         companion_lists=json_out is not None,
         # the pairs section wherever there are image vectors: the file given, else the encoder's image tower
-        pairs=PairOptions(image_embeddings, delta, image_threshold, false_negatives),
-        images=ImageOptions() if image_embeddings is None else None, sweep=sweep,
-    )
+        pairs=pairs, images=ImageOptions() if image_embeddings is None else None, sweep=sweep)
+    run = run_profile(captions, encode_from_options(options, max_tokens=max_tokens), profile_options,
+                      sections=sections, command=reproduce_command())
     result, resolved = run.profile, run.batch_sizes
     mode_used = result.options.mode_used
     unused = options_unused_by(mode_used, precision=precision, companions=companions, mode=mode)

@@ -6,6 +6,7 @@ import click
 
 from capgeo.cli.examples import epilog
 from capgeo.cli.options import (
+    batch_options_from,
     batch_size_options,
     column_notes,
     dataset_options,
@@ -21,6 +22,7 @@ from capgeo.cli.options import (
     ray_option,
     read_options,
     refuse_path_clashes,
+    report_options_from,
     reproduce_command,
     seed_option,
     sweep_from_options,
@@ -104,34 +106,30 @@ def _profile_options(command):
 @force_option
 @ray_option
 @counts_passes
-def report(batch_sizes, n_batches, seed, max_tokens, no_dupes, no_gamma, no_map, truncation, leak, fill_missing, save_profile,
-           output, image_embeddings, delta, image_threshold, **options):
+def report(output, **options):
     """Write one self-contained HTML report of DATA's caption geometry: summary, alerts,
     figures, near-duplicate gallery, gamma diagnostics and provenance.
 
     DATA is a dataset, or a profile saved with `capgeo profile --json FILE` (or
     --save-profile), which is drawn without recomputing anything it holds.
     The file opens offline: plotly's JavaScript is inlined once."""
-    from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.pipeline import PairOptions
-    from capgeo.report.build import ReportOptions, write_report
+    from capgeo.report.build import CommandHooks, write_report
 
     source = options.pop("data")
     sweep = sweep_from_options(options)
     defaults = () if output else ("--output",)
     output = output or writable_default_output(_default_output(source))
     # what --fill-missing reads, which only the profile names, is an input too
-    refuse_path_clashes(defaults=defaults, extra_inputs=_profile_inputs(source) if fill_missing else None,
+    refuse_path_clashes(defaults=defaults, extra_inputs=_profile_inputs(source) if options["fill_missing"] else None,
                         **{"--output": output})
     with column_notes():
         written = write_report(
-            source, output, encode=encode_from_options(options, max_tokens=max_tokens),
-            options=ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
-            report=ReportOptions(dupes=not no_dupes, gamma=not no_gamma, caption_map=not no_map, truncation=truncation,
-                                 leak=leak, fill_missing=fill_missing, save_profile=save_profile,
-                                 pairs=PairOptions(image_embeddings, delta, image_threshold), sweep=sweep),
-            load_options=pop_load_options(options), command=reproduce_command(), on_skipped=warn_skipped,
-            on_saved=lambda path: click.echo(f"Wrote {path}", err=True), force=forced())
+            source, output, encode=encode_from_options(options, max_tokens=options.pop("max_tokens")),
+            options=batch_options_from(options), report=report_options_from(options, sweep),
+            load_options=pop_load_options(options),
+            hooks=CommandHooks(reproduce_command(), on_skipped=warn_skipped,
+                               on_saved=lambda path: click.echo(f"Wrote {path}", err=True)),
+            force=forced())
     if written.ignored_options:
         click.echo(f"Note: {source} is a saved profile, drawn as it is; ignored: "
                    + ", ".join("--" + name.replace("_", "-") for name in written.ignored_options), err=True)
@@ -174,7 +172,7 @@ def _print_side_by_side(profiles, labels, stderr: bool = False) -> None:
               callback=writable_output, metavar="FILE",
               help=f"HTML file to write (default: {DEFAULT_COMPARE_OUTPUT} in the current folder).")
 @force_option
-def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **options):
+def compare(sources, encoders, labels, output, **options):
     """Compare saved profiles and/or datasets on one page: overlaid cosine distributions,
     bucket composition and caption lengths, summaries side by side.
 
@@ -182,20 +180,18 @@ def compare(sources, encoders, labels, batch_sizes, n_batches, seed, output, **o
     the dataset options --format, --text-column, ..., --limit, which apply to each dataset); for example `capgeo compare docci.json coco.json` or
     `capgeo compare DATA --encoder ViT-B-32/openai --encoder longclip-L`."""
     from capgeo._atomic import is_standard_output
-    from capgeo.geometry.profile_options import ProfileOptions
-    from capgeo.report.build import write_compare
+    from capgeo.report.build import CommandHooks, CompareOptions, write_compare
 
     defaulted = output is None
     output = output or writable_default_output(DEFAULT_COMPARE_OUTPUT)
     refuse_path_clashes(defaults=("--output",) if defaulted else (), **({"--output": output} if defaulted else {}))
     with column_notes():
         path, notes = write_compare(
-            sources, output, encoders=encoders, encode=encode_from_options(options, encoder=False),
-            options=ProfileOptions(batch_sizes=batch_sizes or None, n_batches=n_batches, seed=seed),
-            load_options=pop_load_options(options), labels=labels, command=reproduce_command(),
-            on_skipped=warn_skipped,
-            on_profiles=lambda profiles, shown: _print_side_by_side(profiles, shown,
-                                                                    stderr=is_standard_output(output)),
+            sources, output, CompareOptions(encoders, labels), encode=encode_from_options(options, encoder=False),
+            options=batch_options_from(options), load_options=pop_load_options(options),
+            hooks=CommandHooks(reproduce_command(), on_skipped=warn_skipped,
+                               on_profiles=lambda profiles, shown: _print_side_by_side(
+                                   profiles, shown, stderr=is_standard_output(output))),
             force=forced())
     if defaulted:
         notes = [f"{DEFAULT_COMPARE_OUTPUT} is the default name; -o FILE writes elsewhere", *notes]

@@ -961,16 +961,6 @@ def check_image_vectors(image_vectors: np.ndarray, n_groups: int, width: int, so
     return image_vectors / norms
 
 
-def group_ids_in_code_order(groups, group_codes) -> list[str]:
-    """Group id of each group code 0..n_groups-1 (CaptionSet codes follow first appearance)."""
-    group_codes = np.asarray(group_codes)
-    n_groups = int(group_codes.max()) + 1 if group_codes.size else 0
-    first = np.full(n_groups, -1, dtype=np.int64)
-    for index in range(len(group_codes) - 1, -1, -1):
-        first[group_codes[index]] = index
-    return [str(groups[i]) for i in first]
-
-
 IMAGE_ID_NAMES = ("group_id", "group_ids", "image_id", "ids", "id")
 IMAGE_VECTOR_NAMES = ("vectors", "embeddings", "embedding", "vector", "image_embeddings")
 

@@ -263,16 +263,6 @@ class _Pairs(NamedTuple):
 
 # ---------------------------------------------------------------- image vectors
 
-def image_vectors_from_array(array, source: str, n_groups: int, width: int) -> ImageVectors:
-    """The one place an (n_groups, d) array of image vectors (``--image-embeddings FILE``, rows in
-    group-code order) becomes :class:`ImageVectors`: checked, unit rows, every image present, no
-    content hashes and no thumbnails."""
-    from capgeo.findings.gamma import check_image_vectors
-
-    vectors = np.ascontiguousarray(check_image_vectors(array, n_groups, width, source), dtype=np.float32)
-    return ImageVectors(vectors=vectors, present=np.ones(n_groups, dtype=bool), source=str(source))
-
-
 def _checked(images: ImageVectors, n_groups: int, width: int) -> ImageVectors:
     if not isinstance(images, ImageVectors):
         raise CapgeoError(f"image vectors: expected capgeo.images.ImageVectors, got {type(images).__name__}")

@@ -274,15 +274,40 @@ def _thumbnail(data: bytes | None) -> bytes | None:
 
 def _from_file(captions, path, images_root, progress) -> ImageVectors:
     from capgeo.findings.gamma import checked_image_embeddings
-    from capgeo.images.sources import locate
 
     # one finite, non-zero vector per image (checked), made unit in float64
     vectors = np.asarray(checked_image_embeddings(path, captions), dtype=np.float64)
     unit = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    return _made_elsewhere(captions, unit, str(path), images_root, progress)
+
+
+def from_array(captions, array, source: str, *, width: int | None = None, images_root=None,
+               progress=None) -> ImageVectors:
+    """The one place an (n_groups, d) array of image vectors made elsewhere (``--image-embeddings
+    FILE`` read by the plan, or an array from Python; rows in group-code order) becomes
+    :class:`ImageVectors`, for the pairs section and leak alike: checked (``width``: the text
+    vectors'), unit rows, every image present, and, where the dataset names its images, their
+    content hashes and thumbnails (as for a file read here)."""
+    from capgeo.findings.gamma import check_image_vectors
+
+    array = np.asarray(array)
+    width = width if width is not None else (array.shape[-1] if array.ndim == 2 else 0)
+    vectors = np.ascontiguousarray(check_image_vectors(array, captions.n_groups, width, source), dtype=np.float32)
+    return _made_elsewhere(captions, vectors, source, images_root, progress)
+
+
+def _made_elsewhere(captions, unit: np.ndarray, source: str, images_root, progress) -> ImageVectors:
+    """Unit image vectors not made here as ImageVectors, with the images' content hashes and
+    thumbnails where the dataset names its images."""
+    from capgeo.images.sources import locate
+
     located = locate(captions, images_root)
-    # the images' content, where the dataset names them: what tells exact twins apart from near ones
+    # the images' content, where the dataset names them and they can be read: what tells exact twins
+    # apart from near ones (none read: unknown, as without images)
     hashes = tuple(_hashed(located, len(unit), progress, 0)[0]) if located is not None else None
-    return ImageVectors(vectors=unit, present=np.ones(len(unit), dtype=bool), source=str(path),
+    if hashes is not None and all(digest is None for digest in hashes):
+        hashes = located = None
+    return ImageVectors(vectors=unit, present=np.ones(len(unit), dtype=bool), source=source,
                         content_hashes=hashes, thumbnail=Thumbnails(located.refs) if located is not None else None)
 
 

@@ -18,7 +18,8 @@ raises :class:`MapUnavailable` (a CapgeoError naming the extra) without it.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -58,6 +59,39 @@ NEAR_DUPLICATE_TOP_K = TOP_K
 MAP_FIGURE_ID = "fig-map"
 #: what to install for the map, in the one line that says it is missing
 INSTALL_HINT = "pip install -e '.[map]' (or: pip install openTSNE)"
+
+
+@dataclass(frozen=True)
+class MapOptions:
+    """How a caption map is made (`capgeo map`, the report's map section): one object, its fields'
+    defaults the only defaults of these options."""
+
+    #: the projection's seed, and the sample's above ``max_points``
+    seed: int = 0
+    #: captions projected at most; above it, a seeded random sample of this many
+    max_points: int = DEFAULT_MAX_POINTS
+    #: the cosine at which two captions of different images are near-duplicates (and `capgeo map --leak`'s twins)
+    near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD
+    #: the images' thumbnails for the hover (capgeo.images.ImageVectors.thumbnail: code -> JPEG bytes or
+    #: None), or None: no thumbnails
+    thumbnail: Any = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, options: "MapOptions | None" = None, **fields) -> "MapOptions":
+        """``options`` (default: MapOptions()) with ``fields`` in place of its own."""
+        return replace(options or cls(), **fields)
+
+
+@dataclass(frozen=True)
+class MapPoints:
+    """What each point shows beside its caption (:func:`map_section`)."""
+
+    #: each caption's hardest-companion cosine (NaN without one); None: not shown
+    hardest: np.ndarray | None = None
+    #: near-duplicate sets (capgeo.findings.duplicates.Component, members as caption rows)
+    components: Sequence | None = None
+    #: training caption ids with an evaluation twin
+    leaked_ids: Sequence[str] = ()
 
 
 class MapUnavailable(CapgeoError):
@@ -258,18 +292,19 @@ def map_thumbnails(thumbnail, codes: np.ndarray, names: Sequence[str], order: np
     return out
 
 
-def map_section(captions, vectors, *, hardest: np.ndarray | None = None, components: Sequence | None = None,
-                leaked_ids: Sequence[str] = (), seed: int = 0, max_points: int = DEFAULT_MAX_POINTS,
-                near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD, neighbours=None, thumbnail=None,
-                device: str | None = None, progress: bool | None = None) -> dict:
+def map_section(captions, vectors, options: MapOptions | None = None, *, points: MapPoints | None = None,
+                neighbours=None, device: str | None = None, progress: bool | None = None, **fields) -> dict:
     """The ``map`` section: the projection of ``vectors`` (one per caption of ``captions``) and what each
-    point shows. ``hardest``: each caption's hardest-companion cosine (NaN without one); ``components``:
-    near-duplicate sets (capgeo.findings.duplicates.Component, members as caption rows); ``leaked_ids``:
-    training caption ids with an evaluation twin; ``neighbours``: the sampled points' neighbour graph
-    (:func:`project`), found here when None; ``thumbnail``: the images' thumbnails
-    (capgeo.images.ImageVectors.thumbnail), for the hover (:func:`map_thumbnails`: the points in a
-    near-duplicate set or leaking first, then the highest hardest-companion cosine). Raises
-    MapUnavailable without openTSNE."""
+    point shows (``points``: :class:`MapPoints`). ``options``: :class:`MapOptions` (``fields``: its
+    fields in place of its own); ``neighbours``: the sampled points' neighbour graph
+    (:func:`project`), found here when None; the options' ``thumbnail``: the images' thumbnails,
+    for the hover (:func:`map_thumbnails`: the points in a near-duplicate set or leaking first,
+    then the highest hardest-companion cosine). Raises MapUnavailable without openTSNE."""
+    options = MapOptions.of(options, **fields)
+    points = points or MapPoints()
+    seed, max_points, thumbnail = options.seed, options.max_points, options.thumbnail
+    near_duplicate_threshold = options.near_duplicate_threshold
+    hardest, components, leaked_ids = points.hardest, points.components, points.leaked_ids
     require_projection()
     from capgeo.progress import progress_bar
 
@@ -410,21 +445,21 @@ def _wrapped(text: str, width: int = 80) -> str:
     return "<br>".join(lines)
 
 
-def dataset_map(captions, vectors, *, scan=None, leak: dict | None = None, seed: int = 0,
-                max_points: int = DEFAULT_MAX_POINTS, near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
-                thumbnail=None, device: str | None = None, progress: bool | None = None) -> dict:
+def dataset_map(captions, vectors, options: MapOptions | None = None, *, scan=None, leak: dict | None = None,
+                device: str | None = None, progress: bool | None = None, **fields) -> dict:
     """:func:`map_section` with what it shows computed here: each caption's hardest companion and the
     near-duplicate sets from ``scan`` (the exact pairwise pass, run here when None or too short), the
     leaked training captions from ``leak`` (a `capgeo leak` section: its ``train_ids_to_drop``), and
-    ``thumbnail`` (the images' thumbnails, for the hover) as given. When
+    the options' ``thumbnail`` (the images' thumbnails, for the hover) as given. When
     every caption is mapped, that one pass also gives the projection's neighbour graph
     (:func:`knn_from_scan`); a sample gets a pass of its own (:func:`knn_graph`)."""
     require_projection()
     from capgeo.findings.duplicates import near_duplicate_components
 
+    options = MapOptions.of(options, **fields)
     vectors = np.asarray(vectors, dtype=np.float32)
     n = len(captions)
-    points = int(min(n, max_points))
+    points = int(min(n, options.max_points))
     # every caption is mapped: the pass's top-k lists, long enough, give the neighbour graph too
     whole = points == n and points >= 8
     top_k = max(NEAR_DUPLICATE_TOP_K, neighbour_count(points) if whole else 0)
@@ -435,12 +470,12 @@ def dataset_map(captions, vectors, *, scan=None, leak: dict | None = None, seed:
         scan = scan_pairs(vectors, np.asarray(captions.group_codes), top_k=top_k, histograms=False, device=device,
                           progress=progress)
     hardest = np.asarray(scan.companion_cosine[:, 0], dtype=np.float64)
-    components = near_duplicate_components(captions, vectors, near_duplicate_threshold, scan=scan, device=device)
+    components = near_duplicate_components(captions, vectors, options.near_duplicate_threshold, scan=scan,
+                                           device=device)
     neighbours = knn_from_scan(scan, captions.group_codes, vectors, neighbour_count(n)) if whole else None
     leaked = (leak or {}).get("train_ids_to_drop") or ()
-    return map_section(captions, vectors, hardest=hardest, components=components, leaked_ids=leaked, seed=seed,
-                       max_points=max_points, near_duplicate_threshold=near_duplicate_threshold,
-                       neighbours=neighbours, thumbnail=thumbnail, device=device, progress=progress)
+    return map_section(captions, vectors, options, points=MapPoints(hardest, components, leaked),
+                       neighbours=neighbours, device=device, progress=progress)
 
 
 #: the search box: finds captions whose id, image or text holds what is typed, and marks them on the map
@@ -585,46 +620,40 @@ def map_page(section, *, title: str, subtitle: str, provenance: Sequence[tuple[s
     return page.render(plotly_javascript())
 
 
-def write_map(captions, output, *, encoder=None, embeddings=None, device: str | None = None,
-              cache_dir: str | None = None, use_cache: bool = True, seed: int = 0,
-              max_points: int = DEFAULT_MAX_POINTS, threshold: float = NEAR_DUPLICATE_THRESHOLD,
-              leak: Sequence = (), command: str | None = None, progress: bool | None = None, force: bool = False):
-    """All of `capgeo map`: embed ``captions`` (a CaptionSet), find the leaks into ``leak`` (evaluation
-    sets, paths or CaptionSets), map them and write the page atomically to ``output``, each point showing
-    its image's thumbnail on hover where the dataset names its images (capgeo.images.image_thumbnails;
-    no encoder needed). Returns its Path.
+def write_map(captions, output, options: MapOptions | None = None, *, encode=None, leak: Sequence = (),
+              command: str | None = None, progress: bool | None = None, force: bool = False):
+    """All of `capgeo map`: embed ``captions`` (a CaptionSet) under ``encode`` (a
+    capgeo.pipeline.EncodeOptions; default: the embedded encoder), find the leaks into ``leak``
+    (evaluation sets, paths or CaptionSets; twins at the options' near-duplicate threshold), map
+    them (``options``: :class:`MapOptions`) and write the page atomically to ``output``, each point
+    showing its image's thumbnail on hover where the dataset names its images
+    (capgeo.images.image_thumbnails; no encoder needed). Returns its Path.
     ``output`` may not be the dataset or an evaluation set, nor, unless ``force``, an existing file
     capgeo did not write (:func:`capgeo.paths.check_outputs`)."""
     from pathlib import Path
 
     from capgeo import __version__
     from capgeo._atomic import atomic_open
+    from capgeo.paths import check_outputs
+    from capgeo.pipeline import EncodeOptions, embed_captions, leak_datasets
     from capgeo.report.html import escape
 
-    from capgeo.paths import check_outputs
-
+    options = options or MapOptions()
+    encode = encode or EncodeOptions()
     require_projection()
     check_outputs({"DATA": getattr(captions, "source", None),
                    "--leak": [str(entry) for entry in leak if isinstance(entry, (str, Path))]},
                   {"output": output}, force=force)
-    sample_rows(len(captions), max_points, seed)   # a bad --max-points before the encoding
-    if embeddings is None:
-        from capgeo.encoders import embed
-
-        embeddings = embed(captions, encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                           progress=progress)
+    sample_rows(len(captions), options.max_points, options.seed)   # a bad --max-points before the encoding
+    embeddings = embed_captions(captions, encode, progress=progress)
     leak_result = None
     if leak:
-        from capgeo.pipeline import leak_datasets
-
-        leak_result = leak_datasets(captions, list(leak), encoder, device=device, cache_dir=cache_dir,
-                                    use_cache=use_cache, progress=progress, train_embeddings=embeddings,
-                                    threshold=threshold)
+        leak_result = leak_datasets(captions, list(leak), encode, progress=progress, train_embeddings=embeddings,
+                                    threshold=options.near_duplicate_threshold)
     from capgeo.images import image_thumbnails
 
-    section = dataset_map(captions, embeddings.vectors, leak=leak_result, seed=seed, max_points=max_points,
-                          near_duplicate_threshold=threshold, thumbnail=image_thumbnails(captions), device=device,
-                          progress=progress)
+    section = dataset_map(captions, embeddings.vectors, replace(options, thumbnail=image_thumbnails(captions)),
+                          leak=leak_result, device=encode.device, progress=progress)
     info = getattr(embeddings, "info", None)
     encoder_name = getattr(info, "name", None) or getattr(info, "spec", None) or "default"
     rows = [("Made with", f"capgeo {escape(__version__)}"),

@@ -147,7 +147,7 @@ def plan_report(captions, encode: EncodeOptions | None = None, options: ProfileO
     """Every check of :func:`report_dataset` before its first encoding, once
     (capgeo.pipeline.plan_profile, and the truncation section's own checks); the evaluation
     sets of ``report.leak`` given as paths are read now."""
-    from capgeo.pipeline import ImageOptions, TruncationPasses, checked_sweep, plan_profile
+    from capgeo.pipeline import ImageOptions, ProfileSections, TruncationPasses, checked_sweep, plan_profile
 
     report = report or ReportOptions()
     report = replace(report, sweep=checked_sweep(report.sweep, gamma=report.gamma))
@@ -155,8 +155,9 @@ def plan_report(captions, encode: EncodeOptions | None = None, options: ProfileO
     options = ProfileOptions.of(options, relative_buckets=True)
     # without a file of image vectors, the encoder's image tower over the images the dataset names
     images = ImageOptions() if report.pairs is not None and report.pairs.image_embeddings is None else None
-    plan = plan_profile(captions, encode, options, embeddings=embeddings, extra_batch_sizes=EXTRA_BATCH_SIZES,
-                        gamma=False, pairs=report.pairs, images=images)
+    plan = plan_profile(captions, encode, options, embeddings=embeddings,
+                        sections=ProfileSections(gamma=False, pairs=report.pairs, images=images,
+                                                 extra_batch_sizes=EXTRA_BATCH_SIZES))
     if report.leak:
         report = replace(report, leak=[load_set(source, {}, role="EVAL") if isinstance(source, (str, Path))
                                        else source for source in report.leak])
@@ -184,12 +185,11 @@ def report_dataset(captions, encode: EncodeOptions | None = None, options: Profi
 
 def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str | None = None) -> ReportInput:
     """Encode and compute what a :class:`ReportPlan` holds: the profile, then its report's sections."""
-    from capgeo.pipeline import TruncationPasses, run_profile
+    from capgeo.pipeline import run_plan
 
     report, encode, options = plan.report, plan.profile.encode, plan.profile.options
     # the pairs section after the gamma section: its saturation reads the suggested gamma
-    run = run_profile(plan.profile.captions, encode, options, plan=replace(plan.profile, pairs=None),
-                      progress=progress, command=command)
+    run = run_plan(replace(plan.profile, pairs=None), progress=progress, command=command)
     captions, embeddings, profile, scan = run.captions, run.embeddings, run.profile, run.scan
     notes = [note[0].upper() + note[1:] for note in run.batch_sizes.notes]
     # one all-pairs pass serves the profile and the dupes section
@@ -208,8 +208,7 @@ def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str |
         profile = with_pairs(profile, captions, embeddings, pair_images, plan.profile.pairs,
                              batch_size=run.batch_sizes.headline, progress=progress)
     if plan.truncation is not None:
-        made = run_profile(captions, encode, options, passes=TruncationPasses(), plan=plan.truncation,
-                           progress=progress)
+        made = run_plan(plan.truncation, progress=progress)
         profile = replace(profile, truncation=made.profile.truncation)
     if report.leak:
         from capgeo.pipeline import leak_sets
@@ -238,19 +237,12 @@ NO_MAP_NOTE = "Caption map: left out (--no-map)."
 def _leak_images(pair_images, captions, embeddings, pairs):
     """The --leak image comparison (capgeo.pipeline.LeakImages) where the profile has the training
     images' vectors: those, and each evaluation set's from the encoder's image tower; else None."""
-    from capgeo.images import ImageVectors
-    from capgeo.pipeline import LeakImages
+    from capgeo.pipeline import LeakImages, pair_image_vectors
 
     if pair_images is None:
         return None
-    if not isinstance(pair_images, ImageVectors):  # --image-embeddings, read and checked by the plan
-        from capgeo.findings.pairs import image_vectors_from_array
-
-        source = getattr(pairs, "image_embeddings", None)
-        pair_images = image_vectors_from_array(pair_images, str(source if isinstance(source, (str, Path)) else
-                                                                "image embeddings"),
-                                               captions.n_groups, embeddings.vectors.shape[1])
-    return LeakImages(train=pair_images)
+    # --image-embeddings, read and checked by the plan, as the pairs section has them
+    return LeakImages(train=pair_image_vectors(pair_images, captions, embeddings, pairs))
 
 
 def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: int = 0, thumbnail=None,
@@ -332,8 +324,9 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
     if (profile.dupes or not dupes) and (profile.gamma or not gamma):
         return report_input
     from capgeo.captions import load_captions
-    from capgeo.encoders import embed, get_encoder
+    from capgeo.encoders import get_encoder
     from capgeo.errors import DataError
+    from capgeo.pipeline import embed_captions
 
     dataset, provenance = profile.dataset or Dataset(), profile.provenance or Provenance()
     source, spec = _made_from(profile)
@@ -376,8 +369,8 @@ def fill_missing(report_input: ReportInput, *, device: str | None = None, cache_
         raise CapgeoError(f"--fill-missing: the encoder {encoder.spec!r} is not the one the profile was made "
                           f"with (fingerprint {now[:12]}, the profile's {made_by[:12]}: its file changed); run "
                           "`capgeo report DATA` instead")
-    embeddings = embed(captions, text_encoder, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                       max_tokens=max_tokens, progress=progress)
+    embeddings = embed_captions(captions, EncodeOptions(text_encoder, device=device, cache_dir=cache_dir,
+                                                        use_cache=use_cache, max_tokens=max_tokens), progress=progress)
     profile, notes = add_sections(profile, captions, embeddings, dupes=dupes, gamma=gamma, progress=progress)
     return ReportInput(profile, notes)
 
@@ -482,6 +475,31 @@ SAVED_PROFILE_IGNORES = (*DATASET_ONLY_OPTIONS, "format", "seed", "n_batches", "
                          "sweep")
 
 
+@dataclass(frozen=True)
+class CommandHooks:
+    """The command around :func:`write_report` or :func:`write_compare`: the command line the page
+    gives to reproduce it, and what the command tells the user as the work goes."""
+
+    #: the command line shown on the page (None: "built from the library")
+    command: str | None = None
+    #: called with each capgeo.captions.model.Skipped as soon as a dataset is read
+    on_skipped: Callable | None = None
+    #: report: called with the path of ``report.save_profile`` once written
+    on_saved: Callable | None = None
+    #: compare: ``on_profiles(profiles, labels)``, given what the page shows, as the page names it, once written
+    on_profiles: Callable | None = None
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """What `capgeo compare` puts side by side beyond its sources."""
+
+    #: each dataset is profiled under each of these encoder specs (default: the embedded one)
+    encoders: Sequence[str | None] = ()
+    #: the columns' names, one per profile (default: from the sources and encoders)
+    labels: Sequence[str] | None = None
+
+
 @dataclass
 class WrittenReport:
     """What `capgeo report` wrote, and what it has to tell the user."""
@@ -495,17 +513,20 @@ class WrittenReport:
 
 def write_report(source: str | Path, output: str | Path, *, encode: EncodeOptions | None = None,
                  options: ProfileOptions | None = None, report: ReportOptions | None = None,
-                 load_options: dict | None = None, command: str | None = None, on_skipped: Callable | None = None,
-                 on_saved: Callable | None = None, force: bool = False) -> WrittenReport:
+                 load_options: dict | None = None, hooks: CommandHooks | None = None,
+                 force: bool = False) -> WrittenReport:
     """`capgeo report`: a dataset (profiled, with dupes, gamma and optionally truncation) or a saved
     profile (drawn as it is, or with ``report.fill_missing`` completed from its dataset) to one HTML file.
 
     ``encode``, ``options`` and ``report`` are the run's EncodeOptions, ProfileOptions and
     ReportOptions. ``load_options`` are :func:`capgeo.captions.load_captions`'s keyword arguments;
-    ``on_skipped`` is called with each :class:`~capgeo.captions.model.Skipped` as soon as the dataset is read;
-    ``on_saved`` with the path of ``report.save_profile`` once written. Every option is checked
+    ``hooks`` (:class:`CommandHooks`): the command line the page names, ``on_skipped`` called with each
+    :class:`~capgeo.captions.model.Skipped` as soon as the dataset is read, ``on_saved`` with the path
+    of ``report.save_profile`` once written. Every option is checked
     before anything is encoded (:func:`plan_report`); no output may replace an input, nor, unless
     ``force``, an existing file capgeo did not write (:func:`capgeo.paths.check_outputs`)."""
+    hooks = hooks or CommandHooks()
+    command, on_skipped, on_saved = hooks.command, hooks.on_skipped, hooks.on_saved
     encode = (encode or EncodeOptions()).checked()
     options, report = options or ProfileOptions(), report or ReportOptions()
     load_options = dict(load_options or {})
@@ -582,29 +603,31 @@ def _drawing_saved_profiles(sources: Sequence[str | Path]):
                           f"{first_line(error)})") from error
 
 
-def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders: Sequence[str | None] = (),
+def write_compare(sources: Sequence[str | Path], output: str | Path, compare: CompareOptions | None = None, *,
                   encode: EncodeOptions | None = None, options: ProfileOptions | None = None,
-                  load_options: dict | None = None, labels: Sequence[str] | None = None, limit: int | None = None,
-                  command: str | None = None, on_skipped: Callable | None = None,
-                  on_profiles: Callable | None = None, force: bool = False) -> tuple[Path, list[str]]:
-    """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``encoders``, default
-    the embedded one) on one HTML page. Returns the page's path and notes for the user;
-    ``on_profiles(profiles, labels)`` is given what the page shows, as the page names it, once it is written.
+                  load_options: dict | None = None, hooks: CommandHooks | None = None,
+                  force: bool = False) -> tuple[Path, list[str]]:
+    """`capgeo compare`: saved profiles and/or datasets (profiled under each of ``compare.encoders``,
+    default the embedded one) on one HTML page, its columns named by ``compare.labels``
+    (:class:`CompareOptions`). Returns the page's path and notes for the user; ``hooks.on_profiles(profiles,
+    labels)`` is given what the page shows, as the page names it, once it is written.
 
-    ``encode`` (its encoder aside: each of ``encoders`` in turn) and ``options`` are the
+    ``encode`` (its encoder aside: each of the encoders in turn) and ``options`` are the
     datasets' EncodeOptions and ProfileOptions. ``load_options`` (load_captions' keyword
-    arguments; ``limit`` is one of them) apply to each dataset. Every source is read and checked
+    arguments, ``limit`` among them) apply to each dataset. Every source is read and checked
     (:func:`plan_report`, for each encoder) before the first one is encoded; saved profiles alone
     need no cache folder. ``output`` replaces an existing file capgeo did not write only with ``force``."""
     from capgeo.preflight import check_counts
 
+    compare, hooks = compare or CompareOptions(), hooks or CommandHooks()
+    encoders, labels, command = compare.encoders, compare.labels, hooks.command
     encode = (encode or EncodeOptions()).checked()
     options = options or ProfileOptions()
     defaults = ProfileOptions()
     check_counts(n_batches=options.n_batches)  # the datasets' option, refused before any source is read
     check_outputs({"SOURCES": list(sources), "--encoder": _encoder_files(encoders)}, {"output": output}, force=force)
     loaded, notes, saved_profiles = [], [], []
-    load_options = {**(load_options or {}), **({"limit": limit} if limit is not None else {})}
+    load_options = dict(load_options or {})
     read = [f"--{name.replace('_', '-')}" for name, value in load_options.items()
             if value is not None and not (name == "format" and value == "auto")]
     given = (["--encoder"] if encoders else []) + read + [
@@ -619,7 +642,7 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
                 loaded.append(load_saved_profile(source).profile)
             saved_profiles.append(source)
             continue
-        captions = load_set(source, load_options, on_skipped, role="SOURCE")
+        captions = load_set(source, load_options, hooks.on_skipped, role="SOURCE")
         loaded.append([plan_report(captions, replace(encode, encoder=spec), options, report=ReportOptions(dupes=False))
                        for spec in encoders or (None,)])
     datasets = [plans[0].profile.captions for plans in loaded if not isinstance(plans, Profile)]
@@ -654,8 +677,8 @@ def write_compare(sources: Sequence[str | Path], output: str | Path, *, encoders
     changed = [f"{', '.join(names)}: {note}" for (_, note), names in named.items()]
     with _drawing_saved_profiles(saved_profiles):
         page = build_compare(profiles, output, labels=labels or None, command=command, notes=changed)
-    if on_profiles is not None:  # once the page is written: a failed write is the one line said
-        on_profiles(profiles, shown_labels)
+    if hooks.on_profiles is not None:  # once the page is written: a failed write is the one line said
+        hooks.on_profiles(profiles, shown_labels)
     return page, [*notes, *changed]
 
 
