@@ -26,6 +26,7 @@ from capgeo.cli.options import (
 )
 from capgeo.cli.pass_options import block_size_option
 from capgeo.terminal import shown
+from capgeo.terminal.dupes import DIFFERING_STYLE, SHARED_STYLE, highlighted, is_plain, legend  # noqa: F401
 from capgeo.defaults import DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTILES, DUPES_TOP, KEEP_POLICIES, TOP_K
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.display import short_id, visible
@@ -33,12 +34,6 @@ from capgeo.errors import CapgeoError
 from capgeo.progress import counts_passes
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
-#: rich styles; differing words are also underlined so the two kinds differ without colour
-SHARED_STYLE = "bold green"
-DIFFERING_STYLE = "yellow underline"
-#: marks around words where there is no colour (piped, redirected, -o FILE): [shared] and {differs}
-SHARED_MARKS = ("[", "]")
-DIFFERING_MARKS = ("{", "}")
 
 
 #: row formats an output file's suffix names
@@ -211,42 +206,6 @@ def _write_text(section: dict, output: str | None) -> None:
 
 
 # --------------------------------------------------------------------------- rendering
-
-
-def highlighted(text: str, spans, plain: bool = False):
-    """The caption as rich Text with each span styled by its kind, or, in ``plain`` text,
-    wrapped in its kind's marks."""
-    from rich.text import Text
-
-    # built piece by piece, each made visible on its own: the spans index the caption as it is,
-    # and Text(caption).stylize(span) moved every mark after a "\r" or BEL, which Text drops
-    rendered, at = Text(), 0
-    for span in spans:  # sorted and never overlapping (`capgeo docs dupes`)
-        rendered.append(visible(text[at:span["start"]]))
-        word = visible(text[span["start"]:span["end"]])
-        if plain:
-            opening, closing = SHARED_MARKS if span["kind"] == "shared" else DIFFERING_MARKS
-            rendered.append(f"{opening}{word}{closing}")
-        else:
-            rendered.append(word, style=SHARED_STYLE if span["kind"] == "shared" else DIFFERING_STYLE)
-        at = span["end"]
-    rendered.append(visible(text[at:]))
-    return rendered
-
-
-def is_plain(console) -> bool:
-    """No colour (not a terminal, -o FILE, NO_COLOR): words are marked with brackets instead.
-    (NO_COLOR sets ``no_color`` and leaves ``color_system`` as the terminal's.)"""
-    return console.color_system is None or console.no_color
-
-
-def legend(console):
-    from rich.text import Text
-
-    if is_plain(console):
-        return Text(f"  {SHARED_MARKS[0]}word{SHARED_MARKS[1]}: in both captions   "
-                    f"{DIFFERING_MARKS[0]}word{DIFFERING_MARKS[1]}: only in this caption")
-    return Text.assemble("  ", ("shared word", SHARED_STYLE), "   ", ("only in this caption", DIFFERING_STYLE))
 
 
 def render(section, console) -> None:

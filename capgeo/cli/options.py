@@ -329,15 +329,13 @@ def json_option(command):
                         help="Write the result as JSON to FILE, or to stdout when no file is given.")(command)
 
 
-def emit(result: dict, json_out: str | None, show) -> None:
+def emit(result, json_out: str | None, show) -> None:
     """A command's output: JSON to stdout (only that), or to a file and the terminal
     summary ``show(result)``, or the summary alone."""
     from capgeo._atomic import is_standard_output
 
-    from capgeo.geometry.typed_profile import Profile
-
     if json_out:
-        print_json(result.to_dict() if isinstance(result, Profile) else result, json_out)
+        print_json(result.to_dict() if hasattr(result, "to_dict") else result, json_out)  # a typed result
     if not is_standard_output(json_out):  # JSON to stdout is all that goes there, by any name
         show(result)
 

@@ -318,7 +318,7 @@ def _report_page(profile: Profile, *, command: str | None, notes: list[str] | No
     if profile.leak:
         from capgeo.report.leak import leak_html
 
-        page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile.leak.body),
+        page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile.leak),
                                      "Evaluation captions with a twin in this (training) dataset."))
     if profile.pairs:
         from capgeo.report.pairs import pairs_html
