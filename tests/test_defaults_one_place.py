@@ -46,8 +46,8 @@ def test_the_block_sizes_have_one_meaning_each():
     assert inspect.signature(pairwise.scan_pairs).parameters["block_size"].default is None
     assert choose_block_size(10**6, "cpu") == defaults.CPU_BLOCK_SIZE
     # the passes that keep one tile on every device
-    for function in (cross.scan_cross, leak_findings.leak_section, leak_findings.eval_leak,
-                     negatives_findings.hard_negatives, negatives_findings.export_negatives, dedup.dedup_section):
+    assert leak_findings.LeakOptions().block_size == defaults.FIXED_BLOCK_SIZE   # leak_section's, eval_leak's
+    for function in (cross.scan_cross, negatives_findings.hard_negatives, negatives_findings.export_negatives, dedup.dedup_section):
         assert inspect.signature(function).parameters["block_size"].default == defaults.FIXED_BLOCK_SIZE, function
     assert _option(leak, "block_size").default == _option(negatives, "block_size").default == defaults.FIXED_BLOCK_SIZE
 

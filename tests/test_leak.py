@@ -59,7 +59,7 @@ def test_leak_section_finds_planted_twins_and_their_drop_list():
     train, evals = planted_vectors()
     train_set = caption_set([f"t{i // 2}" for i in range(200)], ids=[f"train{i}" for i in range(200)])
     eval_set = caption_set([f"e{i}" for i in range(60)], ids=[f"eval{i}" for i in range(60)])
-    result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], threshold=0.9)
+    result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], threshold=0.9).to_dict()
     similarity = evals.astype(np.float64) @ train.astype(np.float64).T
     entry = result["evals"][0]
     assert entry["leaked_ids"] == [f"eval{e}" for e in np.flatnonzero(similarity.max(axis=1) >= 0.9)]
@@ -90,7 +90,7 @@ def test_leak_decisions_are_float64_at_a_threshold_between_float32_and_float64(b
     assert min(exact, product32) < between < max(exact, product32)
     for threshold in (between, exact - 1e-12):
         result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))],
-                              threshold=float(threshold), block_size=block_size)
+                              threshold=float(threshold), block_size=block_size).to_dict()
         entry = result["evals"][0]
         expected = np.flatnonzero((similarity >= threshold).any(axis=1))
         assert entry["leaked_ids"] == [f"eval{row}" for row in expected]
@@ -102,7 +102,7 @@ def test_leak_of_a_set_with_itself_scores_copies_exactly_one_in_row_order():
     rng = np.random.default_rng(3)
     vectors = unit(rng.normal(size=(40, 32)))
     captions = caption_set([f"g{i}" for i in range(40)], texts=[f"text {i}" for i in range(40)])
-    entry = leak_section(captions, embeddings(vectors), [(captions, embeddings(vectors))], top=40)["evals"][0]
+    entry = leak_section(captions, embeddings(vectors), [(captions, embeddings(vectors))], top=40).to_dict()["evals"][0]
     assert [pair["cosine"] for pair in entry["pairs"]] == [1.0] * 40
     assert [pair["eval_id"] for pair in entry["pairs"]] == captions.ids  # ties: lower row first
 
@@ -154,7 +154,7 @@ def test_planted_overlap_in_real_coco_captions_is_found_exactly(shared_data):
                             [coco.ids[i] for i in train_rows])
     eval_set = caption_set([f"e{k}" for k in range(len(eval_texts))], eval_texts, eval_ids)
     result = leak_section(train_set, embeddings(train_vectors),
-                          [(eval_set, embeddings(bag_of_words(eval_texts, vocabulary)))], threshold=0.95)
+                          [(eval_set, embeddings(bag_of_words(eval_texts, vocabulary)))], threshold=0.95).to_dict()
     entry = result["evals"][0]
     assert entry["leaked_ids"] == eval_ids[len(clean):]
     assert entry["n_exact"] == 25
