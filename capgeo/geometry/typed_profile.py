@@ -1,9 +1,12 @@
 """The ``capgeo.profile/1`` profile as typed, frozen objects.
 
 :class:`Profile` mirrors docs/profile-schema.md: each documented JSON object is a frozen
-dataclass whose fields are its documented keys, each class with its own explicit
-``from_dict`` / ``to_dict``. JSON exists only at the edge: ``Profile.from_dict(d).to_dict() == d``
-for every profile of the schema, saved profiles of earlier versions included.
+dataclass whose fields are its documented keys, in the order they are written. One codec reads
+and writes them all (``_Section.from_dict`` / ``to_dict``), from the fields and their annotations:
+a new section declares its fields and nothing else. JSON exists only at the edge:
+``Profile.from_dict(d).to_dict() == d`` for every profile of the schema, saved profiles of earlier
+versions included. The `capgeo leak` result (:class:`Leak`) is a section too: the command, the
+profile's ``leak`` section and ``capgeo.leak`` share it.
 
 A key a JSON object did not have is None. Where the schema allows null, null and "not
 written" differ (``within_group`` is null for one caption per image, absent from a gamma-only
