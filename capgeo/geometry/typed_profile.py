@@ -149,9 +149,9 @@ class _Section:
         """The section of its JSON object: each declared key read into its field (:func:`_codec`),
         the rest kept (:func:`_kept`)."""
         fields, keys = _codec(cls)
-        values = {}
+        values, get = {}, data.get
         for name, key, read, _ in fields:
-            value = data.get(key)
+            value = get(key)
             if value is not None:
                 values[name] = value if read is None else read(value)
         return cls(**values, **_kept(data, keys))
@@ -159,12 +159,12 @@ class _Section:
     def to_dict(self) -> dict:
         """The JSON object (plain dicts and lists) :meth:`from_dict` read: the declared keys in field
         order without the absent ones (None and not in ``nulls``), then ``extra``; in the order read."""
-        out = {}
+        out, held, nulls = {}, self.__dict__, self.nulls
         for name, key, _, write in _codec(self.__class__)[0]:
-            value = getattr(self, name)
+            value = held[name]
             if value is not None:
                 out[key] = value if write is None else write(value)
-            elif key in self.nulls:
+            elif key in nulls:
                 out[key] = None
         if self.extra:
             out.update(_plain(self.extra))
