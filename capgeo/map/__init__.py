@@ -440,7 +440,7 @@ def dataset_map(captions, vectors, *, scan=None, leak: Leak | None = None, seed:
     hardest = np.asarray(scan.companion_cosine[:, 0], dtype=np.float64)
     components = near_duplicate_components(captions, vectors, near_duplicate_threshold, scan=scan, device=device)
     neighbours = knn_from_scan(scan, captions.group_codes, vectors, neighbour_count(n)) if whole else None
-    leaked = leak.train_ids_to_drop if leak is not None else ()
+    leaked = (leak.train_ids_to_drop if leak is not None else None) or ()
     return map_section(captions, vectors, hardest=hardest, components=components, leaked_ids=leaked, seed=seed,
                        max_points=max_points, near_duplicate_threshold=near_duplicate_threshold,
                        neighbours=neighbours, thumbnail=thumbnail, device=device, progress=progress)
