@@ -26,6 +26,9 @@ from capgeo.defaults import LEAK_TOP as DEFAULT_TOP
 from capgeo.display import visible
 from capgeo.progress import counts_passes
 
+#: the command's options that make its LeakOptions (capgeo.findings.leak)
+LEAK_OPTIONS = ("threshold", "top", "normalize", "block_size", "image_threshold")
+
 
 @click.command("leak", short_help="Evaluation captions with an exact or near twin among the training captions.",
                epilog=epilog("leak"))
@@ -81,7 +84,3 @@ def leak(train, evals, output, json_out, **options):
     for note in notes:  # after the work, so that an error stays the only line
         click.echo(f"Note: {visible(note)}", err=True)
     emit(result, json_out, lambda shown: print_leak(shown, written_to=output))
-
-
-#: the command's options that make its LeakOptions (capgeo.findings.leak)
-LEAK_OPTIONS = ("threshold", "top", "normalize", "block_size", "image_threshold")
