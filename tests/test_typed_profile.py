@@ -315,23 +315,26 @@ class Whole(typed_profile._Section):
     parts: tuple[Part, ...] | None = None
     notes: dict | None = None
     kind_of: str | None = dataclasses.field(default=None, metadata={"key": "kind-of"})
+    required: tuple[Part, ...] = ()   # not optional: still a list of sections
 
 
 def test_a_new_section_with_only_its_fields_declared_reads_and_writes_itself():
     """A section class needs nothing but its fields: nested sections, lists of them, read-only JSON
     values, and a JSON key other than the field's name (field metadata ``key``)."""
     data = {"name": "w", "main": {"label": "m", "weights": [0.5, 1.0]}, "parts": [{"label": "a"}, {"weights": []}],
-            "notes": {"k": [1, {"x": None}]}, "kind-of": "thing", "later": [[1]], "gone": None}
+            "notes": {"k": [1, {"x": None}]}, "kind-of": "thing", "required": [{"label": "r"}], "later": [[1]],
+            "gone": None}
     whole = Whole.from_dict(data)
     assert whole.main == Part(label="m", weights=(0.5, 1.0)) and whole.parts == (Part(label="a"), Part(weights=()))
+    assert whole.required == (Part(label="r"),)
     assert whole.kind_of == "thing" and whole.notes["k"][1]["x"] is None and whole.extra["later"] == ((1,),)
     assert whole.nulls == {"gone"}
     assert whole.to_dict() == data and list(whole.to_dict()) == list(data)
     with pytest.raises(TypeError):
         whole.notes["k"] = 2   # read-only
     made = Whole(name="n", parts=(Part(label="p"),), kind_of="k")   # made in code: declared order, no Nones
-    assert made.to_dict() == {"name": "n", "parts": [{"label": "p"}], "kind-of": "k"}
-    assert Whole(name="n", nulls=frozenset({"main"})).to_dict() == {"name": "n", "main": None}
+    assert made.to_dict() == {"name": "n", "parts": [{"label": "p"}], "kind-of": "k", "required": []}
+    assert Whole(name="n", nulls=frozenset({"main"})).to_dict() == {"name": "n", "main": None, "required": []}
 
 
 def test_the_codec_is_worked_out_once_a_class():

@@ -110,7 +110,9 @@ def _codec(section: type) -> tuple[tuple[tuple[str, str, Any, Any], ...], frozen
     for item in dataclasses.fields(section):
         if item.name in _SECTION_KEPT:
             continue
-        kinds = [kind for kind in typing.get_args(hints[item.name]) or (hints[item.name],) if kind is not type(None)]
+        hint = hints[item.name]
+        members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        kinds = [kind for kind in members if kind is not type(None)]
         kind = kinds[0] if len(kinds) == 1 else None
         inner = typing.get_args(kind) if typing.get_origin(kind) is tuple else ()
         if isinstance(kind, type) and issubclass(kind, _Section):
