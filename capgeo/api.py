@@ -105,9 +105,10 @@ class GammaSuggestion:
     def headline(self) -> str:
         """The gamma as every first screen gives it ("0.5 measured (plateau 0.25-1; ...) at B=128; the
         rule's instant estimate 0.13", or the rule's "0.13 (range 0.06-0.19) at B=128")."""
+        from capgeo.geometry.typed_profile import Gamma
         from capgeo.report.summary import headline_gamma_text
 
-        return headline_gamma_text(self._json["gamma"])
+        return headline_gamma_text(Gamma.from_dict(self._json["gamma"]))
 
     def to_dict(self) -> dict:
         """The `capgeo gamma --json` object (a ``capgeo.profile/1`` with its gamma section)."""

@@ -20,6 +20,7 @@ import inspect
 import math
 import numbers
 import os
+import re
 from typing import Callable, Iterable, Mapping
 
 from capgeo.errors import CapgeoError
@@ -86,9 +87,25 @@ def check_values(caller: str, values: Mapping[str, object], annotations: Mapping
 
 
 def keyword_annotations(function: Callable) -> dict[str, object]:
-    """The keyword parameters of ``function`` with their annotations (as written: text)."""
-    return {name: parameter.annotation for name, parameter in inspect.signature(function).parameters.items()
-            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)}
+    """The keyword parameters of ``function`` with their annotations (as written: text), those of a
+    ``**options: Unpack[SomeTypedDict]`` included (load_captions' reading options)."""
+    annotations: dict[str, object] = {}
+    for name, parameter in inspect.signature(function).parameters.items():
+        if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+            annotations[name] = parameter.annotation
+        elif parameter.kind == parameter.VAR_KEYWORD:
+            annotations.update(unpacked_annotations(function, parameter.annotation))
+    return annotations
+
+
+def unpacked_annotations(function: Callable, annotation) -> dict[str, object]:
+    """The keywords that ``**options: Unpack[SomeTypedDict]`` takes, with their annotations as text;
+    nothing for a ``**`` annotated otherwise or not at all."""
+    match = re.fullmatch(r"\s*Unpack\[(\w+)\]\s*", annotation) if isinstance(annotation, str) else None
+    typed = inspect.unwrap(function).__globals__.get(match.group(1)) if match else None
+    # with postponed annotations a TypedDict holds its fields' as ForwardRefs: their text is checked
+    return {name: getattr(kind, "__forward_arg__", kind)
+            for name, kind in getattr(typed, "__annotations__", {}).items()}
 
 
 def checked_arguments(*more: Callable[[], Mapping[str, object]]):
@@ -131,3 +148,16 @@ def _positional(function: Callable) -> set[str]:
 
 def _listed(names: Iterable[str]) -> str:
     return ", ".join(names)
+
+
+def with_fields(cls, options, caller: str, values: Mapping[str, object]):
+    """``options`` (a frozen dataclass ``cls``; None: all defaults) with the fields in ``values``
+    replaced, for a function that takes an options object or its fields as keywords; an unknown
+    field is the TypeError Python gives for an unknown keyword argument of ``caller``."""
+    import dataclasses
+
+    unknown = sorted(set(values) - {field.name for field in dataclasses.fields(cls)})
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    options = options or cls()
+    return dataclasses.replace(options, **values) if values else options

@@ -248,3 +248,11 @@ def _real_report_input(name: str):
     captions = load_captions(REPO_DATA / file_name, limit=limit)
     return report_dataset(captions, None, ProfileOptions(batch_sizes=batch_sizes, n_batches=20, seed=0),
                           command=f"capgeo report data/{file_name} --limit {limit}")
+
+
+def typed(profile: dict, check: bool = True):
+    """A profile built here as its JSON object, read as the typed profile the renderers take (where JSON
+    arrives, capgeo reads it once the same way)."""
+    from capgeo.geometry.typed_profile import Profile
+
+    return Profile.from_dict(profile, check=check)

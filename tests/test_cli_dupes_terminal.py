@@ -117,6 +117,7 @@ def test_written_file_uses_the_same_marks(dataset, tmp_path):
 
 
 def test_report_gallery_states_the_same_totals_as_the_terminal(dataset, tmp_path):
+    from capgeo.geometry.typed_profile import Dupes
     from capgeo.report.gallery import gallery_html
 
     saved = tmp_path / "dupes.json"
@@ -125,5 +126,5 @@ def test_report_gallery_states_the_same_totals_as_the_terminal(dataset, tmp_path
     assert section["near_duplicates"] == {"threshold": 0.95, "n_pairs": 4, "more_than": None,
                                           "n_exact_duplicate_pairs": 2}
     line = "Near-duplicates (cosine &gt;= 0.95): 4 pairs of different images in all, 2 of them exact copies."
-    assert line in gallery_html(section)
+    assert line in gallery_html(Dupes.from_dict(section))
     assert line.replace("&gt;", ">") in terminal

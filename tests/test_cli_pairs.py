@@ -138,12 +138,13 @@ def test_thumbnails_stop_at_their_byte_budget():
 
 
 def test_gallery_shows_hash_ids_shortened_with_the_whole_id_on_hover():
+    from capgeo.geometry.typed_profile import Dupes
     from capgeo.report.gallery import gallery_html
 
     group = "sha256:" + "0123456789abcdef" * 4
     pair = {"id_a": f"{group}#0", "id_b": "b#1", "group_a": group, "group_b": "b", "text_a": "a dog",
             "text_b": "a cat", "cosine": 0.9, "spans_a": [], "spans_b": []}
-    html = gallery_html({"pairs": [pair]})
+    html = gallery_html(Dupes.from_dict({"pairs": [pair]}))
     assert "sha256:0123456789…#0" in html and f'title="{group}#0"' in html
     assert f">{group}" not in html
 

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from capgeo.cli import main
-from capgeo.cli.profile import print_verdict
+from capgeo.geometry.typed_profile import Profile
+from capgeo.terminal.profile import print_verdict
 from capgeo.report.alerts import alerts_for
 
 
@@ -33,7 +34,7 @@ def test_terminal_profile_ends_with_every_alert_of_the_report(tmp_path):
                                        "--n-batches", "20", "--no-gamma", "--json", str(saved)],
                                 env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
-    alerts = alerts_for(json.loads(saved.read_text()))
+    alerts = alerts_for(Profile.from_dict(json.loads(saved.read_text())))
     assert {alert.key for alert in alerts} >= {"near_duplicate_captions", "near_twin_batches"}
     verdict_at = result.output.index("Verdict:")
     assert verdict_at > result.output.index("Near-duplicates (cosine >= 0.95)")
@@ -55,5 +56,6 @@ def test_terminal_profile_ends_with_every_alert_of_the_report(tmp_path):
 
 def test_no_alert_says_so_and_names_the_encoder():
     buffer = io.StringIO()
-    print_verdict({"encoder": {"name": "ViT-L-14"}}, Console(file=buffer, width=80, color_system=None))
+    print_verdict(Profile.from_dict({"encoder": {"name": "ViT-L-14"}}, check=False),
+                  Console(file=buffer, width=80, color_system=None))
     assert buffer.getvalue().strip() == "Verdict: no alert fired for these captions under ViT-L-14."

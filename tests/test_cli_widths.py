@@ -115,7 +115,8 @@ def test_a_ten_digit_pair_count_is_printed_whole_at_80_columns(tmp_path):
 
     from rich.console import Console
 
-    from capgeo.cli.profile import print_profile
+    from capgeo.geometry.typed_profile import Profile
+    from capgeo.terminal.profile import print_profile
 
     rows = [{"id": f"c{i}", "image": f"img{i // 2}", "caption": f"caption {i}"} for i in range(64)]
     data = tmp_path / "captions.jsonl"
@@ -126,5 +127,5 @@ def test_a_ten_digit_pair_count_is_printed_whole_at_80_columns(tmp_path):
     profile = json.loads(result.stdout)
     profile["pairwise"]["count"] = profile["pairwise"]["n"] = 3_199_920_000
     out = StringIO()
-    print_profile(profile, console=Console(file=out, width=80, force_terminal=False))
+    print_profile(Profile.from_dict(profile), console=Console(file=out, width=80, force_terminal=False))
     assert "3,199,920,000" in out.getvalue()

@@ -43,11 +43,12 @@ def test_the_block_sizes_have_one_meaning_each():
     # the all-pairs pass: sized from the device, which on a CPU is the CPU tile
     assert defaults.PAIR_BLOCK_SIZE is None and ProfileOptions().block_size is None
     assert _option(dupes, "block_size").default is None
-    assert inspect.signature(pairwise.scan_pairs).parameters["block_size"].default is None
+    assert pairwise.ScanOptions().block_size is None  # scan_pairs' options
     assert choose_block_size(10**6, "cpu") == defaults.CPU_BLOCK_SIZE
     # the passes that keep one tile on every device
+    assert cross.CrossOptions(threshold=0.5).block_size == defaults.FIXED_BLOCK_SIZE  # scan_cross' options
     assert leak_findings.LeakOptions().block_size == defaults.FIXED_BLOCK_SIZE   # leak_section's, eval_leak's
-    for function in (cross.scan_cross, negatives_findings.hard_negatives, negatives_findings.export_negatives, dedup.dedup_section):
+    for function in (negatives_findings.hard_negatives, negatives_findings.export_negatives, dedup.dedup_section):
         assert inspect.signature(function).parameters["block_size"].default == defaults.FIXED_BLOCK_SIZE, function
     assert _option(leak, "block_size").default == _option(negatives, "block_size").default == defaults.FIXED_BLOCK_SIZE
 

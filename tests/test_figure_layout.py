@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from capgeo.geometry.typed_profile import Distribution, Lengths
 from capgeo.report.figures import (
     HEADROOM,
     MIN_TICK_DECADES,
@@ -34,9 +35,10 @@ def test_mean_labels_and_context_label_sit_above_the_tallest_value():
     counts[700:900] = np.arange(200)
     summary = {"histogram": {"low": 0.0, "high": 1.0, "bins": 2000, "counts": counts.tolist(),
                              "edges": edges.tolist()}, "mean": 0.4}
+    summary = Distribution.from_dict(summary)
     figure = cosine_distribution_figure([("x", summary, summary)])
     tallest = max(max(trace.y) for trace in figure.data)
     assert figure.layout.yaxis.range[1] >= HEADROOM * tallest - 1e-9
     lengths = {"histogram": {"edges": [0, 10, 20, 30], "counts": [5, 40, 3]}, "max_tokens": 20, "share_truncated": 0.1}
-    figure = caption_length_figure(lengths)
+    figure = caption_length_figure(Lengths.from_dict(lengths))
     assert figure.layout.yaxis.range[1] == HEADROOM * 40

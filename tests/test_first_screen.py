@@ -25,10 +25,11 @@ def saved(name: str = "docci_sample") -> dict:
 def printed(profile: dict, width: int = 110) -> str:
     from rich.console import Console
 
-    from capgeo.cli.profile import print_profile
+    from capgeo.geometry.typed_profile import Profile
+    from capgeo.terminal.profile import print_profile
 
     screen = io.StringIO()
-    print_profile(profile, Console(file=screen, width=width, color_system=None))
+    print_profile(Profile.from_dict(profile), Console(file=screen, width=width, color_system=None))
     return screen.getvalue()
 
 
@@ -55,16 +56,17 @@ def test_profile_shows_one_gamma_with_its_range_and_the_caution():
 
 
 def test_a_clipped_range_says_which_end_in_a_few_words():
+    from capgeo.geometry.typed_profile import Gamma
     from capgeo.report.summary import headline_gamma_text
 
     gamma = copy.deepcopy(saved()["gamma"])
     suggestion = gamma["batches"][0]["suggestion"]
     suggestion.update(range_clipped=[True, False], clipped=False)
-    assert headline_gamma_text(gamma).endswith("; lower end clipped) at B=128")
+    assert headline_gamma_text(Gamma.from_dict(gamma)).endswith("; lower end clipped) at B=128")
     suggestion.update(range_clipped=[True, True])
-    assert "; both ends clipped)" in headline_gamma_text(gamma)
+    assert "; both ends clipped)" in headline_gamma_text(Gamma.from_dict(gamma))
     suggestion.update(clipped=True, clip_note="even gamma = 0.05 concentrates the softmax more; clipped to 0.05")
-    text = headline_gamma_text(gamma)
+    text = headline_gamma_text(Gamma.from_dict(gamma))
     assert "ends clipped" not in text and text.endswith(", clipped: even gamma = 0.05 concentrates the softmax more; "
                                                         "clipped to 0.05")
 
@@ -79,9 +81,10 @@ def test_the_duplicate_lines_give_one_number_each_in_the_singular_for_one():
     assert "Near-duplicates (cosine >= 0.95): 1 pair across images; 2 captions have one" in text
     warning = next(line for line in text.splitlines() if "identical captions describes" in line)
     assert "times" not in warning and "1 pair of identical captions describes different images" in warning
+    from capgeo.geometry.typed_profile import Profile
     from capgeo.report.summary import summary_rows
 
-    rows = dict(summary_rows(profile))
+    rows = dict(summary_rows(Profile.from_dict(profile)))
     assert rows["Exact duplicates"] == "1 pair across images"
     assert rows["Near-duplicate pairs"] == "1 pair at cosine >= 0.95; 2 captions have one"
     assert "Margin-matched gamma" not in rows

@@ -11,10 +11,6 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "capgeo"
 LAYERS = ("captions", "encoders", "geometry", "findings", "report", "terminal", "cli")
-#: the one sanctioned upward reach: Profile's output methods (to_html, to_json, summary, per_caption; issue #29)
-#: hand the profile to the writers downstream, imported inside each method, and nothing else imports them
-OUTPUT_METHODS = {"capgeo.geometry.typed_profile": {"capgeo.report.build", "capgeo.cli.profile",
-                                                    "capgeo.terminal", "capgeo.findings.per_caption"}}
 
 
 def module_name(path: Path) -> str:
@@ -35,7 +31,7 @@ def import_graph() -> dict[str, set[str]]:
             else:
                 continue
             targets.update(target for target in names if target in modules and target != name)
-        graph[name] = targets - OUTPUT_METHODS.get(name, set())
+        graph[name] = targets
     return graph
 
 

@@ -337,7 +337,8 @@ def test_too_many_pairs_names_the_threshold_given_not_the_candidates_margin(monk
     """It said "reach cosine 0.949997" for the default 0.95: the float32 candidates' bound."""
     import capgeo.geometry.cross as cross
 
-    monkeypatch.setitem(cross.scan_cross.__kwdefaults__, "max_pairs", 5)
+    scan_cross = cross.scan_cross
+    monkeypatch.setattr(cross, "scan_cross", lambda *args, **options: scan_cross(*args, **{**options, "max_pairs": 5}))
     vectors = unit(np.ones((6, 4)) + 1e-3 * np.random.default_rng(0).normal(size=(6, 4)))
     train = caption_set([f"g{i}" for i in range(6)], [f"train {i}" for i in range(6)])
     evals = caption_set([f"h{i}" for i in range(6)], [f"eval {i}" for i in range(6)], ids=[f"e{i}" for i in range(6)])

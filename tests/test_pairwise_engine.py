@@ -153,6 +153,7 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
     from capgeo.encoders import embed
     from capgeo.findings.duplicates import dupes_section
     from capgeo.geometry.profile_options import ProfileOptions
+    from capgeo.geometry.scan_options import ScanOptions
     from capgeo.report.build import ReportOptions, report_dataset
 
     vectors, groups = grouped_vectors(120, 16, seed=7, per_group=4)
@@ -166,7 +167,10 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
                              neighbours=3)
     calls = []
     real_scan = pairwise.tile_partial
-    monkeypatch.setattr(pairwise, "tile_partial", lambda *a, **k: calls.append(k) or real_scan(*a, **k))
+    # each call's options (a ScanOptions, its fields as keywords replacing them)
+    monkeypatch.setattr(pairwise, "tile_partial", lambda *a, **k: calls.append(
+        {**vars(ScanOptions.of(a[4] if len(a) > 4 else k.get("options"))),
+         **{name: value for name, value in k.items() if name != "options"}}) or real_scan(*a, **k))
     report = report_dataset(captions, None, ProfileOptions(batch_sizes=[8], n_batches=5),
                             report=ReportOptions(gamma=False, caption_map=False), embeddings=embeddings)
     assert len(calls) == 1 and calls[0]["histograms"]

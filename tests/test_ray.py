@@ -207,7 +207,7 @@ def crash_at_tiles_once(marker_folder: str, doomed: set):
 
         original = pairwise.tile_partial
 
-        def tile_partial_or_die(matrix, groups, grid, tiles, **options):
+        def tile_partial_or_die(matrix, groups, grid, tiles, *options, **keywords):
             for row, column in tiles:
                 if (row, column) in doomed:
                     try:
@@ -215,7 +215,7 @@ def crash_at_tiles_once(marker_folder: str, doomed: set):
                     except FileExistsError:
                         continue
                     os._exit(1)
-            return original(matrix, groups, grid, tiles, **options)
+            return original(matrix, groups, grid, tiles, *options, **keywords)
 
         pairwise.tile_partial = tile_partial_or_die
 

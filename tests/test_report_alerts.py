@@ -7,7 +7,17 @@ import copy
 import pytest
 
 from _report_fixtures import make_profile
+from capgeo.geometry.typed_profile import Profile
 from capgeo.report import alerts
+
+
+def alerts_for(profile: dict) -> list:
+    """The alerts of a (partial) profile built here as its JSON object, read as the typed profile."""
+    return alerts.alerts_for(Profile.from_dict(profile, check=False))
+
+
+def exact_duplicate_alert(profile: dict):
+    return alerts.exact_duplicate_alert(Profile.from_dict(profile, check=False))
 
 
 @pytest.fixture(scope="module")
@@ -17,11 +27,11 @@ def base():
 
 
 def keys(profile) -> set[str]:
-    return {alert.key for alert in alerts.alerts_for(profile)}
+    return {alert.key for alert in alerts_for(profile)}
 
 
 def levels(profile, key) -> list[str]:
-    return [alert.level for alert in alerts.alerts_for(profile) if alert.key == key]
+    return [alert.level for alert in alerts_for(profile) if alert.key == key]
 
 
 def with_truncation(base, share):
@@ -36,7 +46,7 @@ def test_truncation_thresholds(base):
     assert levels(with_truncation(base, alerts.TRUNCATED_WARNING), "truncation") == ["warning"]
     assert levels(with_truncation(base, alerts.TRUNCATED_WARNING - 0.01), "truncation") == ["notice"]
     assert levels(with_truncation(base, alerts.TRUNCATED_NOTICE - 0.01), "truncation") == []
-    message = next(a.message for a in alerts.alerts_for(with_truncation(base, 0.945)) if a.key == "truncation")
+    message = next(a.message for a in alerts_for(with_truncation(base, 0.945)) if a.key == "truncation")
     assert "94.5%" in message and "77 tokens" in message
 
 
@@ -54,10 +64,10 @@ def test_exact_duplicate_thresholds(base):
     assert levels(with_exact(base, 1, many), "exact_duplicates") == ["warning"]
     # n_redundant_cross_group (recurrences of a text across images, neither captions nor images) sets
     # the level; the message names one number, the pairs, in the singular for one
-    alert = alerts.exact_duplicate_alert(with_exact(base, 1, many))
+    alert = exact_duplicate_alert(with_exact(base, 1, many))
     assert alert.message.startswith("1 pair of identical captions describes different images.")
     assert f"{many:,}" not in alert.message.replace("1 pair", "")
-    alert = alerts.exact_duplicate_alert(with_exact(base, 1_234, many))
+    alert = exact_duplicate_alert(with_exact(base, 1_234, many))
     assert alert.message.startswith("1,234 pairs of identical captions describe different images.")
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS, 0), "exact_duplicates") == ["warning"]
     assert levels(with_exact(base, alerts.EXACT_DUPLICATE_MIN_PAIRS - 1, 0), "exact_duplicates") == ["notice"]
@@ -86,17 +96,17 @@ def with_near_twin(base, share):
 
 
 def test_near_twin_batches(base):
-    fired = [a for a in alerts.alerts_for(with_near_twin(base, 0.95)) if a.key == "near_twin_batches"]
+    fired = [a for a in alerts_for(with_near_twin(base, 0.95)) if a.key == "near_twin_batches"]
     assert len(fired) == len(base["batches"]) and all("almost always" in a.title for a in fired)
     assert all("often" in a.title and "almost" not in a.title
-               for a in alerts.alerts_for(with_near_twin(base, alerts.NEAR_TWIN_WARNING)) if a.key == "near_twin_batches")
+               for a in alerts_for(with_near_twin(base, alerts.NEAR_TWIN_WARNING)) if a.key == "near_twin_batches")
     assert "near_twin_batches" not in keys(with_near_twin(base, alerts.NEAR_TWIN_WARNING - 0.01))
 
 
 def test_hardest_bucket(base):
     profile = copy.deepcopy(base)
     profile["batches"][0]["buckets"]["shares"] = [0.1, 0.1, 0.2, 0.6]
-    fired = [a for a in alerts.alerts_for(profile) if a.key == "hardest_bucket"]
+    fired = [a for a in alerts_for(profile) if a.key == "hardest_bucket"]
     assert len(fired) == 1 and "60.0%" in fired[0].message and ">=0.9" in fired[0].message
     profile["batches"][0]["buckets"]["shares"] = [0.2, 0.2, 0.2, 0.4]
     assert "hardest_bucket" not in keys(profile)
@@ -123,9 +133,9 @@ def test_sampled_and_skipped(base):
 
 def test_warnings_come_first_and_missing_sections_give_no_alert(base):
     profile = with_truncation(with_exact(base, 1, 0), 0.9)
-    found = alerts.alerts_for(profile)
+    found = alerts_for(profile)
     assert [a.level for a in found] == sorted((a.level for a in found), key=lambda level: level != "warning")
-    assert alerts.alerts_for({"schema": "capgeo.profile/1"}) == []
+    assert alerts_for({"schema": "capgeo.profile/1"}) == []
 
 
 @pytest.mark.parametrize("encoder, fires", [
@@ -138,7 +148,7 @@ def test_encoder_caution_is_the_first_alert_whenever_a_gamma_rests_on_another_en
     profile = with_truncation(copy.deepcopy(base), 0.9)   # another warning, to check the order
     profile["gamma"] = profile.get("gamma") or {"suggested_gamma": 0.3}
     profile["encoder"] = encoder
-    found = alerts.alerts_for(profile)
+    found = alerts_for(profile)
     if fires is None:
         assert "encoder_caution" not in {a.key for a in found}
         return

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _report_fixtures import REPO_DATA, make_full_profile, real_report_input
+from _report_fixtures import REPO_DATA, make_full_profile, real_report_input, typed
 from capgeo.report.build import build_compare, build_report
 from capgeo.report.compare import COMPARE_FIGURE_IDS, COMPARE_OPTIONAL_FIGURE_IDS
 from capgeo.report.single import FIGURE_IDS, HARDEST_NEGATIVE_FIGURE_ID, OPTIONAL_FIGURE_IDS
@@ -65,7 +65,7 @@ def test_real_report_loads_offline_without_errors(tmp_path):
 
 
 def test_hostile_captions_are_shown_not_run(tmp_path):
-    path = build_report(make_full_profile(), tmp_path / "fixture.html")
+    path = build_report(typed(make_full_profile()), tmp_path / "fixture.html")
     report = open_page(path, screenshot=False)
     assert_clean(report, FIGURE_IDS + (HARDEST_NEGATIVE_FIGURE_ID,))
     assert report.state["title"] == "capgeo report: fixture.jsonl", "caption text ran as script"
@@ -95,5 +95,5 @@ def test_the_first_screen_of_a_1400_by_900_window_holds_the_verdict_and_headline
     path = build_report(real_report_input("docci"), tmp_path / "docci.html", command="capgeo report docci")
     assert_first_screen(open_page(path, width=1400, height=900, screenshot=False), 900)
     # a profile that fires many alerts (the fixture's) keeps them above the fold too
-    path = build_report(make_full_profile(), tmp_path / "fixture.html")
+    path = build_report(typed(make_full_profile()), tmp_path / "fixture.html")
     assert_first_screen(open_page(path, width=1400, height=900, screenshot=False), 900)

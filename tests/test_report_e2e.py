@@ -36,7 +36,7 @@ def coco():
 def test_real_report_has_every_section_and_figure(docci):
     profile = docci.profile.to_dict()
     assert profile["dupes"]["examples"] and profile["gamma"]["batches"]
-    page = render_report(profile, command="capgeo report data/docci_sample.jsonlines --limit 40")
+    page = render_report(docci.profile, command="capgeo report data/docci_sample.jsonlines --limit 40")
     parser = parse(page)
     for element_id in (*SECTIONS, *FIGURE_IDS, *OPTIONAL_FIGURE_IDS):
         assert element_id in parser.ids, f"{element_id} missing"

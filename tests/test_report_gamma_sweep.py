@@ -33,14 +33,14 @@ def swept():
 
 def test_the_report_draws_the_sweep_and_headlines_the_measured_gamma(swept):
     profile, sweep = swept
-    page = render_report(profile)
+    page = render_report(Profile.from_dict(profile))
     assert f'id="{GAMMA_SWEEP_FIGURE_ID}"' in page
     assert f"Gamma {sweep.best_gamma:g} measured" in page and "caption-caption proxy" in page
-    headline = headline_gamma_text(profile["gamma"])
+    headline = headline_gamma_text(Profile.from_dict(profile).gamma)
     assert headline.startswith(f"{sweep.best_gamma:g} measured") and "rule's instant estimate 0.38" in headline
     without = make_full_profile()
-    assert GAMMA_SWEEP_FIGURE_ID not in render_report(without)
-    assert headline_gamma_text(without["gamma"]).startswith("0.38")
+    assert GAMMA_SWEEP_FIGURE_ID not in render_report(Profile.from_dict(without))
+    assert headline_gamma_text(Profile.from_dict(without).gamma).startswith("0.38")
 
 
 def test_the_typed_profile_carries_the_sweep_and_old_profiles_load(swept):

@@ -14,8 +14,9 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from _report_fixtures import NASTY_CAPTIONS, make_full_profile, make_profile
+from _report_fixtures import NASTY_CAPTIONS, make_full_profile, make_profile, typed
 from capgeo.errors import CapgeoError
+from capgeo.geometry.typed_profile import BatchExample, BatchStatistics, DupesExample, Histogram
 from capgeo.report import figures
 from capgeo.report.build import build_compare, build_report, is_profile_file, save_profile
 from capgeo.report.compare import COMPARE_FIGURE_IDS, profile_labels, render_compare
@@ -113,7 +114,7 @@ def full_profile():
 
 @pytest.fixture(scope="module")
 def full_page(full_profile):
-    return render_report(full_profile, command="capgeo report data/x.jsonl -o r.html")
+    return render_report(typed(full_profile), command="capgeo report data/x.jsonl -o r.html")
 
 
 def outside_plotly(page: str) -> str:
@@ -167,7 +168,7 @@ def test_summary_numbers_come_from_the_profile(full_profile, full_page):
 
 def test_missing_sections_are_left_out_and_explained():
     profile, _ = make_profile()
-    page = render_report(profile)
+    page = render_report(typed(profile))
     parser = parse(page)
     assert "gallery" not in parser.ids and "gamma" not in parser.ids and "fig-gamma" not in parser.ids
     assert "notes" in parser.ids
@@ -182,7 +183,7 @@ def test_bare_profile_without_optional_sections_still_renders():
         profile.pop(key)
     for entry in profile["batches"]:
         entry.pop("example")
-    parser = parse(render_report(profile))
+    parser = parse(render_report(typed(profile)))
     assert "fig-lengths" not in parser.ids and "fig-batch" not in parser.ids
     assert "fig-cosines" in parser.ids and "summary" in parser.ids
 
@@ -249,7 +250,7 @@ def test_gallery_query_marks_words_shared_with_any_neighbour(full_profile, full_
     from capgeo.report.gallery import merged_query_spans
 
     example = full_profile["dupes"]["examples"][0]
-    merged = merged_query_spans(example["neighbours"])
+    merged = merged_query_spans(DupesExample.from_dict(example).neighbours)
     for span in merged:
         shared_with = [n for n in example["neighbours"]
                        if any(s["start"] == span["start"] and s["kind"] == "shared" for s in n["spans_a"])]
@@ -265,7 +266,7 @@ def test_rebin_preserves_counts_and_matches_a_coarse_histogram():
     values = np.clip(rng.normal(0.6, 0.1, size=5000), -1, 1)
     fine_edges = np.linspace(-1, 1, 4001)
     fine, _ = np.histogram(values, bins=fine_edges)
-    edges, counts = figures.rebin({"edges": fine_edges.tolist(), "counts": fine.tolist()}, width=0.01)
+    edges, counts = figures.rebin(Histogram.from_dict({"edges": fine_edges.tolist(), "counts": fine.tolist()}), width=0.01)
     assert counts.sum() == values.size
     coarse, _ = np.histogram(values, bins=edges)
     np.testing.assert_array_equal(counts, coarse)
@@ -276,18 +277,18 @@ def test_heatmap_annotates_the_largest_off_diagonal_value(full_profile):
     example = full_profile["batches"][-1]["example"]
     matrix = example["cosine"]
     best = max((matrix[i][j], i, j) for i in range(len(matrix)) for j in range(len(matrix)) if i != j)
-    figure = figures.batch_heatmap_figure(example)
+    figure = figures.batch_heatmap_figure(BatchExample.from_dict(example))
     annotation = figure.layout.annotations[0]
     assert annotation.x != annotation.y and matrix[annotation.y][annotation.x] == best[0]
     assert f"max {best[0]:.3f}" in annotation.text
 
 
 def test_length_and_distribution_figures_mark_limits_and_means(full_profile):
-    lengths = figures.caption_length_figure(full_profile["lengths"])
+    lengths = figures.caption_length_figure(typed(full_profile).lengths)
     assert any(shape.x0 == full_profile["lengths"]["max_tokens"] for shape in lengths.layout.shapes)
     assert lengths.layout.xaxis.title.text and lengths.layout.yaxis.title.text
     assert sum(lengths.data[0].y) == full_profile["lengths"]["n"]
-    cosines = figures.cosine_distribution_figure([("x", full_profile["pairwise"], full_profile["hardest_companion"])])
+    cosines = figures.cosine_distribution_figure([("x", typed(full_profile).pairwise, typed(full_profile).hardest_companion)])
     marked = sorted(shape.x0 for shape in cosines.layout.shapes)
     assert marked == sorted([full_profile["pairwise"]["mean"], full_profile["hardest_companion"]["mean"]])
     for trace in cosines.data:  # each curve's shares sum to 100% (every value drawn once)
@@ -295,7 +296,7 @@ def test_length_and_distribution_figures_mark_limits_and_means(full_profile):
 
 
 def test_bucket_bars_stack_to_the_profile_shares(full_profile):
-    figure = figures.bucket_composition_figure([("x", full_profile["batches"])])
+    figure = figures.bucket_composition_figure([("x", typed(full_profile).batches)])
     totals = np.sum([trace.y for trace in figure.data], axis=0)
     np.testing.assert_allclose(totals, 100)
     for index, entry in enumerate(full_profile["batches"]):
@@ -311,7 +312,8 @@ def test_buckets_of_profiles_with_other_edges_stack_from_easiest_to_hardest(full
     for entry in other:
         entry["buckets"] = {"kind": "absolute", "edges": [0.8, 0.9], "labels": ["<0.8", "0.8-0.9", ">=0.9"],
                             "shares": [0.73, 0.25, 0.02]}
-    figure = figures.bucket_composition_figure([("default", full_profile["batches"]), ("other", other)])
+    figure = figures.bucket_composition_figure([("default", typed(full_profile).batches),
+                                                ("other", [BatchStatistics.from_dict(entry) for entry in other])])
     # each trace's range in the "other" profile's bar (the last), among those it has
     ranges = [[float(v) if v else bound for v, bound in zip(trace.customdata[-1].split(" to "), (-np.inf, np.inf))]
               for trace in figure.data if trace.y[-1] > 0]
@@ -323,7 +325,7 @@ def test_buckets_of_profiles_with_other_edges_stack_from_easiest_to_hardest(full
 
 
 def test_gamma_figure_marks_the_suggestion(full_profile):
-    figure = figures.gamma_figure(full_profile["gamma"])
+    figure = figures.gamma_figure(typed(full_profile).gamma)
     assert any(shape.x0 == 0.375 and shape.x1 == 0.375 for shape in figure.layout.shapes)
     assert any(shape.x0 == 0.25 and shape.x1 == 0.625 for shape in figure.layout.shapes)
 
@@ -334,7 +336,7 @@ def test_gamma_figure_marks_the_suggestion(full_profile):
 def test_compare_of_datasets_of_different_sizes():
     small, _ = make_profile(n_groups=40, per_group=2, source="data/docci.jsonl")
     large, _ = make_profile(n_groups=150, per_group=1, seed=5, batch_sizes=(16, 32, 64), source="data/coco.json")
-    page = render_compare([small, large])
+    page = render_compare([typed(small), typed(large)])
     parser = parse(page)
     for figure_id in COMPARE_FIGURE_IDS:
         assert figure_id in parser.ids
@@ -343,8 +345,8 @@ def test_compare_of_datasets_of_different_sizes():
     assert "different numbers of captions" in page
     # B=64 exists only for the larger profile: its row says so for the other
     assert "B=64" in page and "not computed" in page
-    figure = figures.cosine_distribution_figure([("a", small["pairwise"], small["hardest_companion"]),
-                                                 ("b", large["pairwise"], large["hardest_companion"])])
+    figure = figures.cosine_distribution_figure([("a", typed(small).pairwise, typed(small).hardest_companion),
+                                                 ("b", typed(large).pairwise, typed(large).hardest_companion)])
     assert len(figure.data) == 4
     assert page.count(plotly_javascript()[:400]) == 1
 
@@ -353,16 +355,16 @@ def test_compare_labels_are_unique_and_name_the_encoder_when_needed():
     a, _ = make_profile(source="data/docci.jsonl")
     b, _ = make_profile(source="data/docci.jsonl")
     b["encoder"]["spec"] = "ViT-B-32"
-    assert profile_labels([a, b]) == ["minilm", "ViT-B-32"]
+    assert profile_labels([typed(a), typed(b)]) == ["minilm", "ViT-B-32"]
     c, _ = make_profile(source="data/coco.json")
-    assert profile_labels([a, b, c]) == ["docci.jsonl · minilm", "docci.jsonl · ViT-B-32", "coco.json"]
-    assert profile_labels([a, a]) == ["docci.jsonl (1)", "docci.jsonl (2)"]
+    assert profile_labels([typed(a), typed(b), typed(c)]) == ["docci.jsonl · minilm", "docci.jsonl · ViT-B-32", "coco.json"]
+    assert profile_labels([typed(a), typed(a)]) == ["docci.jsonl (1)", "docci.jsonl (2)"]
 
 
 def test_compare_needs_two_profiles():
     a, _ = make_profile()
     with pytest.raises(CapgeoError, match="at least two"):
-        render_compare([a])
+        render_compare([typed(a)])
 
 
 # ------------------------------------------------------------------ files
@@ -370,7 +372,7 @@ def test_compare_needs_two_profiles():
 
 def test_build_report_writes_atomically(tmp_path, monkeypatch, full_profile):
     target = tmp_path / "r.html"
-    build_report(full_profile, target)
+    build_report(typed(full_profile), target)
     first = target.read_text(encoding="utf-8")
     assert first.rstrip().endswith("</html>")
 
@@ -379,13 +381,13 @@ def test_build_report_writes_atomically(tmp_path, monkeypatch, full_profile):
 
     monkeypatch.setattr("capgeo.report.single.render_report", broken)
     with pytest.raises(RuntimeError):
-        build_report(full_profile, target)
+        build_report(typed(full_profile), target)
     assert target.read_text(encoding="utf-8") == first
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
 
 
 def test_profile_files_are_told_apart_from_datasets(tmp_path, full_profile, repo_data):
-    saved = save_profile(full_profile, tmp_path / "p.json")
+    saved = save_profile(typed(full_profile), tmp_path / "p.json")
     assert is_profile_file(saved)
     assert not is_profile_file(repo_data / "coco_sample.json")
     other = tmp_path / "other.json"
@@ -396,7 +398,7 @@ def test_profile_files_are_told_apart_from_datasets(tmp_path, full_profile, repo
 def test_build_compare_writes_one_file(tmp_path):
     a, _ = make_profile()
     b, _ = make_profile(n_groups=60, per_group=1, seed=2)
-    path = build_compare([a, b], tmp_path / "c.html")
+    path = build_compare([typed(a), typed(b)], tmp_path / "c.html")
     parse(path.read_text(encoding="utf-8"))
 
 
@@ -414,13 +416,13 @@ def test_truncation_section_greys_what_the_encoder_did_not_see():
                              "per_length": per_length,
                              "truncation_only_pairs": [{"max_tokens": 16, "cosine_at_length": 0.97, "cosine_full": 0.9,
                                                         "a": caption, "b": dict(caption, cut_offset=None)}]}
-    page = render_report(profile)
+    page = render_report(typed(profile))
     parser = parse(page)
     assert {"truncation", "fig-truncation"} <= set(parser.ids)
     seen = html.escape(text[:offset])
     assert f'{seen}<span class="unseen" title="cut: the encoder did not see this">{html.escape(text[offset:])}</span>' in page
     assert "id c&lt;1&gt;" in page
-    figure = figures.truncation_figure(profile["truncation"])
+    figure = figures.truncation_figure(typed(profile).truncation)
     assert list(figure.data[0].x) == [16, 32, 77] and figure.layout.xaxis.type == "log"
     assert list(figure.data[3].y) == [84, 68, 23]
     # the reference line sits at L=77 on the log axis (its label at log10(77): annotations take log10 there)
@@ -435,12 +437,12 @@ def test_precomputed_vectors_have_unknown_context_and_logit_scale_not_zero_token
 
     profile, _ = make_profile()
     profile["encoder"] = {**profile["encoder"], "kind": "precomputed", "context_length": 0, "logit_scale": None}
-    rows = dict(summary_rows(profile))
+    rows = dict(summary_rows(typed(profile)))
     assert rows["Context length"] == "unknown (precomputed vectors)"
     assert rows["Logit scale"] == "unknown (precomputed vectors)"
     clip, _ = make_profile()
     clip["encoder"] = {**clip["encoder"], "kind": "open_clip", "context_length": 77, "logit_scale": None}
-    rows = dict(summary_rows(clip))
+    rows = dict(summary_rows(typed(clip)))
     assert rows["Context length"].startswith("77 tokens") and rows["Logit scale"] == "none in checkpoint"
 
 
@@ -454,11 +456,11 @@ def test_the_summary_states_the_median_length_and_the_logit_scale_behind_the_gam
     profile = copy.deepcopy(full_profile)
     profile["lengths"]["median"] = 136.5
     profile["gamma"]["logit_scale"], profile["gamma"]["logit_scale_source"] = 20.0, "--logit-scale"
-    rows = dict(summary_rows(profile))
+    rows = dict(summary_rows(typed(profile)))
     assert "median 136.5," in rows["Caption length (tokens)"]
     assert rows["Logit scale s behind the gamma"] == "20 (--logit-scale)"
     profile.pop("gamma")
-    assert "Logit scale s behind the gamma" not in dict(summary_rows(profile))
+    assert "Logit scale s behind the gamma" not in dict(summary_rows(typed(profile)))
 
 
 def test_a_truncation_result_does_not_claim_its_token_counts_are_unknown(full_profile):
@@ -469,10 +471,10 @@ def test_a_truncation_result_does_not_claim_its_token_counts_are_unknown(full_pr
     profile = copy.deepcopy(full_profile)
     profile.pop("lengths")
     profile["truncation"] = {"tokens": {"mean": 120.0}}
-    assert dict(summary_rows(profile))["Captions truncated by the encoder"] == \
+    assert dict(summary_rows(typed(profile)))["Captions truncated by the encoder"] == \
         "not computed (see the truncation section)"
     profile.pop("truncation")
-    assert dict(summary_rows(profile))["Captions truncated by the encoder"] == "unknown (no token counts)"
+    assert dict(summary_rows(typed(profile)))["Captions truncated by the encoder"] == "unknown (no token counts)"
 
 
 def test_a_profile_without_the_within_image_section_does_not_claim_one_caption_per_image():
@@ -483,12 +485,12 @@ def test_a_profile_without_the_within_image_section_does_not_claim_one_caption_p
     profile, _ = make_profile()
     for key in ("within_group", "near_duplicates"):
         profile.pop(key)
-    rows = dict(summary_rows(profile))
+    rows = dict(summary_rows(typed(profile)))
     assert rows["Mean cosine within an image (positives)"] == "not computed"
     assert rows["Near-duplicate pairs"] == "not computed"
     profile, _ = make_profile()
     profile["within_group"] = None  # every image has one caption
-    assert dict(summary_rows(profile))["Mean cosine within an image (positives)"] == "none: one caption per image"
+    assert dict(summary_rows(typed(profile)))["Mean cosine within an image (positives)"] == "none: one caption per image"
 
 
 def test_compare_lines_up_near_duplicates_and_an_undefined_margin_gamma():
@@ -503,7 +505,7 @@ def test_compare_lines_up_near_duplicates_and_an_undefined_margin_gamma():
     for entry in partial["batches"]:
         if entry.get("near_duplicate"):
             entry["near_duplicate"]["threshold"] = 0.6  # another --threshold: still one row per batch size
-    table = compare_table([full, partial], ["full", "gamma only"])
+    table = compare_table([typed(full), typed(partial)], ["full", "gamma only"])
     assert table.count("Near-duplicate pairs") == 1
     batch_sizes = [entry["batch_size"] for entry in full["batches"] if entry.get("near_duplicate")]
     assert batch_sizes and all(table.count(f"Batches with a near-twin, B={size}<") == 1 for size in batch_sizes)
@@ -520,8 +522,8 @@ def test_compare_lines_up_near_duplicates_and_an_undefined_margin_gamma():
     undefined["gamma"] = gamma_section(vectors, np.arange(100), batch_sizes=(8,), n_batches=20)
     assert undefined["gamma"]["margin_matched_gamma"] is None
     # the summary gives one gamma, the headline; the margin view is in the gamma section
-    assert "Margin-matched gamma" not in dict(summary_rows(undefined))
-    assert dict(summary_rows(undefined))["Suggested gamma"].startswith(f"{undefined['gamma']['suggested_gamma']:.2f}")
+    assert "Margin-matched gamma" not in dict(summary_rows(typed(undefined)))
+    assert dict(summary_rows(typed(undefined)))["Suggested gamma"].startswith(f"{undefined['gamma']['suggested_gamma']:.2f}")
 
 
 def test_compare_labels_tell_apart_files_of_one_name():
@@ -530,7 +532,7 @@ def test_compare_labels_tell_apart_files_of_one_name():
     from capgeo.report.compare import profile_labels
 
     def made(source, spec):
-        return {"schema": "capgeo.profile/1", "dataset": {"source": source}, "encoder": {"spec": spec}}
+        return typed({"schema": "capgeo.profile/1", "dataset": {"source": source}, "encoder": {"spec": spec}})
 
     assert profile_labels([made("ca/t.txt", "default"), made("ca/t.txt", "m.pt"), made("cb/t.txt", "default"),
                            made("cb/t.txt", "m.pt")]) == ["ca/t.txt · default", "ca/t.txt · m.pt",

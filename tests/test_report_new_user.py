@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 
-from capgeo.geometry.typed_profile import BatchExample, DupesPair, Histogram, Lengths, as_profile
+from capgeo.geometry.typed_profile import BatchExample, Dupes, DupesPair, Histogram, Lengths, as_profile
 from capgeo.report import figures
 from capgeo.report.gallery import ExactCopies, exact_copies_once, gallery_html
 from capgeo.report.single import render_report
@@ -17,7 +17,7 @@ from _report_fixtures import make_full_profile
 
 
 def test_the_page_opens_with_the_verdict_then_the_headline_numbers_then_the_first_table():
-    page = render_report(make_full_profile(), created="2026-01-01T00:00:00Z")
+    page = render_report(as_profile(make_full_profile()), created="2026-01-01T00:00:00Z")
     main = page.split("<main>", 1)[1]
     alerts, headline, first_table = main.index('id="alerts"'), main.index('id="headline"'), main.index("<table")
     assert alerts < headline < first_table
@@ -59,7 +59,7 @@ def test_a_set_of_exact_copies_shows_once_and_two_copies_stay_a_pair():
     assert len(entries) == 3 and isinstance(entries[0], ExactCopies)
     assert entries[0].members == (("a", "img-a"), ("b", "img-b"), ("c", "img-c"))
     assert entries[1] is pairs[2] and entries[2] is pairs[4]
-    page = gallery_html({"pairs": [pair.to_dict() for pair in pairs]})
+    page = gallery_html(Dupes.from_dict({"pairs": [pair.to_dict() for pair in pairs]}))
     assert page.count(copy) == 1 and "the same text in 3 captions of 3 images" in page
     assert page.count("two dogs") == 2   # a pair of copies is still a pair
 

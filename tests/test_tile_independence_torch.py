@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from capgeo.defaults import ARITHMETIC_BLOCKS
 from capgeo.geometry import pairwise
-from capgeo.geometry.cross import _scan_cross_torch, scan_cross
+from capgeo.geometry.cross import CrossOptions, _scan_cross_torch, scan_cross
 from capgeo.geometry.pairwise import _tile_topk, scan_pairs
 from tests.test_tile_independence import clustered, fingerprint
 
@@ -87,8 +87,9 @@ def test_companions_and_moments_match_a_float64_brute_force(torch_engine):
 
 
 def cross(queries, references, block_size):
-    found = _scan_cross_torch(queries, references, torch.device("cpu"), threshold=0.5, top_k=5,
-                              block_size=block_size, max_pairs=10**6, progress=False, asked_threshold=None)
+    found = _scan_cross_torch(queries, references, torch.device("cpu"),
+                              CrossOptions(threshold=0.5, top_k=5, block_size=block_size, max_pairs=10**6,
+                                           progress=False, asked_threshold=None))
     return [found.pair_query.tobytes(), found.pair_reference.tobytes(), found.pair_cosine.tobytes(),
             found.top_index.tobytes(), found.top_cosine.tobytes()]
 

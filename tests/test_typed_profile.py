@@ -393,7 +393,7 @@ def test_to_json_writes_what_the_profile_command_writes(built, tmp_path):
     typed = Profile.from_dict(built)
     typed.to_json(tmp_path / "typed.json")
     print_json(built, str(tmp_path / "command.json"))   # `capgeo profile --json`'s writer
-    save_profile(built, tmp_path / "report.json")       # `capgeo report --save-profile`'s
+    save_profile(typed, tmp_path / "report.json")       # `capgeo report --save-profile`'s
     assert (tmp_path / "typed.json").read_bytes() == (tmp_path / "command.json").read_bytes()
     assert json.loads((tmp_path / "report.json").read_text(encoding="utf-8")) == built
 
@@ -408,18 +408,18 @@ def test_to_html_draws_the_report_of_the_dict(built, tmp_path, monkeypatch):
     lacks = [f"{name}: this profile has no {key} section; capgeo.profile(DATA).to_html(...) adds it, as "
              "`capgeo report DATA` does." for name, key in (("Near-duplicate gallery", "dupes"),
                                                             ("Gamma diagnostics", "gamma"), ("Caption map", "map"))]
-    build_report(built, tmp_path / "plain.html", notes=lacks)
+    build_report(Profile.from_dict(built), tmp_path / "plain.html", notes=lacks)
     page = (tmp_path / "typed.html").read_text(encoding="utf-8")
     assert page == (tmp_path / "plain.html").read_text(encoding="utf-8") and "<html" in page
 
 
 def test_summary_is_the_profile_commands_terminal_text(built):
-    from capgeo.cli.profile import print_profile
+    from capgeo.terminal.profile import print_profile
     from capgeo.terminal import console
 
     out = console(record=True, width=100, force_terminal=False, color_system=None)
     with out.capture() as captured:
-        print_profile(built, out)
+        print_profile(Profile.from_dict(built), out)
     text = Profile.from_dict(built).summary()
     assert text == captured.get() and "Caption cosines" in text and "Verdict:" in text
 

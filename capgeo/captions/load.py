@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 from capgeo.captions import benchmarks, webdataset
 from capgeo.captions.clean import GENERIC_FORMATS, RawCaptions, to_caption_set
@@ -47,24 +48,41 @@ LINE_SUFFIXES = (".txt", ".text", ".csv", ".tsv", ".tab", *JSON_LINES_SUFFIXES)
 LINE_FORMATS = ("text", "jsonl", "csv", "tsv")
 
 
-def load_captions(
-    path,
-    *,
-    format: str = "auto",
-    text_column: str | None = None,
-    captions_column: str | None = None,
-    id_column: str | None = None,
-    group_column: str | None = None,
-    split: str | None = None,
-    limit: int | None = None,
-    image_column: str | None = None,
-    images: str | os.PathLike | None = None,
-) -> CaptionSet:
+class LoadOptions(TypedDict, total=False):
+    """How :func:`load_captions` reads a dataset: its keyword arguments (defaults: LOAD_DEFAULTS)."""
+
+    format: str
+    text_column: str | None
+    captions_column: str | None
+    id_column: str | None
+    group_column: str | None
+    split: str | None
+    limit: int | None
+    image_column: str | None
+    images: str | os.PathLike | None
+
+
+#: each reading option's default: the format detected, every column found by its usual names, no limit
+LOAD_DEFAULTS: LoadOptions = {"format": "auto", **{name: None for name in LoadOptions.__annotations__
+                                                   if name != "format"}}
+
+
+def with_load_defaults(options: dict) -> LoadOptions:
+    """``options`` with each reading option not given at its default; an unknown one is the TypeError
+    Python gives for an unknown keyword argument of :func:`load_captions`."""
+    unknown = [name for name in options if name not in LOAD_DEFAULTS]
+    if unknown:
+        raise TypeError(f"load_captions() got an unexpected keyword argument {unknown[0]!r}")
+    return {**LOAD_DEFAULTS, **options}
+
+
+def load_captions(path, **options: Unpack[LoadOptions]) -> CaptionSet:
     """Read the captions of a dataset file, folder, glob or brace pattern, or of data in memory.
 
     ``path`` is a file or folder; a pattern naming several files (``'shards/*.parquet'``,
     ``'shards/{00000..00099}.parquet'``); or, from Python, a polars or pandas DataFrame, a pyarrow
-    Table, a ``datasets.Dataset``, a list of captions or a list of dicts.
+    Table, a ``datasets.Dataset``, a list of captions or a list of dicts. ``options``: the
+    :class:`LoadOptions` keywords.
     ``format`` is one of capgeo.cli.options.FORMATS ('auto' detects it). The
     column options apply to generic files (with 'auto', naming a column reads a
     benchmark file as its generic container, e.g. DOCCI jsonlines as jsonl).
@@ -74,8 +92,11 @@ def load_captions(
     Raises DataError, naming the file and what was expected, on anything unreadable.
     See docs/formats.md for what is taken from each format.
     """
-    captions = _load(path, format, ColumnChoice(text_column, captions_column, id_column, group_column, image_column),
-                     split, limit)
+    read = with_load_defaults(options)
+    images = read["images"]
+    columns = ColumnChoice(read["text_column"], read["captions_column"], read["id_column"], read["group_column"],
+                           read["image_column"])
+    captions = _load(path, read["format"], columns, read["split"], read["limit"])
     if images is not None:
         from capgeo.images.sources import NamedFiles
 

@@ -11,6 +11,7 @@ import importlib
 _EXPORTS = {
     # the profile as a whole (schema: docs/profile-schema.md)
     "build_profile": "capgeo.geometry.profile",
+    "ProfileRun": "capgeo.geometry.profile",
     "load_profile": "capgeo.geometry.profile",
     "check_profile": "capgeo.geometry.profile",
     "SCHEMA": "capgeo.geometry.profile",
@@ -19,6 +20,7 @@ _EXPORTS = {
     "load_typed_profile": "capgeo.geometry.typed_profile",
     # in-batch statistics
     "inbatch_statistics": "capgeo.geometry.inbatch",
+    "InBatchOptions": "capgeo.geometry.inbatch",
     "DEFAULT_BUCKET_EDGES": "capgeo.geometry.inbatch",
     "DEFAULT_RELATIVE_LEVELS": "capgeo.geometry.inbatch",
     "DEFAULT_NEAR_DUPLICATE_THRESHOLD": "capgeo.geometry.inbatch",
@@ -29,6 +31,7 @@ _EXPORTS = {
     "DEFAULT_BATCH_SIZE": "capgeo.geometry.batch_size",
     # the blockwise pass and its pieces
     "scan_pairs": "capgeo.geometry.pairwise",
+    "ScanOptions": "capgeo.geometry.scan_options",
     "PairScan": "capgeo.geometry.pairwise",
     "Histogram": "capgeo.geometry.distribution",
     "summarize_values": "capgeo.geometry.distribution",

@@ -29,7 +29,7 @@ from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.geometry.distribution import bin_scale_offset
 from capgeo.geometry.partials import ALL_SQUARES, ALL_SUM, SAME_SQUARES, SAME_SUM, PairPartial, TooManyPairs, \
-    exact_units, pass_partial
+    Tallies, exact_units, pass_partial
 
 #: rows of the vectors in one arithmetic block: every cosine is one entry of an A x A product
 #: (bench/bench_geometry.py --fixed-shape measures what it costs; 256 pads small datasets less than 512)
@@ -225,11 +225,13 @@ _BAND_CELLS = 1 << 18
 class ArrayScanState:
     """The numpy twin of :class:`capgeo.geometry.pairwise._ScanState` (fp32 only)."""
 
-    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, max_pairs=None,
-                 count_threshold=None, exclude_codes=None, pool=None):
+    def __init__(self, grid, matrix, groups, options, exclude_codes=None, pool=None):
+        """``options``: a ScanOptions (its top_k, bins, histograms, threshold, max_pairs and
+        count_at_or_above)."""
         self.grid, self.matrix, self.groups = grid, matrix, groups
-        self.top_k, self.bins, self.histograms_on, self.threshold = top_k, bins, histograms, threshold
-        self.max_pairs, self.count_threshold = max_pairs, count_threshold
+        top_k, bins = options.top_k, options.bins
+        self.top_k, self.bins, self.histograms_on, self.threshold = top_k, bins, options.histograms, options.threshold
+        self.max_pairs, self.count_threshold = options.max_pairs, options.count_at_or_above
         self.exclude = exclude_codes
         self.products = BlockProducts(matrix, pool=pool)
         n, size = grid.n, self.products.size
@@ -542,11 +544,11 @@ class ArrayScanState:
 
     def partial(self) -> PairPartial:
         touched = np.flatnonzero(self._touched)
-        return pass_partial(self, negative_counts=self.negative_counts, same_counts=self.same_counts, sums=self._sums,
-                            negative_range=self.negative_range, same_range=self.same_range,
-                            touched=touched, best_cosine=self.best_cosine[touched],
-                            best_index=self.best_index[touched], pairs=self._pairs, tiles=self._tiles,
-                            n_at_or_above=self._n_at_or_above)
+        return pass_partial(self, Tallies(negative_counts=self.negative_counts, same_counts=self.same_counts,
+                                          sums=self._sums, negative_range=self.negative_range,
+                                          same_range=self.same_range, touched=touched,
+                                          best_cosine=self.best_cosine[touched], best_index=self.best_index[touched],
+                                          pairs=self._pairs, tiles=self._tiles, n_at_or_above=self._n_at_or_above))
 
 
 #: a query's floor comes from every _SAMPLE_STEP-th candidate of a tile, _FLOOR_SAMPLE (or 4k) of

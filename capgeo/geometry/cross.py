@@ -16,6 +16,7 @@ index first, as in pairwise.py, so results are reproducible.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,21 @@ class CrossScan:
     threshold: float
 
 
+@dataclass(frozen=True)
+class CrossOptions:
+    """What :func:`scan_cross` keeps: pairs with cosine >= ``threshold`` (raising past ``max_pairs``
+    of them) and each query's ``top_k`` best references; ``asked_threshold``: the threshold the
+    user gave, named in that error where ``threshold`` is a margin below it."""
+
+    threshold: float
+    top_k: int = 1
+    block_size: int = FIXED_BLOCK_SIZE
+    max_pairs: int = DEFAULT_MAX_PAIRS
+    device: str | None = None
+    progress: bool | None = None
+    asked_threshold: float | None = None
+
+
 def _unit_rows(vectors, name: str) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or vectors.shape[0] == 0:
@@ -50,15 +66,17 @@ def _unit_rows(vectors, name: str) -> np.ndarray:
     return np.ascontiguousarray(vectors / norms)
 
 
-def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_size: int = FIXED_BLOCK_SIZE,
-               max_pairs: int = DEFAULT_MAX_PAIRS, device: str | None = None,
-               progress: bool | None = None, asked_threshold: float | None = None) -> CrossScan:
+def scan_cross(queries, references, options: CrossOptions | None = None, **values) -> CrossScan:
     """Exact cosines of every query row against every reference row, blockwise.
 
-    ``queries`` (M, d) and ``references`` (N, d) are normalised here. Keeps the pairs
-    with cosine >= ``threshold`` (raising past ``max_pairs`` of them, so memory stays
-    bounded) and each query's ``top_k`` best references (none with ``top_k=0``).
+    ``queries`` (M, d) and ``references`` (N, d) are normalised here. ``options``: a
+    :class:`CrossOptions` (or its fields as keywords, which replace those of ``options``; without
+    it ``threshold`` is required). Keeps the pairs with cosine >= ``threshold`` (raising past
+    ``max_pairs`` of them, so memory stays bounded) and each query's ``top_k`` best references
+    (none with ``top_k=0``).
     """
+    options = dataclasses.replace(options, **values) if options is not None else CrossOptions(**values)
+    threshold, top_k, block_size, device = options.threshold, options.top_k, options.block_size, options.device
     if not -1.0 <= threshold <= 1.0:
         raise CapgeoError(f"threshold: expected a cosine between -1 and 1, got {threshold}")
     if top_k < 0 or block_size < 1:
@@ -74,19 +92,14 @@ def scan_cross(queries, references, *, threshold: float, top_k: int = 1, block_s
     from capgeo.geometry.pairwise import runs_on_numpy
 
     if runs_on_numpy(device):
-        return _scan_cross_numpy(query_matrix, reference_matrix, threshold=threshold, top_k=top_k,
-                                 block_size=block_size, max_pairs=max_pairs, progress=progress,
-                                 asked_threshold=asked_threshold)
+        return _scan_cross_numpy(query_matrix, reference_matrix, options)
     import torch
 
     torch_device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    return _scan_cross_torch(query_matrix, reference_matrix, torch_device, threshold=threshold, top_k=top_k,
-                             block_size=block_size, max_pairs=max_pairs, progress=progress,
-                             asked_threshold=asked_threshold)
+    return _scan_cross_torch(query_matrix, reference_matrix, torch_device, options)
 
 
-def _scan_cross_torch(query_matrix, reference_matrix, torch_device, *, threshold, top_k, block_size, max_pairs,
-                      progress, asked_threshold) -> CrossScan:
+def _scan_cross_torch(query_matrix, reference_matrix, torch_device, options: CrossOptions) -> CrossScan:
     """:func:`scan_cross` in torch on ``torch_device``: every cosine from one fixed-shape arithmetic
     block product (:class:`capgeo.geometry.torch_blocks.TorchBlockProducts`), whatever the tile."""
     import torch
@@ -96,13 +109,13 @@ def _scan_cross_torch(query_matrix, reference_matrix, torch_device, *, threshold
     with block_threads(torch_device) as pool:
         query_rows = torch.from_numpy(query_matrix).to(torch_device)
         reference_rows = torch.from_numpy(reference_matrix).to(torch_device)
-        return _walk_cross_torch(TorchBlockProducts(query_rows, reference_rows, pool=pool), threshold=threshold,
-                                 top_k=top_k, block_size=block_size, max_pairs=max_pairs, progress=progress,
-                                 asked_threshold=asked_threshold)
+        return _walk_cross_torch(TorchBlockProducts(query_rows, reference_rows, pool=pool), options)
 
 
-def _walk_cross_torch(products, *, threshold, top_k, block_size, max_pairs, progress, asked_threshold) -> CrossScan:
+def _walk_cross_torch(products, options: CrossOptions) -> CrossScan:
     import torch
+
+    threshold, top_k, block_size, max_pairs = options.threshold, options.top_k, options.block_size, options.max_pairs
 
     query_rows, reference_rows = products.rows, products.columns
     torch_device = query_rows.device
@@ -116,7 +129,7 @@ def _walk_cross_torch(products, *, threshold, top_k, block_size, max_pairs, prog
     query_starts = range(0, m, block_size)
     reference_starts = range(0, n, block_size)
     with torch.inference_mode(), progress_bar("train x eval cosines", len(query_starts) * len(reference_starts),
-                                              enabled=progress) as bar:
+                                              enabled=options.progress) as bar:
         for query_start in query_starts:
             rows = query_rows[query_start:query_start + block_size]
             running_cosine = torch.full((rows.shape[0], 0), float("-inf"), device=torch_device)
@@ -129,7 +142,7 @@ def _walk_cross_torch(products, *, threshold, top_k, block_size, max_pairs, prog
                 hit_rows, hit_columns = torch.nonzero(tile >= threshold, as_tuple=True)
                 found += int(hit_rows.numel())
                 if found > max_pairs:
-                    raise _too_many_pairs(max_pairs, threshold, asked_threshold)
+                    raise _too_many_pairs(options)
                 if hit_rows.numel():
                     found_query.append((hit_rows + query_start).cpu().numpy())
                     found_reference.append((hit_columns + reference_start).cpu().numpy())
@@ -149,9 +162,10 @@ def _walk_cross_torch(products, *, threshold, top_k, block_size, max_pairs, prog
                    threshold)
 
 
-def _too_many_pairs(max_pairs, threshold, asked_threshold) -> CapgeoError:
+def _too_many_pairs(options: CrossOptions) -> CapgeoError:
     # the threshold the user gave, not the candidates' margin below it (0.949997 for 0.95)
-    asked = threshold if asked_threshold is None else asked_threshold
+    asked = options.threshold if options.asked_threshold is None else options.asked_threshold
+    max_pairs = options.max_pairs
     # `report --leak` has no --threshold of its own: the advice names the command that does
     return CapgeoError(f"more than {max_pairs:,} pairs reach cosine {asked:g}; raise the twin threshold "
                        "(`capgeo leak --threshold T`)")
@@ -184,18 +198,16 @@ def _row_topk(tile, k):
     return values[:, :k], positions[:, :k]
 
 
-def _scan_cross_numpy(query_matrix, reference_matrix, *, threshold, top_k, block_size, max_pairs, progress,
-                      asked_threshold) -> CrossScan:
+def _scan_cross_numpy(query_matrix, reference_matrix, options: CrossOptions) -> CrossScan:
     """:func:`scan_cross` on the CPU, in numpy (no torch)."""
     from capgeo.geometry.cpu_pass import BlockProducts, block_threads
 
     with block_threads() as pool:
-        return _walk_cross(BlockProducts(query_matrix, reference_matrix, pool=pool), threshold=threshold,
-                           top_k=top_k, block_size=block_size, max_pairs=max_pairs, progress=progress,
-                           asked_threshold=asked_threshold)
+        return _walk_cross(BlockProducts(query_matrix, reference_matrix, pool=pool), options)
 
 
-def _walk_cross(products, *, threshold, top_k, block_size, max_pairs, progress, asked_threshold) -> CrossScan:
+def _walk_cross(products, options: CrossOptions) -> CrossScan:
+    threshold, top_k, block_size, max_pairs = options.threshold, options.top_k, options.block_size, options.max_pairs
     query_matrix, reference_matrix = products.rows, products.columns
     m, n = query_matrix.shape[0], reference_matrix.shape[0]
     k = min(top_k, n)
@@ -206,7 +218,8 @@ def _walk_cross(products, *, threshold, top_k, block_size, max_pairs, progress, 
     buffer = np.empty(min(block_size, m) * min(block_size, n), dtype=np.float32)
     query_starts = range(0, m, block_size)
     reference_starts = range(0, n, block_size)
-    with progress_bar("train x eval cosines", len(query_starts) * len(reference_starts), enabled=progress) as bar:
+    with progress_bar("train x eval cosines", len(query_starts) * len(reference_starts),
+                      enabled=options.progress) as bar:
         for query_start in query_starts:
             query_end = min(query_start + block_size, m)
             for reference_start in reference_starts:
@@ -217,7 +230,7 @@ def _walk_cross(products, *, threshold, top_k, block_size, max_pairs, progress, 
                 hit_rows, hit_columns = np.nonzero(tile >= threshold)
                 found += int(hit_rows.size)
                 if found > max_pairs:
-                    raise _too_many_pairs(max_pairs, threshold, asked_threshold)
+                    raise _too_many_pairs(options)
                 if hit_rows.size:
                     found_query.append(hit_rows + query_start)
                     found_reference.append(hit_columns + reference_start)

@@ -19,6 +19,7 @@ is measured against an exact computation for a random sample of captions.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -26,9 +27,8 @@ import numpy as np
 
 from capgeo.defaults import COMPANION_MODES, ESTIMATE_THRESHOLD, PAIR_BLOCK_SIZE, PAIRWISE_MODES, SAMPLED_PAIRS
 from capgeo.errors import CapgeoError
-from capgeo.geometry.distribution import DEFAULT_BINS, QUANTILE_PERCENTS, Histogram
+from capgeo.geometry.distribution import QUANTILE_PERCENTS, Histogram
 from capgeo.geometry.pairwise import (
-    DEFAULT_TOP_K,
     PairScan,
     make_grid,
     prepare_inputs,
@@ -36,6 +36,7 @@ from capgeo.geometry.pairwise import (
     same_group_pair_count,
     scan_pairs,
 )
+from capgeo.geometry.scan_options import RECALL_QUERIES, ScanOptions
 from capgeo.progress import progress_bar
 
 #: With mode="auto", datasets larger than this many captions use the sampled estimate:
@@ -43,7 +44,7 @@ from capgeo.progress import progress_bar
 #: cores, 1,000,000 take hours).
 DEFAULT_ESTIMATE_THRESHOLD = ESTIMATE_THRESHOLD
 DEFAULT_SAMPLED_PAIRS = SAMPLED_PAIRS
-DEFAULT_RECALL_QUERIES = 1000
+DEFAULT_RECALL_QUERIES = RECALL_QUERIES
 CONFIDENCE = 0.95
 #: pairs whose cosines are computed at once (two gathers of this many rows of the vectors)
 PAIR_CHUNK = 4096
@@ -75,51 +76,41 @@ def resolved_mode(mode: str, group_codes, estimate_threshold: int = DEFAULT_ESTI
     return chosen
 
 
-def scan_or_estimate(vectors, group_codes, *, estimate_threshold: int = DEFAULT_ESTIMATE_THRESHOLD,
-                     mode: str = "auto", **options) -> PairScan:
+def scan_or_estimate(vectors, group_codes, options: ScanOptions | None = None, *,
+                     estimate_threshold: int = DEFAULT_ESTIMATE_THRESHOLD, mode: str = "auto", **values) -> PairScan:
     """The exact pass up to ``estimate_threshold`` captions, the estimate above (``mode="auto"``).
 
     ``mode="exact"`` or ``"sampled"`` forces one (a sample of at least every negative pair is the
-    exact pass: :func:`resolved_mode`). ``options`` go to :func:`scan_pairs` or
-    :func:`estimate_pairs` (``n_pairs``, ``seed``, ``companions`` only to the latter).
+    exact pass: :func:`resolved_mode`). ``options`` (a ScanOptions, or its fields as keywords) go to
+    :func:`scan_pairs` or :func:`estimate_pairs`, each reading the fields that apply to it
+    (``n_pairs``, ``seed``, ``companions`` to the latter only; ``precision`` and
+    ``count_at_or_above`` to the former only: sampled pairs are scored one by one in fp32, and the
+    sample's own estimate counts the pairs above a threshold).
     """
-    if resolved_mode(mode, group_codes, estimate_threshold, options.get("n_pairs", DEFAULT_SAMPLED_PAIRS)) == "exact":
-        for option in ("n_pairs", "seed", "companions", "recall_queries"):
-            options.pop(option, None)
-        return scan_pairs(vectors, group_codes, **options)
-    # sampled pairs are scored one by one in fp32: a faster product precision does not apply, and
-    # the sample's own estimate counts the pairs above a threshold
-    options.pop("precision", None)
-    options.pop("count_at_or_above", None)
-    return estimate_pairs(vectors, group_codes, **options)
+    options = ScanOptions.of(options, "scan_or_estimate", **values)
+    if resolved_mode(mode, group_codes, estimate_threshold, options.n_pairs) == "exact":
+        return scan_pairs(vectors, group_codes, options)
+    return estimate_pairs(vectors, group_codes, options)
 
 
-def estimate_pairs(
-    vectors,
-    group_codes,
-    *,
-    n_pairs: int = DEFAULT_SAMPLED_PAIRS,
-    seed: int = 0,
-    top_k: int = DEFAULT_TOP_K,
-    companions: str = "exact",
-    recall_queries: int = DEFAULT_RECALL_QUERIES,
-    block_size: int | None = PAIR_BLOCK_SIZE,
-    bins: int = DEFAULT_BINS,
-    device=None,
-    progress: bool | None = None,
-) -> PairScan:
+def estimate_pairs(vectors, group_codes, options: ScanOptions | None = None, **values) -> PairScan:
     """Pairwise distributions from ``n_pairs`` sampled pairs, plus hardest companions.
 
-    Returns a :class:`PairScan` with ``mode="sampled"`` and ``bounds`` (see module
-    docstring); ``companion_mode`` is ``"exact"`` or ``"faiss"`` (then
+    ``options``: a :class:`~capgeo.geometry.scan_options.ScanOptions` (or its fields as keywords);
+    read are ``n_pairs``, ``seed``, ``top_k``, ``companions``, ``recall_queries``, ``block_size``,
+    ``bins``, ``device`` and ``progress``. Returns a :class:`PairScan` with ``mode="sampled"`` and
+    ``bounds`` (see module docstring); ``companion_mode`` is ``"exact"`` or ``"faiss"`` (then
     ``companion_recall`` holds the measured recall). Deterministic for a seed.
     """
+    options = ScanOptions.of(options, "estimate_pairs", **values)
+    n_pairs, seed, top_k, companions = options.n_pairs, options.seed, options.top_k, options.companions
+    block_size, bins, progress = options.block_size, options.bins, options.progress
     if n_pairs < 2:  # a mean's error needs two draws
         raise CapgeoError(f"--sampled-pairs: expected at least 2, got {n_pairs}")
     if companions not in COMPANION_MODES:
         raise CapgeoError(f"companions must be one of {', '.join(COMPANION_MODES)}, got {companions!r}")
     started = time.perf_counter()
-    matrix, _, device = prepare_inputs(vectors, group_codes, device)
+    matrix, _, device = prepare_inputs(vectors, group_codes, options.device)
     if isinstance(matrix, np.ndarray):  # the CPU pass's numpy inputs: the sampled pairs are binned with torch
         import torch
 
@@ -151,14 +142,13 @@ def estimate_pairs(
         index = np.zeros((n, 0), dtype=np.int64)
         cosine = np.zeros((n, 0), dtype=np.float32)
     elif companions == "exact":
-        exact = scan_pairs(vectors, codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
-                           progress=progress, histograms=False)
+        exact = scan_pairs(vectors, codes, ScanOptions(top_k=top_k, block_size=block_size, bins=bins, device=device,
+                                                       progress=progress, histograms=False))
         index, cosine = exact.companion_index, exact.companion_cosine
     else:
         index, cosine = faiss_companions(unit, codes, top_k, progress=progress)
         fill_unfound_companions(unit, codes, index, cosine, block_size=block_size, device=device)
-        recall = measure_recall(unit, codes, index, cosine, queries=recall_queries, seed=seed,
-                                block_size=block_size, device=device)
+        recall = measure_recall(unit, codes, index, cosine, dataclasses.replace(options, device=device))
 
     return PairScan(
         negatives=negatives,
@@ -336,17 +326,19 @@ def faiss_companions(unit_vectors: np.ndarray, codes: np.ndarray, top_k: int, *,
     return companion_index, companion_cosine
 
 
-def measure_recall(unit_vectors, codes, index, cosine, *, queries: int, seed: int, block_size: int, device=None,
-                   tolerance: float = 1e-5) -> dict:
+def measure_recall(unit_vectors, codes, index, cosine, options: ScanOptions, *, tolerance: float = 1e-5) -> dict:
     """Recall of approximate companions against the exact ones for a random sample of captions.
+
+    ``options``: its ``recall_queries`` (how many captions), ``seed``, ``block_size`` and ``device``.
 
     recall@1: the approximate hardest companion is as similar as the exact one (within
     ``tolerance``, so ties count as found); recall@k: share of the exact top-k found.
     """
     n = len(codes)
-    sample = np.sort(np.random.default_rng(seed + 1).choice(n, size=min(queries, n), replace=False))
+    sample = np.sort(np.random.default_rng(options.seed + 1).choice(n, size=min(options.recall_queries, n),
+                                                                    replace=False))
     exact_index, exact_cosine = query_companions(unit_vectors, codes, sample, top_k=index.shape[1],
-                                                 block_size=block_size, device=device)
+                                                 block_size=options.block_size, device=options.device)
     has = ~np.isnan(exact_cosine[:, 0])
     found_cosine = np.nan_to_num(cosine[sample, 0], nan=-np.inf)
     hit_at_1 = found_cosine[has] >= exact_cosine[has, 0] - tolerance

@@ -10,6 +10,7 @@ diagonal left out. Memory stays bounded by processing the batches in chunks.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -127,29 +128,43 @@ def _example_matrix(similarity: np.ndarray, indices: np.ndarray, caption_ids, gr
     }
 
 
-def inbatch_statistics(
-    vectors: np.ndarray,
-    group_codes: np.ndarray,
-    batch_size: int,
-    *,
-    n_batches: int = DEFAULT_N_BATCHES,
-    seed: int = 0,
-    edges: Sequence[float] = DEFAULT_BUCKET_EDGES,
-    relative_edges: Sequence[float] | None = None,
-    relative_levels: Sequence[float] | None = None,
-    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD,
-    caption_ids: Sequence[str] | None = None,
-    group_ids: Sequence[str] | None = None,
-    progress=None,
-) -> dict:
+@dataclass(frozen=True)
+class InBatchOptions:
+    """How the batches of :func:`inbatch_statistics` are drawn and what is counted in them.
+
+    ``relative_edges`` (with the ``relative_levels`` they stand for) adds a second composition
+    whose edges are the dataset's own pairwise quantiles."""
+
+    n_batches: int = DEFAULT_N_BATCHES
+    seed: int = 0
+    edges: Sequence[float] = DEFAULT_BUCKET_EDGES
+    relative_edges: Sequence[float] | None = None
+    relative_levels: Sequence[float] | None = None
+    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD
+
+    @classmethod
+    def of(cls, options: "InBatchOptions | None" = None, **values) -> "InBatchOptions":
+        """``options`` (default: all defaults) with the fields in ``values`` replaced."""
+        from capgeo.arguments import with_fields
+
+        return with_fields(cls, options, "inbatch_statistics", values)
+
+
+def inbatch_statistics(vectors: np.ndarray, group_codes: np.ndarray, batch_size: int,
+                       options: InBatchOptions | None = None, *, caption_ids: Sequence[str] | None = None,
+                       group_ids: Sequence[str] | None = None, progress=None, **values) -> dict:
     """In-batch negative statistics for one batch size, as a JSON-ready dict.
 
     ``vectors`` are the (N, d) L2-normalised caption embeddings, ``group_codes`` the
-    (N,) integer group of each caption. ``relative_edges`` (with the quantile levels
-    they stand for) adds a second composition whose edges are the dataset's own
-    pairwise quantiles. Raises CapgeoError when B exceeds the number of groups.
+    (N,) integer group of each caption. ``options``: an :class:`InBatchOptions` (or its fields as
+    keywords, which replace those of ``options``); ``caption_ids`` and ``group_ids`` label the
+    example batch. Raises CapgeoError when B exceeds the number of groups.
     Deterministic for a seed. See docs/profile-schema.md, section ``batches``.
     """
+    options = InBatchOptions.of(options, **values)
+    n_batches, seed, edges = options.n_batches, options.seed, options.edges
+    relative_edges, relative_levels = options.relative_edges, options.relative_levels
+    near_duplicate_threshold = options.near_duplicate_threshold
     edges = check_edges(edges)
     if n_batches < 1:
         raise CapgeoError(f"number of batches must be at least 1, got {n_batches}")

@@ -34,19 +34,20 @@ from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.preflight import check_pair_threshold
 from capgeo.geometry.distribution import (
-    DEFAULT_BINS,
     DEFAULT_SHARE_EDGES,
     Histogram,
     bin_indices_torch,
     summarize_values,
 )
-from capgeo.geometry.partials import PairPartial, TooManyPairs, exact_units, pass_partial, sorted_pairs
+from capgeo.geometry.partials import (PairPartial, Tallies, TooManyPairs, exact_units, pass_partial,
+                                      sorted_pairs)
 from capgeo.geometry.precision import (
     ReducedProducts,
     check_precision,
     matmul_precision,
     rescored_cosines,
 )
+from capgeo.geometry.scan_options import ScanOptions
 from capgeo.defaults import PAIR_BLOCK_SIZE, TOP_K
 from capgeo.progress import progress_bar
 
@@ -57,7 +58,8 @@ _pass_runner: contextvars.ContextVar = contextvars.ContextVar("capgeo_pass_runne
 
 @contextlib.contextmanager
 def running_passes_with(runner):
-    """Inside the block, :func:`scan_pairs` hands its work to ``runner`` (same arguments)."""
+    """Inside the block, :func:`scan_pairs` hands its work to ``runner(vectors, group_codes, options,
+    exclude_codes=...)`` (``options`` a ScanOptions)."""
     token = _pass_runner.set(runner)
     try:
         yield
@@ -218,27 +220,14 @@ class TileGrid:
         return [(row, column) for row in range(self.blocks) for column in range(row, self.blocks)]
 
 
-def scan_pairs(
-    vectors,
-    group_codes,
-    *,
-    top_k: int = DEFAULT_TOP_K,
-    block_size: int | None = PAIR_BLOCK_SIZE,
-    bins: int = DEFAULT_BINS,
-    device=None,
-    progress: bool | None = None,
-    histograms: bool = True,
-    threshold: float | None = None,
-    precision: str = "fp32",
-    bookkeeping_threads: int | None = 1,
-    count_at_or_above: float | None = None,
-    exclude_codes=None,
-    max_pairs: int | None = None,
-) -> PairScan:
+def scan_pairs(vectors, group_codes, options: ScanOptions | None = None, *, exclude_codes=None,
+               **values) -> PairScan:
     """Exact pairwise statistics of unit caption embeddings in one blockwise pass.
 
     ``vectors``: (N, d) array or tensor (normalised here unless already unit length);
-    ``group_codes``: (N,) integers, captions of one image share a code. ``block_size``:
+    ``group_codes``: (N,) integers, captions of one image share a code. ``options``: a
+    :class:`~capgeo.geometry.scan_options.ScanOptions`; its fields may also be given as keywords
+    (``top_k=5``), which replace those of ``options``. Of its fields: ``block_size``:
     rows per tile, None sizes it from the device and N (:func:`choose_block_size`).
     ``histograms=False`` skips the distributions and computes the hardest companions only
     (estimate mode uses it). ``threshold``: also collect every different-group pair with
@@ -248,40 +237,36 @@ def scan_pairs(
     ``PairScan.extra["precision"]`` (:mod:`capgeo.geometry.precision`). ``count_at_or_above``:
     also count the different-group pairs with cosine >= that value, exactly (re-scored under
     tf32 / bf16), without keeping them (``PairScan.extra["count_at_or_above"]``).
-    ``exclude_codes``: (N,) integers; pairs of equal codes are no companions and no threshold
-    pairs (the histograms still count them): `dupes --skip-exact` passes one code per text.
     ``max_pairs``: with ``threshold``, raise :class:`TooManyPairs` (a :class:`CapgeoError`) as
     soon as more pairs than this reach it, so the pairs kept stay bounded.
     ``progress``: None shows a bar on a terminal only. ``bookkeeping_threads``: CPU
     threads for everything but the matmuls (histogram, top-k, merges); None keeps
     torch's setting. One is the default because these memory-bound steps gain little
     from a second thread and lose a lot when cores are shared (measured in
-    docs/geometry.md); the matmuls always use torch's thread setting.
+    docs/geometry.md); the matmuls always use torch's thread setting. The estimate's fields
+    (``n_pairs``, ``seed``, ``companions``, ``recall_queries``) do not apply here.
+    ``exclude_codes``: (N,) integers; pairs of equal codes are no companions and no threshold
+    pairs (the histograms still count them): `dupes --skip-exact` passes one code per text.
 
     This is the local driver of the engine: :func:`tile_partial` computes what any set
     of tiles contributes, :func:`capgeo.geometry.partials.merge_partials` combines such
     partials, :func:`finish_scan` turns the whole into a :class:`PairScan`. Running the
     tiles in other processes and merging gives bit-identical results.
     """
-    if bins < 1:
-        raise CapgeoError(f"bins must be at least 1, got {bins}")
-    for name, value in (("threshold", threshold), ("count_at_or_above", count_at_or_above)):
-        if value is not None:
-            check_pair_threshold(value, name)
+    options = ScanOptions.of(options, "scan_pairs", **values)
+    if options.bins < 1:
+        raise CapgeoError(f"bins must be at least 1, got {options.bins}")
+    for name in ("threshold", "count_at_or_above"):
+        if getattr(options, name) is not None:
+            check_pair_threshold(getattr(options, name), name)
     runner = _pass_runner.get()
     if runner is not None:  # e.g. inside a --ray command (capgeo.scale): the same tiles and merge, elsewhere
-        return runner(vectors, group_codes, top_k=top_k, block_size=block_size, bins=bins, device=device,
-                      progress=progress, histograms=histograms, threshold=threshold, precision=precision,
-                      bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
-                      exclude_codes=exclude_codes, max_pairs=max_pairs)
+        return runner(vectors, group_codes, options, exclude_codes=exclude_codes)
     started = time.perf_counter()
-    check_precision(precision)
-    matrix, groups, device = prepare_inputs(vectors, group_codes, device, precision=precision)
-    grid = make_grid(matrix.shape[0], block_size, device, top_k=top_k)
-    partial = tile_partial(matrix, groups, grid, grid.tiles(), top_k=top_k, bins=bins, histograms=histograms,
-                           threshold=threshold, precision=precision, progress=progress,
-                           bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
-                           exclude_codes=exclude_codes, max_pairs=max_pairs)
+    check_precision(options.precision)
+    matrix, groups, device = prepare_inputs(vectors, group_codes, options.device, precision=options.precision)
+    grid = make_grid(matrix.shape[0], options.block_size, device, top_k=options.top_k)
+    partial = tile_partial(matrix, groups, grid, grid.tiles(), options, exclude_codes=exclude_codes)
     return finish_scan(partial, group_codes, device=device, seconds=time.perf_counter() - started)
 
 
@@ -298,21 +283,22 @@ def make_grid(n: int, block_size: int | None, device, *, top_k: int = DEFAULT_TO
     return TileGrid(n, min(int(block_size), n))
 
 
-def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_TOP_K, bins: int = DEFAULT_BINS,
-                 histograms: bool = True, threshold: float | None = None, precision: str = "fp32",
-                 max_pairs: int | None = None, progress: bool | None = None,
-                 bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None,
-                 exclude_codes=None) -> PairPartial:
+def tile_partial(matrix, groups, grid: TileGrid, tiles, options: ScanOptions | None = None, *, exclude_codes=None,
+                 **values) -> PairPartial:
     """What ``tiles`` ((row block, column block) pairs, row <= column) contribute to the pass.
 
     ``matrix``, ``groups``: from :func:`prepare_inputs` (unit float32 vectors and int64
     group codes, on the device the tiles run on). The tiles are walked in row-major
     order whatever order they are given in (the running top-k relies on it). Host work
     per tile is a fixed number of torch calls; group membership is tested on the device.
-    ``max_pairs``: raise :class:`TooManyPairs` as soon as more pairs than this reach
-    ``threshold`` (memory stays bounded however low the threshold). Numpy inputs (from
-    :func:`prepare_inputs` on the CPU) run the numpy pass at fp32, torch's at tf32 / bf16.
+    ``options`` (or its fields as keywords) as for :func:`scan_pairs`; its ``device`` is not
+    read (the tiles run where ``matrix`` is). ``max_pairs``: raise :class:`TooManyPairs` as
+    soon as more pairs than this reach ``threshold`` (memory stays bounded however low the
+    threshold). Numpy inputs (from :func:`prepare_inputs` on the CPU) run the numpy pass at
+    fp32, torch's at tf32 / bf16.
     """
+    options = ScanOptions.of(options, "tile_partial", **values)
+    precision, progress = options.precision, options.progress
     tiles = sorted({(int(row), int(column)) for row, column in tiles})
     if any(not 0 <= row <= column < grid.blocks for row, column in tiles):
         raise ValueError(f"tiles must satisfy 0 <= row block <= column block < {grid.blocks}")
@@ -325,8 +311,7 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
         from capgeo.geometry.cpu_pass import ArrayScanState, block_threads
 
         with block_threads() as pool, progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
-            state = ArrayScanState(grid, matrix, np.asarray(groups), top_k, bins, histograms, threshold, max_pairs,
-                                   count_at_or_above, exclude_codes, pool)
+            state = ArrayScanState(grid, matrix, np.asarray(groups), options, exclude_codes, pool)
             state.add_tiles(tiles, bar.advance)
         return state.partial()
     import torch
@@ -345,11 +330,11 @@ def tile_partial(matrix, groups, grid: TileGrid, tiles, *, top_k: int = DEFAULT_
         if check_precision(precision) != "fp32":
             reduced = ReducedProducts(matrix, precision)
             precision_error = {"cosine_error_bound": reduced.bound, "product": reduced.product_kind,
-                               **reduced.measure(bins)}
-        state = _ScanState(grid, matrix, groups, top_k, bins, histograms, threshold, reduced,
-                           max_pairs, count_at_or_above,
+                               **reduced.measure(options.bins)}
+        state = _ScanState(grid, matrix, groups, options, reduced,
                            None if exclude_codes is None else torch.from_numpy(exclude_codes).to(device))
-    threads = _CpuThreads(device, bookkeeping_threads if bookkeeping_threads is not None else torch.get_num_threads())
+    threads = _CpuThreads(device, options.bookkeeping_threads if options.bookkeeping_threads is not None
+                          else torch.get_num_threads())
     with torch.inference_mode(), matmul_precision(precision), torch_block_threads(device) as pool, \
             progress_bar("pairwise cosines", len(tiles), enabled=progress) as bar:
         state.products.pool = pool
@@ -434,8 +419,8 @@ class _ScanState:
     depend on the tiles either, nor on how tiles are grouped.
     """
 
-    def __init__(self, grid, matrix, groups, top_k, bins, histograms, threshold, reduced=None,
-                 max_pairs=None, count_threshold=None, exclude_codes=None):
+    def __init__(self, grid, matrix, groups, options: ScanOptions, reduced=None, exclude_codes=None):
+        """``options``: its top_k, bins, histograms, threshold, max_pairs and count_at_or_above."""
         import torch
 
         from capgeo.geometry.torch_blocks import TorchBlockProducts
@@ -443,7 +428,8 @@ class _ScanState:
         self.exclude = exclude_codes
         self.torch = torch
         self.grid, self.matrix, self.groups = grid, matrix, groups
-        self.top_k, self.bins, self.histograms_on, self.threshold = top_k, bins, histograms, threshold
+        top_k, bins, histograms = options.top_k, options.bins, options.histograms
+        self.top_k, self.bins, self.histograms_on, self.threshold = top_k, bins, histograms, options.threshold
         device = self.device = matrix.device
         n, block_size = grid.n, grid.block_size
         cells = block_size * block_size
@@ -490,12 +476,12 @@ class _ScanState:
         self._pairs = []
         self._mask_buffer = None
         self._pair_count = 0
-        self.max_pairs = max_pairs
+        self.max_pairs = options.max_pairs
         self.reduced = reduced  # tf32 / bf16 products (capgeo.geometry.precision), None for fp32
         # work counters of tf32 / bf16 (they depend on how the tiles are split, the results do not)
         self._rows_too_close = 0
         self._pairs_rescored = 0
-        self.count_threshold = count_threshold
+        self.count_threshold = options.count_at_or_above
         self._n_at_or_above = 0
 
     def add_tile(self, row_block, column_block, threads):
@@ -815,14 +801,14 @@ class _ScanState:
         block_sums = torch.stack(self._block_sum_parts).cpu().numpy() if self._block_sum_parts else np.zeros((0, 4))
         pairs = [tuple(torch.cat(parts).cpu().numpy() for parts in zip(*self._pairs))] if self._pairs else []
         touched = torch.nonzero(self._touched)[:, 0]
-        return pass_partial(
-            self, negative_counts=self.negative_counts.cpu().numpy(), same_counts=self.same_counts.cpu().numpy(),
+        return pass_partial(self, Tallies(
+            negative_counts=self.negative_counts.cpu().numpy(), same_counts=self.same_counts.cpu().numpy(),
             sums=[sum(exact_units(value) for value in block_sums[:, slot]) for slot in range(4)],
             negative_range=self.negative_range.cpu().numpy(), same_range=self.same_range.cpu().numpy(),
             touched=touched.cpu().numpy(), best_cosine=self.best_cosine[touched].cpu().numpy(),
             best_index=self.best_index[touched].cpu().numpy(), pairs=pairs, tiles=self._tile_number,
             n_at_or_above=self._n_at_or_above, rows_too_close=self._rows_too_close,
-            pairs_rescored=self._pairs_rescored)
+            pairs_rescored=self._pairs_rescored))
 
 
 def _count_true(mask) -> int:

@@ -140,19 +140,41 @@ class PairPartial:
 ALL_SUM, ALL_SQUARES, SAME_SUM, SAME_SQUARES = range(4)
 
 
-def pass_partial(scan, *, negative_counts, same_counts, sums, negative_range, same_range, touched,
-                 best_cosine, best_index, pairs, tiles: int, n_at_or_above: int, **extra) -> PairPartial:
-    """The :class:`PairPartial` of an engine's accumulators, host-side numpy: what both engines of
-    the pass (numpy's and torch's) hand on. ``scan``: the engine's state (its ``grid``, ``top_k``,
-    ``bins``, ``histograms_on``, ``threshold``, ``count_threshold``); counts with the overflow bin
-    last; ``sums``: the four exact sums by slot; ``touched``: captions the tiles reached, ascending;
-    ``best_cosine`` / ``best_index``: their running lists (one row each); ``pairs``: (rows, columns, cosines)
-    parts of the threshold pairs. ``extra``: further PairPartial fields (tf32 / bf16 counters)."""
-    negative_counts, same_counts = negative_counts[:scan.bins].copy(), same_counts[:scan.bins].copy()
+@dataclass
+class Tallies:
+    """An engine's accumulators after its tiles, host-side numpy: what :func:`pass_partial` reads.
+
+    Counts with the overflow bin last; ``sums``: the four exact sums by slot; ``touched``: captions
+    the tiles reached, ascending; ``best_cosine`` / ``best_index``: their running lists (one row
+    each); ``pairs``: (rows, columns, cosines) parts of the threshold pairs; ``rows_too_close`` and
+    ``pairs_rescored``: tf32 / bf16 work counters (PairPartial's)."""
+
+    negative_counts: np.ndarray
+    same_counts: np.ndarray
+    sums: list
+    negative_range: np.ndarray
+    same_range: np.ndarray
+    touched: np.ndarray
+    best_cosine: np.ndarray
+    best_index: np.ndarray
+    pairs: list
+    tiles: int
+    n_at_or_above: int
+    rows_too_close: int = 0
+    pairs_rescored: int = 0
+
+
+def pass_partial(scan, tallies: Tallies) -> PairPartial:
+    """The :class:`PairPartial` of an engine's accumulators: what both engines of the pass (numpy's
+    and torch's) hand on. ``scan``: the engine's state (its ``grid``, ``top_k``, ``bins``,
+    ``histograms_on``, ``threshold``, ``count_threshold``)."""
+    sums, pairs = tallies.sums, tallies.pairs
+    best_cosine, best_index = tallies.best_cosine, tallies.best_index
+    negative_counts, same_counts = tallies.negative_counts[:scan.bins].copy(), tallies.same_counts[:scan.bins].copy()
     negative = Moments(int(negative_counts.sum()), sums[ALL_SUM] - sums[SAME_SUM], sums[ALL_SQUARES] - sums[SAME_SQUARES],
-                       *map(float, negative_range))
-    same = Moments(int(same_counts.sum()), sums[SAME_SUM], sums[SAME_SQUARES], *map(float, same_range))
-    touched = np.asarray(touched, dtype=np.int64)
+                       *map(float, tallies.negative_range))
+    same = Moments(int(same_counts.sum()), sums[SAME_SUM], sums[SAME_SQUARES], *map(float, tallies.same_range))
+    touched = np.asarray(tallies.touched, dtype=np.int64)
     if scan.top_k:  # captions with at least one candidate
         found = np.isfinite(best_cosine[:, 0])
         touched, best_cosine, best_index = touched[found], best_cosine[found], best_index[found]
@@ -168,8 +190,9 @@ def pass_partial(scan, *, negative_counts, same_counts, sums, negative_range, sa
         companion_rows=touched, companion_cosine=best_cosine.astype(np.float32),
         companion_index=best_index.astype(np.int64),
         pair_rows=pair_rows.astype(np.int64), pair_columns=pair_columns.astype(np.int64),
-        pair_cosines=pair_cosines.astype(np.float32), tiles=int(tiles),
-        count_threshold=scan.count_threshold, n_at_or_above=int(n_at_or_above), **extra,
+        pair_cosines=pair_cosines.astype(np.float32), tiles=int(tallies.tiles),
+        count_threshold=scan.count_threshold, n_at_or_above=int(tallies.n_at_or_above),
+        rows_too_close=tallies.rows_too_close, pairs_rescored=tallies.pairs_rescored,
     )
 
 

@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -23,8 +24,9 @@ from capgeo.captions.exact_duplicates import find_exact_duplicates
 from capgeo.errors import CapgeoError
 from capgeo.geometry.batch_size import DEFAULT_BATCH_SIZE, DEFAULT_N_BATCHES, resolve_batch_sizes  # noqa: F401
 from capgeo.geometry.estimate import resolved_mode, scan_or_estimate
-from capgeo.geometry.inbatch import inbatch_statistics
+from capgeo.geometry.inbatch import InBatchOptions, inbatch_statistics
 from capgeo.geometry.profile_options import ProfileOptions
+from capgeo.geometry.scan_options import ScanOptions
 from capgeo.geometry.typed_profile import Profile
 from capgeo.preflight import check_has_negatives
 
@@ -60,22 +62,41 @@ def _working_directory() -> str | None:
         return None
 
 
-def build_profile(captions, embeddings, options: ProfileOptions | None = None, *, device: str | None = None,
-                  progress: bool | None = None, command: str | None = None, on_scan=None,
-                  companion_lists: bool = True, **option_values) -> Profile:
+@dataclasses.dataclass(frozen=True)
+class ProfileRun:
+    """How one profile is built, beside what it is asked for (ProfileOptions): on which device, with
+    which progress bars, for which command (its provenance), and what the caller gets besides it.
+
+    ``on_scan``: called with the pairwise scan (a PairScan), so a caller can reuse it (the report's
+    dupes section does). ``companion_lists=False`` leaves the ``companions`` section None: its
+    N x k lists are most of the work outside the pass at a million captions, wasted when nothing
+    saves them."""
+
+    device: str | None = None
+    progress: bool | None = None
+    command: str | None = None
+    on_scan: Callable | None = None
+    companion_lists: bool = True
+
+
+def build_profile(captions, embeddings, options: ProfileOptions | None = None, run: ProfileRun | None = None,
+                  **values) -> Profile:
     """Profile ``captions`` (a CaptionSet) from their ``embeddings`` (an Embeddings).
 
-    ``options`` is a :class:`ProfileOptions`; its fields may also be given as keyword arguments
-    (``batch_sizes=(16, 128)``), which override it. Returns the typed, frozen ``capgeo.profile/1``
-    :class:`~capgeo.geometry.typed_profile.Profile` (docs/profile-schema.md; ``.to_dict()`` for JSON). Deterministic for a seed. ``on_scan``: called with the pairwise
-    scan (a PairScan), so a caller can reuse it (the report's dupes section does).
-    ``companion_lists=False`` leaves the ``companions`` section None: its N x k lists are
-    most of the work outside the pass at a million captions, wasted when nothing saves them.
+    ``options`` is a :class:`ProfileOptions`, ``run`` a :class:`ProfileRun` (device, progress,
+    command, on_scan, companion_lists); the fields of either may also be given as keyword arguments
+    (``batch_sizes=(16, 128)``, ``progress=False``), which override them. Returns the typed, frozen
+    ``capgeo.profile/1`` :class:`~capgeo.geometry.typed_profile.Profile` (docs/profile-schema.md;
+    ``.to_dict()`` for JSON). Deterministic for a seed.
     Raises CapgeoError for bad options, a batch size above the number of groups, or a dataset
     with a single group (it has no negatives).
     """
     started = time.perf_counter()
-    options = ProfileOptions.of(options, **option_values)
+    run_fields = {field.name for field in dataclasses.fields(ProfileRun)}
+    run_values = {name: values.pop(name) for name in list(values) if name in run_fields}
+    run = dataclasses.replace(run or ProfileRun(), **run_values)
+    device, progress = run.device, run.progress
+    options = ProfileOptions.of(options, **values)
     vectors = _checked_vectors(captions, embeddings)
     resolved = options.checked_for(captions.n_groups)
     if resolved is None:  # not yet checked by the pipeline (a library call)
@@ -92,16 +113,10 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
         dataset_section = beside_the_pass.submit(summarize_dataset, captions)
         exact_duplicates = beside_the_pass.submit(find_exact_duplicates, captions.texts, caption_ids, group_ids)
         lengths = beside_the_pass.submit(summarize_lengths, embeddings)
-        scan = scan_or_estimate(vectors, group_codes, estimate_threshold=options.sampled_above, mode=options.mode,
-                                n_pairs=options.sampled_pairs, seed=options.seed, top_k=options.top_k,
-                                companions=options.companions, block_size=options.block_size, bins=options.bins,
-                                precision=options.precision, device=device, progress=progress,
-                                # tf32 / bf16 histograms are within a bound, not a bin: count the
-                                # near-duplicate pairs exactly in the pass instead (re-scored)
-                                count_at_or_above=(options.near_duplicate_threshold
-                                                   if options.precision != "fp32" else None))
-    if on_scan is not None:
-        on_scan(scan)
+        scan = scan_or_estimate(vectors, group_codes, _scan_options(options, device, progress),
+                                estimate_threshold=options.sampled_above, mode=options.mode)
+    if run.on_scan is not None:
+        run.on_scan(scan)
     cosines = _cosine_summaries(scan, len(captions))
     companion_index = np.asarray(scan.companion_index)
     companion_cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
@@ -125,13 +140,23 @@ def build_profile(captions, embeddings, options: ProfileOptions | None = None, *
         "batches": batches,
         "options": options.to_dict(mode_used, device, headline_batch_size=resolved.headline,
                                    block_size_used=int(scan.block_size)),
-        "provenance": provenance(command, started, embeddings_origin=getattr(embeddings, "origin", None)),
+        "provenance": provenance(run.command, started, embeddings_origin=getattr(embeddings, "origin", None)),
     }
     profile = to_json_ready(profile)
-    if companion_lists:
+    if run.companion_lists:
         profile["companions"] = _companions(caption_ids, companion_index, companion_cosine,
                                             options.include_companions)
     return Profile.from_dict(profile)
+
+
+def _scan_options(options: ProfileOptions, device, progress) -> ScanOptions:
+    """The pairwise pass (exact or sampled) that ``options`` ask for."""
+    return ScanOptions(top_k=options.top_k, block_size=options.block_size, bins=options.bins,
+                       precision=options.precision, device=device, progress=progress,
+                       # tf32 / bf16 histograms are within a bound, not a bin: count the
+                       # near-duplicate pairs exactly in the pass instead (re-scored)
+                       count_at_or_above=options.near_duplicate_threshold if options.precision != "fp32" else None,
+                       n_pairs=options.sampled_pairs, seed=options.seed, companions=options.companions)
 
 
 def _checked_vectors(captions, embeddings) -> np.ndarray:
@@ -193,16 +218,15 @@ def _batch_statistics(vectors: np.ndarray, captions, scan, options: ProfileOptio
         # the dataset's own pairwise quantiles, read from the fine histogram (one bin of accuracy)
         relative_edges = [float(edge) for edge in scan.negatives.quantile(list(options.relative_quantiles))]
     group_codes = np.asarray(captions.group_codes)
+    drawn = InBatchOptions(n_batches=options.n_batches, seed=options.seed, edges=options.buckets,
+                           relative_edges=relative_edges,
+                           relative_levels=options.relative_quantiles if options.relative_buckets else None,
+                           near_duplicate_threshold=options.near_duplicate_threshold)
     batches = []
     for batch_size in options.batch_sizes:
         with progress_bar(f"Batches of {batch_size}", options.n_batches, enabled=progress) as bar:
-            batches.append(inbatch_statistics(
-                vectors, group_codes, batch_size, n_batches=options.n_batches, seed=options.seed,
-                edges=options.buckets, relative_edges=relative_edges,
-                relative_levels=options.relative_quantiles if options.relative_buckets else None,
-                near_duplicate_threshold=options.near_duplicate_threshold, caption_ids=captions.ids,
-                group_ids=captions.groups, progress=bar,
-            ))
+            batches.append(inbatch_statistics(vectors, group_codes, batch_size, drawn, caption_ids=captions.ids,
+                                              group_ids=captions.groups, progress=bar))
     return batches
 
 

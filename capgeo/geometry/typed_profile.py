@@ -867,26 +867,26 @@ class Profile(_Section):
         DATA`` adds to the profile (the near-duplicate gallery, the gamma diagnostics, the caption map); any
         other draws what it holds (what ``capgeo report PROFILE.json`` draws), and the page says in one line
         each what it lacks and the call that adds it."""
-        from capgeo.report.build import build_report, library_report
+        from capgeo.sections import BUILD_REPORT, LIBRARY_REPORT, resolve
 
         self._check_output("Profile.to_html", path, force)
-        return build_report(library_report(self, self.__dict__.get("_made_from")), path, command=command)
+        return resolve(BUILD_REPORT)(resolve(LIBRARY_REPORT)(self, self.__dict__.get("_made_from")), path,
+                                     command=command)
 
     def _check_output(self, writer: str, path: str | Path, force: bool) -> None:
         """The commands' output rule (capgeo.paths.check_outputs) against the files this profile was made from."""
         from capgeo.paths import check_outputs
-        from capgeo.report.build import fill_missing_inputs
+        from capgeo.sections import OUTPUT_INPUTS, resolve
 
-        check_outputs(fill_missing_inputs(self), {writer: path}, force=force)
+        check_outputs(resolve(OUTPUT_INPUTS)(self), {writer: path}, force=force)
 
     def summary(self, width: int = 100) -> str:
         """The terminal text ``capgeo profile`` prints, without colour."""
-        from capgeo.cli.profile import print_profile
-        from capgeo.terminal import console
+        from capgeo.sections import PRINT_SUMMARY, SUMMARY_CONSOLE, resolve
 
-        out = console(record=True, width=width, force_terminal=False, color_system=None)
+        out = resolve(SUMMARY_CONSOLE)(record=True, width=width, force_terminal=False, color_system=None)
         with out.capture() as captured:
-            print_profile(self, out)
+            resolve(PRINT_SUMMARY)(self, out)
         return captured.get()
 
     def per_caption(self, captions=None, embeddings=None):
@@ -896,7 +896,7 @@ class Profile(_Section):
         profile was made from (near-duplicate sets re-search their vectors). CapgeoError when the profile
         holds no companion lists (made with ``companion_lists=False``)."""
         from capgeo.errors import CapgeoError
-        from capgeo.findings.per_caption import per_caption_frame
+        from capgeo.sections import PER_CAPTION_FRAME, resolve
 
         if (captions is None) != (embeddings is None):
             raise CapgeoError("per_caption: give both the captions and the embeddings the profile was made from, "
@@ -914,7 +914,7 @@ class Profile(_Section):
                               "`--no-companions` or companion_lists=False); recompute it with `capgeo profile "
                               "--json` or build_profile(...) to read per-caption rows")
         self._check_made_from(captions, embeddings)
-        return per_caption_frame(captions, embeddings, self)
+        return resolve(PER_CAPTION_FRAME)(captions, embeddings, self)
 
     def _keeping(self, captions, embeddings) -> "Profile":
         """This profile, keeping the captions and embeddings it was made from for :meth:`per_caption` and

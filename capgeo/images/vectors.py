@@ -94,8 +94,8 @@ def encode_located(captions, located, vision, *, cache_dir=None, use_cache: bool
             f"no image of the dataset could be read (looked in {', '.join(located.searched) or 'the dataset'}); "
             "pass --images DIR where they are")
         return None
-    vectors, present = _encoded(readable, hashes, held, located.refs, vision, skipped, cache_dir=cache_dir,
-                                use_cache=use_cache, progress=progress)
+    entry = _cache_entry(cache_dir, [hashes[code] for code in readable], vision) if use_cache else None
+    vectors, present = _encoded(readable, held, located.refs, vision, skipped, entry=entry, progress=progress)
     full = np.zeros((n_groups, vision.info.width), dtype=np.float32)
     mask = np.zeros(n_groups, dtype=bool)
     full[readable] = vectors
@@ -132,16 +132,21 @@ def _hashed(located, n_groups: int, progress, budget: int):
     return hashes, held, skipped
 
 
-def _encoded(readable, hashes, held, refs, vision, skipped, *, cache_dir, use_cache, progress):
-    """(vectors, present) of the readable images in order: cached chunks as stored, the others
-    decoded and encoded (the next chunk's decoding overlapping the current chunk's encoding)."""
-    from capgeo.encoders.cache import chunk_ranges
+def _cache_entry(cache_dir, hashes, vision):
+    """The cache entry of the images of content ``hashes`` (in order) encoded by ``vision``."""
     from capgeo.images.cache import ImageCacheEntry, image_cache_key
+
+    return ImageCacheEntry(cache_dir, image_cache_key(hashes, vision.info), len(hashes), vision.info.width)
+
+
+def _encoded(readable, held, refs, vision, skipped, *, entry, progress):
+    """(vectors, present) of the readable images in order: chunks cached in ``entry`` (None: no
+    cache) as stored, the others decoded and encoded (the next chunk's decoding overlapping the
+    current chunk's encoding)."""
+    from capgeo.encoders.cache import chunk_ranges
     from capgeo.progress import progress_bar
 
     n, width = len(readable), vision.info.width
-    entry = ImageCacheEntry(cache_dir, image_cache_key([hashes[code] for code in readable], vision.info), n,
-                            width) if use_cache else None
     vectors = np.zeros((n, width), dtype=np.float32)
     present = np.zeros(n, dtype=bool)
     pending = []

@@ -36,8 +36,8 @@ Rules and why
 - ``sampled``: the pairwise statistics were estimated from sampled pairs -> notice.
 - ``skipped``: rows were left out while loading -> notice with the count.
 
-Each rule reads only its own section of a typed profile (capgeo.geometry.typed_profile; a
-dict is read as one, unchecked), so a partial profile gets the alerts its sections allow.
+Each rule reads only its own section of a typed profile (capgeo.geometry.typed_profile; JSON is
+read once where it arrives, ``Profile.from_dict``), so a partial profile gets the alerts its sections allow.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass
 
 from capgeo.display import counted
 from capgeo.findings.encoder_caution import encoder_caution
-from capgeo.geometry.typed_profile import Profile, as_profile
+from capgeo.geometry.typed_profile import Profile
 
 TRUNCATED_WARNING = 0.5
 TRUNCATED_NOTICE = 0.05
@@ -76,8 +76,7 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}%" if value < 0.995 or value == 1 else f"{100 * value:.2f}%"
 
 
-def encoder_caution_alert(profile: Profile | dict) -> Alert | None:
-    profile = as_profile(profile, check=False)
+def encoder_caution_alert(profile: Profile) -> Alert | None:
     if not profile.gamma:
         return None
     caution = encoder_caution(profile.encoder.to_dict() if profile.encoder else None)
@@ -87,8 +86,8 @@ def encoder_caution_alert(profile: Profile | dict) -> Alert | None:
                  caution)
 
 
-def truncation_alert(profile: Profile | dict) -> Alert | None:
-    lengths = as_profile(profile, check=False).lengths
+def truncation_alert(profile: Profile) -> Alert | None:
+    lengths = profile.lengths
     share = lengths.share_truncated if lengths else None
     if share is None or not lengths.counted:
         return None
@@ -104,8 +103,7 @@ def truncation_alert(profile: Profile | dict) -> Alert | None:
     return None
 
 
-def exact_duplicate_alert(profile: Profile | dict) -> Alert | None:
-    profile = as_profile(profile, check=False)
+def exact_duplicate_alert(profile: Profile) -> Alert | None:
     duplicates = profile.exact_duplicates
     cross = (duplicates.n_pairs_cross_group if duplicates else None) or 0
     if not cross:
@@ -126,9 +124,9 @@ def exact_duplicate_alert(profile: Profile | dict) -> Alert | None:
     return Alert("exact_duplicates", NOTICE, "A few exact duplicate captions across images", detail)
 
 
-def near_twin_batch_alerts(profile: Profile | dict) -> list[Alert]:
+def near_twin_batch_alerts(profile: Profile) -> list[Alert]:
     alerts = []
-    for entry in as_profile(profile, check=False).batches or ():
+    for entry in profile.batches or ():
         near = entry.near_duplicate
         share = near.share_batches if near else None
         if share is None or share < NEAR_TWIN_WARNING:
@@ -143,9 +141,9 @@ def near_twin_batch_alerts(profile: Profile | dict) -> list[Alert]:
     return alerts
 
 
-def hardest_bucket_alerts(profile: Profile | dict) -> list[Alert]:
+def hardest_bucket_alerts(profile: Profile) -> list[Alert]:
     alerts = []
-    for entry in as_profile(profile, check=False).batches or ():
+    for entry in profile.batches or ():
         buckets = entry.buckets
         shares, labels = (buckets.shares, buckets.labels) if buckets else (None, None)
         if not shares or not labels:
@@ -158,8 +156,8 @@ def hardest_bucket_alerts(profile: Profile | dict) -> list[Alert]:
     return alerts
 
 
-def crowded_alert(profile: Profile | dict) -> Alert | None:
-    hardest = as_profile(profile, check=False).hardest_companion
+def crowded_alert(profile: Profile) -> Alert | None:
+    hardest = profile.hardest_companion
     mean = hardest.mean if hardest else None
     if mean is None or mean < CROWDED_HARDEST:
         return None
@@ -169,8 +167,8 @@ def crowded_alert(profile: Profile | dict) -> Alert | None:
                  f"at equal N.")
 
 
-def near_duplicate_caption_alert(profile: Profile | dict) -> Alert | None:
-    near = as_profile(profile, check=False).near_duplicates
+def near_duplicate_caption_alert(profile: Profile) -> Alert | None:
+    near = profile.near_duplicates
     share = near.share_captions_hardest_above if near else None
     if share is None or share < NEAR_DUPLICATE_CAPTIONS_WARNING:
         return None
@@ -180,8 +178,8 @@ def near_duplicate_caption_alert(profile: Profile | dict) -> Alert | None:
                  f"image at cosine >= {near.threshold}; `capgeo dupes` lists the pairs.")
 
 
-def sampled_alert(profile: Profile | dict) -> Alert | None:
-    pairwise = as_profile(profile, check=False).pairwise
+def sampled_alert(profile: Profile) -> Alert | None:
+    pairwise = profile.pairwise
     if pairwise is None or (pairwise.exact is not False and pairwise.mode != "sampled"):
         return None
     # not a schema field: no writer records it, so the line says "estimated" without a count
@@ -192,8 +190,8 @@ def sampled_alert(profile: Profile | dict) -> Alert | None:
                  f"unless stated otherwise.")
 
 
-def skipped_alert(profile: Profile | dict) -> Alert | None:
-    dataset = as_profile(profile, check=False).dataset
+def skipped_alert(profile: Profile) -> Alert | None:
+    dataset = profile.dataset
     skipped = (dataset.skipped if dataset else None) or ()
     total = sum(int(item["count"]) for item in skipped)
     if not total:
@@ -203,9 +201,8 @@ def skipped_alert(profile: Profile | dict) -> Alert | None:
                  reasons)
 
 
-def alerts_for(profile: Profile | dict) -> list[Alert]:
+def alerts_for(profile: Profile) -> list[Alert]:
     """Every alert that fires for ``profile``, warnings first."""
-    profile = as_profile(profile, check=False)
     found: list[Alert] = []
     for rule in (encoder_caution_alert, truncation_alert, exact_duplicate_alert, near_duplicate_caption_alert, crowded_alert,
                  sampled_alert, skipped_alert):

@@ -435,7 +435,7 @@ def _encoder_as_made(spec: str | None, made_in: str | None) -> str | None:
     return spec[:at] + found + spec[at + len(file):]
 
 
-def build_report(profile: Profile | dict | ReportInput, output: str | Path, *, command: str | None = None,
+def build_report(profile: Profile | ReportInput, output: str | Path, *, command: str | None = None,
                  notes: Sequence[str] = ()) -> Path:
     """Render one profile's report and write it atomically to ``output``."""
     from capgeo._atomic import atomic_open
@@ -450,7 +450,7 @@ def build_report(profile: Profile | dict | ReportInput, output: str | Path, *, c
     return Path(output)
 
 
-def build_compare(profiles: Sequence[Profile | dict | ReportInput], output: str | Path, *, labels: Sequence[str] | None = None,
+def build_compare(profiles: Sequence[Profile | ReportInput], output: str | Path, *, labels: Sequence[str] | None = None,
                   command: str | None = None, notes: Sequence[str] = ()) -> Path:
     """Render the side-by-side view of several profiles and write it atomically to ``output``."""
     from capgeo._atomic import atomic_open
@@ -463,14 +463,13 @@ def build_compare(profiles: Sequence[Profile | dict | ReportInput], output: str 
     return Path(output)
 
 
-def save_profile(profile: Profile | dict, path: str | Path) -> Path:
+def save_profile(profile: Profile, path: str | Path) -> Path:
     """Write the (completed) profile as strict JSON, atomically, so the report can be redrawn without recomputing."""
     from capgeo._atomic import atomic_open
     from capgeo._json_write import dumps
 
-    data = profile.to_dict() if isinstance(profile, Profile) else profile
     with atomic_open(path) as handle:
-        handle.write(dumps(data) + "\n")   # json.dumps(indent=2, ensure_ascii=False, allow_nan=False)
+        handle.write(dumps(profile.to_dict()) + "\n")   # json.dumps(indent=2, ensure_ascii=False, allow_nan=False)
     return Path(path)
 
 

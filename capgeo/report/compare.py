@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import PurePath
 from typing import Sequence
 
-from capgeo.geometry.typed_profile import Profile, Provenance, as_profile
+from capgeo.geometry.typed_profile import Profile, Provenance
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
 from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
@@ -24,9 +24,8 @@ COMPARE_FIGURE_IDS = ("fig-compare-cosines", "fig-compare-buckets", "fig-compare
 COMPARE_OPTIONAL_FIGURE_IDS = ("fig-compare-hardest-negative",)
 
 
-def profile_labels(profiles: Sequence[Profile | dict]) -> list[str]:
+def profile_labels(profiles: Sequence[Profile]) -> list[str]:
     """One short, unique label per profile: the dataset name, plus the encoder when datasets repeat."""
-    profiles = [as_profile(p) for p in profiles]
     datasets = [dataset_label(p) for p in profiles]
     # different files of one name (a/t.txt, b/t.txt): named by as much of their paths as tells them
     # apart; "default (1)" and "default (2)" would not say which is which
@@ -58,7 +57,7 @@ def _tail(path: str, parts: int) -> str:
     return "/".join(PurePath(path).parts[-parts:])
 
 
-def compare_table(profiles: Sequence[Profile | dict], labels: Sequence[str]) -> str:
+def compare_table(profiles: Sequence[Profile], labels: Sequence[str]) -> str:
     """Rows matched by label across profiles (batch sizes may differ); missing cells say so."""
     all_rows = [summary_rows(p) for p in profiles]
     per_profile = [dict(rows) for rows in all_rows]
@@ -101,7 +100,7 @@ def provenance_table(profiles: Sequence[Profile], labels: Sequence[str], command
     return table(rows)
 
 
-def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] | None = None, command: str | None = None,
+def render_compare(profiles: Sequence[Profile], *, labels: Sequence[str] | None = None, command: str | None = None,
                    created: str | None = None, notes: Sequence[str] = ()) -> str:
     """The compare page for two or more profiles as an HTML string; ``notes`` (what was adapted or
     left out while profiling a dataset) are listed before the provenance."""
@@ -109,24 +108,23 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
 
     if len(profiles) < 2:
         raise CapgeoError(f"compare needs at least two profiles, got {len(profiles)}")
-    typed = [as_profile(p) for p in profiles]
-    labels = list(labels) if labels else profile_labels(typed)
+    labels = list(labels) if labels else profile_labels(profiles)
     if len(labels) != len(profiles):
         raise CapgeoError(f"compare: {len(labels)} labels for {len(profiles)} profiles")
     created = created or now_utc()
     page = Page("capgeo compare: " + " vs ".join(labels), f"{len(profiles)} profiles · {created}")
-    page.sections.append(Section("summary", "Side by side", compare_table(typed, labels)))
+    page.sections.append(Section("summary", "Side by side", compare_table(profiles, labels)))
     # a profile without a companion section (a gamma result) has no N to differ by
-    sizes = {p.hardest_companion.count for p in typed if p.hardest_companion} - {None}
+    sizes = {p.hardest_companion.count for p in profiles if p.hardest_companion} - {None}
     lead = ("Shares per 0.01 bin, so datasets of different sizes overlay. Dotted: all pairs of different images; "
             "solid: each caption's hardest companion; dashed verticals: means.")
     if len(sizes) > 1:
         lead += (" The datasets have different numbers of captions; a caption's hardest companion grows with N, "
                  "so compare hardest-companion cosines with that in mind (or profile equal --limit slices).")
-    series = [(label, p.pairwise, p.hardest_companion) for label, p in zip(labels, typed)]
+    series = [(label, p.pairwise, p.hardest_companion) for label, p in zip(labels, profiles)]
     page.sections.append(Section("distributions", "Pairwise and hardest-companion cosine",
                                  figure_div(figures.cosine_distribution_figure(series), "fig-compare-cosines"), lead))
-    in_batch = [(label, p.hardest_companion, p.batches) for label, p in zip(labels, typed)
+    in_batch = [(label, p.hardest_companion, p.batches) for label, p in zip(labels, profiles)
                 if figures.hardest_in_batch_entries(p.batches)]
     if in_batch:
         page.sections.append(Section(
@@ -134,21 +132,21 @@ def render_compare(profiles: Sequence[Profile | dict], *, labels: Sequence[str] 
             figure_div(figures.hardest_negative_figure(in_batch), "fig-compare-hardest-negative"),
             "Each caption's hardest negative in random batches of each profile's headline batch size (dashed; the "
             "entry HN-CLIP's Gbar boosts most) beside its hardest companion in the whole dataset (solid)"
-            + ("; profiles saved before capgeo recorded it are left out." if len(in_batch) < len(typed) else ".")))
-    buckets = [(label, p.batches) for label, p in zip(labels, typed)]
+            + ("; profiles saved before capgeo recorded it are left out." if len(in_batch) < len(profiles) else ".")))
+    buckets = [(label, p.batches) for label, p in zip(labels, profiles)]
     page.sections.append(Section("buckets", "In-batch negatives by hardness",
                                  figure_div(figures.bucket_composition_figure(buckets), "fig-compare-buckets"),
                                  "Share of in-batch negatives per caption-cosine bucket, per profile and batch size "
                                  "(HN-CLIP's Figure A6C)."))
     # precomputed vectors have no tokenizer: their lengths section says so (known: false) and is not drawn
     lengths = [(label, p.lengths if p.lengths and p.lengths.histogram and p.lengths.counted else None)
-               for label, p in zip(labels, typed)]
+               for label, p in zip(labels, profiles)]
     if any(l for _, l in lengths):
         page.sections.append(Section("lengths", "Caption length",
                                      figure_div(figures.length_overlay_figure(lengths), "fig-compare-lengths"),
                                      "Token counts with each encoder's own tokenizer; dashed: each context limit."))
-    page.sections.append(Section("alerts", "Alerts per profile", compare_alerts(typed, labels)))
+    page.sections.append(Section("alerts", "Alerts per profile", compare_alerts(profiles, labels)))
     if notes:
         page.sections.append(notes_section(notes))
-    page.sections.append(Section("provenance", "Provenance", provenance_table(typed, labels, command, created)))
+    page.sections.append(Section("provenance", "Provenance", provenance_table(profiles, labels, command, created)))
     return page.render(plotly_javascript())

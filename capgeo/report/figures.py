@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from capgeo.defaults import GAMMA_HARD_EDGE
 from capgeo.display import short_id
 from capgeo.geometry.typed_profile import (BatchExample, BatchStatistics, Buckets, Distribution, Gamma, Histogram, Lengths,
-                                           Truncation, as_section)
+                                           Truncation)
 
 #: Colours per dataset in overlays (plotly's default qualitative palette).
 PALETTE = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
@@ -48,13 +48,12 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-def rebin(histogram: Histogram | dict, width: float = DISPLAY_BIN_WIDTH) -> tuple[np.ndarray, np.ndarray]:
+def rebin(histogram: Histogram, width: float = DISPLAY_BIN_WIDTH) -> tuple[np.ndarray, np.ndarray]:
     """Merge a fine ``{"edges", "counts"}`` histogram into bins about ``width`` wide.
 
     Returns (edges, counts) of the merged histogram, trimmed to the bins that hold
     values; counts are preserved exactly (merging only sums adjacent bins).
     """
-    histogram = as_section(histogram, Histogram)
     edges = np.asarray(histogram.edges, dtype=np.float64)
     counts = np.asarray(histogram.counts, dtype=np.float64)
     if counts.size == 0 or counts.sum() == 0:
@@ -82,9 +81,8 @@ def rebin(histogram: Histogram | dict, width: float = DISPLAY_BIN_WIDTH) -> tupl
     return edges[first:last + 1:factor], merged
 
 
-def caption_length_figure(lengths: Lengths | dict, title: str = "Caption length in tokens") -> go.Figure:
+def caption_length_figure(lengths: Lengths, title: str = "Caption length in tokens") -> go.Figure:
     """Histogram of untruncated token counts with the context limit marked."""
-    lengths = as_section(lengths, Lengths)
     edges = np.asarray(lengths.histogram.edges, dtype=np.float64)
     counts = np.asarray(lengths.histogram.counts, dtype=np.float64)
     centres = (edges[:-1] + edges[1:]) / 2
@@ -144,7 +142,7 @@ def _share_steps(summary: Distribution) -> tuple[np.ndarray, np.ndarray] | None:
     return np.repeat(edges, 2)[1:-1], np.repeat(100 * shares, 2)
 
 
-def _distribution_lines(figure: go.Figure, lines: Sequence[tuple[str, Distribution | dict, str, str, bool]],
+def _distribution_lines(figure: go.Figure, lines: Sequence[tuple[str, Distribution, str, str, bool]],
                         labelled_means: bool) -> float:
     """Draw ``(name, summary, colour, dash, fill)`` step lines with their means dashed; returns the tallest share.
 
@@ -155,7 +153,6 @@ def _distribution_lines(figure: go.Figure, lines: Sequence[tuple[str, Distributi
     tallest = 0.0
     drawn: list[tuple[float, str]] = []
     for name, summary, colour, dash, fill in lines:
-        summary = as_section(summary, Distribution)
         steps = _share_steps(summary)
         if steps is None:
             continue
@@ -187,7 +184,7 @@ def _distribution_layout(figure: go.Figure, title: str, tallest: float) -> go.Fi
     return figure
 
 
-def cosine_distribution_figure(series: Sequence[tuple[str, Distribution | dict, Distribution | dict]],
+def cosine_distribution_figure(series: Sequence[tuple[str, Distribution, Distribution]],
                                title: str = "Caption cosine: all pairs vs hardest companion") -> go.Figure:
     """Distribution of all negative pairwise cosines and of hardest-companion cosines, means marked.
 
@@ -211,15 +208,14 @@ def cosine_distribution_figure(series: Sequence[tuple[str, Distribution | dict, 
     return _distribution_layout(figure, title, _distribution_lines(figure, lines, labelled_means=not overlay))
 
 
-def hardest_in_batch_entries(batches: Sequence[BatchStatistics | dict] | None) -> list[BatchStatistics]:
+def hardest_in_batch_entries(batches: Sequence[BatchStatistics] | None) -> list[BatchStatistics]:
     """The batch entries whose hardest in-batch negative has a histogram (profiles saved before
     capgeo recorded it have only its summary), headline batch size first."""
-    entries = [as_section(entry, BatchStatistics) for entry in batches or ()]
-    return [entry for entry in entries
+    return [entry for entry in batches or ()
             if entry.hardest_in_batch and entry.hardest_in_batch.histogram]
 
 
-def hardest_negative_figure(series: Sequence[tuple[str, Distribution | dict | None, Sequence | None]],
+def hardest_negative_figure(series: Sequence[tuple[str, Distribution | None, Sequence | None]],
                             headline_only: bool | None = None,
                             title: str = "Hardest negative: in a training batch vs in the whole dataset") -> go.Figure:
     """Each caption's hardest in-batch negative (the entry HN-CLIP's Gbar boosts most) beside its
@@ -254,10 +250,9 @@ def _level_name(level: float) -> str:
     return f"p{100 * level:g}"
 
 
-def bucket_names(buckets: Buckets | dict) -> list[str]:
+def bucket_names(buckets: Buckets) -> list[str]:
     """Display names of a bucket composition. Relative buckets are named by their quantile levels
     ("p50-p90"), which mean the same thing for every dataset; absolute ones by their cosine labels."""
-    buckets = as_section(buckets, Buckets)
     levels = buckets.quantile_levels
     if buckets.kind == "relative" and levels:
         names = [_level_name(level) for level in levels]
@@ -265,7 +260,7 @@ def bucket_names(buckets: Buckets | dict) -> list[str]:
     return [f"cosine {label}" for label in buckets.labels]
 
 
-def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatistics | dict]]], kind: str = "buckets",
+def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatistics]]], kind: str = "buckets",
                               title: str = "In-batch negatives by hardness bucket") -> go.Figure:
     """Stacked bars: share of in-batch negatives in each cosine bucket, per batch size.
 
@@ -280,7 +275,6 @@ def bucket_composition_figure(series: Sequence[tuple[str, Sequence[BatchStatisti
     bars: list[tuple[str, dict, dict]] = []
     for label, batches in series:
         for entry in batches or ():
-            entry = as_section(entry, BatchStatistics)
             buckets = getattr(entry, kind)
             if not buckets or not buckets.shares:
                 continue
@@ -336,14 +330,13 @@ def _short(caption_id: str) -> str:
     return caption_id if len(caption_id) <= SHORT_ID else caption_id[:SHORT_ID - 1] + "…"
 
 
-def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = None,
+def batch_heatmap_figure(example: BatchExample, batch_size: int | None = None,
                          title: str = "One real batch: caption-caption cosine") -> go.Figure:
     """Heatmap of one real batch's caption-similarity matrix, largest off-diagonal value annotated.
 
     ``example`` is a ``batches[i].example`` section: ``cosine`` nested lists with ``null``
     on the diagonal, and ``caption_ids`` for the hover text.
     """
-    example = as_section(example, BatchExample)
     matrix = np.array([[np.nan if value is None else value for value in row] for row in example.cosine],
                       dtype=np.float64)
     size = matrix.shape[0]
@@ -376,7 +369,7 @@ def batch_heatmap_figure(example: BatchExample | dict, batch_size: int | None = 
     return figure
 
 
-def gamma_figure(gamma: Gamma | dict, title: str = "Gamma sweep: how HN-CLIP's boost concentrates the softmax") -> go.Figure:
+def gamma_figure(gamma: Gamma, title: str = "Gamma sweep: how HN-CLIP's boost concentrates the softmax") -> go.Figure:
     """The gamma section's grid diagnostics per batch size, the suggestion and its range marked.
 
     Left: the effective number of negatives as a share of B-1 (the quantity the rule
@@ -388,7 +381,6 @@ def gamma_figure(gamma: Gamma | dict, title: str = "Gamma sweep: how HN-CLIP's b
 
     figure = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
         "softmax concentration over in-batch negatives", "logit boost s·γ·G"))
-    gamma = as_section(gamma, Gamma)
     targets: set[float] = set()
     for index, entry in enumerate(gamma.batches or ()):
         grid = entry.grid or ()
@@ -498,14 +490,13 @@ def _or(value, default):
     return default if value is None else value
 
 
-def length_overlay_figure(series: Sequence[tuple[str, Lengths | dict | None]],
+def length_overlay_figure(series: Sequence[tuple[str, Lengths | None]],
                           title: str = "Caption length in tokens, per dataset/encoder") -> go.Figure:
     """Token-count distributions of several profiles as shares per bin, each context limit marked
     (once per distinct limit, naming the profiles it applies to)."""
     figure = go.Figure()
     limits: dict[int, list[tuple[str, str]]] = {}
     for index, (label, lengths) in enumerate(series):
-        lengths = as_section(lengths, Lengths)
         if not lengths or not lengths.histogram:
             continue
         label = plotly_text(label)
@@ -533,13 +524,12 @@ def length_overlay_figure(series: Sequence[tuple[str, Lengths | dict | None]],
     return figure
 
 
-def truncation_figure(truncation: Truncation | dict,
+def truncation_figure(truncation: Truncation,
                       title: str = "What the context length does to the geometry") -> go.Figure:
     """Per maximum token length L (log x): negative and hardest-companion cosine, and
     near-duplicate pairs (all, and those that exist only because captions were cut)."""
     from plotly.subplots import make_subplots
 
-    truncation = as_section(truncation, Truncation)
     entries = truncation.per_length or ()
     lengths = [entry.max_tokens for entry in entries]
     cut = [f"{100 * (entry.share_cut or 0):.1f}% of captions cut" for entry in entries]

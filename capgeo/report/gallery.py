@@ -9,7 +9,7 @@ shared and differing content words; they are rendered by
 :func:`capgeo.report.html.highlight`, which escapes each piece separately.
 
 The section is read typed (``Profile.dupes``: capgeo.geometry.typed_profile's Dupes, its
-pairs DupesPair, its examples DupesExample); a dict is read as one.
+pairs DupesPair, its examples DupesExample); a caller holding JSON reads it first (Dupes.from_dict).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capgeo.display import short_id
-from capgeo.geometry.typed_profile import Dupes, DupesExample, DupesPair, as_section
+from capgeo.geometry.typed_profile import Dupes, DupesExample, DupesPair
 from capgeo.report.html import CaptionIds, caption_html, escape
 
 #: At most this many example queries and top pairs are shown (the JSON holds them all).
@@ -69,7 +69,6 @@ def merged_query_spans(neighbours) -> list[dict]:
     the same way, so spans of one word have the same offsets in every pair."""
     merged: dict[tuple[int, int], dict] = {}
     for rank, neighbour in enumerate(neighbours, start=1):
-        neighbour = as_section(neighbour, DupesPair)
         for span in neighbour.spans_a or ():
             key = (int(span["start"]), int(span["end"]))
             entry = merged.setdefault(key, {"start": key[0], "end": key[1], "kind": "only_a", "with": []})
@@ -156,9 +155,8 @@ def _copies_html(copies: ExactCopies, ids: CaptionIds) -> str:
             f"{caption_html(copies.text, (), ids)}</div>")
 
 
-def gallery_html(dupes: Dupes | dict, ids: CaptionIds | None = None) -> str:
+def gallery_html(dupes: Dupes, ids: CaptionIds | None = None) -> str:
     """HTML body of the gallery section for one dupes section (already escaped)."""
-    dupes = as_section(dupes, Dupes)
     ids = ids or CaptionIds("dupe")
     parts = [LEGEND]
     examples = (dupes.examples or ())[:MAX_EXAMPLES]

@@ -4,16 +4,12 @@ docs/leak.md)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from capgeo.report.gallery import MAX_PAIRS, PAIR_LEGEND, _box, pair_stats
+from capgeo.geometry.typed_profile import Leak
 from capgeo.report.html import CaptionIds, escape
 
-if TYPE_CHECKING:
-    from capgeo.geometry.typed_profile import Leak
 
-
-def leak_html(leak: "Leak", ids: CaptionIds | None = None) -> str:
+def leak_html(leak: Leak, ids: CaptionIds | None = None) -> str:
     """HTML body of the leakage section (already escaped)."""
     ids = ids or CaptionIds("leak")
     parts = [f'<p class="stats">A twin: an exact duplicate or a training caption at cosine &ge; '

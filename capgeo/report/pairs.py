@@ -7,7 +7,7 @@ keyed by image id, inlined as ``data:`` URIs (the page loads nothing from the ne
 from __future__ import annotations
 
 from capgeo.display import short_id
-from capgeo.geometry.typed_profile import Pairs, as_section
+from capgeo.geometry.typed_profile import Pairs
 from capgeo.report.html import CaptionIds, caption_html, escape, table
 
 #: cards shown per list (the JSON holds the listed rows, the exports every row)
@@ -96,9 +96,8 @@ def _rows(pairs: Pairs) -> list[tuple[str, str]]:
     return rows
 
 
-def pairs_html(pairs: Pairs | dict, ids: CaptionIds | None = None) -> str:
+def pairs_html(pairs: Pairs, ids: CaptionIds | None = None) -> str:
     """HTML body of the pairs section (already escaped)."""
-    pairs = as_section(pairs, Pairs)
     ids = ids or CaptionIds("pair")
     parts = [f"<style>{CSS}</style>", table([(label, escape(value)) for label, value in _rows(pairs)])]
     mismatched = pairs.mismatched or {}

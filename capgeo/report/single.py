@@ -3,8 +3,9 @@
 Every section is optional: a profile without ``gamma`` simply has no gamma
 figure, and the page's "Left out or changed" list says why (``notes``).
 
-The page reads the typed profile (capgeo.geometry.typed_profile) by attribute; the map and
-leak sections go to their own writers (capgeo.map, report/leak.py) as the JSON they hold.
+The page reads the typed profile (capgeo.geometry.typed_profile) by attribute. The optional sections
+(truncation, gamma, the gallery, the map, leak, pairs) are drawn from the section registry
+(capgeo.sections), each by its own HTML renderer, in the registry's order.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ import json
 from datetime import datetime, timezone
 
 from capgeo import __version__
-from capgeo.geometry.typed_profile import (BatchStatistics, Dataset, Encoder, Gamma, Profile, Provenance, Truncation,
-                                           as_profile)
+from capgeo.geometry.typed_profile import BatchStatistics, Dataset, Encoder, Gamma, Profile, Provenance, Truncation
 from capgeo.display import short_id
 from capgeo.map import MAP_FIGURE_ID
 from capgeo.report import figures
 from capgeo.report.alerts import alerts_for
-from capgeo.report.gallery import gallery_html
 from capgeo.report.html import Page, Section, escape, figure_div, notes_section, plotly_javascript, table
 from capgeo.report.summary import dataset_label, encoder_label, headline_rows, shown_field, summary_rows
+from capgeo.sections import SECTIONS, missing_notes, resolve
 
 #: Element ids of the figures, in page order (tests check each is present).
 FIGURE_IDS = ("fig-cosines", "fig-buckets", "fig-batch", "fig-lengths", "fig-gamma")
@@ -180,19 +180,48 @@ def figure_sections(profile: Profile) -> list[Section]:
         sections.append(Section("lengths", "Caption length", figure_div(figures.caption_length_figure(lengths), "fig-lengths"),
                                 "Untruncated token counts with the encoder's own tokenizer; bars right of the dashed "
                                 "line are cut when embedded."))
-    truncation = profile.truncation
-    if truncation and truncation.per_length:
-        sections.append(Section("truncation", "Context length", figure_div(figures.truncation_figure(truncation),
-                                TRUNCATION_FIGURE_ID) + truncation_pairs_html(truncation),
-                                "The same captions embedded at several maximum token lengths: how the geometry "
-                                "changes when the encoder sees less of each caption."))
-    gamma = profile.gamma
-    if gamma and gamma.batches:
-        body = figure_div(figures.gamma_figure(gamma), "fig-gamma")
-        if gamma.sweep:
-            body = figure_div(figures.gamma_sweep_figure(gamma.sweep), GAMMA_SWEEP_FIGURE_ID) + body
-        sections.append(Section("gamma", "Gamma diagnostics", body, gamma_caption(gamma)))
     return sections
+
+
+def optional_sections(profile: Profile) -> tuple[list[Section], list[str]]:
+    """The page's parts for the optional sections the profile holds (capgeo.sections, in its order),
+    and the scripts they need."""
+    parts, scripts = [], []
+    for entry in SECTIONS:
+        section = getattr(profile, entry.name)
+        body = entry.page_html(section)
+        if body is None:
+            continue
+        parts.append(Section(entry.element_id, entry.title, body, entry.lede_for(section)))
+        if entry.script:
+            scripts.append(resolve(entry.script))
+    return parts, scripts
+
+
+def truncation_html(truncation: Truncation) -> str | None:
+    """The context-length section: the geometry per length, and pairs that are near-duplicates only when cut."""
+    if not truncation.per_length:
+        return None
+    return figure_div(figures.truncation_figure(truncation), TRUNCATION_FIGURE_ID) + truncation_pairs_html(truncation)
+
+
+def gamma_html(gamma: Gamma) -> str | None:
+    """The gamma diagnostics' figures: the measured sweep first, where one ran, then the rule per batch size."""
+    if not gamma.batches:
+        return None
+    body = figure_div(figures.gamma_figure(gamma), "fig-gamma")
+    if gamma.sweep:
+        body = figure_div(figures.gamma_sweep_figure(gamma.sweep), GAMMA_SWEEP_FIGURE_ID) + body
+    return body
+
+
+def map_lede(caption_map) -> str:
+    """The caption map's lede, which names how many captions `capgeo map` maps."""
+    from capgeo.map import DEFAULT_MAX_POINTS
+
+    return ("A 2-D projection of the caption embeddings (as `capgeo map` draws it, which maps up to "
+            f"{DEFAULT_MAX_POINTS:,} captions): nearby points are captions the encoder places close together. "
+            "Hover a point for its caption; drag to zoom.")
 
 
 def gamma_caption(gamma: Gamma) -> str:
@@ -267,14 +296,13 @@ def provenance_rows(profile: Profile, command: str | None, created: str) -> list
     return rows
 
 
-def render_report(profile: Profile | dict, *, command: str | None = None, notes: list[str] | None = None,
+def render_report(profile: Profile, *, command: str | None = None, notes: list[str] | None = None,
                   created: str | None = None) -> str:
     """The whole report for one profile as an HTML string. Past REPORT_PAGE_BYTES, the caption map's
     hover thumbnails give way, the least telling first (capgeo.map.fewer_thumbnails), and the page
     is drawn again."""
     from capgeo.defaults import REPORT_PAGE_BYTES
 
-    profile = as_profile(profile)
     created = created or now_utc()
     page = _report_page(profile, command=command, notes=notes, created=created)
     over = len(page.encode("utf-8")) - REPORT_PAGE_BYTES
@@ -304,37 +332,10 @@ def _report_page(profile: Profile, *, command: str | None, notes: list[str] | No
     page.sections.append(Section("summary", "Summary", f'<div class="summary-columns">{table(rows[:half])}'
                                                        f'{table(rows[half:])}</div>'))
     page.sections += figure_sections(profile)
-    if profile.dupes:
-        page.sections.append(Section("gallery", "Near-duplicate gallery", gallery_html(profile.dupes),
-                                     "Captions of different images that the encoder places closest together."))
-    if profile.map:
-        from capgeo.map import DEFAULT_MAX_POINTS, SEARCH_SCRIPT, map_body
-
-        page.sections.append(Section("map", "Caption map", map_body(profile.map),
-                                     "A 2-D projection of the caption embeddings (as `capgeo map` draws it, which "
-                                     f"maps up to {DEFAULT_MAX_POINTS:,} captions): nearby points are captions the "
-                                     "encoder places close together. Hover a point for its caption; drag to zoom."))
-        page.scripts.append(SEARCH_SCRIPT)
-    if profile.leak:
-        from capgeo.report.leak import leak_html
-
-        page.sections.append(Section("leak", "Train/eval leakage", leak_html(profile.leak),
-                                     "Evaluation captions with a twin in this (training) dataset."))
-    if profile.pairs:
-        from capgeo.report.pairs import pairs_html
-
-        page.sections.append(Section("pairs", "Image-caption pairs", pairs_html(profile.pairs),
-                                     "The image side (docs/pairs.md): how well each image and its captions align "
-                                     "before training, captions of other images that score as high as an image's "
-                                     "own (false negatives in a batch), saturation at the training batch, and image "
-                                     "twins under different ids."))
-    missing = list(notes or [])
-    if not profile.dupes and not any("gallery" in note for note in missing):
-        missing.append("Near-duplicate gallery: the profile has no dupes section.")
-    if not profile.map and not any(note.startswith("Caption map") for note in missing):
-        missing.append("Caption map: the profile has no map section (`capgeo report DATA` adds one).")
-    if not profile.gamma and not any("amma" in note for note in missing):
-        missing.append("Gamma diagnostics: the profile has no gamma section.")
+    optional, scripts = optional_sections(profile)
+    page.sections += optional
+    page.scripts += scripts
+    missing = missing_notes(profile, notes)
     if profile.batches and not figures.hardest_in_batch_entries(profile.batches):
         missing.append("Hardest negative in a batch: the profile was saved before capgeo recorded the hardest "
                        "in-batch negative's histogram; profile the dataset again to draw it.")

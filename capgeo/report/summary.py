@@ -11,7 +11,7 @@ from pathlib import PurePath
 from typing import Sequence
 
 from capgeo.display import counted
-from capgeo.geometry.typed_profile import Gamma, Profile, as_profile
+from capgeo.geometry.typed_profile import Gamma, Profile
 
 MISSING = "not computed"
 
@@ -36,15 +36,15 @@ def _counted(value, noun: str) -> str:
     return MISSING if value is None else counted(int(value), noun)
 
 
-def dataset_label(profile: Profile | dict) -> str:
+def dataset_label(profile: Profile) -> str:
     """Short name of a profile's dataset: the source file's name."""
-    dataset = as_profile(profile).dataset
+    dataset = profile.dataset
     source = (dataset.source if dataset else None) or "dataset"
     return PurePath(str(source)).name or str(source)
 
 
-def encoder_label(profile: Profile | dict) -> str:
-    encoder = as_profile(profile).encoder
+def encoder_label(profile: Profile) -> str:
+    encoder = profile.encoder
     return str((encoder.spec or encoder.name if encoder else None) or "encoder")
 
 
@@ -58,8 +58,7 @@ def gamma_suggestion(gamma: Gamma | None) -> tuple[float | None, tuple | None]:
     return gamma.suggested_gamma, low_high
 
 
-def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
-    profile = as_profile(profile)
+def summary_rows(profile: Profile) -> list[tuple[str, str]]:
     dataset, encoder = profile.dataset, profile.encoder
     # precomputed vectors have no tokenizer, so no token counts
     lengths = profile.lengths if profile.lengths and profile.lengths.known is not False else None
@@ -136,12 +135,10 @@ def summary_rows(profile: Profile | dict) -> list[tuple[str, str]]:
     return rows
 
 
-def headline_gamma_text(gamma: Gamma | dict | None) -> str | None:
+def headline_gamma_text(gamma: Gamma | None) -> str | None:
     """The headline gamma as every first screen gives it: "0.13 (range 0.06-0.19) at B=128", with
     which end of the range the clip interval cuts, or why the gamma itself is at its end. None
     without a suggestion."""
-    if isinstance(gamma, dict):
-        gamma = Gamma.from_dict(gamma)
     value, low_high = gamma_suggestion(gamma)
     if gamma is not None and gamma.sweep:
         # a sweep ran: the measured gamma is the headline, the rule's estimate beside it
@@ -166,9 +163,9 @@ def headline_gamma_text(gamma: Gamma | dict | None) -> str | None:
     return text
 
 
-def encoder_geometry(profile: Profile | dict) -> str:
+def encoder_geometry(profile: Profile) -> str:
     """Whose geometry a cautioned gamma is for, in a few words."""
-    encoder = as_profile(profile).encoder
+    encoder = profile.encoder
     if encoder and encoder.kind == "sentence-transformers":
         return f"{shown(encoder.name)}'s geometry"
     return "the geometry of vectors of unknown origin"
@@ -191,7 +188,7 @@ HEADLINE_ROWS = ("Captions / groups (images)", "Mean pairwise cosine (different 
                  "Mean hardest-companion cosine", "In-batch negatives", "Near-duplicate pairs", "Suggested gamma")
 
 
-def headline_rows(profiles: Sequence[Profile | dict]) -> list[tuple[str, list[str]]]:
+def headline_rows(profiles: Sequence[Profile]) -> list[tuple[str, list[str]]]:
     """(label, one value per profile) for :data:`HEADLINE_ROWS`: each profile's first row of each
     kind (its headline batch size); where profiles name that row differently (B=128 beside B=60),
     the row takes the kind's name and each value starts with what its label adds ("B=60: ...")."""

@@ -14,6 +14,7 @@ that is consumed once, so a retry never counts a tile twice.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 
@@ -29,13 +30,10 @@ MERGE_FAN_IN = 8
 WAIT_SECONDS = 0.2
 
 
-def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: int | None, bins: int,
-                      device=None, progress: bool | None = None, histograms: bool = True,
-                      threshold: float | None = None, precision: str = "fp32",
-                      bookkeeping_threads: int | None = 1, count_at_or_above: float | None = None,
-                      exclude_codes=None, max_pairs: int | None = None):
-    """:func:`capgeo.geometry.pairwise.scan_pairs`, with the tiles run as Ray tasks of ``session``
-    (a :class:`capgeo.scale.session.RaySession`, which installs this function as the engine's runner)."""
+def scan_pairs_on_ray(session, vectors, group_codes, options, *, exclude_codes=None):
+    """:func:`capgeo.geometry.pairwise.scan_pairs` with ``options`` (a ScanOptions), the tiles run as
+    Ray tasks of ``session`` (a :class:`capgeo.scale.session.RaySession`, which installs this function
+    as the engine's runner)."""
     from capgeo.geometry.pairwise import finish_scan, make_grid, prepare_inputs
 
     import ray  # a session exists, so Ray is installed (capgeo.scale.session.import_ray checked it)
@@ -43,9 +41,11 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
     started = time.perf_counter()
     # checked and normalised once, on the driver; every task reads the same unit vectors
     matrix, groups, _ = prepare_inputs(vectors, group_codes, "cpu")  # numpy arrays
+    device = options.device
     use_gpus = session.uses_gpus(device)
     worker_device = str(device) if device is not None else ("cuda" if use_gpus else "cpu")
     resources = {"num_gpus": 1} if use_gpus else {"num_cpus": 1}
+    block_size, top_k = options.block_size, options.top_k
     if block_size is None:
         block_size = ray.get(ray.remote(_block_size_on_worker).options(**resources).remote(
             matrix.shape[0], worker_device, top_k))
@@ -53,9 +53,8 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
     matrix_ref, groups_ref = ray.put(matrix), ray.put(groups)
     # tf32 / bf16: every task prepares the reduced-precision vectors again (the tile API takes
     # the whole matrix), a cost per task that fp32 does not have
-    options = dict(top_k=top_k, bins=bins, histograms=histograms, threshold=threshold, precision=precision,
-                   bookkeeping_threads=bookkeeping_threads, count_at_or_above=count_at_or_above,
-                   exclude_codes=exclude_codes, max_pairs=max_pairs)
+    # (the tiles run where their inputs are: no task reads the driver's device)
+    tile_options = dataclasses.replace(options, progress=False, device=None)
     # SPREAD: tiles go round the nodes, not first to fill the driver's node (Ray's default)
     tile_task = ray.remote(_tile_task).options(num_returns=2, max_retries=RETRIES, scheduling_strategy="SPREAD",
                                                **resources)
@@ -66,11 +65,12 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
     pending: dict = {}  # object ref -> is it a tile's partial (else a merge's)
     node_refs = []
     for tile in tiles:
-        partial_ref, node_ref = tile_task.remote(matrix_ref, groups_ref, grid, tile, worker_device, options, pass_id)
+        partial_ref, node_ref = tile_task.remote(matrix_ref, groups_ref, grid, tile, worker_device, tile_options,
+                                                 exclude_codes, pass_id)
         pending[partial_ref] = True
         node_refs.append(node_ref)
     ready: list = []
-    with progress_bar("pairwise cosines on Ray", len(tiles), enabled=progress) as bar:
+    with progress_bar("pairwise cosines on Ray", len(tiles), enabled=options.progress) as bar:
         while pending or len(ready) > 1:
             if pending:
                 # everything finished within a short wait, in one call: with tens of thousands of tiles,
@@ -85,6 +85,7 @@ def scan_pairs_on_ray(session, vectors, group_codes, *, top_k: int, block_size: 
                 batch, ready = ready[:MERGE_FAN_IN], ready[MERGE_FAN_IN:]
                 pending[merge_task.remote(*batch)] = False
     partial = ray.get(ready[0])
+    max_pairs, threshold = options.max_pairs, options.threshold
     if max_pairs is not None and threshold is not None and partial.pair_rows.size > max_pairs:
         from capgeo.geometry.partials import TooManyPairs
 
@@ -108,15 +109,15 @@ def _block_size_on_worker(n: int, device: str, top_k: int) -> int:
     return make_grid(n, None, torch.device(device), top_k=top_k).block_size
 
 
-def _tile_task(matrix: np.ndarray, groups: np.ndarray, grid, tile: tuple[int, int], device: str, options: dict,
-               pass_id: str):
+def _tile_task(matrix: np.ndarray, groups: np.ndarray, grid, tile: tuple[int, int], device: str, options,
+               exclude_codes, pass_id: str):
     """One tile of the pass on this worker's device: (its PairPartial, this node's id)."""
     import ray
 
     from capgeo.geometry.pairwise import tile_partial
 
     on_device, groups_on_device = _inputs_on_device(matrix, groups, device, pass_id)
-    partial = tile_partial(on_device, groups_on_device, grid, [tile], progress=False, **options)
+    partial = tile_partial(on_device, groups_on_device, grid, [tile], options, exclude_codes=exclude_codes)
     return partial, ray.get_runtime_context().get_node_id()
 
 
