@@ -32,74 +32,84 @@ __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True)
-class NearDuplicates:
-    """The most similar caption pairs of different images (`capgeo dupes`, docs/dupes.md)."""
+def __getattr__(name: str):
+    # NearDuplicates, the result of near_duplicates, is the `capgeo dupes` result itself
+    # (capgeo.findings.duplicates.NearDuplicatePairs), imported on first use: numpy stays unloaded
+    if name == "NearDuplicates":
+        from capgeo.findings.duplicates import NearDuplicatePairs
 
-    n_captions: int
-    n_groups: int
-    threshold: float | None            # the floor asked for (None: none)
-    top: int | None                    # pairs asked for (None: every pair at or above the floor)
-    pairs: tuple[dict, ...]            # pair rows, most similar first (fields in docs/dupes.md)
-    near_duplicate_threshold: float    # the cosine at which two captions are near-duplicates
-    n_near_duplicate_pairs: int | None  # all such pairs in the dataset (None: more than 1,000,000)
-    n_exact_duplicate_pairs: int | None  # of those, exact copies
-    n_exact_skipped: int | None        # exact copies left out (skip_exact), else None
-    encoder: dict | None
-    warnings: tuple[str, ...]
-    _json: dict = field(repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, section: dict) -> "NearDuplicates":
-        near = section["near_duplicates"]
-        return cls(section["n_captions"], section["n_groups"], section["threshold"], section["limit"],
-                   tuple(section["pairs"]), near["threshold"], near["n_pairs"], near["n_exact_duplicate_pairs"],
-                   section.get("n_exact_skipped"), section.get("encoder"), tuple(section["warnings"]),
-                   copy.deepcopy(section))
-
-    def to_dict(self) -> dict:
-        """The `capgeo dupes --json` object (``capgeo.dupes/1``)."""
-        return copy.deepcopy(self._json)
-
-    def to_polars(self):
-        """One row per pair, the columns of `capgeo dupes -o pairs.parquet`."""
-        from capgeo.findings.duplicates import PAIR_COLUMNS
-
-        return _frame(self.pairs, PAIR_COLUMNS)
+        return NearDuplicatePairs
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
 class GammaSuggestion:
     """A starting HN-CLIP gamma with its plausible range (`capgeo gamma`, docs/gamma.md): the measured
-    one where a sweep ran (``sweep=True``), else the rule's instant estimate."""
+    one where a sweep ran (``sweep=True``), else the rule's instant estimate. A view of the typed
+    ``capgeo.profile/1`` Profile the gamma command makes (``profile``), its one source."""
 
-    gamma: float                       # the headline: the measured gamma where a sweep ran, else the rule's
-    range: tuple[float, float]         # the measured plateau where a sweep ran, else the rule's range
-    batch_size: int                    # the headline batch size it is for
-    logit_scale: float
-    logit_scale_source: str
-    margin_matched_gamma: float | None  # a diagnostic (docs/gamma.md), not a second suggestion
-    encoder_caution: str | None        # set when the encoder is not a tower training fine-tunes
-    batches: tuple[dict, ...]          # per batch size: suggestion, margins, why, grid (docs/gamma.md)
-    rule_gamma: float                  # the rule's instant estimate (concentration view)
-    measured_gamma: float | None       # the best gamma of the proxy fine-tune sweep; None: none ran
-    sweep: dict | None                 # the measured curve (the gamma section's ``sweep``), or None
-    _json: dict = field(repr=False, compare=False)
+    profile: Any = field(repr=False)   # capgeo.geometry.typed_profile.Profile with its gamma section
 
-    @classmethod
-    def from_dict(cls, profile: dict) -> "GammaSuggestion":
-        section = profile["gamma"]
-        rule = section["suggested_gamma"]
-        low, high = section["suggested_range"]
-        sweep = copy.deepcopy(section.get("sweep"))
+    def __repr__(self) -> str:
+        return (f"GammaSuggestion(gamma={self.gamma!r}, range={self.range!r}, batch_size={self.batch_size!r}, "
+                f"measured_gamma={self.measured_gamma!r})")
+
+    @property
+    def gamma(self) -> float:
+        """The headline: the measured gamma where a sweep ran, else the rule's."""
+        return self.profile.gamma.headline_gamma
+
+    @property
+    def range(self) -> tuple[float, float]:
+        """The measured plateau where a sweep ran, else the rule's range."""
+        sweep = self.profile.gamma.sweep
         if sweep:
-            gamma, (low, high) = sweep["measured_gamma"], (min(sweep["plateau"]), max(sweep["plateau"]))
-        else:
-            gamma = rule
-        return cls(gamma, (low, high), section["headline_batch_size"], section["logit_scale"],
-                   section["logit_scale_source"], section["margin_matched_gamma"], section["encoder_caution"],
-                   tuple(section["batches"]), rule, sweep["measured_gamma"] if sweep else None, sweep,
-                   copy.deepcopy(profile))
+            return min(sweep["plateau"]), max(sweep["plateau"])
+        low, high = self.profile.gamma.suggested_range
+        return low, high
+
+    @property
+    def batch_size(self) -> int:
+        """The headline batch size it is for."""
+        return self.profile.gamma.headline_batch_size
+
+    @property
+    def logit_scale(self) -> float:
+        return self.profile.gamma.logit_scale
+
+    @property
+    def logit_scale_source(self) -> str:
+        return self.profile.gamma.logit_scale_source
+
+    @property
+    def margin_matched_gamma(self) -> float | None:
+        """A diagnostic (docs/gamma.md), not a second suggestion."""
+        return self.profile.gamma.margin_matched_gamma
+
+    @property
+    def encoder_caution(self) -> str | None:
+        """Set when the encoder is not a tower training fine-tunes."""
+        return self.profile.gamma.encoder_caution
+
+    @property
+    def batches(self) -> tuple[dict, ...]:
+        """Per batch size: suggestion, margins, why, grid (docs/gamma.md), as JSON objects."""
+        return tuple(entry.to_dict() for entry in self.profile.gamma.batches)
+
+    @property
+    def rule_gamma(self) -> float:
+        """The rule's instant estimate (concentration view)."""
+        return self.profile.gamma.suggested_gamma
+
+    @property
+    def measured_gamma(self) -> float | None:
+        """The best gamma of the proxy fine-tune sweep; None: none ran."""
+        return self.profile.gamma.measured_gamma
+
+    @property
+    def sweep(self) -> dict | None:
+        """The measured curve (the gamma section's ``sweep``) as a JSON object, or None."""
+        return self.profile.gamma.to_dict().get("sweep") if self.profile.gamma.sweep else None
 
     @property
     def headline(self) -> str:
@@ -108,11 +118,11 @@ class GammaSuggestion:
         from capgeo.geometry.typed_profile import Gamma
         from capgeo.report.summary import headline_gamma_text
 
-        return headline_gamma_text(Gamma.from_dict(self._json["gamma"]))
+        return headline_gamma_text(self.profile.gamma)
 
     def to_dict(self) -> dict:
         """The `capgeo gamma --json` object (a ``capgeo.profile/1`` with its gamma section)."""
-        return copy.deepcopy(self._json)
+        return self.profile.to_dict()
 
     def to_polars(self):
         """The diagnostics table: one row per (batch size, gamma of the grid)."""
@@ -274,7 +284,7 @@ def profile(data, encoder=None, batch_size: int | Sequence[int] | None = None, *
 @checked_arguments(_load_options)
 def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None, top: int | None = DUPES_TOP,
                     skip_exact: bool = False, device: str | None = None, cache_dir: str | os.PathLike | None = None,
-                    **load_options) -> NearDuplicates:
+                    **load_options) -> "NearDuplicates":
     """The ``top`` most similar caption pairs of different images at or above ``threshold``
     (None: no floor), most similar first, exactly as `capgeo dupes` lists them; ``top`` 0 or
     None lists every such pair. ``skip_exact`` leaves exact copies out.
@@ -290,8 +300,8 @@ def near_duplicates(data, *, encoder: Any = None, threshold: float | None = None
     else:
         encode, embeddings = EncodeOptions(device=device), _embeddings(captions, encoder, device=device,
                                                                        cache_dir=cache_dir)
-    return NearDuplicates.from_dict(dupes_dataset(captions, "pairs", encode, embeddings=embeddings,
-                                                  threshold=threshold, top=top, skip_exact=skip_exact))
+    return dupes_dataset(captions, "pairs", encode, embeddings=embeddings, threshold=threshold, top=top,
+                         skip_exact=skip_exact)
 
 
 @checked_arguments(_load_options)
@@ -357,7 +367,7 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
     """
     from capgeo.findings.gamma import gamma_profile
     from capgeo.geometry.batch_size import check_gamma_batch_size, resolve_batch_sizes
-    from capgeo.pipeline import checked_dataset, checked_sweep, loaded_captions, measured_sweep
+    from capgeo.pipeline import checked_dataset, checked_sweep, loaded_captions, with_sweep
 
     captions, _ = checked_dataset(loaded_captions(data, load_options), cache=False)
     sweep = checked_sweep(sweep)
@@ -366,12 +376,11 @@ def suggest_gamma(data, *, encoder: Any = None, batch_size: int | Sequence[int] 
         check_gamma_batch_size(size, captions.n_groups)
     embeddings = _embeddings(captions, encoder, device=device, cache_dir=cache_dir)
     grid_option = {} if grid is None else {"grid": grid}
-    result = gamma_profile(captions, embeddings, logit_scale=logit_scale, batch_sizes=resolved.sizes, seed=seed,
-                           **grid_option)
+    profile = gamma_profile(captions, embeddings, logit_scale=logit_scale, batch_sizes=resolved.sizes, seed=seed,
+                            **grid_option)
     if sweep is not None:
-        result["gamma"]["sweep"] = measured_sweep(result["gamma"], captions, embeddings, sweep, device=device,
-                                                  progress=progress)
-    return GammaSuggestion.from_dict(result)
+        profile = with_sweep(profile, captions, embeddings, sweep, device=device, progress=progress)
+    return GammaSuggestion(profile)
 
 
 @checked_arguments(_load_options)

@@ -451,7 +451,6 @@ def run_plan(plan: ProfilePlan, *, progress: bool | None = None, command: str | 
 def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
     """:func:`run_plan` with :class:`GammaPasses`."""
     from capgeo.findings.gamma import DEFAULT_GRID, gamma_profile
-    from capgeo.geometry.typed_profile import Profile
 
     captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
     with _on_ray(encode.ray_address):
@@ -461,7 +460,6 @@ def _gamma_run(plan: ProfilePlan, *, progress: bool | None, command: str | None)
         command=command, logit_scale=passes.logit_scale, batch_sizes=plan.batch_sizes.sizes,
         grid=passes.grid or DEFAULT_GRID, n_batches=options.n_batches, seed=options.seed, progress=progress,
         **({} if passes.hard_edge is None else {"hard_edge": passes.hard_edge}))
-    profile = Profile.from_dict(profile)
     if plan.sweep is not None:
         profile = with_sweep(profile, captions, embeddings, plan.sweep, image_vectors=plan.image_vectors,
                              device=encode.device, progress=progress)
@@ -480,40 +478,39 @@ def with_sweep(profile: Profile, captions, embeddings, sweep, *, image_vectors=N
         return profile
     return replace(profile, gamma=gamma.with_sweep(
         measured_sweep(gamma, captions, embeddings, sweep, image_vectors=image_vectors, device=device,
-                       progress=progress)))
+                       progress=progress).to_dict()))
 
 
 def measured_sweep(gamma, captions, embeddings, sweep, *, image_vectors=None, device: str | None = None,
-                   progress: bool | None = None) -> dict:
-    """The proxy fine-tune sweep (GammaSweep.to_dict) set beside the rule's gamma section ``gamma`` (a
-    Gamma or its dict): at its headline batch size and logit scale, its suggestion among the gammas.
-    ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
-    from capgeo.findings.gamma_sweep import gamma_sweep
+                   progress: bool | None = None) -> "GammaSweep":
+    """The proxy fine-tune sweep (a capgeo.findings.gamma_sweep.GammaSweep) set beside the rule's gamma
+    section ``gamma`` (a Gamma or its dict): at its headline batch size and logit scale, its suggestion
+    among the gammas. ``sweep``: SweepOptions as :func:`checked_sweep` returns them."""
+    from capgeo.findings.gamma_sweep import RuleSetting, gamma_sweep
     from capgeo.geometry.typed_profile import Gamma
 
     gamma = Gamma.from_dict(gamma) if isinstance(gamma, dict) else gamma
     return gamma_sweep(getattr(embeddings, "vectors", embeddings), captions.group_codes, image_vectors=image_vectors,
-                       options=sweep, rule_gamma=gamma.suggested_gamma,
-                       logit_scale=gamma.logit_scale, default_batch_size=gamma.headline_batch_size, device=device,
-                       progress=progress).to_dict()
+                       options=sweep, setting=RuleSetting(gamma.suggested_gamma, gamma.logit_scale,
+                                                          gamma.headline_batch_size),
+                       device=device, progress=progress)
 
 
 def _truncation_run(plan: ProfilePlan, *, progress: bool | None, command: str | None) -> ProfileRun:
     """:func:`run_plan` with :class:`TruncationPasses`; the run's embeddings are those at each
     length (a dict), the last the reference."""
-    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, truncation_run
-    from capgeo.geometry.typed_profile import Profile
+    from capgeo.findings.truncation import DEFAULT_LISTED_PAIRS, LengthEncoding, TruncationOptions, truncation_run
 
     captions, encode, options, passes = plan.captions, plan.encode, plan.options, plan.passes
-    section_options = dict(batch_size=plan.batch_sizes.headline, n_batches=options.n_batches, edges=options.buckets,
-                           threshold=passes.threshold, seed=options.seed, top_k=options.top_k,
-                           block_size=options.block_size,
-                           max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed)
+    section_options = TruncationOptions(
+        batch_size=plan.batch_sizes.headline, n_batches=options.n_batches, seed=options.seed,
+        threshold=passes.threshold, edges=options.buckets, top_k=options.top_k, block_size=options.block_size,
+        max_listed=DEFAULT_LISTED_PAIRS if passes.max_listed is None else passes.max_listed, device=encode.device)
     with _on_ray(encode.ray_address):
         embeddings, profile = truncation_run(
-            captions, encode.encoder, lengths=passes.lengths, device=encode.device, cache_dir=encode.cache_dir,
-            use_cache=encode.use_cache, progress=progress, command=command, checked=True, **section_options)
-    return ProfileRun(captions, embeddings, Profile.from_dict(profile), plan.batch_sizes)
+            captions, encode.encoder, LengthEncoding(passes.lengths, encode.cache_dir, encode.use_cache),
+            section_options, progress=progress, command=command, checked=True)
+    return ProfileRun(captions, embeddings, profile, plan.batch_sizes)
 
 
 def profile_dataset(captions, encoder=None, options=None, *, device: str | None = None,
@@ -584,7 +581,7 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
     seed, and why it, or the gamma of some extra batch sizes, was left out (None when nothing was)."""
     from capgeo.findings.gamma import gamma_section
     from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, MIN_GAMMA_BATCH_SIZE, gamma_batch_size_problem
-    from capgeo.geometry.typed_profile import Gamma, Options
+    from capgeo.geometry.typed_profile import Options
 
     options = profile.options or Options()
     sizes = [entry.batch_size for entry in profile.batches or ()]
@@ -597,17 +594,17 @@ def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | N
         # never headline an extra batch size: without the headline there is no gamma to show
         return profile, (f"Gamma diagnostics: left out, {gamma_batch_size_problem(sizes[0], captions.n_groups)} "
                          "(capgeo docs gamma).")
-    section = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
-                            batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
-                            n_batches=DEFAULT_N_BATCHES if options.n_batches is None else options.n_batches,
-                            seed=0 if options.seed is None else options.seed, progress=progress)
+    gamma = gamma_section(embeddings, captions.group_codes, logit_scale=logit_scale,
+                          batch_sizes=[size for size in sizes if size >= MIN_GAMMA_BATCH_SIZE],
+                          n_batches=DEFAULT_N_BATCHES if options.n_batches is None else options.n_batches,
+                          seed=0 if options.seed is None else options.seed, progress=progress)
     too_small = [size for size in sizes[1:] if size < MIN_GAMMA_BATCH_SIZE]
     note = None
     if too_small:  # extra batch sizes the rule cannot answer: their in-batch rows stay, their gamma is left out
-        section["batch_sizes_left_out"] = too_small
+        gamma = replace(gamma, batch_sizes_left_out=tuple(too_small))
         note = (f"Gamma diagnostics: no gamma at B = {', '.join(map(str, too_small))}, "
                 f"{gamma_batch_size_problem(too_small[0], captions.n_groups)} (capgeo docs gamma).")
-    return replace(profile, gamma=Gamma.from_dict(section)), note
+    return replace(profile, gamma=gamma), note
 
 
 def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOptions | None = None, *,
@@ -617,7 +614,7 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
     (n_groups, d) array in group-code order, wrapped by capgeo.findings.pairs.image_vectors_from_array),
     at the profile's headline batch size, batch count, seed and suggested gamma."""
     from capgeo.findings.pairs import image_vectors_from_array, pairs_section
-    from capgeo.geometry.typed_profile import Options, Pairs
+    from capgeo.geometry.typed_profile import Options
     from capgeo.images import ImageVectors
 
     pairs = pairs or PairOptions()
@@ -634,7 +631,7 @@ def with_pairs(profile: Profile, captions, embeddings, images, pairs: PairOption
                             gamma=profile.gamma.headline_gamma if profile.gamma else None,
                             false_negatives_output=None if pairs.false_negatives is None else str(pairs.false_negatives),
                             progress=progress, **extra)
-    return replace(profile, pairs=Pairs.from_dict(section))
+    return replace(profile, pairs=section)
 
 
 #: the loader's advice to use a column option -> what a set read by detection can do instead
@@ -867,10 +864,10 @@ DUPES_KINDS = ("pairs", "examples", "sets")
 
 
 def dupes_dataset(captions, kind: str = "pairs", encode: EncodeOptions | None = None, *, embeddings=None,
-                  top_k: int = TOP_K, progress: bool | None = None, **section_options) -> dict:
+                  top_k: int = TOP_K, progress: bool | None = None, **section_options):
     """`capgeo dupes` (``kind`` "pairs"), `dupes-examples` ("examples") or `dupes-sets` ("sets") in
     one call: check (:func:`checked_dataset`), embed under ``encode`` (unless ``embeddings`` are
-    given) and return the ``capgeo.dupes/1`` section that capgeo.findings.duplicates'
+    given) and return the typed ``capgeo.dupes/1`` result that capgeo.findings.duplicates'
     ``pairs_section``, ``examples_section`` or ``sets_section`` makes with ``section_options``
     (docs/dupes.md); ``top_k``: companions kept per caption by the scan."""
     from capgeo.errors import CapgeoError
@@ -891,12 +888,12 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
                       k: int = NEGATIVES_K, min_cosine: float = NEGATIVES_MIN_COSINE,
                       max_cosine: float = NEGATIVES_MAX_COSINE, per_image: int | None = NEGATIVES_PER_IMAGE,
                       margin: float | None = None, block_size: int = FIXED_BLOCK_SIZE,
-                      progress: bool | None = None, force: bool = False) -> dict:
+                      progress: bool | None = None, force: bool = False):
     """`capgeo negatives` in one call (docs/negatives.md): check the options and the dataset
     (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), write
-    each caption's ``k`` hardest negatives to ``output`` (.jsonl or .parquet) and return the summary
+    each caption's ``k`` hardest negatives to ``output`` (.jsonl or .parquet) and return the typed summary
     (capgeo.findings.negatives.export_negatives; ``force``: replace a file capgeo did not write)."""
-    from capgeo.findings.negatives import check_range, check_rules, export_negatives
+    from capgeo.findings.negatives import NegativeOptions, check_range, check_rules, export_negatives
     from capgeo.paths import check_outputs
 
     check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)  # before encoding
@@ -906,9 +903,9 @@ def negatives_dataset(captions, output: str | Path, encode: EncodeOptions | None
     with _on_ray(encode.ray_address):
         if embeddings is None:
             embeddings = encode.embed(captions, progress=progress)
-        return export_negatives(captions, embeddings, str(output), k=k, min_cosine=min_cosine,
-                                max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size,
-                                device=encode.device, force=force)
+        return export_negatives(captions, embeddings, str(output),
+                                rules=NegativeOptions(k, min_cosine, max_cosine, per_image, margin),
+                                block_size=block_size, device=encode.device, force=force)
 
 
 def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None, batch_size: int,

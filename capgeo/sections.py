@@ -118,7 +118,7 @@ SECTIONS: tuple[SectionEntry, ...] = (
              "saturation at the training batch, and image twins under different ids.",
         compute="capgeo.findings.pairs:pairs_section",
         html="capgeo.report.pairs:pairs_html",
-        terminal="capgeo.cli.pairs:print_pairs"),
+        terminal="capgeo.terminal.pairs:print_pairs"),
 )
 
 

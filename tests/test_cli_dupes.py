@@ -238,7 +238,7 @@ def test_json_section(small_dataset, tmp_path):
 
 
 def test_highlighted_text_styles_exactly_the_spans():
-    from capgeo.cli.dupes import DIFFERING_STYLE, SHARED_STYLE, highlighted
+    from capgeo.terminal.dupes import DIFFERING_STYLE, SHARED_STYLE, highlighted
     from capgeo.findings.highlight import highlight_pair
 
     text_a, text_b = "Deux cafés près du lac, 日本語 dogs", "Un café près des dogs"

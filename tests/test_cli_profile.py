@@ -135,7 +135,7 @@ def test_profile_carries_the_gamma_suggestion_of_capgeo_gamma(dataset):
     unit = np.load(vectors).astype(np.float32)
     unit /= np.linalg.norm(unit, axis=1, keepdims=True)
     expected = gamma_section(unit, np.repeat(np.arange(30), 5), logit_scale=50, batch_sizes=(8,), seed=3,
-                             n_batches=5)
+                             n_batches=5).to_dict()
     assert profile["gamma"]["logit_scale"] == 50
     got, want = profile["gamma"]["batches"][0]["suggestion"], expected["batches"][0]["suggestion"]
     assert got["gamma"] == want["gamma"] and got["range"] == want["range"]

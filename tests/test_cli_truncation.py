@@ -125,7 +125,7 @@ def test_precomputed_vectors_exit_2(tmp_path):
 
 
 def test_seen_part_normal_unseen_part_dim():
-    from capgeo.cli.truncation import UNSEEN_STYLE, _caption_text
+    from capgeo.terminal.truncation import UNSEEN_STYLE, _caption_text
 
     text = "a red bus in the rain next to a clock tower"
     caption = {"id": "c1", "group": "g1", "tokens": 14, "text": text, "cut_offset": len("a red bus in the rain")}

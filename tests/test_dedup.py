@@ -13,6 +13,7 @@ from _action_fixtures import brute_components, caption_set, unit, write_jsonl
 from capgeo.cli import main
 from capgeo.errors import CapgeoError
 from capgeo.findings.dedup import choose_kept, hardest_after_drop
+from capgeo.findings.dupes_options import MiningOptions, SetOptions
 from capgeo.findings.duplicates import Component, dupes_section
 from capgeo.geometry.pairwise import scan_pairs
 
@@ -107,12 +108,12 @@ def test_drop_list_and_summary_against_brute_force(near_duplicate_data, tmp_path
 def test_images_left_without_captions_are_counted():
     captions = caption_set(["a", "b", "b", "c"], texts=["x", "yy", "zzz", "w"])
     vectors = unit([[1, 0, 0], [1, 0.01, 0], [0, 1, 0], [0, 0, 1]])
-    section = dupes_section(captions, vectors, pairs=False, examples=False, components_threshold=0.99,
-                            keep="shortest")
+    section = dupes_section(captions, vectors, pairs=None, examples=None,
+                            sets=SetOptions(0.99, keep="shortest")).to_dict()
     assert section["dedup"]["dropped_ids"] == ["c0001"]
     assert section["dedup"]["n_groups_dropped"] == 0  # image b keeps caption c0002
     section = dupes_section(caption_set(["a", "b", "c"], texts=["x", "yy", "w"]), vectors[[0, 1, 3]],
-                            pairs=False, examples=False, components_threshold=0.99, keep="shortest")
+                            pairs=None, examples=None, sets=SetOptions(0.99, keep="shortest")).to_dict()
     assert section["dedup"]["n_groups_dropped"] == 1 and section["dedup"]["n_groups_after"] == 2
 
 
@@ -137,8 +138,8 @@ def test_dedup_that_leaves_captions_of_one_image_reports_no_companion():
     captions = caption_set(["a", "a", "b", "c", "d"], texts=["x", "y", "x", "x", "x"])
     vectors = unit([[1, 0, 0], [0, 1, 0], [1, 0, 0], [1, 0, 0], [1, 0, 0]])
     # top_k 2: the kept caption's whole companion list is dropped, so its companion is searched for again
-    section = dupes_section(captions, vectors, pairs=False, examples=False, components_threshold=0.99,
-                            keep="first", top_k=2)
+    section = dupes_section(captions, vectors, pairs=None, examples=None, sets=SetOptions(0.99, keep="first"),
+                            mining=MiningOptions(top_k=2)).to_dict()
     dedup = section["dedup"]
     assert dedup["dropped_ids"] == ["c0002", "c0003", "c0004"]
     assert dedup["n_groups_after"] == 1 and dedup["hardest_companion_mean_after"] is None

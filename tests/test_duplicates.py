@@ -23,7 +23,9 @@ from capgeo.findings.duplicates import (
     section_rows,
     write_rows,
 )
+from capgeo.findings.dupes_options import ExampleOptions, MiningOptions, PairListOptions, SetOptions
 from capgeo.geometry.pairwise import scan_pairs
+from capgeo.geometry.typed_profile import Dupes
 
 TOLERANCE = 1e-5  # float32 matmul (torch) against float64 brute force
 
@@ -313,9 +315,11 @@ def texts_for(n):
 def test_dupes_section_is_json_ready_and_its_rows_round_trip(tmp_path):
     captions = caption_set([5] * 40, texts=texts_for(200))
     vectors = grouped_vectors(seed=9)
-    section = dupes_section(captions, vectors, threshold=None, limit=20, examples=True, quantiles=(0.5, 0.9),
-                            n_per_quantile=2, components_threshold=threshold_between(
-                                brute_pairs(vectors, captions.group_codes), 15))
+    typed = dupes_section(captions, vectors, pairs=PairListOptions(threshold=None, limit=20),
+                          examples=ExampleOptions(quantiles=(0.5, 0.9), per_quantile=2),
+                          sets=SetOptions(threshold_between(brute_pairs(vectors, captions.group_codes), 15)))
+    section = typed.to_dict()
+    assert Dupes.from_dict(section) == typed  # the typed section is what its JSON reads back as
     text = json.dumps(section, allow_nan=False)
     assert json.loads(text) == section
     assert len(section["pairs"]) == 20 and len(section["examples"]) == 4
@@ -325,12 +329,12 @@ def test_dupes_section_is_json_ready_and_its_rows_round_trip(tmp_path):
         for side in ("a", "b"):
             for span in row[f"spans_{side}"]:
                 assert row[f"text_{side}"][span["start"]:span["end"]]
-    for rows in (section["pairs"], duplicates.flat_example_rows(section), section["components"]):
+    for rows in (section["pairs"], duplicates.flat_example_rows(typed), section["components"]):
         for fmt in ("jsonl", "csv", "parquet"):
             path = tmp_path / f"rows.{fmt}"
             write_rows(rows, fmt, str(path))
             assert read_rows(path, fmt) == normalised(rows)
-    assert section_rows(section) == section["components"]
+    assert section_rows(typed) == section["components"]
 
 
 def normalised(rows):
@@ -414,10 +418,11 @@ def test_dupes_section_from_a_scan_reports_incomplete_mining_in_its_warnings():
     captions = caption_set([1] * 120)
     vectors = crowded_vectors()
     scan = scan_pairs(vectors, captions.group_codes, top_k=3, histograms=False)
-    section = dupes_section(captions, scan, threshold=0.9, limit=None, examples=True)
+    section = dupes_section(captions, scan, pairs=PairListOptions(threshold=0.9, limit=None)).to_dict()
     assert any(note.startswith("30 captions have 3 or more") for note in section["warnings"])
     assert all(row["cosine"] >= 0.9 for row in section["pairs"])
-    complete = dupes_section(captions, vectors, threshold=0.9, limit=None, examples=False, top_k=3)
+    complete = dupes_section(captions, vectors, pairs=PairListOptions(threshold=0.9, limit=None), examples=None,
+                             mining=MiningOptions(top_k=3)).to_dict()
     assert complete["warnings"] == [] and len(complete["pairs"]) > len(section["pairs"])
 
 
@@ -468,12 +473,12 @@ def test_the_chaining_warning_only_where_a_component_chains():
     vectors[1] = base[0] + 0.01 * rng.normal(size=16)  # one near-twin pair across two images
     vectors = unit(vectors)
     captions = caption_set([1] * 40)
-    pairs_only = dupes_section(captions, vectors, pairs=False, examples=False, components_threshold=0.95)
+    pairs_only = dupes_section(captions, vectors, pairs=None, examples=None, sets=SetOptions(0.95)).to_dict()
     assert len(pairs_only["components"]) == 1 and not any("chain" in note for note in pairs_only["warnings"])
     angles = np.radians([0, 20, 40])  # a chain: neighbours at cosine 0.94, the ends at 0.77
     vectors[2:5] = 0
     vectors[2:5, 0], vectors[2:5, 1] = np.cos(angles), np.sin(angles)
-    chained = dupes_section(captions, unit(vectors), pairs=False, examples=False, components_threshold=0.9)
+    chained = dupes_section(captions, unit(vectors), pairs=None, examples=None, sets=SetOptions(0.9)).to_dict()
     assert any("chain" in note for note in chained["warnings"])
 
 
@@ -494,11 +499,11 @@ def test_pairs_section_lists_every_pair_without_threshold_or_top_as_brute_force_
     vectors = grouped_vectors(n_groups=12, per_group=3)
     captions = caption_set([3] * 12)
     expected = _brute_pairs(vectors, captions)
-    every = pairs_section(captions, vectors, top=0)
+    every = pairs_section(captions, vectors, top=0).to_dict()
     assert [(row["index_a"], row["index_b"]) for row in every["pairs"]] == [(i, j) for _, i, j in expected]
     assert np.allclose([row["cosine"] for row in every["pairs"]], [c for c, _, _ in expected], atol=TOLERANCE)
     assert every["threshold"] is None and every["limit"] is None and every["examples"] is None
-    top = pairs_section(captions, vectors, threshold=0.2, top=7)
+    top = pairs_section(captions, vectors, threshold=0.2, top=7).to_dict()
     assert [(row["index_a"], row["index_b"]) for row in top["pairs"]] == [(i, j) for c, i, j in expected[:7]]
     assert top["near_duplicates"]["n_pairs"] == sum(c >= 0.95 for c, _, _ in expected)
 
@@ -514,7 +519,7 @@ def test_examples_and_sets_sections_against_brute_force():
     codes = np.asarray(captions.group_codes)
     similarity[codes[:, None] == codes[None, :]] = -np.inf
     hardest = similarity.max(axis=1)
-    section = examples_section(captions, vectors, quantiles=(0.5, 1.0), per_quantile=1, neighbours=2)
+    section = examples_section(captions, vectors, quantiles=(0.5, 1.0), per_quantile=1, neighbours=2).to_dict()
     assert section["pairs"] is None and section["components"] is None
     by_quantile = {example["quantile"]: example for example in section["examples"]}
     # the two ends of the closest pair tie: the query is the later one (equal cosines keep caption order)
@@ -524,7 +529,7 @@ def test_examples_and_sets_sections_against_brute_force():
     assert neighbours == list(np.argsort(-similarity[by_quantile[1.0]["query"]["index"]], kind="stable")[:2])
 
     threshold = float(np.quantile(hardest, 0.6))
-    sets = sets_section(captions, vectors, threshold=threshold, keep="first")
+    sets = sets_section(captions, vectors, threshold=threshold, keep="first").to_dict()
     _, labels = connected_components(similarity >= threshold, directed=False)
     expected = sorted((sorted(np.flatnonzero(labels == label).tolist()) for label in np.unique(labels)
                        if (labels == label).sum() > 1), key=lambda members: (-len(members), members[0]))
@@ -538,8 +543,38 @@ def test_the_gallery_is_the_pairs_and_examples_of_one_section():
 
     vectors = grouped_vectors(n_groups=20, per_group=3)
     captions = caption_set([3] * 20)
-    gallery = gallery_section(captions, vectors, pairs=5, quantiles=(0.5, 0.9), near_duplicate_threshold=0.9)
-    pairs = pairs_section(captions, vectors, top=5)
-    examples = examples_section(captions, vectors, quantiles=(0.5, 0.9), per_quantile=1)
+    gallery = gallery_section(captions, vectors, pairs=5, quantiles=(0.5, 0.9),
+                              near_duplicate_threshold=0.9).to_dict()
+    pairs = pairs_section(captions, vectors, top=5).to_dict()
+    examples = examples_section(captions, vectors, quantiles=(0.5, 0.9), per_quantile=1).to_dict()
     assert gallery["pairs"] == pairs["pairs"] and gallery["examples"] == examples["examples"]
     assert gallery["near_duplicates"]["threshold"] == 0.9
+
+
+def test_the_pair_list_is_one_typed_result_for_the_command_and_the_python_api():
+    """pairs_section (`capgeo dupes`) and capgeo.near_duplicates return one class: typed rows, the
+    dict rows and totals the API always had, and to_dict() the JSON of its typed section."""
+    import capgeo
+    from capgeo.findings.duplicates import NearDuplicatePairs, pairs_section
+    from capgeo.geometry.typed_profile import DupesPair
+
+    vectors = grouped_vectors(n_groups=12, per_group=3)
+    captions = caption_set([3] * 12)
+    found = pairs_section(captions, vectors, threshold=0.2, top=7)
+    assert capgeo.NearDuplicates is NearDuplicatePairs and isinstance(found, NearDuplicatePairs)
+    assert all(isinstance(row, DupesPair) for row in found.rows) and len(found.rows) == 7
+    assert list(found.pairs) == [row.to_dict() for row in found.rows] == found.to_dict()["pairs"]
+    expected = _brute_pairs(vectors, captions)
+    assert found.n_near_duplicate_pairs == sum(c >= 0.95 for c, _, _ in expected)
+    assert found.top == 7 and found.threshold == 0.2 and found.warnings == ()
+    assert found.to_polars().height == 7
+    found.pairs[0]["cosine"] = 2.0  # a copy: the result stays as it was
+    assert found.pairs[0]["cosine"] <= 1.0 + TOLERANCE
+
+
+def test_mining_options_as_an_object_or_as_keywords_mine_the_same_pairs():
+    vectors = grouped_vectors(n_groups=12, per_group=3)
+    captions = caption_set([3] * 12)
+    given = near_duplicate_pairs(captions, vectors, limit=15, mining=MiningOptions(top_k=2, block_size=8))
+    assert given == near_duplicate_pairs(captions, vectors, limit=15, top_k=2, block_size=8)
+    assert_same_pairs(given, _brute_pairs(vectors, captions)[:15])

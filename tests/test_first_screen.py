@@ -132,6 +132,7 @@ def test_dupes_skip_exact_names_each_pass_and_no_bar_reads_as_another_running_ba
     re-search of crowded captions, the totals), numbered in order, so none reads as another running
     backwards (22/36 -> 21/36 -> 14/36 under one name)."""
     import capgeo.progress as progress
+    from capgeo.findings.dupes_options import MiningOptions, PairListOptions
     from capgeo.findings.duplicates import dupes_section
     from capgeo.progress import counted_passes
 
@@ -152,8 +153,9 @@ def test_dupes_skip_exact_names_each_pass_and_no_bar_reads_as_another_running_ba
     vectors = (base[np.arange(80) % 20] + 1e-3 * rng.normal(size=(80, 16))).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with counted_passes():
-        section = dupes_section(captions, vectors, limit=3, examples=False, skip_exact=True, block_size=16, top_k=2)
-    assert section["n_exact_skipped"] > 0
+        section = dupes_section(captions, vectors, pairs=PairListOptions(limit=3, skip_exact=True), examples=None,
+                                mining=MiningOptions(block_size=16, top_k=2))
+    assert section.n_exact_skipped > 0
     labels = opened
     assert labels[0] == "[pass 1] pairs: pairwise cosines"
     assert any("most similar pairs, exact copies left out" in label for label in labels)

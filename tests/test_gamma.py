@@ -100,7 +100,7 @@ def test_image_loss_shares_match_brute_force():
     codes = np.arange(n_groups)
     gammas = [0.0, 0.5, 1.0]
     section = gamma_section(text, codes, logit_scale=100.0, batch_sizes=(4,), grid=gammas, n_batches=60,
-                            seed=5, image_vectors=image)
+                            seed=5, image_vectors=image).to_dict()
     result = section["batches"][0]["image"]
     batches = sample_batches(codes, 4, 60, 5)
     image_normed = image / np.linalg.norm(image, axis=1, keepdims=True)
@@ -134,7 +134,7 @@ def test_grid_diagnostics_match_brute_force():
     rng = np.random.default_rng(2)
     rows = rng.uniform(0.7, 0.98, size=(30, 19)).astype(np.float32)
     logit_scale, edge = 80.0, 0.9
-    result = grid_diagnostics(rows, logit_scale, [0.0, 0.5, 1.0], edge)
+    result = [row.to_dict() for row in grid_diagnostics(rows, logit_scale, [0.0, 0.5, 1.0], edge)]
     top_count = math.ceil(0.1 * 19)
     for entry, gamma in zip(result, [0.0, 0.5, 1.0]):
         weights = softmax_reference(rows, logit_scale * gamma)
@@ -156,7 +156,7 @@ def test_top_decile_mass_counts_exactly_a_tenth_of_the_negatives_when_cosines_ti
     rows = rng.choice(np.float32([0.2, 0.5, 0.9]), size=(40, n_negatives)).astype(np.float32)
     rows[0] = 0.5  # a row of one cosine: uniform weights at any gamma
     top_count = math.ceil(0.1 * n_negatives)
-    result = grid_diagnostics(rows, 100.0, [0.0, 0.125, 0.5], 0.9)
+    result = [row.to_dict() for row in grid_diagnostics(rows, 100.0, [0.0, 0.125, 0.5], 0.9)]
     assert result[0]["top_decile_mass"] == pytest.approx(top_count / n_negatives, rel=1e-9)
     for entry in result:
         weights = softmax_reference(rows, 100.0 * entry["gamma"])
@@ -199,7 +199,7 @@ def test_rule_depends_on_s_times_gamma_only(medium_vectors):
     codes = np.arange(len(medium_vectors))
     suggestions = {}
     for logit_scale in (50.0, 100.0, 200.0):
-        section = gamma_section(medium_vectors, codes, logit_scale=logit_scale, batch_sizes=(64,), n_batches=16)
+        section = gamma_section(medium_vectors, codes, logit_scale=logit_scale, batch_sizes=(64,), n_batches=16).to_dict()
         suggestions[logit_scale] = section["batches"][0]["suggestion"]
     assert not any(s["clipped"] for s in suggestions.values())
     base = suggestions[100.0]
@@ -214,7 +214,7 @@ def test_wider_spread_gets_smaller_gamma():
     spreads, gammas = [], []
     for noise_dims in (15, 40, 120):   # fewer noise dimensions -> wider within-row spread
         vectors = common_direction_vectors(1200, noise_dims, seed=noise_dims)
-        section = gamma_section(vectors, np.arange(1200), logit_scale=100.0, batch_sizes=(128,), n_batches=16)
+        section = gamma_section(vectors, np.arange(1200), logit_scale=100.0, batch_sizes=(128,), n_batches=16).to_dict()
         entry = section["batches"][0]
         spreads.append(entry["within_row_spread"])
         gammas.append(entry["suggestion"]["gamma_exact"])
@@ -242,7 +242,7 @@ def test_paper_like_embeddings_get_about_the_paper_default():
     assert mean_hardest == pytest.approx(0.93, abs=0.005)
     assert 0.86 <= share_at_least_0_8 <= 0.92
 
-    section = gamma_section(vectors, np.arange(5100), logit_scale=100.0, batch_sizes=(128,), n_batches=32)
+    section = gamma_section(vectors, np.arange(5100), logit_scale=100.0, batch_sizes=(128,), n_batches=32).to_dict()
     suggestion = section["batches"][0]["suggestion"]
     # the calibration docs/gamma.md states: 0.456, range 0.217-0.708 (to +-0.02)
     assert suggestion["gamma_exact"] == pytest.approx(0.456, abs=0.02)
@@ -256,18 +256,18 @@ def test_paper_like_embeddings_get_about_the_paper_default():
 
 def test_vectors_are_normalised_before_cosines(medium_vectors):
     codes = np.arange(len(medium_vectors))
-    unit = gamma_section(medium_vectors, codes, batch_sizes=(32,), n_batches=4)["batches"][0]
-    scaled = gamma_section(3.0 * medium_vectors, codes, batch_sizes=(32,), n_batches=4)["batches"][0]
+    unit = gamma_section(medium_vectors, codes, batch_sizes=(32,), n_batches=4).to_dict()["batches"][0]
+    scaled = gamma_section(3.0 * medium_vectors, codes, batch_sizes=(32,), n_batches=4).to_dict()["batches"][0]
     assert scaled["suggestion"]["gamma_exact"] == pytest.approx(unit["suggestion"]["gamma_exact"], rel=1e-5)
     with pytest.raises(CapgeoError, match="NaN"):
-        gamma_section(np.full_like(medium_vectors, np.nan), codes, batch_sizes=(32,))
+        gamma_section(np.full_like(medium_vectors, np.nan), codes, batch_sizes=(32,)).to_dict()
 
 
 def test_identical_directions_are_clipped_and_said():
     rng = np.random.default_rng(0)
     vectors = np.ones((300, 8)) + 1e-5 * rng.normal(size=(300, 8))
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-    batch = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4)["batches"][0]
+    batch = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4).to_dict()["batches"][0]
     suggestion = batch["suggestion"]
     assert suggestion["clipped"] and suggestion["gamma"] == gamma_module.GAMMA_CLIP[1]
     assert suggestion["range_clipped"] == [True, True]
@@ -280,7 +280,7 @@ def test_very_wide_spread_is_clipped_low():
     # random directions in 3-D: cosines spread over [-1, 1], far wider than any caption encoder
     vectors = np.random.default_rng(0).normal(size=(300, 3))
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-    batch = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4)["batches"][0]
+    batch = gamma_section(vectors, np.arange(300), batch_sizes=(32,), n_batches=4).to_dict()["batches"][0]
     suggestion = batch["suggestion"]
     assert "no gamma in the suggested interval does the same" in batch["why"]
     assert suggestion["clipped"] and suggestion["gamma_exact"] == pytest.approx(gamma_module.GAMMA_CLIP[0])
@@ -294,7 +294,7 @@ def test_a_range_clipped_at_both_ends_says_both():
     vectors = np.random.default_rng(9).normal(size=(10, 6))
     vectors = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
     codes = np.arange(10) % 5
-    suggestion = gamma_section(vectors, codes, batch_sizes=(4,), n_batches=50)["batches"][0]["suggestion"]
+    suggestion = gamma_section(vectors, codes, batch_sizes=(4,), n_batches=50).to_dict()["batches"][0]["suggestion"]
     assert suggestion["range_clipped"] == [True, True] and not suggestion["clipped"]
     assert suggestion["clip_note"].endswith("both its ends are clipped")
 
@@ -308,14 +308,14 @@ def _info(logit_scale):
 def test_logit_scale_from_checkpoint_unless_overridden(medium_vectors):
     embeddings = Embeddings(medium_vectors, np.full(len(medium_vectors), 10), 77, _info(50.0))
     codes = np.arange(len(medium_vectors))
-    from_checkpoint = gamma_section(embeddings, codes, batch_sizes=(32,), n_batches=4)
+    from_checkpoint = gamma_section(embeddings, codes, batch_sizes=(32,), n_batches=4).to_dict()
     assert from_checkpoint["logit_scale"] == 50.0 and from_checkpoint["logit_scale_source"] == "checkpoint"
-    overridden = gamma_section(embeddings, codes, logit_scale=100.0, batch_sizes=(32,), n_batches=4)
+    overridden = gamma_section(embeddings, codes, logit_scale=100.0, batch_sizes=(32,), n_batches=4).to_dict()
     assert overridden["logit_scale"] == 100.0 and overridden["logit_scale_source"] == "--logit-scale"
     assert from_checkpoint["batches"][0]["suggestion"]["gamma_exact"] == pytest.approx(
         2 * overridden["batches"][0]["suggestion"]["gamma_exact"], rel=1e-4)
     default = gamma_section(Embeddings(medium_vectors, np.full(len(medium_vectors), 10), 77, _info(None)), codes,
-                            batch_sizes=(32,), n_batches=4)
+                            batch_sizes=(32,), n_batches=4).to_dict()
     assert default["logit_scale"] == 100.0 and default["logit_scale_source"].startswith("default")
 
 
@@ -323,7 +323,7 @@ def test_batch_size_larger_than_groups_is_a_clear_error():
     vectors = common_direction_vectors(50, 8)
     codes = np.repeat(np.arange(25), 2)
     with pytest.raises(CapgeoError, match=r"--batch-size 32: .* 25"):
-        gamma_section(vectors, codes, batch_sizes=(32,))
+        gamma_section(vectors, codes, batch_sizes=(32,)).to_dict()
 
 
 def test_batches_too_small_for_the_rule_are_a_clear_error():
@@ -331,31 +331,31 @@ def test_batches_too_small_for_the_rule_are_a_clear_error():
     vectors = common_direction_vectors(40, 8)
     codes = np.arange(40)
     with pytest.raises(CapgeoError, match=r"--batch-size 3 is too small .* at least 4"):
-        gamma_section(vectors, codes, batch_sizes=(3,))
-    assert gamma_section(vectors, codes, batch_sizes=(4,), n_batches=4)["batches"][0]["batch_size"] == 4
+        gamma_section(vectors, codes, batch_sizes=(3,)).to_dict()
+    assert gamma_section(vectors, codes, batch_sizes=(4,), n_batches=4).to_dict()["batches"][0]["batch_size"] == 4
     # three images: no batch size can do, and it is the dataset that is named
     with pytest.raises(CapgeoError, match=r"^the dataset has only 3 images, too few .* at least 4 images$"):
-        gamma_section(vectors[:3], np.arange(3))
+        gamma_section(vectors[:3], np.arange(3)).to_dict()
     with pytest.raises(CapgeoError, match=r"^the dataset has only 3 images, too few .* at least 4 images$"):
-        gamma_section(vectors[:3], np.arange(3), batch_sizes=(2,))  # it advised a batch size of 4
+        gamma_section(vectors[:3], np.arange(3), batch_sizes=(2,)).to_dict()  # it advised a batch size of 4
 
 
 def test_group_labels_need_not_be_contiguous():
     vectors = common_direction_vectors(40, 8)
-    contiguous = gamma_section(vectors, np.repeat(np.arange(20), 2), batch_sizes=(8,), n_batches=4)
-    gapped = gamma_section(vectors, np.repeat(np.arange(20) * 7 + 3, 2), batch_sizes=(8,), n_batches=4)
+    contiguous = gamma_section(vectors, np.repeat(np.arange(20), 2), batch_sizes=(8,), n_batches=4).to_dict()
+    gapped = gamma_section(vectors, np.repeat(np.arange(20) * 7 + 3, 2), batch_sizes=(8,), n_batches=4).to_dict()
     assert gapped["batches"][0]["suggestion"] == contiguous["batches"][0]["suggestion"]
     with pytest.raises(CapgeoError, match="25"):
-        gamma_section(vectors[:10], np.array([0, 0, 90, 90, 5, 5, 6, 6, 7, 7]), batch_sizes=(25,))
+        gamma_section(vectors[:10], np.array([0, 0, 90, 90, 5, 5, 6, 6, 7, 7]), batch_sizes=(25,)).to_dict()
 
 
 def test_image_vectors_must_match_groups_and_width():
     vectors = common_direction_vectors(40, 8)   # width 9
     codes = np.arange(40)
     with pytest.raises(CapgeoError, match="39 image vectors, but the dataset has 40 groups"):
-        gamma_section(vectors, codes, batch_sizes=(8,), image_vectors=np.ones((39, 9)))
+        gamma_section(vectors, codes, batch_sizes=(8,), image_vectors=np.ones((39, 9))).to_dict()
     with pytest.raises(CapgeoError, match="5 dimensions but the text embeddings have 9"):
-        gamma_section(vectors, codes, batch_sizes=(8,), image_vectors=np.ones((40, 5)))
+        gamma_section(vectors, codes, batch_sizes=(8,), image_vectors=np.ones((40, 5))).to_dict()
 
 
 def test_load_image_embeddings_aligns_by_group_id(tmp_path):
@@ -398,7 +398,7 @@ def test_gamma_progress_moves_within_each_batch_size(monkeypatch):
 
     monkeypatch.setattr(capgeo.progress, "progress_bar", recording_bar)
     vectors = np.random.default_rng(0).normal(size=(200, 8)).astype(np.float32)
-    gamma_section(vectors, np.arange(200), logit_scale=100.0, batch_sizes=(16, 8), n_batches=4)
+    gamma_section(vectors, np.arange(200), logit_scale=100.0, batch_sizes=(16, 8), n_batches=4).to_dict()
     assert recorded["total"] == 8 and len(recorded["steps"]) == 8 and sum(recorded["steps"]) == recorded["total"]
 
 
@@ -417,7 +417,7 @@ def test_gamma_section_does_not_depend_on_the_blas_thread_count(tmp_path):
     np.save(tmp_path / "v.npy", vectors.astype(np.float32))
     code = ("import json, sys, numpy as np\nfrom capgeo.findings.gamma import gamma_section\n"
             f"v = np.load({str(tmp_path / 'v.npy')!r})\n"
-            "print(json.dumps(gamma_section(v, np.arange(3000) // 3, batch_sizes=(32, 128)), sort_keys=True))")
+            "print(json.dumps(gamma_section(v, np.arange(3000) // 3, batch_sizes=(32, 128)).to_dict(), sort_keys=True))")
     outputs = []
     for threads in ("1", "2"):
         env = dict(os.environ, OMP_NUM_THREADS=threads, OPENBLAS_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
@@ -538,9 +538,9 @@ def test_sorted_rows_give_numpys_percentiles_and_the_same_statistics_on_any_thre
         with ThreadPoolExecutor(2) as pool:
             two = gamma_module._ShareCurve(rows, pool, 2)
             assert two.share(37.5) == one.share(37.5)
-            for key, values in two.masses([0.0, 20.0, 90.0], 0.9, 2).items():
-                assert np.array_equal(values, one.masses([0.0, 20.0, 90.0], 0.9, 2)[key])
-        assert gamma_module.margin_cosines(one)["hardest"] == pytest.approx(rows.max(axis=1).astype(np.float64).mean(), rel=1e-12)
+            for key, values in two.masses([0.0, 20.0, 90.0], 0.9, 2)._asdict().items():
+                assert np.array_equal(values, getattr(one.masses([0.0, 20.0, 90.0], 0.9, 2), key))
+        assert gamma_module.margin_cosines(one).hardest == pytest.approx(rows.max(axis=1).astype(np.float64).mean(), rel=1e-12)
 
 
 def _masses_in_full(rows: np.ndarray, scaled_gammas, hard_edge: float, top_count: int) -> dict:
@@ -576,7 +576,7 @@ def test_grid_sums_at_gamma_zero_and_over_hard_rows_only_are_the_full_sums_to_th
             monkeypatch.setattr(gamma_module._ShareCurve, "CHUNK_VALUES", chunk)
             got = gamma_module._ShareCurve(rows).masses(gammas, edge, 2)
             for key in expected:
-                assert np.array_equal(got[key], expected[key]), (edge, chunk, key)
+                assert np.array_equal(getattr(got, key), expected[key]), (edge, chunk, key)
 
 
 @pytest.mark.parametrize("gammas", [[0.0, 12.5, 25.0, 37.5, 50.0, 62.5, 75.0, 87.5, 100.0],   # the default grid at s = 100
@@ -598,7 +598,7 @@ def test_a_grid_of_multiples_takes_one_exp_and_gives_the_full_sums_to_4e_15(gamm
         got = curve.masses(gammas, 0.9, 4)
         monkeypatch.undo()
         for key in expected:
-            assert got[key] == pytest.approx(expected[key], rel=4e-15, abs=0), key
+            assert getattr(got, key) == pytest.approx(expected[key], rel=4e-15, abs=0), key
     # one exp of the chunk's cosines per chunk (the others are of one value a row)
     assert sum(1 for shape in exps if len(shape) == 2) == 1 + math.ceil(500 / 3)
 
@@ -661,7 +661,7 @@ def test_image_losses_once_a_gamma_and_side_by_side_are_each_batchs_own_to_the_b
     for pool, threads in ((None, 1), ("pool", 2)):
         with block_threads(threads) as made:
             result = gamma_module.image_loss_diagnostics(texts, images, codes, batches, 100.0, grid,
-                                                         pool=made if pool else None, threads=threads)
+                                                         pool=made if pool else None, threads=threads).to_dict()
         assert result["plain"]["mean_loss"] == float(expected[:, 0].mean())
         assert [entry["mean_loss"] for entry in result["boosted"]] == [float(expected[:, k].mean()) for k in range(1, 6)]
         assert [entry["share_batches_below"] for entry in result["boosted"]] == [

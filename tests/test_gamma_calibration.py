@@ -86,7 +86,7 @@ def test_batch_size_dependence_on_identical_geometry():
     found = {}
     for batch_size, n_rows in ((8, 100_000), (16, 50_000), (128, 8_000)):
         rows = 0.84 + SIGMA_BY_QUADRATURE * rng.standard_normal((n_rows, batch_size - 1))
-        found[batch_size] = suggest_for_rows(rows, 100.0)["gamma_exact"]
+        found[batch_size] = suggest_for_rows(rows, 100.0).to_dict()["gamma_exact"]
     assert found[128] == pytest.approx(0.5, abs=0.01)
     for batch_size in (8, 16):
         assert found[batch_size] == pytest.approx(solve_independently(batch_size - 1, target), rel=0.015)
@@ -95,7 +95,7 @@ def test_batch_size_dependence_on_identical_geometry():
     # the infinite-batch limit, closed form
     wide = 0.84 + SIGMA_BY_QUADRATURE * rng.standard_normal((400, 4095))
     limit = math.sqrt(-2 * math.log(reference_share(0.5))) / (100 * SIGMA_BY_QUADRATURE)
-    assert suggest_for_rows(wide, 100.0)["gamma_exact"] == pytest.approx(limit, rel=0.02)
+    assert suggest_for_rows(wide, 100.0).to_dict()["gamma_exact"] == pytest.approx(limit, rel=0.02)
 
 
 def test_margins_by_hand_on_a_five_caption_batch():
@@ -116,7 +116,7 @@ def test_margins_by_hand_on_a_five_caption_batch():
     # row 4: .1 .2 .3 .7   median .25  p90 (.3 + .7 * .4) = .58   max .7
     median, p90, hardest = 1.85 / 5, 3.35 / 5, 3.8 / 5
     mean_cosine = 2 * (0.9 + 0.5 + 0.3 + 0.1 + 0.6 + 0.2 + 0.2 + 0.4 + 0.3 + 0.7) / 20   # 0.42
-    view = margin_view(rows, float(rows.mean(dtype=np.float64)), 0.5)
+    view = margin_view(rows, float(rows.mean(dtype=np.float64)), 0.5).to_dict()
     assert view["cosines"] == pytest.approx({"median": median, "p90": p90, "hardest": hardest}, abs=1e-6)
     assert view["suggested"] == pytest.approx({"median": 0.5 * median, "p90": 0.5 * p90, "hardest": 0.5 * hardest},
                                               abs=1e-6)

@@ -229,7 +229,7 @@ def test_fill_missing_takes_a_truncation_results_batch_size_for_gamma(tmp_path):
 def test_truncation_with_top_0_says_pairs_were_counted_not_that_there_are_none():
     from rich.console import Console
 
-    from capgeo.cli.truncation import _render_pairs
+    from capgeo.terminal.truncation import _render_pairs
     from capgeo.geometry.typed_profile import Truncation
 
     console = Console(record=True, width=200)

@@ -44,15 +44,15 @@ def test_scan_pairs_refuses_values_outside_cosines_and_bins(options, says):
 @pytest.mark.parametrize("hard_edge", [2.0, float("nan")])
 def test_gamma_section_refuses_a_hard_edge_that_is_not_a_cosine(hard_edge):
     with pytest.raises(CapgeoError, match="--hard-edge: expected a cosine"):
-        gamma_section(unit_vectors(), np.arange(40) // 2, batch_sizes=(8,), n_batches=2, hard_edge=hard_edge)
+        gamma_section(unit_vectors(), np.arange(40) // 2, batch_sizes=(8,), n_batches=2, hard_edge=hard_edge).to_dict()
 
 
 def test_gamma_section_normalises_vectors_as_the_pairwise_pass_does():
     """Norms 1.0009 were used as they were (a 1e-3 tolerance), cosines 0.18% high."""
     vectors = unit_vectors(seed=3)
     codes = np.arange(40) // 2
-    scaled = gamma_section(vectors * 1.0009, codes, batch_sizes=(8,), n_batches=3)
-    plain = gamma_section(vectors, codes, batch_sizes=(8,), n_batches=3)
+    scaled = gamma_section(vectors * 1.0009, codes, batch_sizes=(8,), n_batches=3).to_dict()
+    plain = gamma_section(vectors, codes, batch_sizes=(8,), n_batches=3).to_dict()
     assert scaled["batches"][0]["mean_cosine"] == pytest.approx(plain["batches"][0]["mean_cosine"], rel=1e-6)
 
 
@@ -65,11 +65,11 @@ def test_the_typed_profile_reads_every_documented_top_level_key():
 
 def test_gamma_section_takes_named_groups_and_refuses_a_negative_seed():
     vectors = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
-    named = gamma_section(vectors, [f"img{i // 2:02d}" for i in range(40)], batch_sizes=(8,), n_batches=5)
-    numbered = gamma_section(vectors, np.arange(40) // 2, batch_sizes=(8,), n_batches=5)
+    named = gamma_section(vectors, [f"img{i // 2:02d}" for i in range(40)], batch_sizes=(8,), n_batches=5).to_dict()
+    numbered = gamma_section(vectors, np.arange(40) // 2, batch_sizes=(8,), n_batches=5).to_dict()
     assert named == numbered  # names sorting like the numbers code alike
     with pytest.raises(CapgeoError, match="seed must be 0 or more"):
-        gamma_section(vectors, np.arange(40) // 2, batch_sizes=(8,), seed=-1)
+        gamma_section(vectors, np.arange(40) // 2, batch_sizes=(8,), seed=-1).to_dict()
 
 
 def test_batch_sizes_as_a_numpy_array_are_taken():
@@ -93,7 +93,7 @@ def test_a_batch_size_that_is_not_a_whole_number_or_a_list_is_one_line(requested
 def test_gamma_section_keeps_names_that_look_like_numbers_apart_and_takes_seed_none():
     vectors = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
     groups = ["1", "1", "01", "01"] + [f"x{i // 2}" for i in range(36)]
-    section = gamma_section(vectors, groups, batch_sizes=(20,), n_batches=3, seed=None)
+    section = gamma_section(vectors, groups, batch_sizes=(20,), n_batches=3, seed=None).to_dict()
     assert section["batches"][0]["batch_size"] == 20  # 20 images: "1" and "01" are two
 
 
@@ -111,5 +111,5 @@ def test_numeric_group_codes_keep_their_order_whatever_their_type(codes):
     ("10.0" < "2.0"), pairing image vector rows with the wrong images."""
     vectors = unit_vectors(24, 8)
     images = unit_vectors(12, 8, seed=3)
-    as_ints = gamma_section(vectors, np.arange(12).repeat(2), batch_sizes=(4,), n_batches=10, image_vectors=images)
-    assert gamma_section(vectors, codes, batch_sizes=(4,), n_batches=10, image_vectors=images) == as_ints
+    as_ints = gamma_section(vectors, np.arange(12).repeat(2), batch_sizes=(4,), n_batches=10, image_vectors=images).to_dict()
+    assert gamma_section(vectors, codes, batch_sizes=(4,), n_batches=10, image_vectors=images).to_dict() == as_ints

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from _action_fixtures import unit, write_jsonl
 from _report_fixtures import REPO_DATA
 from capgeo.cli import main
-from capgeo.findings.negatives import cosine_quantiles, hard_negatives
+from capgeo.findings.negatives import NegativeOptions, cosine_quantiles, hard_negatives
 
 
 def run(*args):
@@ -65,8 +65,8 @@ def brute_negatives(vectors, codes, k, low, high, per_image=1, texts=None, margi
 @pytest.mark.parametrize("k, low, high", [(3, -1.0, 0.95), (4, 0.0, 0.8), (2, 0.5, 0.7), (5, 0.97, 1.0)])
 def test_hard_negatives_match_brute_force(k, low, high, per_image):
     vectors, codes = clustered(per_group=3)
-    index, cosine = hard_negatives(vectors, codes, k=k, min_cosine=low, max_cosine=high, per_image=per_image,
-                                   block_size=16)
+    index, cosine = hard_negatives(vectors, codes, NegativeOptions(k=k, min_cosine=low, max_cosine=high,
+                                                                   per_image=per_image), block_size=16)
     expected_index, expected_cosine = brute_negatives(vectors, codes, k, low, high, per_image=per_image)
     # compare away from the range's edges, where float32 and float64 may disagree
     assert np.all(np.abs(np.nan_to_num(expected_cosine, nan=9) - high) > 1e-5)
@@ -108,8 +108,8 @@ def test_command_round_trips_rows_and_prints_quantiles(tmp_path):
 
 def test_quantiles_per_rank_skip_missing():
     summary = cosine_quantiles(np.array([[0.9, 0.5], [0.7, np.nan]], dtype=np.float32))
-    assert [entry["count"] for entry in summary] == [2, 1, 3]
-    assert summary[0]["mean"] == pytest.approx(0.8)
+    assert [entry.count for entry in summary] == [2, 1, 3]
+    assert summary[0].mean == pytest.approx(0.8)
 
 
 @pytest.mark.parametrize("args, message", [
@@ -135,7 +135,7 @@ def test_antipodal_negatives_are_in_range_of_the_default_floor():
     those captions got no negative at all, and no floor below -1 can be asked for."""
     half = unit(np.random.default_rng(0).normal(size=(20, 8))).astype(np.float32)
     vectors = np.concatenate([half, -half])
-    index, cosine = hard_negatives(vectors, np.arange(40), k=1, max_cosine=-0.99, device="cpu")
+    index, cosine = hard_negatives(vectors, np.arange(40), NegativeOptions(k=1, max_cosine=-0.99), device="cpu")
     assert (index[:, 0] == np.r_[np.arange(20, 40), np.arange(20)]).all()
     assert np.all(cosine >= -1.0) and np.allclose(cosine, -1.0)
 
@@ -151,8 +151,8 @@ def test_text_rules_and_margin_match_brute_force(per_image, margin):
     texts = [spellings[rng.integers(4)](f"text {rng.integers(30)}") for _ in codes]
     for i in range(0, len(texts) - 1, 7):  # some texts shared inside an image, so its captions are refused
         texts[i + 1] = texts[i].upper() if codes[i + 1] == codes[i] else texts[i + 1]
-    index, cosine = hard_negatives(vectors, codes, k=4, texts=texts, per_image=per_image, margin=margin,
-                                   block_size=16)
+    index, cosine = hard_negatives(vectors, codes, NegativeOptions(k=4, per_image=per_image, margin=margin),
+                                   texts=texts, block_size=16)
     expected_index, expected_cosine = brute_negatives(vectors, codes, 4, -1.0, 0.95, per_image=per_image,
                                                       texts=texts, margin=margin)
     np.testing.assert_array_equal(index, expected_index)
@@ -219,7 +219,8 @@ def test_the_rules_are_what_sentence_transformers_mines_on_the_same_vectors(marg
     for row in mined:
         if row["label"] == 0:
             theirs.setdefault(row["anchor"], []).append(row["positive"])
-    index, _ = hard_negatives(vectors, codes, k=k, texts=texts, per_image=None, margin=margin, max_cosine=ceiling)
+    index, _ = hard_negatives(vectors, codes, NegativeOptions(k=k, per_image=None, margin=margin, max_cosine=ceiling),
+                              texts=texts)
     ours = {texts[i]: [texts[j] for j in index[i] if j >= 0] for i in anchors}
     same = sum(ours[text] == theirs.get(text, []) for text in ours)
     # identical but for equal cosines, which the two may order apart
@@ -246,3 +247,29 @@ def test_the_command_takes_the_rules_and_says_them(tmp_path):
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         assert [row["negative_ids"] for row in rows] == [[ids[j] for j in row if j >= 0] for row in expected]
         assert ("any number per image" if per_image is None else "at most 1 per image") in result.stdout
+
+
+def test_the_export_returns_its_typed_summary_with_k_capped(tmp_path):
+    """export_negatives returns a frozen NegativesExport: its rules with k capped at what any caption
+    can have, counts matching the file it wrote, and to_dict() the `negatives --json` object."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from _action_fixtures import caption_set
+    from capgeo.findings.negatives import NegativesExport, export_negatives
+
+    vectors, codes = clustered(n_groups=4, per_group=2)
+    captions = caption_set([f"g{code}" for code in codes])
+    out = tmp_path / "negatives.jsonl"
+    summary = export_negatives(captions, SimpleNamespace(vectors=vectors), str(out),
+                               rules=NegativeOptions(k=50, per_image=None), block_size=16)
+    assert isinstance(summary, NegativesExport) and summary.rules.k == 6  # 8 captions, 2 of them its own image
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert summary.n_anchors == len(rows) == 8
+    assert summary.n_negatives == sum(len(row["negative_ids"]) for row in rows)
+    written = summary.to_dict()
+    assert list(written) == ["schema", "output", "n_anchors", "k", "min_cosine", "max_cosine", "per_image", "margin",
+                             "n_anchors_short", "n_negatives", "encoder", "cosines"]
+    assert written["k"] == 6 and written["encoder"] is None and written["cosines"][-1]["rank"] == "all"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        summary.n_anchors = 3

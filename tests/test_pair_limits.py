@@ -10,6 +10,7 @@ from pathlib import Path
 
 from capgeo.captions.model import CaptionSet
 from capgeo.errors import CapgeoError
+from capgeo.findings.dupes_options import PairListOptions
 from capgeo.findings.duplicates import dupes_section, exact_copies_at_or_above, near_duplicate_pairs, text_codes
 
 
@@ -43,7 +44,7 @@ def test_skip_exact_lists_the_best_pairs_that_are_not_copies():
     groups = np.arange(n)
     captions = captions_of(texts, groups)
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    section = dupes_section(captions, unit, limit=5, examples=False, skip_exact=True)
+    section = dupes_section(captions, unit, pairs=PairListOptions(limit=5, skip_exact=True), examples=None).to_dict()
     codes = text_codes(texts)
     cosine = unit.astype(np.float64) @ unit.T.astype(np.float64)
     rows, columns = np.triu_indices(n, 1)

@@ -108,7 +108,7 @@ def test_section_finds_planted_mismatch_false_negative_and_twins(tmp_path):
     vectors = ImageVectors(vectors=images, present=np.ones(30, dtype=bool), source="test", content_hashes=tuple(hashes),
                            thumbnail=lambda g: jpeg(g))
     out = tmp_path / "negatives.parquet"
-    section = pairs_section(captions, text, vectors, batch_size=8, n_batches=20, false_negatives_output=str(out))
+    section = pairs_section(captions, text, vectors, batch_size=8, n_batches=20, false_negatives_output=str(out)).to_dict()
     assert section["mismatched"]["pairs"][0]["caption_id"] == "c0"
     card = section["mismatched"]["pairs"][0]
     assert card["hardest_wrong"]["id"] not in {c["id"] for c in card["captions"]}
@@ -140,7 +140,7 @@ def test_missing_images_leave_their_pairs_out():
     present[3] = False
     images = images.copy()
     images[3] = 0
-    section = pairs_section(_captions(codes), text, ImageVectors(vectors=images, present=present, source="t"))
+    section = pairs_section(_captions(codes), text, ImageVectors(vectors=images, present=present, source="t")).to_dict()
     assert section["n_pairs"] == 22 and section["n_images"] == 11 and section["n_images_missing"] == 1
 
 
@@ -151,7 +151,7 @@ def test_batch_saturation_and_false_negatives_against_brute_force():
     images, text, codes = dataset(n_images=20, per_image=2, noise=0.05)
     captions = _captions(codes)
     section = pairs_section(captions, text, image_vectors_from_array(images, "x", 20, 16), batch_size=6,
-                            n_batches=30, logit_scale=100.0, gamma=0.5, delta=0.02)
+                            n_batches=30, logit_scale=100.0, gamma=0.5, delta=0.02).to_dict()
     batches = sample_batches(codes, 6, 30, 0)
     with_negative = zero0 = below = 0
     for batch in batches:
@@ -194,7 +194,7 @@ def test_bad_options_are_one_error():
     with pytest.raises(CapgeoError, match="--delta"):
         pair_pass(text, images, codes, delta=-0.1)
     with pytest.raises(CapgeoError, match="image vectors"):
-        pairs_section(_captions(codes), text, ImageVectors(vectors=images[:4], present=np.ones(4, bool), source="f"))
+        pairs_section(_captions(codes), text, ImageVectors(vectors=images[:4], present=np.ones(4, bool), source="f")).to_dict()
 
 
 def test_pairs_section_is_typed_documented_and_round_trips():
@@ -206,7 +206,7 @@ def test_pairs_section_is_typed_documented_and_round_trips():
 
     images, text, codes = dataset(n_images=12, per_image=2)
     vectors = ImageVectors(vectors=images, present=np.ones(12, bool), source="t", thumbnail=lambda g: jpeg(g))
-    section = json.loads(json.dumps(pairs_section(_captions(codes), text, vectors, batch_size=4, n_batches=3)))
+    section = json.loads(json.dumps(pairs_section(_captions(codes), text, vectors, batch_size=4, n_batches=3).to_dict()))
     typed = Pairs.from_dict(section)
     assert typed.to_dict() == section and typed.retrieval["text_to_image_r1"] == section["retrieval"]["text_to_image_r1"]
     doc = (Path(__file__).resolve().parents[1] / "docs" / "profile-schema.md").read_text(encoding="utf-8")

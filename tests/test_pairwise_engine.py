@@ -151,6 +151,7 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
     import capgeo.geometry.pairwise as pairwise
     from capgeo.captions.model import CaptionSet
     from capgeo.encoders import embed
+    from capgeo.findings.dupes_options import ExampleOptions, PairListOptions
     from capgeo.findings.duplicates import dupes_section
     from capgeo.geometry.profile_options import ProfileOptions
     from capgeo.geometry.scan_options import ScanOptions
@@ -163,8 +164,9 @@ def test_report_runs_one_pass_and_dupes_reuse_it(monkeypatch, tmp_path):
     captions = CaptionSet(table, Path("synthetic"), "test")
     np.save(tmp_path / "emb.npy", vectors)
     embeddings = embed(captions, f"vectors:{tmp_path / 'emb.npy'}", use_cache=False)
-    expected = dupes_section(captions, embeddings, limit=20, quantiles=(0.5, 0.9, 0.99), n_per_quantile=1,
-                             neighbours=3)
+    expected = dupes_section(captions, embeddings, pairs=PairListOptions(limit=20),
+                             examples=ExampleOptions(quantiles=(0.5, 0.9, 0.99), per_quantile=1,
+                                                     neighbours=3)).to_dict()
     calls = []
     real_scan = pairwise.tile_partial
     # each call's options (a ScanOptions, its fields as keywords replacing them)

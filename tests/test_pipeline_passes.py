@@ -60,7 +60,7 @@ def test_gamma_json_is_gamma_profiles_own(dataset):
                       "--seed", 3, "--hard-edge", 0.5)
     captions = load_captions(str(data))
     direct = gamma_profile(captions, embed(captions, spec, progress=False), batch_sizes=[16, 8], n_batches=7, seed=3,
-                           grid=DEFAULT_GRID, hard_edge=0.5, progress=False)
+                           grid=DEFAULT_GRID, hard_edge=0.5, progress=False).to_dict()
     assert dumps(without_timings(by_cli)) == dumps(without_timings(direct))
     # the pipeline's typed Profile writes the same JSON
     run = run_profile(str(data), EncodeOptions(spec), ProfileOptions(batch_sizes=(16, 8), n_batches=7, seed=3),
@@ -78,7 +78,7 @@ def test_truncation_json_is_truncation_profiles_own(dataset):
                       "--threshold", 0.8, "--top", 2, "--top-k", 3, "--buckets", "0.5,0.7", "--cache-dir", cache)
     captions = load_captions(str(data))
     direct = truncation_profile(captions, None, lengths=[8, 16], cache_dir=str(cache), progress=False, batch_size=16,
-                                n_batches=5, seed=2, threshold=0.8, max_listed=2, top_k=3, edges=(0.5, 0.7))
+                                n_batches=5, seed=2, threshold=0.8, max_listed=2, top_k=3, edges=(0.5, 0.7)).to_dict()
     assert by_cli["truncation"]["lengths"][:2] == [8, 16]
     assert dumps(without_timings(by_cli)) == dumps(without_timings(direct))
 

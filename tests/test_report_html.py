@@ -247,6 +247,7 @@ def test_very_long_caption_is_clamped_with_full_text_kept():
 
 
 def test_gallery_query_marks_words_shared_with_any_neighbour(full_profile, full_page):
+    from capgeo.geometry.typed_profile import DupesPair
     from capgeo.report.gallery import merged_query_spans
 
     example = full_profile["dupes"]["examples"][0]
@@ -519,7 +520,7 @@ def test_compare_lines_up_near_duplicates_and_an_undefined_margin_gamma():
     vectors = np.concatenate([half, -half]).astype(np.float32)  # mean negative cosine below 0
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     undefined, _ = make_profile()
-    undefined["gamma"] = gamma_section(vectors, np.arange(100), batch_sizes=(8,), n_batches=20)
+    undefined["gamma"] = gamma_section(vectors, np.arange(100), batch_sizes=(8,), n_batches=20).to_dict()
     assert undefined["gamma"]["margin_matched_gamma"] is None
     # the summary gives one gamma, the headline; the margin view is in the gamma section
     assert "Margin-matched gamma" not in dict(summary_rows(typed(undefined)))

@@ -59,7 +59,7 @@ def test_a_set_of_exact_copies_shows_once_and_two_copies_stay_a_pair():
     assert len(entries) == 3 and isinstance(entries[0], ExactCopies)
     assert entries[0].members == (("a", "img-a"), ("b", "img-b"), ("c", "img-c"))
     assert entries[1] is pairs[2] and entries[2] is pairs[4]
-    page = gallery_html(Dupes.from_dict({"pairs": [pair.to_dict() for pair in pairs]}))
+    page = gallery_html(Dupes(pairs=tuple(pairs)))
     assert page.count(copy) == 1 and "the same text in 3 captions of 3 images" in page
     assert page.count("two dogs") == 2   # a pair of copies is still a pair
 

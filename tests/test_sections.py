@@ -42,7 +42,8 @@ def _pairs_section() -> Pairs:
     compute = resolve(next(entry for entry in SECTIONS if entry.name == "pairs").compute)
     section = compute(captions, text, image_vectors_from_array(images, "images.npy", 12, 16), batch_size=4,
                       n_batches=3)
-    return Pairs.from_dict(json.loads(json.dumps(section)))
+    assert isinstance(section, Pairs)
+    return section
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from capgeo.cli import main
-from capgeo.cli.dupes import DIFFERING_STYLE, SHARED_STYLE, highlighted, is_plain
+from capgeo.terminal.dupes import DIFFERING_STYLE, SHARED_STYLE, highlighted, is_plain
 from capgeo.terminal import shown
 from capgeo.display import visible
 from capgeo.findings.highlight import highlight_pair

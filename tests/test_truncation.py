@@ -200,7 +200,7 @@ def minilm_section():
     encoder = get_encoder(None)
     captions = caption_set([OPENING + ending for ending in ENDINGS] + UNRELATED)
     embeddings = embed_at_lengths(captions, encoder, [32, 64, 128, 256], use_cache=False)
-    section = truncation_section(captions, embeddings, encoder, batch_size=6, n_batches=20, max_listed=40)
+    section = truncation_section(captions, embeddings, encoder, batch_size=6, n_batches=20, max_listed=40).to_dict()
     return captions, encoder, embeddings, section
 
 
@@ -321,7 +321,7 @@ def test_per_length_statistics_match_brute_force():
     captions, by_length = synthetic()
     threshold, batch_size, n_batches, seed, edges = 0.9, 8, 25, 3, (0.5, 0.8, 0.9)
     section = truncation_section(captions, by_length, None, batch_size=batch_size, n_batches=n_batches, seed=seed,
-                                 threshold=threshold, edges=edges, top_k=5, block_size=16, max_listed=100)
+                                 threshold=threshold, edges=edges, top_k=5, block_size=16, max_listed=100).to_dict()
     codes = np.asarray(captions.group_codes)
     counts = by_length[64].token_counts
     full = by_length[64].vectors
@@ -367,7 +367,7 @@ def test_per_length_statistics_match_brute_force():
 
 def test_listed_pairs_are_capped_but_all_counted():
     captions, by_length = synthetic()
-    section = truncation_section(captions, by_length, None, batch_size=8, n_batches=5, threshold=0.9, max_listed=2)
+    section = truncation_section(captions, by_length, None, batch_size=8, n_batches=5, threshold=0.9, max_listed=2).to_dict()
     for entry in section["per_length"]:
         listed = [pair for pair in section["truncation_only_pairs"] if pair["max_tokens"] == entry["max_tokens"]]
         assert len(listed) == min(2, entry["near_duplicates"]["n_truncation_only"])
@@ -380,7 +380,7 @@ def test_same_batches_at_every_length():
     captions, by_length = synthetic()
     same = {length: Embeddings(by_length[64].vectors, by_length[64].token_counts, length, by_length[64].info)
             for length in (16, 64)}
-    section = truncation_section(captions, same, None, batch_size=8, n_batches=10, seed=5)
+    section = truncation_section(captions, same, None, batch_size=8, n_batches=10, seed=5).to_dict()
     first, last = section["per_length"]
     assert first["buckets"] == last["buckets"] and first["hardest_in_batch"] == last["hardest_in_batch"]
 
@@ -388,16 +388,16 @@ def test_same_batches_at_every_length():
 def test_bad_inputs_are_capgeo_errors():
     captions, by_length = synthetic()
     with pytest.raises(CapgeoError, match="threshold"):
-        truncation_section(captions, by_length, None, threshold=1.5)
+        truncation_section(captions, by_length, None, threshold=1.5).to_dict()
     with pytest.raises(CapgeoError, match="no lengths"):
-        truncation_section(captions, {}, None)
+        truncation_section(captions, {}, None).to_dict()
     unknown = {length: Embeddings(e.vectors, np.full(len(captions), -1), length, e.info)
                for length, e in by_length.items()}
     with pytest.raises(EncoderError, match="token counts"):
-        truncation_section(captions, unknown, None)
+        truncation_section(captions, unknown, None).to_dict()
     one_group = caption_set([f"caption {i}" for i in range(40)], ["g"] * 40)
     with pytest.raises(CapgeoError, match="one group"):
-        truncation_section(one_group, by_length, None)
+        truncation_section(one_group, by_length, None).to_dict()
 
 
 def test_near_duplicate_pass_keeps_the_best_pairs_of_many():

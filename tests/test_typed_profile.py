@@ -444,13 +444,13 @@ def test_per_caption_rows_as_a_frame_or_a_clear_error():
 
 def test_dupes_declares_the_skipped_copies_and_the_dedup_and_the_text_reads_them():
     """`dupes --skip-exact` and `dupes-sets --keep` sections read into declared fields (nothing left in
-    ``extra``), round trip, and print the same text from the dict and from the typed section."""
+    ``extra``), round trip, and print the same text computed and read back from JSON."""
     import numpy as np
     from rich.console import Console
 
-    from capgeo.cli.dupes import render
     from capgeo.findings.duplicates import pairs_section, sets_section
     from capgeo.geometry.typed_profile import Dupes
+    from capgeo.terminal.dupes import render
 
     from _action_fixtures import caption_set, unit
 
@@ -459,14 +459,15 @@ def test_dupes_declares_the_skipped_copies_and_the_dedup_and_the_text_reads_them
     vectors = unit(np.repeat(centres, 2, axis=0) + 0.05 * rng.normal(size=(16, 12)))
     texts = [f"a photo of thing {i // 2}" for i in range(16)]  # each pair of images: one text twice
     captions = caption_set([f"g{i}" for i in range(16)], texts=texts)
-    pairs = pairs_section(captions, vectors, top=5, skip_exact=True)
-    sets = sets_section(captions, vectors, threshold=0.9, keep="longest")
+    computed_pairs = pairs_section(captions, vectors, top=5, skip_exact=True)
+    computed_sets = sets_section(captions, vectors, threshold=0.9, keep="longest")
+    pairs, sets = computed_pairs.to_dict(), computed_sets.to_dict()
     assert pairs["n_exact_skipped"] == 8 and sets["dedup"]["n_captions_dropped"] == 8  # brute force: 8 twin pairs
-    for section in (pairs, sets):
+    for computed, section in ((computed_pairs, pairs), (computed_sets, sets)):
         typed = Dupes.from_dict(section)
         assert not typed.extra and typed.to_dict() == section
         texts_printed = []
-        for source in (section, typed):
+        for source in (computed, typed):
             console = Console(record=True, width=100, color_system=None)
             with console.capture():
                 render(source, console)

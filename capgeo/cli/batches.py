@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from capgeo import terminal
 from capgeo.cli.options import (
     PairThreshold,
     dataset_options,
@@ -18,7 +17,6 @@ from capgeo.cli.options import (
     seed_option,
     writable_output,
 )
-from capgeo.terminal import shown
 from capgeo.defaults import BATCHES_EPOCHS, NEAR_DUPLICATE_THRESHOLD
 from capgeo.progress import counts_passes
 
@@ -52,24 +50,7 @@ def batches(batch_size, threshold, seed, epochs, output, json_out, **options):
                              seed=seed, epochs=epochs, output=output, force=forced())
     if output:
         click.echo(f"Wrote {output}", err=True)
+    from capgeo.terminal.batches import print_batches
+
     emit(result, json_out, print_batches)
 
-
-def print_batches(result: dict) -> None:
-    console = terminal.console(highlight=False)
-    spec = None if result["encoder"] is None else result["encoder"]["spec"]
-    epochs = f" x {result['epochs']} epochs" if result["epochs"] > 1 else ""
-    console.print(f"Batches of {result['batch_size']} for {result['n_captions']:,} captions of "
-                  f"{result['n_groups']:,} images{epochs}, seed {result['seed']}")
-    console.print(f"Near-duplicates: cosine >= {result['threshold']:g} under encoder {shown(spec)}")
-    total = result["n_captions"] * result["epochs"]
-    short = f", {result['n_short_batches']:,} short of {result['batch_size']}" if result["n_short_batches"] else ""
-    console.print(f"  batches              {result['n_batches']:,}{short}")
-    console.print(f"  captions placed      {result['n_placed']:,} of {total:,}")
-    console.print(f"  not placed           {result['n_not_placed']:,} ({result['share_not_placed']:.2%}; "
-                  f"{result['n_captions'] % result['batch_size']:,} per epoch are past the last full batch)")
-    console.print(f"  rearranged batches   {result['n_rearranged_batches']:,}")
-    avoided = result["conflicts_avoided"]
-    console.print(f"  conflicts avoided    {avoided['same_image']:,} same image, {avoided['exact_copy']:,} exact copy, "
-                  f"{avoided['near_duplicate']:,} near-duplicate")
-    console.print("  (rearranged, avoided: against a plain shuffle of the same seed)")

@@ -25,13 +25,13 @@ from capgeo.cli.options import (
     writable_output,
 )
 from capgeo.cli.pass_options import block_size_option
-from capgeo.terminal import shown
-from capgeo.terminal.dupes import DIFFERING_STYLE, SHARED_STYLE, highlighted, is_plain, legend  # noqa: F401
 from capgeo.defaults import DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTILES, DUPES_TOP, KEEP_POLICIES, TOP_K
 from capgeo.defaults import NEAR_DUPLICATE_THRESHOLD as DEFAULT_NEAR_DUPLICATE_THRESHOLD
-from capgeo.display import short_id, visible
 from capgeo.errors import CapgeoError
 from capgeo.progress import counts_passes
+# the renderer lives in the terminal layer; its names stay importable here (capgeo.cli.leak marks words with them)
+from capgeo.terminal.dupes import (DIFFERING_MARKS, DIFFERING_STYLE, SHARED_MARKS, SHARED_STYLE,  # noqa: F401
+                                   highlighted, is_plain, legend, render)
 
 OUTPUT_FORMATS = ("text", "jsonl", "csv", "parquet")
 
@@ -71,7 +71,7 @@ def _common_options(command):
               help="Leave exact duplicates (same text after case and spacing) out of the pair list, so the "
                    "paraphrases show; the output says how many were skipped.")
 @_common_options
-def dupes(threshold, top, skip_exact, top_k, block_size, output_format, output, json_out, **options):
+def dupes(threshold, top, skip_exact, output_format, output, json_out, **options):
     """The most similar caption pairs of DATA: pairs of different images (groups) whose
     captions embed almost alike, most similar first, with the content words they share in
     one colour and the words only one of them has in another ([shared] and {differs} when
@@ -85,8 +85,8 @@ def dupes(threshold, top, skip_exact, top_k, block_size, output_format, output, 
     `capgeo dupes-examples` shows captions at quantiles of the hardest-companion distribution,
     `capgeo dupes-sets` groups near-duplicates into sets.
     """
-    _run("pairs", dict(threshold=threshold, top=top, skip_exact=skip_exact, top_k=top_k, block_size=block_size),
-         output_format, output, json_out, options)
+    _run("pairs", dict(threshold=threshold, top=top, skip_exact=skip_exact, **_pass(options)), output_format, output,
+         json_out, options)
 
 
 @click.command("dupes-examples", short_help="Captions at quantiles of hardest-companion cosine, with their nearest.",
@@ -99,8 +99,7 @@ def dupes(threshold, top, skip_exact, top_k, block_size, output_format, output, 
 @click.option("--neighbours", type=click.IntRange(min=1), default=DUPES_NEIGHBOURS, show_default=True,
               help="Nearest other-group captions shown per query.")
 @_common_options
-def dupes_examples(quantiles, per_quantile, neighbours, top_k, block_size, output_format, output, json_out,
-                   **options):
+def dupes_examples(quantiles, per_quantile, neighbours, output_format, output, json_out, **options):
     """Query captions of DATA whose hardest-companion cosine (their highest cosine with a
     caption of another image) sits at each quantile of that distribution, each with its
     nearest captions of other images, shared and differing words marked as `capgeo dupes`
@@ -110,7 +109,7 @@ def dupes_examples(quantiles, per_quantile, neighbours, top_k, block_size, outpu
     from capgeo.findings.duplicates import DEFAULT_QUANTILES
 
     _run("examples", dict(quantiles=quantiles or DEFAULT_QUANTILES, per_quantile=per_quantile, neighbours=neighbours,
-                          top_k=top_k, block_size=block_size), output_format, output, json_out, options)
+                          **_pass(options)), output_format, output, json_out, options)
 
 
 @click.command("dupes-sets", short_help="Sets of near-duplicate captions; optionally keep one per set.",
@@ -125,7 +124,7 @@ def dupes_examples(quantiles, per_quantile, neighbours, top_k, block_size, outpu
               help="Write the ids of the captions dropped (by --keep, first by default), one per line, to FILE.")
 @seed_option("Seed of --keep random.")
 @_common_options
-def dupes_sets(threshold, keep, drop_list, seed, top_k, block_size, output_format, output, json_out, **options):
+def dupes_sets(threshold, keep, drop_list, seed, output_format, output, json_out, **options):
     """Sets of near-duplicate captions of DATA: connected components of the pairs of different
     images with cosine >= --threshold, largest first, with each set's size and weakest link.
     Sets chain: two members can be far below the threshold when each is close to a third
@@ -134,21 +133,27 @@ def dupes_sets(threshold, keep, drop_list, seed, top_k, block_size, output_forma
     others removes. Rows (--output-format jsonl/csv/parquet): one per set; see `capgeo docs dupes`.
     """
     policy = keep or ("first" if drop_list is not None else None)
-    _run("sets", dict(threshold=threshold, keep=policy, seed=seed, top_k=top_k, block_size=block_size),
-         output_format, output, json_out, options, before_output=lambda section: _write_drop_list(section, drop_list))
+    _run("sets", dict(threshold=threshold, keep=policy, seed=seed, **_pass(options)), output_format, output,
+         json_out, options, before_output=lambda section: _write_drop_list(section, drop_list))
 
 
-def _write_drop_list(section: dict, drop_list: str | None) -> None:
+def _pass(options: dict) -> dict:
+    """Pop the options of the pairwise pass (--top-k, --block-size) that every near-duplicate command takes."""
+    return {"top_k": options.pop("top_k"), "block_size": options.pop("block_size")}
+
+
+def _write_drop_list(section, drop_list: str | None) -> None:
     if drop_list is None:
         return
     from capgeo.findings.leak import write_id_list
 
-    write_id_list(section["dedup"]["dropped_ids"], drop_list)
-    click.echo(f"Wrote {drop_list} ({len(section['dedup']['dropped_ids']):,} caption ids)", err=True)
+    dropped = list(section.dedup["dropped_ids"])
+    write_id_list(dropped, drop_list)
+    click.echo(f"Wrote {drop_list} ({len(dropped):,} caption ids)", err=True)
 
 
 def _run(kind: str, section_options: dict, output_format: str | None, output: str | None, json_out: str | None,
-         options: dict, before_output=None) -> dict:
+         options: dict, before_output=None):
     """Load DATA, have the library check, embed and compute the ``kind`` section
     (capgeo.pipeline.dupes_dataset), and write it: the JSON (--json), the drop list, then the text
     or rows (to -o FILE, else stdout, which JSON to stdout keeps to itself)."""
@@ -167,12 +172,12 @@ def _run(kind: str, section_options: dict, output_format: str | None, output: st
     section = dupes_dataset(captions, kind, encode_from_options(options), **section_options)
     if before_output is not None:
         before_output(section)
-    for note in section["warnings"]:
+    for note in section.warnings or ():
         click.echo(f"Warning: {note}", err=True)
     if json_out is not None:
         from capgeo.cli.options import print_json
 
-        print_json(section, json_out)
+        print_json(section.to_dict(), json_out)
     if is_standard_output(json_out) and output is None:
         return section  # stdout holds the JSON alone
     if output_format == "text":
@@ -193,7 +198,7 @@ def _is_terminal(stream) -> bool:
         return False
 
 
-def _write_text(section: dict, output: str | None) -> None:
+def _write_text(section, output: str | None) -> None:
     from rich.console import Console
 
     if output is None:
@@ -203,150 +208,3 @@ def _write_text(section: dict, output: str | None) -> None:
 
     with atomic_open(output) as handle:
         render(section, Console(file=handle, highlight=False, color_system=None, width=100))
-
-
-# --------------------------------------------------------------------------- rendering
-
-
-def render(section, console) -> None:
-    """Print a dupes section (its ``capgeo.dupes/1`` dict or the typed Dupes) as text."""
-    from rich.text import Text
-
-    from capgeo.geometry.typed_profile import Dupes, as_section
-
-    dupes = as_section(section, Dupes)
-    header = f"{dupes.n_captions:,} captions, {dupes.n_groups:,} groups"
-    if dupes.encoder is not None:
-        header += f", encoder {visible(dupes.encoder.spec)}"
-    console.print(Text(header, style="dim"))
-    if dupes.components is not None:
-        _render_components(dupes, console)
-    elif dupes.examples is not None:
-        console.print(legend(console))
-        _render_examples(dupes, console)
-    else:
-        console.print(legend(console))
-        _render_pairs(dupes, console)
-
-
-def _score_line(prefix: str, row):
-    from rich.text import Text
-
-    line = Text.assemble((prefix, "bold"), f"  cosine {row.cosine:.4f}", f"  jaccard {row.jaccard:.2f}")
-    if row.exact_duplicate:
-        line.append("  EXACT DUPLICATE", style="bold red")
-    return line
-
-
-def _caption_block(label: str, caption_id: str, group: str, text: str, spans, plain: bool):
-    from rich.padding import Padding
-    from rich.text import Text
-
-    heading = Text.assemble((f"{label} " if label else "", "bold"), (visible(short_id(caption_id)), "cyan"))
-    if group != caption_id:  # one caption per group (DOCCI, Urban-1K): the id says it already
-        heading.append(f"  (group {visible(short_id(group))})", style="dim")
-    return Padding(Text("\n").join([heading, highlighted(text, spans, plain)]), (0, 0, 0, 4))
-
-
-def pairs_title(dupes) -> str:
-    """What the list is: near-duplicates only when every pair listed reaches the near-duplicate threshold."""
-    pairs = dupes.pairs or ()
-    near = dupes.near_duplicates["threshold"]
-    threshold, limit = dupes.threshold, dupes.limit
-    listed_near = threshold is not None and threshold >= near
-    kind = "near-duplicate pairs" if listed_near else "most similar pairs"
-    if threshold is not None:
-        bound = f"cosine >= {threshold:g}"
-    elif pairs:
-        bound = f"cosine {pairs[-1].cosine:.4f} to {pairs[0].cosine:.4f}"
-    else:
-        bound = "none"
-    top = f", top {limit}" if limit else ""
-    exact = ", exact copies left out" if dupes.skip_exact else ""
-    return f"{len(pairs):,} {kind} of different images ({bound}{top}{exact})"
-
-
-def totals_line(dupes) -> str:
-    """The exact count of near-duplicates behind the list, however many it shows."""
-    from capgeo.findings.duplicates import near_duplicate_total_text
-
-    line = near_duplicate_total_text(dupes.near_duplicates)
-    if dupes.skip_exact:
-        line += f" {dupes.n_exact_skipped or 0:,} exact copies ranked above the last pair shown were skipped."
-    elif any(row.exact_duplicate for row in dupes.pairs or ()):
-        line += " --skip-exact leaves exact copies out of the list."
-    return line
-
-
-def _render_pairs(dupes, console) -> None:
-    from rich.markup import escape
-
-    plain = is_plain(console)
-    console.print(f"[bold]{escape(pairs_title(dupes))}[/]")
-    console.print(escape(totals_line(dupes)))
-    for row in dupes.pairs or ():
-        console.print()
-        console.print(_score_line(f"#{row.rank}", row))
-        console.print(_caption_block("A", row.id_a, row.group_a, row.text_a, row.spans_a, plain))
-        console.print(_caption_block("B", row.id_b, row.group_b, row.text_b, row.spans_b, plain))
-
-
-def _render_examples(dupes, console) -> None:
-    from rich.padding import Padding
-    from rich.text import Text
-
-    for example in dupes.examples:
-        query = example.query
-        console.print()
-        console.print(Text.assemble(
-            (f"quantile {example.quantile:g}", "bold"),
-            f" of hardest-companion cosine = {example.target_cosine:.4f};",
-            f" this query's hardest companion {example.hardest_cosine:.4f}"))
-        plain = is_plain(console)
-        console.print(_caption_block("query", query.id, query.group, query.text, [], plain))
-        for neighbour in example.neighbours:
-            console.print(Padding(_score_line(f"neighbour {neighbour.neighbour_rank}", neighbour), (0, 0, 0, 2)))
-            console.print(_caption_block("", neighbour.id_b, neighbour.group_b, neighbour.text_b,
-                                         neighbour.spans_b, plain))
-            if neighbour.only_a_words:
-                console.print(Padding(Text.assemble(("only in query: ", "dim"),
-                                                    (visible(", ".join(neighbour.only_a_words)), DIFFERING_STYLE)),
-                                      (0, 0, 0, 4)))
-
-
-def _render_components(dupes, console) -> None:
-    from rich.table import Table
-
-    components = dupes.components
-    console.print(f"[bold]{len(components):,} near-duplicate sets[/] (connected components of pairs with "
-                  f"cosine >= {dupes.components_threshold})")
-    if not components:
-        return
-    table = Table(expand=True)
-    for name in ("#", "size", "groups", "weakest", "strongest", "min pair"):
-        table.add_column(name, justify="right", no_wrap=True)
-    # one line per caption, cut to the width left over
-    table.add_column("first captions", ratio=1, no_wrap=True, overflow="ellipsis")
-    for row in components[:50]:
-        member_min = "" if row["min_member_cosine"] is None else f"{row['min_member_cosine']:.4f}"
-        # a caption's own line breaks made one caption look like several
-        first = "\n".join(shown(" ".join(text.split())) for text in row["texts"][:3])
-        table.add_row(str(row["component"]), str(row["size"]), str(row["n_groups"]), f"{row['weakest_link']:.4f}",
-                      f"{row['strongest_link']:.4f}", member_min, first)
-    console.print(table)
-    if len(components) > 50:
-        console.print(f"[dim]... {len(components) - 50:,} more sets (all of them in --output-format jsonl)[/]")
-    console.print("[dim]min pair: the smallest cosine between any two members; weakest: the smallest "
-                  "cosine among the pairs that hold the set together (its maximum spanning tree)[/]")
-    if dupes.dedup:
-        _render_dedup(dupes.dedup, dupes.n_captions, dupes.n_groups, console)
-
-
-def _render_dedup(dedup, n_captions: int, n_groups: int, console) -> None:
-    def mean(value):
-        return "n/a" if value is None else f"{value:.4f}"
-
-    console.print(f"[bold]Keeping the {dedup['keep']} caption of each of the {dedup['n_sets']:,} sets[/] drops "
-                  f"{dedup['n_captions_dropped']:,} of {n_captions:,} captions and {dedup['n_groups_dropped']:,} "
-                  f"of {n_groups:,} images (images left with no caption); hardest-companion mean "
-                  f"{mean(dedup['hardest_companion_mean_before'])} -> {mean(dedup['hardest_companion_mean_after'])}")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from capgeo import terminal
-from capgeo.terminal import shown
 from capgeo.cli.options import (
     FiniteFloatRange,
     dataset_options,
@@ -48,44 +46,25 @@ from capgeo.progress import counts_passes
               help="Rows per block of the pairwise pass; memory grows with it.")
 @json_option
 @counts_passes
-def negatives(output, k, min_cosine, max_cosine, per_image, margin, block_size, json_out, **options):
+def negatives(output, json_out, **options):
     """Each caption's K hardest companions from other images with --min-cosine <= cosine <
     --max-cosine, written as training rows, and the quantiles of anchor-negative cosine.
     HN-CLIP itself needs no mining (its Gbar term weighs the in-batch negatives); this
     serves other hard-negative losses. See `capgeo docs negatives`."""
     from capgeo.pipeline import negatives_dataset
+    from capgeo.terminal.negatives import print_negatives
 
-    per_image = per_image or None  # 0: no limit
+    rules = {name: options.pop(name) for name in ("k", "min_cosine", "max_cosine", "per_image", "margin")}
+    rules["per_image"] = rules["per_image"] or None  # 0: no limit
+    block_size = options.pop("block_size")
     refuse_path_clashes()
     captions = load_from_options(options)
-    summary = negatives_dataset(captions, output, encode_from_options(options), k=k, min_cosine=min_cosine,
-                                max_cosine=max_cosine, per_image=per_image, margin=margin, block_size=block_size,
+    summary = negatives_dataset(captions, output, encode_from_options(options), **rules, block_size=block_size,
                                 force=forced())
     click.echo(f"Wrote {output}", err=True)
-    if summary["k"] < k:
-        each = "" if per_image is None else f", at most {per_image} of each (--per-image)"
-        click.echo(f"Note: -k {k} capped at {summary['k']}, the most negatives any caption has (the captions of "
-                   f"other images{each})", err=True)
+    if summary.rules.k < rules["k"]:
+        each = "" if rules["per_image"] is None else f", at most {rules['per_image']} of each (--per-image)"
+        click.echo(f"Note: -k {rules['k']} capped at {summary.rules.k}, the most negatives any caption has (the "
+                   f"captions of other images{each})", err=True)
     emit(summary, json_out, print_negatives)
 
-
-def print_negatives(summary: dict) -> None:
-    from rich.table import Table
-
-    console = terminal.console(highlight=False)
-    levels = list(summary["cosines"][0]["quantiles"])
-    spec = None if summary["encoder"] is None else summary["encoder"]["spec"]
-    table = Table(title=f"Anchor-negative cosine, {summary['min_cosine']:g} <= cosine < {summary['max_cosine']:g} "
-                        f"(encoder {shown(spec)})", title_justify="left")
-    for column in ("negative rank", "count", "mean", *levels):
-        table.add_column(column, justify="right")
-    for entry in summary["cosines"]:
-        cells = [entry["mean"], *entry["quantiles"].values()]
-        table.add_row(entry["rank"], f"{entry['count']:,}", *("n/a" if v is None else f"{v:.3f}" for v in cells))
-    console.print(table)
-    rules = [f"at most {summary['per_image']} per image" if summary["per_image"] else "any number per image"]
-    if summary["margin"] is not None:
-        rules.append(f"margin {summary['margin']:g} below the lowest positive")
-    console.print(f"{summary['n_negatives']:,} negatives for {summary['n_anchors']:,} captions ({', '.join(rules)}; "
-                  f"no text of the anchor's own image, no text twice); {summary['n_anchors_short']:,} captions have "
-                  f"fewer than {summary['k']} in range.")

@@ -330,12 +330,12 @@ def json_option(command):
 
 
 def emit(result, json_out: str | None, show) -> None:
-    """A command's output: JSON to stdout (only that), or to a file and the terminal
-    summary ``show(result)``, or the summary alone."""
+    """A command's output (a typed result, written as its ``to_dict()``, or a dict): JSON to stdout
+    (only that), or to a file and the terminal summary ``show(result)``, or the summary alone."""
     from capgeo._atomic import is_standard_output
 
     if json_out:
-        print_json(result.to_dict() if hasattr(result, "to_dict") else result, json_out)  # a typed result
+        print_json(result.to_dict() if hasattr(result, "to_dict") else result, json_out)
     if not is_standard_output(json_out):  # JSON to stdout is all that goes there, by any name
         show(result)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -27,9 +28,11 @@ from capgeo.defaults import (DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTIL
 from capgeo.display import counted
 from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
+from capgeo.findings.dupes_options import ExampleOptions, MiningOptions, PairListOptions, SetOptions
 from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.geometry.row_norms import row_norms
+from capgeo.geometry.typed_profile import Dupes, DupesExample, DupesPair, DupesQuery, Encoder
 from capgeo.preflight import check_pair_threshold
 from capgeo.progress import labelled, progress_bar
 
@@ -200,17 +203,18 @@ def _rows_that_may_hide_pairs(scan, cutoff: float) -> np.ndarray:
 
 
 def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray, cutoff: float,
-                 per_row: int | None, block_size: int | None, max_links: int, device=None, exclude_codes=None):
+                 per_row: int | None, mining: MiningOptions, exclude_codes=None):
     """All other-group links of ``rows`` with cosine >= cutoff (at most ``per_row`` best per row), exactly.
 
     One pass of the all-pairs engine over the tiles that hold these rows: with ``per_row``
     its running top-k (k = per_row) gives each row's best links; without, its threshold
-    consumer gives every pair >= cutoff, stopping past ``max_links`` pairs."""
+    consumer gives every pair >= cutoff, stopping past ``mining.max_pairs`` pairs."""
     from capgeo.geometry.pairwise import TooManyPairs, make_grid, prepare_inputs, tile_partial
     from capgeo.geometry.partials import sorted_pairs
 
-    matrix, groups, device = prepare_inputs(vectors, group_codes, device)
-    grid = make_grid(len(group_codes), block_size, device)
+    max_links = mining.max_pairs
+    matrix, groups, device = prepare_inputs(vectors, group_codes, mining.device)
+    grid = make_grid(len(group_codes), mining.block_size, device)
     blocks = np.unique(rows // grid.block_size).tolist()
     tiles = {(min(block, other), max(block, other)) for block in blocks for other in range(grid.blocks)}
     try:
@@ -234,8 +238,8 @@ def _exact_links(vectors: np.ndarray, group_codes: np.ndarray, rows: np.ndarray,
 
 
 def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None = None, limit: int | None = DUPES_TOP,
-                         top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE, max_pairs: int = 1_000_000,
-                         scan=None, device: str | None = None, exclude_codes=None) -> list[Pair]:
+                         scan=None, exclude_codes=None, mining: MiningOptions | None = None,
+                         **mining_options) -> list[Pair]:
     """Caption pairs of different groups, most similar first, each unordered pair once.
 
     ``vectors_or_scan`` is the captions' normalised vectors (an array or an Embeddings) or
@@ -250,9 +254,13 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
     ``scan``: a scan of these vectors to reuse instead of scanning again (any k:
     crowded rows are re-searched either way). ``device``: where the pass runs (default: the best available).
     ``exclude_codes``: (N,) integers; pairs of equal codes are left out by the pass itself (with
-    vectors only; a given ``scan`` is then not reused). ``limit`` is at most ``max_pairs``: the
-    pass keeps at most that many pairs in memory whatever the data.
+    vectors only; a given ``scan`` is then not reused). ``mining``: how the passes run
+    (:class:`~capgeo.findings.dupes_options.MiningOptions`: ``top_k``, ``block_size``, ``max_pairs``,
+    ``device``), or its fields as keywords. ``limit`` is at most ``max_pairs``: the pass keeps at
+    most that many pairs in memory whatever the data.
     """
+    mining = MiningOptions.of(mining, **mining_options)
+    max_pairs = mining.max_pairs
     if threshold is None and limit is None:
         raise CapgeoError("near-duplicate mining needs a threshold, a limit, or both")
     if limit is not None and limit < 1:
@@ -264,14 +272,13 @@ def near_duplicate_pairs(captions, vectors_or_scan, *, threshold: float | None =
         scan = None
     if threshold is not None:
         check_pair_threshold(threshold)
-    low, high, values = _mined_links(captions, vectors_or_scan, threshold, limit, top_k, block_size, max_pairs,
-                                     scan, device, exclude_codes)
+    low, high, values = _mined_links(captions, vectors_or_scan, threshold, limit, mining, scan, exclude_codes)
     return [Pair(int(a), int(b), float(c)) for a, b, c in zip(low.tolist(), high.tolist(), values.tolist())]
 
 
-def _mined_links(captions, vectors_or_scan, threshold, limit, top_k, block_size, max_pairs, scan, device,
-                 exclude_codes):
+def _mined_links(captions, vectors_or_scan, threshold, limit, mining: MiningOptions, scan, exclude_codes):
     """:func:`near_duplicate_pairs` as (low, high, cosine) arrays, in its order."""
+    max_pairs = mining.max_pairs
     if len(captions) < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     if limit is None and scan is None and _vectors_of(vectors_or_scan) is not None:
@@ -279,11 +286,11 @@ def _mined_links(captions, vectors_or_scan, threshold, limit, top_k, block_size,
         vectors = _vectors_of(vectors_or_scan)
         _check_sizes(captions, vectors, None)
         every = np.arange(len(captions))
-        links = _exact_links(vectors, np.asarray(captions.group_codes), every, threshold, None, block_size,
-                             max_pairs, device, exclude_codes)
-        return _ordered_links(links, threshold, None)
-    vectors, scan = _resolve(captions, vectors_or_scan, max(top_k, limit or 0), block_size, scan, device,
+        links = _exact_links(vectors, np.asarray(captions.group_codes), every, threshold, None, mining,
                              exclude_codes)
+        return _ordered_links(links, threshold, None)
+    vectors, scan = _resolve(captions, vectors_or_scan, max(mining.top_k, limit or 0), mining.block_size, scan,
+                             mining.device, exclude_codes)
     links = _scan_candidates(scan, threshold, limit)
     ordered = _ordered_links(links, threshold, limit)
     cutoff = -np.inf if threshold is None else threshold
@@ -298,8 +305,7 @@ def _mined_links(captions, vectors_or_scan, threshold, limit, top_k, block_size,
             f"{len(crowded):,} captions have {k} or more other-group companions at cosine >= {cutoff:.4f}: "
             f"pairs among them may be missing; scan with a larger top_k (> {k}) or pass the vectors"), stacklevel=3)
         return ordered
-    extra = _exact_links(vectors, np.asarray(captions.group_codes), crowded, cutoff, limit, block_size, max_pairs,
-                         device, exclude_codes)
+    extra = _exact_links(vectors, np.asarray(captions.group_codes), crowded, cutoff, limit, mining, exclude_codes)
     merged = _unique_links(*(np.concatenate([known, found]) for known, found in zip(links, extra)))
     if threshold is not None and limit is None and int((merged[2] >= threshold).sum()) > max_pairs:
         raise CapgeoError(f"more than {max_pairs:,} caption pairs reach cosine {threshold:.4f}; "
@@ -320,17 +326,17 @@ def _nearest_ranks(position: float, count: int, n: int) -> np.ndarray:
 
 
 def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT_QUANTILES, *,
-                          n_per_quantile: int = 1, neighbours: int = DUPES_NEIGHBOURS, top_k: int = TOP_K,
-                          block_size: int | None = PAIR_BLOCK_SIZE, scan=None,
-                          device: str | None = None) -> list[Example]:
+                          n_per_quantile: int = 1, neighbours: int = DUPES_NEIGHBOURS, scan=None,
+                          mining: MiningOptions | None = None, **mining_options) -> list[Example]:
     """Query captions whose hardest-companion cosine sits at each quantile, with their nearest companions.
 
     The hardest-companion cosine of a caption is its highest cosine with a caption
     of another group (column 0 of the scan). For each quantile q the queries are the
     ``n_per_quantile`` captions whose rank in that distribution is nearest to
     q * (n - 1) (ties by index); each comes with its ``neighbours`` nearest
-    other-group captions.
+    other-group captions. ``mining``: how the pass runs (or its fields as keywords).
     """
+    mining = MiningOptions.of(mining, **mining_options)
     for q in quantiles:
         if not 0.0 <= q <= 1.0:
             raise CapgeoError(f"quantile: expected a value between 0 and 1, got {q}")
@@ -338,7 +344,7 @@ def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT
         raise CapgeoError("examples: need at least one query per quantile and one neighbour")
     if len(captions) < 2:
         return []
-    _, scan = _resolve(captions, source, max(top_k, neighbours), block_size, scan, device)
+    _, scan = _resolve(captions, source, max(mining.top_k, neighbours), mining.block_size, scan, mining.device)
     index = np.asarray(scan.companion_index)
     cosine = np.asarray(scan.companion_cosine, dtype=np.float64)
     # a small dataset has fewer other-image captions than neighbours asked for: show those it has
@@ -363,10 +369,8 @@ def examples_at_quantiles(captions, source, quantiles: Sequence[float] = DEFAULT
 # --------------------------------------------------------------------------- components
 
 
-def near_duplicate_components(captions, source, threshold: float, *, top_k: int = TOP_K,
-                              block_size: int | None = PAIR_BLOCK_SIZE,
-                              max_pairs: int = 1_000_000, member_cosine_limit: int = 2000,
-                              scan=None, device: str | None = None) -> list[Component]:
+def near_duplicate_components(captions, source, threshold: float, *, member_cosine_limit: int = 2000, scan=None,
+                              mining: MiningOptions | None = None, **mining_options) -> list[Component]:
     """Connected components of the graph whose edges are the pairs with cosine >= threshold.
 
     Components chain: two members can be far below the threshold when each is
@@ -375,13 +379,14 @@ def near_duplicate_components(captions, source, threshold: float, *, top_k: int 
     tree (the largest cosine c such that the component stays connected using only
     edges >= c). ``min_member_cosine`` is the smallest cosine between any two
     members, computed when vectors are given and the component has at most
-    ``member_cosine_limit`` members. Largest components first.
+    ``member_cosine_limit`` members. Largest components first. ``mining``: how the passes run (or
+    its fields as keywords).
     """
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
-    pairs = near_duplicate_pairs(captions, source, threshold=threshold, limit=None, top_k=top_k,
-                                 block_size=block_size, max_pairs=max_pairs, scan=scan, device=device)
+    pairs = near_duplicate_pairs(captions, source, threshold=threshold, limit=None, scan=scan,
+                                 mining=MiningOptions.of(mining, **mining_options))
     if not pairs:
         return []
     vectors = _vectors_of(source)
@@ -416,53 +421,81 @@ def near_duplicate_components(captions, source, threshold: float, *, top_k: int 
     return components
 
 
-# --------------------------------------------------------------------------- JSON-ready rows
+# --------------------------------------------------------------------------- typed rows and results
 
 
-def pair_row(captions, index_a: int, index_b: int, cosine: float, texts=None, ids=None, groups=None) -> dict:
-    """One pair as a JSON-ready dict: ids, groups, texts, cosine, Jaccard, highlights."""
-    texts = captions.texts if texts is None else texts
-    ids = captions.ids if ids is None else ids
-    groups = captions.groups if groups is None else groups
+def _read_only(value):
+    """A JSON value as the read-only one a :class:`Dupes` holds where it has no class of its own:
+    objects as MappingProxyType, lists as tuples (written back as objects and lists)."""
+    if isinstance(value, dict):
+        return MappingProxyType({key: _read_only(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(_read_only(item) for item in value)
+    return value
+
+
+def pair_row(captions, index_a: int, index_b: int, cosine: float, *, rank: int | None = None,
+             neighbour_rank: int | None = None, columns=None) -> DupesPair:
+    """One pair, typed: ids, groups, texts, cosine, Jaccard, highlights (a ``rank`` in a pair list,
+    a ``neighbour_rank`` beside an example query). ``columns``: the captions' (texts, ids, groups),
+    read once by a caller that makes many rows."""
+    texts, ids, groups = columns or (captions.texts, captions.ids, captions.groups)
     highlight = highlight_pair(texts[index_a], texts[index_b])
-    return {
-        "index_a": index_a, "index_b": index_b,
-        "id_a": ids[index_a], "id_b": ids[index_b],
-        "group_a": groups[index_a], "group_b": groups[index_b],
-        "text_a": texts[index_a], "text_b": texts[index_b],
-        "cosine": float(cosine),
-        "jaccard": highlight.jaccard,
-        "exact_duplicate": highlight.exact_duplicate,
-        "shared_words": list(highlight.shared),
-        "only_a_words": list(highlight.only_a),
-        "only_b_words": list(highlight.only_b),
-        "spans_a": [span.to_dict() for span in highlight.spans_a],
-        "spans_b": [span.to_dict() for span in highlight.spans_b],
-    }
+    return DupesPair(
+        rank=rank, neighbour_rank=neighbour_rank, index_a=index_a, index_b=index_b,
+        id_a=ids[index_a], id_b=ids[index_b], group_a=groups[index_a], group_b=groups[index_b],
+        text_a=texts[index_a], text_b=texts[index_b], cosine=float(cosine), jaccard=highlight.jaccard,
+        exact_duplicate=highlight.exact_duplicate, shared_words=highlight.shared, only_a_words=highlight.only_a,
+        only_b_words=highlight.only_b,
+        spans_a=tuple(MappingProxyType(span.to_dict()) for span in highlight.spans_a),
+        spans_b=tuple(MappingProxyType(span.to_dict()) for span in highlight.spans_b))
 
 
-def pair_rows(captions, pairs: Sequence[Pair]) -> list[dict]:
-    texts, ids, groups = captions.texts, captions.ids, captions.groups
+def pair_rows(captions, pairs: Sequence[Pair]) -> tuple[DupesPair, ...]:
+    columns = captions.texts, captions.ids, captions.groups
     rows = []
     with progress_bar("Highlighting pairs", len(pairs)) as bar:
         for rank, p in enumerate(pairs, start=1):
-            rows.append({"rank": rank, **pair_row(captions, p.index_a, p.index_b, p.cosine, texts, ids, groups)})
+            rows.append(pair_row(captions, p.index_a, p.index_b, p.cosine, rank=rank, columns=columns))
             bar.advance(1)
-    return rows
+    return tuple(rows)
 
 
-def component_rows(captions, components: Iterable[Component], threshold: float) -> list[dict]:
+@dataclass(frozen=True)
+class NearDuplicateSet:
+    """A near-duplicate set as `capgeo dupes-sets` lists it: a :class:`Component` numbered
+    (``component``, 1 = the largest) with its members' ids, images and texts."""
+
+    component: int
+    size: int
+    threshold: float
+    n_groups: int
+    n_edges: int
+    weakest_link: float
+    strongest_link: float
+    min_member_cosine: float | None
+    indices: tuple[int, ...]
+    ids: tuple[str, ...]
+    groups: tuple[str, ...]
+    texts: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        """The row of `capgeo dupes-sets` (columns in docs/dupes.md)."""
+        return {"component": self.component, "size": self.size, "threshold": self.threshold,
+                "n_groups": self.n_groups, "n_edges": self.n_edges, "weakest_link": self.weakest_link,
+                "strongest_link": self.strongest_link, "min_member_cosine": self.min_member_cosine,
+                "indices": list(self.indices), "ids": list(self.ids), "groups": list(self.groups),
+                "texts": list(self.texts)}
+
+
+def component_rows(captions, components: Iterable[Component], threshold: float) -> tuple[NearDuplicateSet, ...]:
     texts, ids, groups = captions.texts, captions.ids, captions.groups
-    return [{
-        "component": number, "size": c.size, "threshold": threshold,
-        "n_groups": len({groups[m] for m in c.members}), "n_edges": c.n_edges,
-        "weakest_link": c.weakest_link, "strongest_link": c.strongest_link,
-        "min_member_cosine": c.min_member_cosine,
-        "indices": list(c.members),
-        "ids": [ids[m] for m in c.members],
-        "groups": [groups[m] for m in c.members],
-        "texts": [texts[m] for m in c.members],
-    } for number, c in enumerate(components, start=1)]
+    return tuple(NearDuplicateSet(
+        component=number, size=c.size, threshold=threshold, n_groups=len({groups[m] for m in c.members}),
+        n_edges=c.n_edges, weakest_link=c.weakest_link, strongest_link=c.strongest_link,
+        min_member_cosine=c.min_member_cosine, indices=tuple(c.members), ids=tuple(ids[m] for m in c.members),
+        groups=tuple(groups[m] for m in c.members), texts=tuple(texts[m] for m in c.members),
+    ) for number, c in enumerate(components, start=1))
 
 
 CHAINING_WARNING = ("components chain through links: members are joined when a path of pairs at or above the "
@@ -470,30 +503,53 @@ CHAINING_WARNING = ("components chain through links: members are joined when a p
                     "(min_member_cosine, the smallest cosine between two members, shows how far)")
 
 
+@dataclass(frozen=True)
+class NearDuplicateTotals:
+    """How many pairs of different images are near-duplicates (cosine >= ``threshold``) and how many
+    of those are exact copies; ``n_pairs`` None: more than ``more_than``, too many to count."""
+
+    threshold: float
+    n_pairs: int | None
+    more_than: int | None
+    n_exact_duplicate_pairs: int | None
+
+    @classmethod
+    def from_dict(cls, data) -> "NearDuplicateTotals":
+        """The totals of a ``near_duplicates`` object (a dupes section's, read from JSON)."""
+        return cls(data["threshold"], data["n_pairs"], data["more_than"], data["n_exact_duplicate_pairs"])
+
+    def to_dict(self) -> dict:
+        return {"threshold": self.threshold, "n_pairs": self.n_pairs, "more_than": self.more_than,
+                "n_exact_duplicate_pairs": self.n_exact_duplicate_pairs}
+
+    def text(self) -> str:
+        """One sentence for the totals, the same in the terminal and the report."""
+        head = f"Near-duplicates (cosine >= {self.threshold:g}): "
+        if self.n_pairs is None:
+            return head + f"more than {self.more_than:,} pairs of different images in all."
+        copies = f", {self.n_exact_duplicate_pairs:,} of them exact copies" if self.n_exact_duplicate_pairs else ""
+        return head + f"{self.n_pairs:,} pairs of different images in all{copies}."
+
+
 def near_duplicate_totals(captions, source, threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, *,
-                          max_pairs: int = 1_000_000, **mining) -> dict:
+                          scan=None, mining: MiningOptions | None = None) -> NearDuplicateTotals:
     """How many pairs of different groups are near-duplicates (cosine >= ``threshold``), and how
     many of those are exact copies: the totals behind any top-N list (exact given the vectors)."""
+    mining = mining or MiningOptions()
     check_pair_threshold(threshold)
     try:
-        low, high, _ = _mined_links(captions, source, threshold, None, mining.get("top_k", 10),
-                                    mining.get("block_size"), max_pairs, mining.get("scan"), mining.get("device"),
-                                    None)
+        low, high, _ = _mined_links(captions, source, threshold, None, mining, scan, None)
     except CapgeoError:  # too many to list: say so rather than stop the command that asked for a top N
-        return {"threshold": float(threshold), "n_pairs": None, "more_than": max_pairs, "n_exact_duplicate_pairs": None}
+        return NearDuplicateTotals(float(threshold), None, mining.max_pairs, None)
     codes = text_codes(captions.texts)  # each text normalised once, not once per pair
     exact = int(np.count_nonzero(codes[low] == codes[high]))
-    return {"threshold": float(threshold), "n_pairs": int(low.size), "more_than": None,
-            "n_exact_duplicate_pairs": exact}
+    return NearDuplicateTotals(float(threshold), int(low.size), None, exact)
 
 
-def near_duplicate_total_text(near: dict) -> str:
-    """One sentence for the totals of :func:`near_duplicate_totals`, the same in the terminal and the report."""
-    head = f"Near-duplicates (cosine >= {near['threshold']:g}): "
-    if near["n_pairs"] is None:
-        return head + f"more than {near['more_than']:,} pairs of different images in all."
-    copies = f", {near['n_exact_duplicate_pairs']:,} of them exact copies" if near["n_exact_duplicate_pairs"] else ""
-    return head + f"{near['n_pairs']:,} pairs of different images in all{copies}."
+def near_duplicate_total_text(near) -> str:
+    """One sentence for the totals of :func:`near_duplicate_totals` (or a dupes section's
+    ``near_duplicates`` object), the same in the terminal and the report."""
+    return (near if isinstance(near, NearDuplicateTotals) else NearDuplicateTotals.from_dict(near)).text()
 
 
 def text_codes(texts: Sequence[str]) -> np.ndarray:
@@ -548,167 +604,250 @@ def exact_copies_at_or_above(vectors: np.ndarray, group_codes, codes: np.ndarray
 #: the pair floor that lists every pair: the lowest cosine
 EVERY_PAIR = -1.0
 
+#: the keys every ``capgeo.dupes/1`` object writes, null where the question was not asked ...
+DUPES_KEYS = ("schema", "n_captions", "n_groups", "threshold", "limit", "top_k", "pairs", "quantiles", "examples",
+              "components_threshold", "components", "warnings")
+#: ... then those written when asked (the encoder: when the source has one), in the order written
+DUPES_ORDER = DUPES_KEYS + ("encoder", "n_exact_skipped", "skip_exact", "near_duplicates", "dedup")
 
-def dupes_section(captions, source, *, threshold: float | None = None, limit: int | None = DUPES_TOP,
-                  pairs: bool = True, examples: bool = True, quantiles: Sequence[float] = DEFAULT_QUANTILES,
-                  n_per_quantile: int = DUPES_PER_QUANTILE, neighbours: int = DUPES_NEIGHBOURS,
-                  components_threshold: float | None = None, top_k: int = TOP_K,
-                  block_size: int | None = PAIR_BLOCK_SIZE, max_pairs: int = 1_000_000, skip_exact: bool = False,
-                  near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, scan=None,
-                  keep: str | None = None, seed: int = 0, device: str | None = None) -> dict:
+
+def dupes_section(captions, source, *, pairs: PairListOptions | None = PairListOptions(),
+                  examples: ExampleOptions | None = ExampleOptions(), sets: SetOptions | None = None,
+                  mining: MiningOptions | None = None,
+                  near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, scan=None) -> Dupes:
     """The engine behind :func:`pairs_section`, :func:`examples_section`, :func:`sets_section` and
-    :func:`gallery_section`: any of their parts in one JSON-ready dict (shape in docs/dupes.md),
-    from one scan of the vectors.
+    :func:`gallery_section`: any of their parts in one typed ``capgeo.dupes/1`` section
+    (:class:`~capgeo.geometry.typed_profile.Dupes`, shape in docs/dupes.md), from one scan of the vectors.
 
     ``source``: the captions' normalised vectors (array or Embeddings) or a PairScan.
-    Pairs are mined when ``pairs`` (exact copies left out when ``skip_exact``), with
-    the total number of near-duplicate pairs (cosine >= ``near_duplicate_threshold``)
-    beside them; examples when ``examples``; components when ``components_threshold``
-    is given; with ``keep`` (a policy of :data:`capgeo.findings.dedup.KEEP_POLICIES`) also
-    the dedup decision that keeps one caption per component. Warnings (incomplete mining,
-    chaining) are listed under "warnings". ``scan``: a scan of these vectors with exact
-    companions to reuse (the profile's, in a report) instead of scanning again. ``device``: where
-    the pairwise passes run (default: the best available).
+    Pairs are mined when ``pairs`` is given (:class:`PairListOptions`), with the total number of
+    near-duplicate pairs (cosine >= ``near_duplicate_threshold``) beside them; examples when
+    ``examples`` is (:class:`ExampleOptions`); sets when ``sets`` is (:class:`SetOptions`), with its
+    ``keep`` also the dedup decision that keeps one caption per set. Warnings (incomplete mining,
+    chaining) are listed under "warnings". ``mining``: how the pairwise passes run. ``scan``: a scan
+    of these vectors with exact companions to reuse (the profile's, in a report) instead of scanning again.
     """
+    mining = mining or MiningOptions()
     vectors = _vectors_of(source)
     if scan is not None:
         _check_sizes(captions, vectors, scan)
     elif vectors is not None:
         # one scan serves the pairs, the examples and the components
-        needed = max(top_k, (limit or 0) if pairs else 0, neighbours if examples else 0)
+        needed = max(mining.top_k, (pairs.limit or 0) if pairs else 0, examples.neighbours if examples else 0)
         with labelled("pairs"):
-            _, scan = _resolve(captions, vectors, needed, block_size, device=device)
+            _, scan = _resolve(captions, vectors, needed, mining.block_size, device=mining.device)
     notes: list[str] = []
 
-    def collecting_warnings(function, *args, **kwargs):
+    def collecting(function, *args, **kwargs):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", IncompleteMiningWarning)
             result = function(*args, **kwargs)
         notes.extend(str(w.message) for w in caught if issubclass(w.category, IncompleteMiningWarning))
         return result
 
-    shared = {"top_k": top_k, "block_size": block_size, "scan": scan, "device": device}
-    section: dict = {
-        "schema": SCHEMA,
-        "n_captions": len(captions), "n_groups": captions.n_groups,
-        "threshold": threshold, "limit": limit, "top_k": top_k,
-        "pairs": None, "quantiles": None, "examples": None,
-        "components_threshold": components_threshold, "components": None,
-        "warnings": notes,
-    }
-    if hasattr(source, "info"):
-        section["encoder"] = source.info.to_dict()
-    if pairs:
-        # no threshold and no limit lists every pair of different images (up to max_pairs)
-        floor = EVERY_PAIR if threshold is None and limit is None else threshold
-
-        def mine(count):
-            return collecting_warnings(near_duplicate_pairs, captions, source, threshold=floor, limit=count,
-                                       max_pairs=max_pairs, **shared)
-
-        if skip_exact and vectors is not None:
-            # the pass itself leaves copies out, so the list is mined once, at its length
-            codes = text_codes(captions.texts)
-            with labelled("most similar pairs, exact copies left out"):
-                mined = collecting_warnings(near_duplicate_pairs, captions, source, threshold=floor, limit=limit,
-                                            max_pairs=max_pairs, exclude_codes=codes,
-                                            **{**shared, "scan": None})
-            cutoff = mined[-1].cosine if limit is not None and len(mined) == limit else floor
-            section["n_exact_skipped"] = exact_copies_at_or_above(vectors, captions.group_codes, codes,
-                                                                  -np.inf if cutoff is None else cutoff)
-        elif skip_exact:  # a scan only: the copies among its pairs are dropped (the list may come out shorter)
-            found = mine(limit)
-            mined = [pair for pair in found if not is_exact_duplicate(captions.texts[pair.index_a],
-                                                                      captions.texts[pair.index_b])]
-            section["n_exact_skipped"] = len(found) - len(mined)
-        else:
-            with labelled("most similar pairs"):
-                mined = mine(limit)
-        section["pairs"] = pair_rows(captions, mined)
-        section["skip_exact"] = skip_exact
+    fields: dict = {}
+    if pairs is not None:
+        rows, skipped = _pair_rows(captions, source, vectors, pairs, mining, scan, collecting)
+        fields.update(pairs=rows, skip_exact=pairs.skip_exact, n_exact_skipped=skipped)
         with labelled("near-duplicate totals"):
-            section["near_duplicates"] = collecting_warnings(near_duplicate_totals, captions, source,
-                                                             near_duplicate_threshold, max_pairs=max_pairs, **shared)
-    if examples:
+            totals = collecting(near_duplicate_totals, captions, source, near_duplicate_threshold, scan=scan,
+                                mining=mining)
+        fields["near_duplicates"] = _read_only(totals.to_dict())
+    if examples is not None:
         with labelled("examples"):
-            chosen = examples_at_quantiles(captions, source, quantiles, n_per_quantile=n_per_quantile,
-                                           neighbours=neighbours, **shared)
-        section["quantiles"] = [float(q) for q in quantiles]
-        section["examples"] = _grouped_examples(captions, chosen)
-    if components_threshold is not None:
-        with labelled("near-duplicate sets"):
-            found = collecting_warnings(near_duplicate_components, captions, source, components_threshold,
-                                        max_pairs=max_pairs, **shared)
-        section["components"] = component_rows(captions, found, components_threshold)
-        # a pair, or a set whose every two members are at or above the threshold, does not chain
-        if any(component.size > 2 and (component.min_member_cosine is None
-                                        or component.min_member_cosine < components_threshold)
-               for component in found):
-            notes.append(CHAINING_WARNING)
-        if keep is not None:
-            from capgeo.findings.dedup import dedup_section
+            chosen = examples_at_quantiles(captions, source, examples.quantiles, n_per_quantile=examples.per_quantile,
+                                           neighbours=examples.neighbours, scan=scan, mining=mining)
+        fields["quantiles"] = tuple(float(q) for q in examples.quantiles)
+        fields["examples"] = _grouped_examples(captions, chosen)
+    if sets is not None:
+        components, dedup = _sets(captions, source, vectors, sets, mining, scan, collecting, notes)
+        fields.update(components=components, dedup=dedup)
+    written = dict.fromkeys(DUPES_KEYS)
+    written.update(schema=SCHEMA, n_captions=len(captions), n_groups=captions.n_groups,
+                   threshold=pairs.threshold if pairs else None, limit=pairs.limit if pairs else None,
+                   top_k=mining.top_k, components_threshold=sets.threshold if sets else None, **fields,
+                   warnings=tuple(notes))
+    return Dupes(**written, encoder=_encoder_of(source), order=DUPES_ORDER,
+                 nulls=frozenset(key for key in DUPES_KEYS if written[key] is None))
 
-            section["dedup"] = dedup_section(captions, vectors, scan, found, keep, seed, block_size, device)
-    return section
+
+def _encoder_of(source) -> Encoder | None:
+    """The typed encoder of an Embeddings (None for vectors or a scan), its unknown fields written as null."""
+    if not hasattr(source, "info"):
+        return None
+    info = source.info.to_dict()
+    return Encoder(**info, nulls=frozenset(key for key, value in info.items() if value is None))
+
+
+def _pair_rows(captions, source, vectors, listing: PairListOptions, mining: MiningOptions, scan,
+               collecting) -> tuple[tuple[DupesPair, ...], int | None]:
+    """The pair list of a dupes section, and the exact copies it left out (None unless ``skip_exact``)."""
+    limit, skip_exact = listing.limit, listing.skip_exact
+    # no threshold and no limit lists every pair of different images (up to max_pairs)
+    floor = EVERY_PAIR if listing.threshold is None and limit is None else listing.threshold
+    skipped = None
+
+    def mine(count):
+        return collecting(near_duplicate_pairs, captions, source, threshold=floor, limit=count, scan=scan,
+                          mining=mining)
+
+    if skip_exact and vectors is not None:
+        # the pass itself leaves copies out, so the list is mined once, at its length
+        codes = text_codes(captions.texts)
+        with labelled("most similar pairs, exact copies left out"):
+            mined = collecting(near_duplicate_pairs, captions, source, threshold=floor, limit=limit,
+                               exclude_codes=codes, mining=mining)
+        cutoff = mined[-1].cosine if limit is not None and len(mined) == limit else floor
+        skipped = exact_copies_at_or_above(vectors, captions.group_codes, codes, -np.inf if cutoff is None else cutoff)
+    elif skip_exact:  # a scan only: the copies among its pairs are dropped (the list may come out shorter)
+        found = mine(limit)
+        mined = [pair for pair in found if not is_exact_duplicate(captions.texts[pair.index_a],
+                                                                  captions.texts[pair.index_b])]
+        skipped = len(found) - len(mined)
+    else:
+        with labelled("most similar pairs"):
+            mined = mine(limit)
+    return pair_rows(captions, mined), skipped
+
+
+def _sets(captions, source, vectors, sets: SetOptions, mining: MiningOptions, scan, collecting, notes: list[str]):
+    """The near-duplicate set rows of a dupes section and, with ``sets.keep``, the dedup decision (else
+    None), read-only as the section holds them; the chaining warning goes to ``notes``."""
+    with labelled("near-duplicate sets"):
+        found = collecting(near_duplicate_components, captions, source, sets.threshold, scan=scan, mining=mining)
+    rows = tuple(_read_only(row.to_dict()) for row in component_rows(captions, found, sets.threshold))
+    # a pair, or a set whose every two members are at or above the threshold, does not chain
+    if any(component.size > 2 and (component.min_member_cosine is None
+                                    or component.min_member_cosine < sets.threshold)
+           for component in found):
+        notes.append(CHAINING_WARNING)
+    if sets.keep is None:
+        return rows, None
+    from capgeo.findings.dedup import dedup_section
+
+    decision = dedup_section(captions, vectors, scan, found, sets.keep, sets.seed, mining.block_size, mining.device)
+    return rows, _read_only(decision.to_dict())
 
 
 def pairs_section(captions, source, *, threshold: float | None = None, top: int | None = DUPES_TOP,
                   skip_exact: bool = False, top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE,
-                  device: str | None = None) -> dict:
+                  device: str | None = None) -> "NearDuplicatePairs":
     """`capgeo dupes`: the ``top`` most similar caption pairs of different images at or above
     ``threshold`` (None: no floor), most similar first; ``top`` 0 or None lists every such pair
     (at most 1,000,000). ``skip_exact`` leaves exact copies out. Beside them, the exact total of
     near-duplicate pairs (cosine >= 0.95). ``source``: vectors, Embeddings or a PairScan."""
-    return dupes_section(captions, source, threshold=threshold, limit=top or None, pairs=True, examples=False,
-                         skip_exact=skip_exact, top_k=top_k, block_size=block_size, device=device)
+    return NearDuplicatePairs(dupes_section(
+        captions, source, pairs=PairListOptions(threshold, top or None, skip_exact), examples=None,
+        mining=MiningOptions(top_k=top_k, block_size=block_size, device=device)))
 
 
 def examples_section(captions, source, *, quantiles: Sequence[float] = DEFAULT_QUANTILES,
                      per_quantile: int = DUPES_PER_QUANTILE,
                      neighbours: int = DUPES_NEIGHBOURS, top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE,
-                     device: str | None = None) -> dict:
+                     device: str | None = None) -> Dupes:
     """`capgeo dupes-examples`: ``per_quantile`` query captions at each quantile of the
     hardest-companion distribution, each with its ``neighbours`` nearest captions of other images."""
-    return dupes_section(captions, source, threshold=None, limit=None, pairs=False, examples=True,
-                         quantiles=quantiles, n_per_quantile=per_quantile, neighbours=neighbours, top_k=top_k,
-                         block_size=block_size, device=device)
+    return dupes_section(captions, source, pairs=None, examples=ExampleOptions(quantiles, per_quantile, neighbours),
+                         mining=MiningOptions(top_k=top_k, block_size=block_size, device=device))
 
 
 def sets_section(captions, source, *, threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, keep: str | None = None,
                  seed: int = 0, top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE,
-                 device: str | None = None) -> dict:
+                 device: str | None = None) -> Dupes:
     """`capgeo dupes-sets`: near-duplicate sets (connected components of the pairs at or above
     ``threshold``), largest first; with ``keep`` (a policy of
     :data:`capgeo.defaults.KEEP_POLICIES`; ``seed`` for random) the captions that keeping one
     per set drops, and what that removes."""
-    return dupes_section(captions, source, threshold=None, limit=None, pairs=False, examples=False,
-                         components_threshold=threshold, keep=keep, seed=seed, top_k=top_k, block_size=block_size,
-                         device=device)
+    return dupes_section(captions, source, pairs=None, examples=None, sets=SetOptions(threshold, keep, seed),
+                         mining=MiningOptions(top_k=top_k, block_size=block_size, device=device))
 
 
 def gallery_section(captions, embeddings, *, pairs: int, quantiles: Sequence[float], scan=None,
-                    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD) -> dict:
+                    near_duplicate_threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD) -> Dupes:
     """The report's near-duplicate gallery: the ``pairs`` most similar pairs (as :func:`pairs_section`)
     and one example query at each of ``quantiles``, with its three nearest captions, from one scan
     (``scan``: the profile's, when its companions are exact); near-duplicates counted at the
     profile's ``near_duplicate_threshold``."""
-    return dupes_section(captions, embeddings, limit=pairs, quantiles=quantiles, n_per_quantile=1, neighbours=3,
-                         scan=scan, near_duplicate_threshold=near_duplicate_threshold)
+    return dupes_section(captions, embeddings, pairs=PairListOptions(limit=pairs),
+                         examples=ExampleOptions(quantiles, per_quantile=1, neighbours=3), scan=scan,
+                         near_duplicate_threshold=near_duplicate_threshold)
 
 
-def _grouped_examples(captions, examples: list[Example]) -> list[dict]:
-    texts, ids, groups = captions.texts, captions.ids, captions.groups
-    out = []
-    for example in examples:
-        out.append({
-            "quantile": example.quantile, "target_cosine": example.target_cosine,
-            "query": {"index": example.index, "id": ids[example.index], "group": groups[example.index],
-                      "text": texts[example.index]},
-            "hardest_cosine": example.hardest_cosine,
-            "neighbours": [{"neighbour_rank": rank, **pair_row(captions, example.index, j, c, texts, ids, groups)}
-                           for rank, (j, c) in enumerate(example.neighbours, start=1)],
-        })
-    return out
+def _grouped_examples(captions, examples: list[Example]) -> tuple[DupesExample, ...]:
+    columns = texts, ids, groups = captions.texts, captions.ids, captions.groups
+    return tuple(DupesExample(
+        quantile=example.quantile, target_cosine=example.target_cosine,
+        query=DupesQuery(index=example.index, id=ids[example.index], group=groups[example.index],
+                         text=texts[example.index]),
+        hardest_cosine=example.hardest_cosine,
+        neighbours=tuple(pair_row(captions, example.index, j, c, neighbour_rank=rank, columns=columns)
+                         for rank, (j, c) in enumerate(example.neighbours, start=1)),
+    ) for example in examples)
+
+
+def _of_section(name: str, doc: str):
+    """A read-only attribute of a NearDuplicatePairs: its section's ``name``."""
+    return property(lambda self: getattr(self.section, name), doc=doc)
+
+
+def _of_totals(name: str, doc: str):
+    """A read-only attribute of a NearDuplicatePairs: its near-duplicate totals' ``name``."""
+    return property(lambda self: getattr(self.totals, name), doc=doc)
+
+
+@dataclass(frozen=True)
+class NearDuplicatePairs:
+    """The most similar caption pairs of different images: what `capgeo dupes` prints and
+    :func:`capgeo.near_duplicates` returns (docs/dupes.md). ``section`` is the typed
+    ``capgeo.dupes/1`` object; the attributes read it as the Python API always has."""
+
+    section: Dupes
+
+    n_captions = _of_section("n_captions", "Captions in the dataset.")
+    n_groups = _of_section("n_groups", "Images (groups) in the dataset.")
+    threshold = _of_section("threshold", "The floor asked for (None: none).")
+    top = _of_section("limit", "Pairs asked for (None: every pair at or above the floor).")
+    n_exact_skipped = _of_section("n_exact_skipped", "Exact copies left out (skip_exact), else None.")
+    near_duplicate_threshold = _of_totals("threshold", "The cosine at which two captions are near-duplicates.")
+    n_near_duplicate_pairs = _of_totals("n_pairs", "All such pairs in the dataset (None: more than 1,000,000).")
+    n_exact_duplicate_pairs = _of_totals("n_exact_duplicate_pairs", "Of those, exact copies.")
+
+    @property
+    def rows(self) -> tuple[DupesPair, ...]:
+        """The pairs, typed, most similar first."""
+        return self.section.pairs or ()
+
+    @property
+    def pairs(self) -> tuple[dict, ...]:
+        """The pair rows as dicts, most similar first (fields in docs/dupes.md): copies, so changing one
+        changes no result."""
+        return tuple(row.to_dict() for row in self.rows)
+
+    @property
+    def totals(self) -> NearDuplicateTotals:
+        """How many pairs of the dataset are near-duplicates, and how many of them exact copies."""
+        return NearDuplicateTotals.from_dict(self.section.near_duplicates)
+
+    @property
+    def encoder(self) -> dict | None:
+        return None if self.section.encoder is None else self.section.encoder.to_dict()
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(self.section.warnings or ())
+
+    def to_dict(self) -> dict:
+        """The `capgeo dupes --json` object (``capgeo.dupes/1``), a new one at each call."""
+        return self.section.to_dict()
+
+    def to_polars(self):
+        """One row per pair, the columns of `capgeo dupes -o pairs.parquet`."""
+        import polars as pl
+
+        rows = self.pairs
+        if not rows:
+            return pl.DataFrame(schema={column: pl.String for column in PAIR_COLUMNS})
+        return pl.DataFrame(list(rows), infer_schema_length=None)
 
 
 #: the columns of each kind of row, so that a file with no rows still has its header
@@ -718,27 +857,33 @@ COMPONENT_COLUMNS = ("component", "size", "threshold", "n_groups", "n_edges", "w
                      "min_member_cosine", "indices", "ids", "groups", "texts")
 
 
-def section_columns(section: dict) -> tuple[str, ...]:
+def _dupes_of(result) -> Dupes:
+    """The typed section of a dupes result (a NearDuplicatePairs holds one)."""
+    return result.section if isinstance(result, NearDuplicatePairs) else result
+
+
+def section_columns(section) -> tuple[str, ...]:
     """The columns of :func:`section_rows` for this section (examples always have rows)."""
-    return COMPONENT_COLUMNS if section.get("components") is not None else PAIR_COLUMNS
+    return COMPONENT_COLUMNS if _dupes_of(section).components is not None else PAIR_COLUMNS
 
 
-def section_rows(section: dict) -> list[dict]:
+def section_rows(section) -> list[dict]:
     """The rows a file gets: components if computed, else examples if chosen, else pairs."""
-    if section.get("components") is not None:
-        return section["components"]
-    if section.get("examples") is not None:
-        return flat_example_rows(section)
-    return section.get("pairs") or []
+    dupes = _dupes_of(section)
+    if dupes.components is not None:
+        return dupes.to_dict()["components"]
+    if dupes.examples is not None:
+        return flat_example_rows(dupes)
+    return [row.to_dict() for row in dupes.pairs or ()]
 
 
-def flat_example_rows(section: dict) -> list[dict]:
+def flat_example_rows(section) -> list[dict]:
     """The examples of a dupes section as one row per (query, neighbour)."""
     rows = []
-    for example in section.get("examples") or []:
-        for neighbour in example["neighbours"]:
-            rows.append({"quantile": example["quantile"], "target_cosine": example["target_cosine"],
-                         "query_hardest_cosine": example["hardest_cosine"], **neighbour})
+    for example in _dupes_of(section).examples or ():
+        for neighbour in example.neighbours:
+            rows.append({"quantile": example.quantile, "target_cosine": example.target_cosine,
+                         "query_hardest_cosine": example.hardest_cosine, **neighbour.to_dict()})
     return rows
 
 

@@ -18,8 +18,9 @@ of the paper's sweep (0.25 and 0.75) the same way.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
@@ -29,8 +30,11 @@ from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
 from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
+from capgeo.findings.result import Result, frozen_json, section
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 from capgeo.geometry.row_norms import first_non_finite_row, row_norms
+from capgeo.geometry.typed_profile import (Dataset, Encoder, Gamma, GammaBatch, GammaSuggestion, Options, Profile,
+                                           Provenance)
 
 #: gamma grid of the diagnostics table: 0 to 1 in steps of 1/8
 DEFAULT_GRID = tuple(k / 8 for k in range(9))
@@ -72,6 +76,126 @@ class ReferenceGeometry:
 
 
 REFERENCE = ReferenceGeometry()
+
+
+@dataclass(frozen=True)
+class GammaOptions:
+    """What the gamma section computes from the caption vectors: its fields' defaults are the only
+    defaults of :func:`gamma_section`'s keywords."""
+
+    #: None: the checkpoint's logit scale, else DEFAULT_LOGIT_SCALE
+    logit_scale: float | None = None
+    #: None: the one batch-size policy (capgeo.geometry.batch_size); the first is the headline
+    batch_sizes: Sequence[int] | None = None
+    grid: Sequence[float] = DEFAULT_GRID
+    n_batches: int = DEFAULT_N_BATCHES
+    seed: int | None = 0
+    hard_edge: float = GAMMA_HARD_EDGE
+    reference: ReferenceGeometry = REFERENCE
+
+    @classmethod
+    def of(cls, options: "GammaOptions | None" = None, **fields) -> "GammaOptions":
+        """``options`` (default: the defaults) with ``fields`` set."""
+        return replace(options or cls(), **fields)
+
+
+class Masses(NamedTuple):
+    """Per scaled gamma, summed over rows (:meth:`_ShareCurve.masses`)."""
+
+    effective: np.ndarray
+    hard_mass: np.ndarray
+    top_mass: np.ndarray
+
+
+@dataclass(frozen=True)
+class MarginCosines(Result):
+    """Mean over rows of each row's median, 90th-percentile and largest negative cosine, or the
+    margins gamma * G at them (:func:`margins_at`)."""
+
+    median: float
+    p90: float
+    hardest: float
+
+
+@dataclass(frozen=True)
+class PaperMargins(MarginCosines):
+    """The paper default's margins on the reference rows, and at DOCCI's mean hardest companion."""
+
+    hardest_companion: float
+
+
+@dataclass(frozen=True)
+class MarginView(Result):
+    """The margin reading of gamma beside the concentration rule (:func:`margin_view`)."""
+
+    cosines: MarginCosines
+    suggested: MarginCosines
+    paper_default: PaperMargins
+    paper_margin_at_mean: float
+    margin_matched_gamma: float | None
+
+
+@dataclass(frozen=True)
+class GridRow(Result):
+    """How concentrated the caption-geometry part of each row's softmax is at one gamma (:func:`grid_diagnostics`)."""
+
+    gamma: float
+    scaled_gamma: float
+    effective_negatives: float
+    effective_share: float
+    hard_bucket_mass: float
+    top_decile_mass: float
+    boost_median: float
+    boost_hardest: float
+    #: what the softmax feels: weight(hardest) / weight(median) = exp(boost_gap)
+    boost_gap: float
+
+
+@dataclass(frozen=True)
+class LossShare(Result):
+    """Share of batches whose loss is below SOLVED_LOSS, and the mean loss, at initialisation."""
+
+    share_batches_below: float
+    mean_loss: float
+
+
+@dataclass(frozen=True)
+class BoostedLoss(Result):
+    """:class:`LossShare` of HN-CLIP's boosted loss at one gamma."""
+
+    gamma: float
+    share_batches_below: float
+    mean_loss: float
+
+
+@dataclass(frozen=True)
+class ImageLosses(Result):
+    """The losses at initialisation with image vectors (:func:`image_loss_diagnostics`)."""
+
+    solved_loss: float
+    plain: LossShare
+    boosted: tuple[BoostedLoss, ...]
+
+
+@dataclass(frozen=True)
+class ReferenceSummary(Result):
+    """The reference geometry the rule transfers from, and what it gives (the section's ``reference``)."""
+
+    mean_pairwise: float
+    mean_hardest_companion: float
+    n_captions: int
+    share_at_least_0_8: float
+    gamma: float
+    logit_scale: float
+    batch_size: int
+    range_gammas: tuple[float, float]
+    within_row_spread: float
+    between_row_spread: float
+    effective_share: float
+    effective_negatives: float
+    range_shares: tuple[float, float]
+    synthetic_rows: int
+    seed: int
 
 #: E[max of n standard normals] (expected_max_standard_normal) and the standard normal quantile
 #: (scipy.stats.norm.ppf) at the default reference's n - 1 and share, as scipy computes them
@@ -258,7 +382,7 @@ class _ShareCurve:
         self.shares[scaled_gamma] = share
         return share, float(slopes.mean() / self.n_negatives)
 
-    def masses(self, scaled_gammas, hard_edge: float, top_count: int) -> dict[str, np.ndarray]:
+    def masses(self, scaled_gammas, hard_edge: float, top_count: int) -> Masses:
         """Summed over rows, per scaled gamma: effective negatives, the softmax mass on negatives at
         or above ``hard_edge`` and on each row's ``top_count`` most similar negatives (exactly that
         many: tied negatives carry equal weights, so which of them fill the last places does not
@@ -320,7 +444,7 @@ class _ShareCurve:
                 np.divide(np.einsum("ij->i", w[:, self.n_negatives - top_count:]), total, out=top_mass)
 
         self._each_chunk(work)
-        return {key: values.sum(axis=1) for key, values in per_row.items()}
+        return Masses(*(per_row[key].sum(axis=1) for key in Masses._fields))
 
 
 #: the most repeated products that make one grid weight (w(m a) = w(a)^m): each adds at most about
@@ -496,7 +620,7 @@ def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values:
 
 
 def grid_diagnostics(rows, logit_scale: float, gammas, hard_edge: float, *,
-                     cosines: dict | None = None) -> list[dict]:
+                     cosines: MarginCosines | None = None) -> list[GridRow]:
     """For each gamma: how concentrated the caption-geometry part of each row's softmax is.
 
     Row i's weights over its negatives are w_ij ∝ exp(s * gamma * G_ij) (S is unknown at
@@ -508,39 +632,32 @@ def grid_diagnostics(rows, logit_scale: float, gammas, hard_edge: float, *,
     sums = curve.masses([logit_scale * gamma for gamma in gammas], hard_edge, top_count)
     n_rows = curve.n_rows
     cosines = margin_cosines(curve) if cosines is None else cosines
-    median, hardest = cosines["median"], cosines["hardest"]
+    median, hardest = cosines.median, cosines.hardest
     out = []
     for k, gamma in enumerate(gammas):
         scaled = logit_scale * gamma
-        effective = sums["effective"][k] / n_rows
-        out.append({
-            "gamma": float(gamma),
-            "scaled_gamma": float(scaled),
-            "effective_negatives": float(effective),
-            "effective_share": float(effective / n_negatives),
-            "hard_bucket_mass": float(sums["hard_mass"][k] / n_rows),
-            "top_decile_mass": float(sums["top_mass"][k] / n_rows),
-            "boost_median": float(scaled * median),
-            "boost_hardest": float(scaled * hardest),
-            # what the softmax feels: weight(hardest) / weight(median) = exp(boost_gap)
-            "boost_gap": float(scaled * (hardest - median)),
-        })
+        effective = sums.effective[k] / n_rows
+        out.append(GridRow(
+            gamma=float(gamma), scaled_gamma=float(scaled), effective_negatives=float(effective),
+            effective_share=float(effective / n_negatives), hard_bucket_mass=float(sums.hard_mass[k] / n_rows),
+            top_decile_mass=float(sums.top_mass[k] / n_rows), boost_median=float(scaled * median),
+            boost_hardest=float(scaled * hardest), boost_gap=float(scaled * (hardest - median))))
     return out
 
 
-def margin_cosines(rows) -> dict:
+def margin_cosines(rows) -> MarginCosines:
     """Mean over rows of each row's median, 90th-percentile (linear interpolation) and largest
     negative cosine: the G_ij at which the margin gamma * G_ij is read. ``rows``: the in-batch
     rows or their _ShareCurve."""
     curve = _curve(rows)
     median, p90, hardest = curve.order_statistics.sum(axis=1) / max(curve.n_rows, 1)
-    return {"median": float(median), "p90": float(p90), "hardest": float(hardest)}
+    return MarginCosines(float(median), float(p90), float(hardest))
 
 
-def margins_at(gamma: float, cosines: dict) -> dict:
+def margins_at(gamma: float, cosines: MarginCosines) -> MarginCosines:
     """gamma * G at the median, p90 and hardest in-batch negative: the extra amount (in cosine
     units, before s) by which the positive must beat that negative."""
-    return {key: gamma * value for key, value in cosines.items()}
+    return MarginCosines(gamma * cosines.median, gamma * cosines.p90, gamma * cosines.hardest)
 
 
 def paper_margin(reference: ReferenceGeometry = REFERENCE) -> float:
@@ -549,7 +666,7 @@ def paper_margin(reference: ReferenceGeometry = REFERENCE) -> float:
 
 
 def margin_view(rows, mean_cosine: float, suggested_gamma: float,
-                reference: ReferenceGeometry = REFERENCE, *, cosines: dict | None = None) -> dict:
+                reference: ReferenceGeometry = REFERENCE, *, cosines: MarginCosines | None = None) -> MarginView:
     """The margin reading of gamma beside the concentration rule: margins gamma * G at the
     suggested gamma on these rows, the paper default's on the reference rows, and the
     *margin-matched gamma* whose margin at this dataset's mean negative cosine equals
@@ -557,14 +674,12 @@ def margin_view(rows, mean_cosine: float, suggested_gamma: float,
     rows' margin_cosines, when the caller has them."""
     target = paper_margin(reference)
     cosines = margin_cosines(rows) if cosines is None else cosines
-    return {
-        "cosines": cosines,
-        "suggested": margins_at(suggested_gamma, cosines),
-        "paper_default": {**margins_at(reference.gamma, _reference_margin_cosines(reference)),
-                          "hardest_companion": reference.gamma * reference.mean_hardest_companion},
-        "paper_margin_at_mean": target,
-        "margin_matched_gamma": target / mean_cosine if mean_cosine > 0 else None,
-    }
+    paper = margins_at(reference.gamma, _reference_margin_cosines(reference))
+    return MarginView(
+        cosines=cosines, suggested=margins_at(suggested_gamma, cosines),
+        paper_default=PaperMargins(paper.median, paper.p90, paper.hardest,
+                                   reference.gamma * reference.mean_hardest_companion),
+        paper_margin_at_mean=target, margin_matched_gamma=target / mean_cosine if mean_cosine > 0 else None)
 
 
 #: why the margin view's gamma can be far from the headline, in one sentence (`capgeo gamma` and the
@@ -575,9 +690,10 @@ MARGIN_VIEW_NOTE = ("The margin view is a second reading, not a second suggestio
                     "headline is the gamma to start from.")
 
 
-def describe_margins(margins: dict, gamma: float) -> str:
+def describe_margins(margins, gamma: float) -> str:
     """The margin view in one line: gamma * G at the median, p90 and hardest in-batch negative,
-    the paper default's on its DOCCI geometry, and the margin-matched gamma."""
+    the paper default's on its DOCCI geometry, and the margin-matched gamma. ``margins``: a gamma
+    batch's ``margins`` (the JSON of :class:`MarginView`)."""
     mine, paper = margins["suggested"], margins["paper_default"]
     matched = margins["margin_matched_gamma"]
     matched_text = (f"margin-matched gamma {matched:.2f} (its margin at this data's mean negative cosine equals the "
@@ -589,12 +705,13 @@ def describe_margins(margins: dict, gamma: float) -> str:
 
 
 @lru_cache(maxsize=8)
-def _reference_margin_cosines(reference: ReferenceGeometry) -> dict:
+def _reference_margin_cosines(reference: ReferenceGeometry) -> MarginCosines:
     return margin_cosines(_reference_curve(reference))
 
 
 def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, group_codes: np.ndarray,
-                           batches: np.ndarray, logit_scale: float, gammas, pool=None, threads: int = 1) -> dict:
+                           batches: np.ndarray, logit_scale: float, gammas, pool=None,
+                           threads: int = 1) -> ImageLosses:
     """At initialisation: share of batches whose plain InfoNCE / boosted loss is below SOLVED_LOSS.
 
     ``pool`` (from cpu_pass.block_threads, of ``threads`` threads) runs batches side by side: each
@@ -618,21 +735,17 @@ def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, 
     losses = losses[:, [distinct.index(gamma.hex()) for gamma in wanted]]
     # (laid out as each batch's losses are read below: the plain ones together, the boosted ones a row a batch)
     plain, boosted = np.ascontiguousarray(losses[:, 0]), np.ascontiguousarray(losses[:, 1:])
-    return {
-        "solved_loss": SOLVED_LOSS,
-        "plain": {"share_batches_below": float((plain < SOLVED_LOSS).mean()), "mean_loss": float(plain.mean())},
-        "boosted": [
-            {"gamma": float(gamma), "share_batches_below": float((boosted[:, k] < SOLVED_LOSS).mean()),
-             "mean_loss": float(boosted[:, k].mean())}
-            for k, gamma in enumerate(gammas)
-        ],
-    }
+    return ImageLosses(
+        solved_loss=SOLVED_LOSS,
+        plain=LossShare(float((plain < SOLVED_LOSS).mean()), float(plain.mean())),
+        boosted=tuple(BoostedLoss(float(gamma), float((boosted[:, k] < SOLVED_LOSS).mean()),
+                                  float(boosted[:, k].mean())) for k, gamma in enumerate(gammas)))
 
 
 # ---------------------------------------------------------------- the rule
 
 def suggest_for_rows(rows, logit_scale: float, reference: ReferenceGeometry = REFERENCE,
-                     clip: tuple[float, float] = GAMMA_CLIP) -> dict:
+                     clip: tuple[float, float] = GAMMA_CLIP) -> GammaSuggestion:
     """Apply the rule to one batch size's in-batch rows (or their _ShareCurve). Depends on the
     logit scale only through s * gamma: the scaled gamma is solved for, then divided by s."""
     low, high = logit_scale * clip[0], logit_scale * clip[1]
@@ -656,51 +769,41 @@ def suggest_for_rows(rows, logit_scale: float, reference: ReferenceGeometry = RE
         note = (f"the range reaches the clip interval {clip[0]}-{clip[1]}: "
                 + ("both its ends are" if all(ends_clipped) else "its lower end is" if ends_clipped[0]
                    else "its upper end is") + " clipped")
-    return {
-        "gamma": shown_gamma(gamma_exact),
-        "gamma_exact": gamma_exact,
-        "scaled_gamma": scaled,
-        "range": [shown_gamma(ends[0]), shown_gamma(ends[1])],
-        "range_exact": ends,
-        "target_share": target,
-        "clipped": clipped is not None,
-        "range_clipped": ends_clipped,
-        "clip_note": note,
-    }
+    return section(GammaSuggestion, gamma=shown_gamma(gamma_exact), gamma_exact=gamma_exact, scaled_gamma=scaled,
+                   range=(shown_gamma(ends[0]), shown_gamma(ends[1])), range_exact=tuple(ends), target_share=target,
+                   clipped=clipped is not None, range_clipped=tuple(ends_clipped), clip_note=note)
 
 
-def _reference_summary(reference: ReferenceGeometry) -> dict:
-    sigma = reference_within_row_spread(reference)
+def _reference_summary(reference: ReferenceGeometry) -> ReferenceSummary:
     share = reference_share(reference.gamma, reference)
-    return {
-        **{key: value for key, value in asdict(reference).items() if key not in ("n_rows", "seed")},
-        "range_gammas": list(reference.range_gammas),
-        "within_row_spread": sigma,
-        "between_row_spread": reference_between_row_spread(reference),
-        "effective_share": share,
-        "effective_negatives": share * (reference.batch_size - 1),
-        "range_shares": [reference_share(g, reference) for g in reference.range_gammas],
-        "synthetic_rows": reference.n_rows,
-        "seed": reference.seed,
-    }
+    return ReferenceSummary(
+        mean_pairwise=reference.mean_pairwise, mean_hardest_companion=reference.mean_hardest_companion,
+        n_captions=reference.n_captions, share_at_least_0_8=reference.share_at_least_0_8, gamma=reference.gamma,
+        logit_scale=reference.logit_scale, batch_size=reference.batch_size,
+        range_gammas=tuple(reference.range_gammas), within_row_spread=reference_within_row_spread(reference),
+        between_row_spread=reference_between_row_spread(reference), effective_share=share,
+        effective_negatives=share * (reference.batch_size - 1),
+        range_shares=tuple(reference_share(g, reference) for g in reference.range_gammas),
+        synthetic_rows=reference.n_rows, seed=reference.seed)
 
 
-def _why(suggestion: dict, batch_size: int, logit_scale: float, spread: float, reference: ReferenceGeometry) -> str:
-    share = suggestion["target_share"]
+def _why(suggestion: GammaSuggestion, batch_size: int, logit_scale: float, spread: float,
+         reference: ReferenceGeometry) -> str:
+    share = suggestion.target_share
     sigma_ref = reference_within_row_spread(reference)
     direction = "wider" if spread > sigma_ref else "tighter"
     opening = (f"At gamma={reference.gamma}, s={reference.logit_scale:g}, B={reference.batch_size} the paper's "
                f"DOCCI-like geometry spreads each row's softmax over {share:.0%} of its negatives (effective "
                f"{share * (reference.batch_size - 1):.0f} of {reference.batch_size - 1}); ")
-    if suggestion["clipped"]:
+    if suggestion.clipped:
         # the interval's end does not reach that concentration: say what it is, not that it matches
         return (f"{opening}no gamma in the suggested interval does the same at B={batch_size}, so gamma="
-                f"{suggestion['gamma_exact']:.3f} (s*gamma={suggestion['scaled_gamma']:.1f}) is its nearest end: "
-                f"{suggestion['clip_note']}. Caption cosines spread {direction} within a batch row here "
+                f"{suggestion.gamma_exact:.3f} (s*gamma={suggestion.scaled_gamma:.1f}) is its nearest end: "
+                f"{suggestion.clip_note}. Caption cosines spread {direction} within a batch row here "
                 f"({spread:.3f} vs {sigma_ref:.3f}).")
     return (
         f"{opening}here gamma="
-        f"{suggestion['gamma_exact']:.3f} (s*gamma={suggestion['scaled_gamma']:.1f}) does the same at B={batch_size}. "
+        f"{suggestion.gamma_exact:.3f} (s*gamma={suggestion.scaled_gamma:.1f}) does the same at B={batch_size}. "
         f"Caption cosines spread {direction} within a batch row here ({spread:.3f} vs {sigma_ref:.3f}), "
         f"so the same concentration needs a {'smaller' if direction == 'wider' else 'larger'} s*gamma."
     )
@@ -733,17 +836,21 @@ def _sortable_codes(codes: np.ndarray) -> np.ndarray:
     return texts
 
 
-def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, batch_sizes=None,
-                  grid=DEFAULT_GRID, n_batches: int = DEFAULT_N_BATCHES, seed: int = 0,
-                  image_vectors: np.ndarray | None = None, hard_edge: float = GAMMA_HARD_EDGE, reference: ReferenceGeometry = REFERENCE,
-                  image_source: str = "image embeddings", progress: bool | None = None) -> dict:
+def gamma_section(embeddings, group_codes, options: GammaOptions | None = None, *,
+                  image_vectors: np.ndarray | None = None, image_source: str = "image embeddings",
+                  progress: bool | None = None, **fields) -> Gamma:
     """The `gamma` section of a profile: suggestion, range and grid diagnostics per batch size.
 
     ``embeddings`` is an :class:`~capgeo.encoders.base.Embeddings` (its checkpoint logit scale
-    is used unless ``logit_scale`` is given) or an (N, d) array of normalised caption vectors.
+    is used unless ``options.logit_scale`` is given) or an (N, d) array of normalised caption vectors.
+    ``options``: a :class:`GammaOptions`, its ``fields`` set by keyword (``batch_sizes=(64,)``).
     ``image_vectors``, when given, is (n_groups, d), row c for group code c. ``batch_sizes``
     follow the one policy (capgeo.geometry.batch_size): the first is the headline."""
     from capgeo.progress import progress_bar
+
+    options = GammaOptions.of(options, **fields)
+    logit_scale, batch_sizes, grid = options.logit_scale, options.batch_sizes, options.grid
+    n_batches, seed, hard_edge, reference = options.n_batches, options.seed, options.hard_edge, options.reference
 
     checkpoint_scale, encoder = None, None
     if hasattr(embeddings, "vectors"):
@@ -804,49 +911,33 @@ def gamma_section(embeddings, group_codes, *, logit_scale: float | None = None, 
             cosines = margin_cosines(curve)   # read by the grid and the margin view
             grid_rows = grid_diagnostics(curve, scale, grid, hard_edge, cosines=cosines)
             bar.advance(1)
-            entry = {
-                "batch_size": batch_size,
-                "negatives_per_row": batch_size - 1,
-                "n_batches": n_batches,
-                "n_rows": int(rows.shape[0]),
-                "mean_cosine": mean_cosine,
-                "within_row_spread": spread,
-                "suggestion": suggestion,
-                "margins": margin_view(rows, mean_cosine, suggestion["gamma_exact"], reference, cosines=cosines),
+            margins = margin_view(rows, mean_cosine, suggestion.gamma_exact, reference, cosines=cosines)
+            image = (image_loss_diagnostics(vectors, image_vectors, group_codes, batches, scale, grid, pool=pool,
+                                            threads=threads) if image_vectors is not None else None)
+            per_batch_size.append(section(
+                GammaBatch, batch_size=batch_size, negatives_per_row=batch_size - 1, n_batches=n_batches,
+                n_rows=int(rows.shape[0]), mean_cosine=mean_cosine, within_row_spread=spread, suggestion=suggestion,
+                margins=frozen_json(margins),
                 # closed form if rows were normal: the effective share depends on s*gamma*sigma only
-                "gaussian_approximation": reference.gamma * reference.logit_scale / scale
+                gaussian_approximation=reference.gamma * reference.logit_scale / scale
                 * reference_within_row_spread(reference) / spread if spread > 0 else None,
-                "why": _why(suggestion, batch_size, scale, spread, reference),
-                "grid": grid_rows,
-                "image": (image_loss_diagnostics(vectors, image_vectors, group_codes, batches, scale, grid,
-                                                 pool=pool, threads=threads)
-                          if image_vectors is not None else None),
-            }
-            per_batch_size.append(entry)
+                why=_why(suggestion, batch_size, scale, spread, reference), grid=frozen_json(grid_rows),
+                image=None if image is None else frozen_json(image)))
             bar.advance(1)
-    headline = per_batch_size[0]["suggestion"]
-    return {
-        "rule": "effective-negative share matched to the paper's default (capgeo docs gamma)",
-        "concentration": "exp(entropy) of each row's softmax of s*gamma*cosine over its B-1 in-batch negatives, "
-                         "as a share of B-1, averaged over rows",
-        "headline_batch_size": batch_sizes[0],
-        "suggested_gamma": headline["gamma"],
-        "suggested_range": headline["range"],
-        "margin_matched_gamma": per_batch_size[0]["margins"]["margin_matched_gamma"],
-        "encoder_caution": encoder_caution(encoder),
-        "paper_sweep": [{"gamma": g, "average_r_at_1": r} for g, r in PAPER_SWEEP.items()],
-        "paper_sweep_note": PAPER_SWEEP_NOTE,
-        "logit_scale": scale,
-        "logit_scale_source": scale_source,
-        "hard_edge": hard_edge,
-        "gamma_grid": grid,
-        "n_batches": n_batches,
-        "seed": seed,
-        "clip": list(GAMMA_CLIP),
-        "image_embeddings": image_vectors is not None,
-        "reference": _reference_summary(reference),
-        "batches": per_batch_size,
-    }
+    headline = per_batch_size[0]
+    return section(
+        Gamma,
+        rule="effective-negative share matched to the paper's default (capgeo docs gamma)",
+        concentration="exp(entropy) of each row's softmax of s*gamma*cosine over its B-1 in-batch negatives, "
+                      "as a share of B-1, averaged over rows",
+        headline_batch_size=batch_sizes[0], suggested_gamma=headline.suggestion.gamma,
+        suggested_range=headline.suggestion.range, margin_matched_gamma=headline.margins["margin_matched_gamma"],
+        encoder_caution=encoder_caution(encoder),
+        paper_sweep=frozen_json([{"gamma": g, "average_r_at_1": r} for g, r in PAPER_SWEEP.items()]),
+        paper_sweep_note=PAPER_SWEEP_NOTE, logit_scale=scale, logit_scale_source=scale_source, hard_edge=hard_edge,
+        gamma_grid=tuple(grid), n_batches=n_batches, seed=seed, clip=tuple(GAMMA_CLIP),
+        image_embeddings=image_vectors is not None, reference=frozen_json(_reference_summary(reference)),
+        batches=tuple(per_batch_size))
 
 
 # ---------------------------------------------------------------- image embeddings
@@ -924,10 +1015,10 @@ def checked_image_embeddings(path, captions) -> np.ndarray:
 # ---------------------------------------------------------------- profile-shaped output
 
 def gamma_profile(captions, embeddings, *, image_embeddings=None, image_source: str | None = None,
-                  command: str | None = None, **options) -> dict:
-    """`capgeo gamma` in one call: a ``capgeo.profile/1``-shaped dict with ``dataset``,
-    ``encoder``, ``gamma`` (see :func:`gamma_section`; ``options`` go there), ``options``
-    and ``provenance``. ``image_embeddings`` is a path (see :func:`load_image_embeddings`)
+                  command: str | None = None, **options) -> Profile:
+    """`capgeo gamma` in one call: a typed ``capgeo.profile/1`` Profile with ``dataset``,
+    ``encoder``, ``gamma`` (see :func:`gamma_section`; ``options`` go there: a GammaOptions as
+    ``options=``, or its fields), ``options`` and ``provenance``. ``image_embeddings`` is a path (see :func:`load_image_embeddings`)
     or an (n_groups, d) array in group-code order; ``image_source`` names where an array
     came from (the file it was read from)."""
     import time
@@ -943,23 +1034,22 @@ def gamma_profile(captions, embeddings, *, image_embeddings=None, image_source: 
             image_source = str(image_embeddings)
             image_vectors = load_image_embeddings(image_embeddings,
                                                   captions.group_names)
-    section = gamma_section(embeddings, captions.group_codes, image_vectors=image_vectors,
-                            image_source=image_source, **options)
-    profile = {
-        "schema": SCHEMA,
-        "dataset": summarize_dataset(captions),
-        "encoder": embeddings.info.to_dict(),
-        "gamma": section,
-        "options": {
-            "batch_sizes": [entry["batch_size"] for entry in section["batches"]],
-            "headline_batch_size": section["headline_batch_size"],
-            "n_batches": section["n_batches"],
-            "seed": section["seed"],
-            "gamma_grid": section["gamma_grid"],
-            "logit_scale": options.get("logit_scale"),
-            "hard_edge": section["hard_edge"],
-            "image_embeddings": image_source if image_embeddings is not None else None,
-        },
-        "provenance": provenance(command, started),
+    progress = options.pop("progress", None)
+    asked = GammaOptions.of(options.pop("options", None), **options)
+    gamma = gamma_section(embeddings, captions.group_codes, asked, image_vectors=image_vectors,
+                          image_source=image_source, progress=progress)
+    options_json = {
+        "batch_sizes": [entry.batch_size for entry in gamma.batches],
+        "headline_batch_size": gamma.headline_batch_size,
+        "n_batches": gamma.n_batches,
+        "seed": gamma.seed,
+        "gamma_grid": list(gamma.gamma_grid),
+        "logit_scale": asked.logit_scale,
+        "hard_edge": gamma.hard_edge,
+        "image_embeddings": image_source if image_embeddings is not None else None,
     }
-    return to_json_ready(profile)
+    return Profile(schema=SCHEMA, dataset=Dataset.from_dict(to_json_ready(summarize_dataset(captions))),
+                   encoder=Encoder.from_dict(to_json_ready(embeddings.info.to_dict())), gamma=gamma,
+                   options=Options.from_dict(to_json_ready(options_json)),
+                   provenance=Provenance.from_dict(to_json_ready(provenance(command, started))),
+                   order=("schema", "dataset", "encoder", "gamma", "options", "provenance"))

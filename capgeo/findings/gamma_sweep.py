@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Mapping
 
 import numpy as np
 
 from capgeo.defaults import SWEEP_GAMMAS, SWEEP_LEARNING_RATE, SWEEP_SEEDS, SWEEP_STEPS
 from capgeo.errors import CapgeoError
+from capgeo.findings.result import Result
 
 #: share of the eligible images held out for validation, and the most held out (retrieval among
 #: more candidates is harder; a cap keeps the evaluation's cost and meaning independent of N)
@@ -80,6 +82,16 @@ class SweepOptions:
 
 
 @dataclass(frozen=True)
+class RuleSetting:
+    """What the rule's gamma section sets beside the sweep: its suggestion (one of the gammas run, when
+    given), its logit scale, and its headline batch size (the sweep's unless SweepOptions.batch_size)."""
+
+    rule_gamma: float | None = None
+    logit_scale: float = 100.0
+    default_batch_size: int = 128
+
+
+@dataclass(frozen=True)
 class Retrieval:
     """R@1 and R@5 in both directions (percent), and their mean R@1, of one evaluation."""
 
@@ -97,27 +109,23 @@ class Retrieval:
 
 
 @dataclass(frozen=True)
-class SweepPoint:
+class SweepPoint(Result):
     """One gamma of the sweep: each metric's mean and spread (standard deviation) over seeds, the
     per-seed values, and the paired difference of mean R@1 to gamma 0 (mean and spread)."""
 
     gamma: float
-    mean: dict
-    spread: dict
+    #: the rule's suggestion (run beside the sweep's gammas)
+    from_rule: bool
+    mean: Mapping[str, float]
+    spread: Mapping[str, float]
     per_seed: tuple[Retrieval, ...]
     gain_over_zero: float | None
     gain_over_zero_spread: float | None
     final_loss: float
-    from_rule: bool = False
-
-    def to_dict(self) -> dict:
-        return {"gamma": self.gamma, "from_rule": self.from_rule, "mean": dict(self.mean), "spread": dict(self.spread),
-                "per_seed": [r.to_dict() for r in self.per_seed], "gain_over_zero": self.gain_over_zero,
-                "gain_over_zero_spread": self.gain_over_zero_spread, "final_loss": self.final_loss}
 
 
 @dataclass(frozen=True)
-class Saturation:
+class Saturation(Result):
     """Along the proxy run of one gamma, per step, over seeds: the share of batches whose loss is
     below :data:`SATURATED_LOSS`, and the mean share of the batch's negative logits whose fp32
     gradient is exactly zero."""
@@ -126,8 +134,6 @@ class Saturation:
     loss_below: tuple[float, ...]
     zero_gradients: tuple[float, ...]
 
-    def to_dict(self) -> dict:
-        return {"gamma": self.gamma, "loss_below": list(self.loss_below), "zero_gradients": list(self.zero_gradients)}
 
 
 @dataclass(frozen=True)
@@ -246,8 +252,8 @@ def sweep_pairs(text_vectors, group_codes, image_vectors=None) -> SweepPairs:
 
 # ---------------------------------------------------------------- retrieval
 
-def recall_at(similarity, query_hit, ks=(1, 5)) -> dict[int, float]:
-    """Per k, the percent of rows whose best hit ranks within the top k: a hit at rank r when r
+def recall_at(similarity, query_hit, ks=(1, 5)) -> tuple[float, ...]:
+    """Per k of ``ks``, in their order, the percent of rows whose best hit ranks within the top k: a hit at rank r when r
     non-hits score strictly higher than the row's best hit (``query_hit``: bool matrix of hits)."""
     import torch
 
@@ -255,7 +261,7 @@ def recall_at(similarity, query_hit, ks=(1, 5)) -> dict[int, float]:
     hit = torch.as_tensor(query_hit, device=similarity.device)
     best = torch.where(hit, similarity, torch.full_like(similarity, -math.inf)).amax(dim=1, keepdim=True)
     above = ((similarity > best) & ~hit).sum(dim=1)
-    return {k: float((above < k).double().mean().item() * 100) for k in ks}
+    return tuple(float((above < k).double().mean().item() * 100) for k in ks)
 
 
 def evaluate(queries, targets, target_image) -> Retrieval:
@@ -268,7 +274,7 @@ def evaluate(queries, targets, target_image) -> Retrieval:
         len(queries), device=similarity.device)[:, None]
     forward = recall_at(similarity, hit)
     backward = recall_at(similarity.T, hit.T)
-    return Retrieval(forward[1], forward[5], backward[1], backward[5])
+    return Retrieval(forward[0], forward[1], backward[0], backward[1])
 
 
 # ---------------------------------------------------------------- one seed's plan
@@ -394,16 +400,19 @@ def _stats(values) -> tuple[float, float]:
 
 
 def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: SweepOptions | None = None,
-                rule_gamma: float | None = None, logit_scale: float = 100.0, default_batch_size: int = 128,
-                device: str | None = None, progress: bool | None = None) -> GammaSweep:
-    """Run the sweep (module docstring): ``options.gammas`` plus ``rule_gamma`` (the rule's
-    suggestion, when given), each for every seed, and return the measured curve."""
+                setting: RuleSetting | None = None, device: str | None = None, progress: bool | None = None,
+                **fields) -> GammaSweep:
+    """Run the sweep (module docstring): ``options.gammas`` plus ``setting.rule_gamma`` (the rule's
+    suggestion, when given), each for every seed, and return the measured curve. ``setting``: a
+    :class:`RuleSetting`, its ``fields`` set by keyword (``rule_gamma=0.3, logit_scale=30``)."""
     import torch
 
     from capgeo.device import check_device, default_device
     from capgeo.progress import labelled, pass_label, progress_bar
 
     options = (options or SweepOptions()).checked()
+    setting = replace(setting or RuleSetting(), **fields)
+    rule_gamma, logit_scale, default_batch_size = setting.rule_gamma, setting.logit_scale, setting.default_batch_size
     started = time.perf_counter()
     check_device(device)
     device = device or default_device()
@@ -449,10 +458,10 @@ def gamma_sweep(text_vectors, group_codes, *, image_vectors=None, options: Sweep
         per_seed = tuple(traces[gamma, s].retrieval for s in options.seeds)
         stats = {name: _stats([getattr(r, name) for r in per_seed]) for name in METRICS}
         gain = _stats(mean_r1[gamma] - mean_r1[0.0]) if gamma != 0 else (None, None)
-        points.append(SweepPoint(gamma, {k: v[0] for k, v in stats.items()}, {k: v[1] for k, v in stats.items()},
-                                 per_seed, gain[0], gain[1],
-                                 float(np.mean([traces[gamma, s].losses[-1] for s in options.seeds])),
-                                 from_rule=rule_gamma is not None and gamma == float(rule_gamma)))
+        points.append(SweepPoint(gamma=gamma, from_rule=rule_gamma is not None and gamma == float(rule_gamma),
+                                 mean={k: v[0] for k, v in stats.items()}, spread={k: v[1] for k, v in stats.items()},
+                                 per_seed=per_seed, gain_over_zero=gain[0], gain_over_zero_spread=gain[1],
+                                 final_loss=float(np.mean([traces[gamma, s].losses[-1] for s in options.seeds]))))
     best = max(gammas, key=lambda g: (mean_r1[g].mean(), -g))
     spread = paired_spread(np.array([mean_r1[g] for g in gammas]))
     plateau = tuple(g for g in gammas if mean_r1[best].mean() - mean_r1[g].mean() <= spread)

@@ -26,6 +26,8 @@ descending, equal cosines by the lower caption row, as in pairwise.py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from capgeo.defaults import (
@@ -48,6 +50,69 @@ DEFAULT_PER_IMAGE = NEGATIVES_PER_IMAGE
 #: the rules rarely force a re-search (results do not depend on it)
 SCAN_SLACK = 10
 QUANTILE_LEVELS = (0.01, 0.1, 0.5, 0.9, 0.99)
+
+
+@dataclass(frozen=True)
+class NegativeOptions:
+    """Which captions are an anchor's negatives (the rules of the module docstring): at most ``k``,
+    with ``min_cosine`` <= cosine < ``max_cosine``, at most ``per_image`` from one image (None: no
+    limit), with ``margin`` at most the anchor's lowest positive cosine minus it (None: no margin)."""
+
+    k: int = DEFAULT_K
+    min_cosine: float = DEFAULT_MIN_COSINE
+    max_cosine: float = DEFAULT_MAX_COSINE
+    per_image: int | None = DEFAULT_PER_IMAGE
+    margin: float | None = None
+
+    def check(self) -> None:
+        """CapgeoError naming the option out of range."""
+        check_range(self.min_cosine, self.max_cosine)
+        check_rules(self.per_image, self.margin)
+        if self.k < 1:
+            raise CapgeoError(f"-k: expected at least 1 negative per caption, got {self.k}")
+
+
+@dataclass(frozen=True)
+class NegativeCosines:
+    """Anchor-negative cosine at one negative ``rank`` ("1" = the hardest, "all" = every rank): how
+    many, their mean and quantiles (``(name, value)`` pairs, "p1" ... "p99"); None where there are none."""
+
+    rank: str
+    count: int
+    mean: float | None
+    quantiles: tuple[tuple[str, float | None], ...]
+
+    def to_dict(self) -> dict:
+        return {"rank": self.rank, "count": self.count, "mean": self.mean, "quantiles": dict(self.quantiles)}
+
+
+@dataclass(frozen=True)
+class NegativesExport:
+    """What `capgeo negatives` wrote to ``output`` (docs/negatives.md): ``n_negatives`` negatives for
+    ``n_anchors`` captions under ``rules`` (its ``k`` capped at the most any caption can have),
+    ``n_anchors_short`` of them with fewer than ``k``, and the cosines per rank."""
+
+    output: str
+    n_anchors: int
+    rules: NegativeOptions
+    n_anchors_short: int
+    n_negatives: int
+    encoder: object | None            # the EncoderInfo of the embeddings, None for bare vectors
+    cosines: tuple[NegativeCosines, ...]
+
+    SCHEMA = "capgeo.negatives/1"
+
+    def to_dict(self) -> dict:
+        """The `capgeo negatives --json` object (``capgeo.negatives/1``)."""
+        rules = self.rules
+        return {
+            "schema": self.SCHEMA, "output": self.output, "n_anchors": self.n_anchors,
+            "k": rules.k, "min_cosine": rules.min_cosine, "max_cosine": rules.max_cosine,
+            "per_image": rules.per_image, "margin": rules.margin,
+            "n_anchors_short": self.n_anchors_short, "n_negatives": self.n_negatives,
+            "encoder": None if self.encoder is None else self.encoder.to_dict(),
+            "cosines": [entry.to_dict() for entry in self.cosines],
+        }
 
 
 def check_range(min_cosine: float, max_cosine: float) -> None:
@@ -167,23 +232,20 @@ def most_negatives(group_codes, per_image: int | None) -> int:
     return int(sizes.sum() - sizes.min())
 
 
-def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEFAULT_K,
-                   min_cosine: float = DEFAULT_MIN_COSINE, max_cosine: float = DEFAULT_MAX_COSINE,
-                   texts=None, per_image: int | None = DEFAULT_PER_IMAGE, margin: float | None = None,
-                   block_size: int = FIXED_BLOCK_SIZE, progress: bool | None = None,
+def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, rules: NegativeOptions | None = None, *,
+                   texts=None, block_size: int = FIXED_BLOCK_SIZE, progress: bool | None = None,
                    device: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(index (N, k) int64, cosine (N, k) float32): each caption's k hardest negatives (captions
     of other groups with min_cosine <= cosine < max_cosine that pass the rules of the module
-    docstring; the text rules need ``texts``); -1 / NaN where fewer exist. ``k`` is capped at
-    the most any caption can have (:func:`most_negatives`).
-    ``device``: where the pass runs."""
+    docstring; ``rules``: :class:`NegativeOptions`, default the defaults; the text rules need
+    ``texts``); -1 / NaN where fewer exist. ``k`` is capped at the most any caption can have
+    (:func:`most_negatives`). ``device``: where the pass runs."""
     from capgeo.geometry.pairwise import scan_pairs
     from capgeo.geometry.row_norms import row_norms
 
-    check_range(min_cosine, max_cosine)
-    check_rules(per_image, margin)
-    if k < 1:
-        raise CapgeoError(f"-k: expected at least 1 negative per caption, got {k}")
+    rules = rules or NegativeOptions()
+    rules.check()
+    k, min_cosine, max_cosine, per_image = rules.k, rules.min_cosine, rules.max_cosine, rules.per_image
     vectors = np.asarray(vectors, dtype=np.float32)
     vectors = vectors / row_norms(vectors)
     codes = np.asarray(group_codes)
@@ -191,7 +253,7 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     if texts is not None and len(texts) != n:
         raise CapgeoError(f"texts: {len(texts)} for {n} vectors; expected one per vector")
     k = max(1, min(k, most_negatives(codes, per_image)))
-    rules = _Rules(codes, texts, per_image, margin, vectors)
+    selection = _Rules(codes, texts, per_image, rules.margin, vectors)
     # the rules refuse some companions: more columns, so that a re-search stays rare
     columns = k + SCAN_SLACK if per_image is None and texts is None else 2 * k + SCAN_SLACK
     scan = scan_pairs(vectors, codes, top_k=max(1, min(columns, n - 1)), block_size=block_size,
@@ -199,7 +261,7 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
     index = np.asarray(scan.companion_index)
     cosine = np.clip(np.asarray(scan.companion_cosine, dtype=np.float32), -1.0, 1.0)
     everyone = np.arange(n)
-    out_index, out_cosine, found = rules.select(everyone, index, cosine, k, min_cosine, max_cosine)
+    out_index, out_cosine, found = selection.select(everyone, index, cosine, k, min_cosine, max_cosine)
     # a full list whose last entry is still >= min_cosine may hide negatives beyond it
     short = everyone[_may_hide_more(found, k, index, cosine, min_cosine)]
     length = 4 * index.shape[1]
@@ -209,8 +271,8 @@ def hard_negatives(vectors: np.ndarray, group_codes: np.ndarray, *, k: int = DEF
             rows = short[start:start + 256]
             listed_index, listed_cosine = _search_in_range(vectors, codes, rows, min(length, n), min_cosine,
                                                            max_cosine, block_size)
-            out_index[rows], out_cosine[rows], found = rules.select(rows, listed_index, listed_cosine, k,
-                                                                    min_cosine, max_cosine)
+            out_index[rows], out_cosine[rows], found = selection.select(rows, listed_index, listed_cosine, k,
+                                                                        min_cosine, max_cosine)
             if length < n:
                 still.append(rows[_may_hide_more(found, k, listed_index, listed_cosine, min_cosine)])
         short = np.concatenate(still) if still else short[:0]
@@ -265,28 +327,26 @@ def negative_rows(captions, index: np.ndarray, cosine: np.ndarray) -> list[dict]
     return rows
 
 
-def cosine_quantiles(cosine: np.ndarray) -> list[dict]:
+def cosine_quantiles(cosine: np.ndarray) -> tuple[NegativeCosines, ...]:
     """Quantiles of anchor-negative cosine per negative rank (1 = hardest) and over all."""
     summaries = []
     for label, values in [(str(rank + 1), cosine[:, rank]) for rank in range(cosine.shape[1])] + [("all", cosine)]:
         values = np.asarray(values, dtype=np.float64).ravel()
         values = values[np.isfinite(values)]
-        summaries.append({
-            "rank": label, "count": int(values.size),
-            "mean": float(values.mean()) if values.size else None,
-            "quantiles": {f"p{round(level * 100):g}": float(np.quantile(values, level)) if values.size else None
-                          for level in QUANTILE_LEVELS},
-        })
-    return summaries
+        summaries.append(NegativeCosines(
+            rank=label, count=int(values.size), mean=float(values.mean()) if values.size else None,
+            quantiles=tuple((f"p{round(level * 100):g}", float(np.quantile(values, level)) if values.size else None)
+                            for level in QUANTILE_LEVELS)))
+    return tuple(summaries)
 
 
-def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, min_cosine: float = DEFAULT_MIN_COSINE,
-                     max_cosine: float = DEFAULT_MAX_COSINE, per_image: int | None = DEFAULT_PER_IMAGE,
-                     margin: float | None = None, block_size: int = FIXED_BLOCK_SIZE,
-                     progress: bool | None = None, device: str | None = None, force: bool = False) -> dict:
-    """Mine hard negatives, write them to ``output`` (JSONL or Parquet by suffix, atomically),
-    and return the summary (`capgeo negatives`, docs/negatives.md). ``output`` never replaces the
-    dataset, nor, unless ``force``, an existing file capgeo did not write."""
+def export_negatives(captions, embeddings, output: str, *, rules: NegativeOptions | None = None,
+                     block_size: int = FIXED_BLOCK_SIZE, progress: bool | None = None, device: str | None = None,
+                     force: bool = False) -> NegativesExport:
+    """Mine hard negatives under ``rules`` (:class:`NegativeOptions`, default the defaults), write
+    them to ``output`` (JSONL or Parquet by suffix, atomically), and return the summary (`capgeo
+    negatives`, docs/negatives.md). ``output`` never replaces the dataset, nor, unless ``force``, an
+    existing file capgeo did not write."""
     import polars as pl
 
     from capgeo.findings.duplicates import write_rows
@@ -298,8 +358,8 @@ def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, m
     from capgeo.paths import check_outputs
 
     check_outputs({"DATA": getattr(captions, "source", None)}, {"output": output}, force=force)
-    index, cosine = hard_negatives(embeddings.vectors, captions.group_codes, k=k, min_cosine=min_cosine,
-                                   max_cosine=max_cosine, texts=captions.texts, per_image=per_image, margin=margin,
+    rules = rules or NegativeOptions()
+    index, cosine = hard_negatives(embeddings.vectors, captions.group_codes, rules, texts=captions.texts,
                                    block_size=block_size, progress=progress, device=device)
     k = index.shape[1]  # as hard_negatives capped it
     rows = negative_rows(captions, index, cosine)
@@ -308,14 +368,9 @@ def export_negatives(captions, embeddings, output: str, *, k: int = DEFAULT_K, m
               "negative_texts": pl.List(pl.String), "negative_cosines": pl.List(pl.Float64)}
     write_rows(rows, fmt, output, columns=tuple(schema), parquet_schema=schema)
     found = (index >= 0).sum(axis=1)
-    return {
-        "schema": "capgeo.negatives/1",
-        "output": str(output),
-        "n_anchors": len(rows),
-        "k": int(k), "min_cosine": float(min_cosine), "max_cosine": float(max_cosine),
-        "per_image": per_image, "margin": None if margin is None else float(margin),
-        "n_anchors_short": int((found < k).sum()),
-        "n_negatives": int(found.sum()),
-        "encoder": embeddings.info.to_dict() if hasattr(embeddings, "info") else None,
-        "cosines": cosine_quantiles(cosine),
-    }
+    written = NegativeOptions(int(k), float(rules.min_cosine), float(rules.max_cosine), rules.per_image,
+                              None if rules.margin is None else float(rules.margin))
+    return NegativesExport(output=str(output), n_anchors=len(rows), rules=written,
+                           n_anchors_short=int((found < k).sum()), n_negatives=int(found.sum()),
+                           encoder=embeddings.info if hasattr(embeddings, "info") else None,
+                           cosines=cosine_quantiles(cosine))

@@ -24,8 +24,10 @@ above each image's lowest own alignment less delta), so memory stays bounded at 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any, Mapping, NamedTuple
 
 import numpy as np
 
@@ -33,6 +35,9 @@ from capgeo.defaults import (IMAGE_TWIN_THRESHOLD, PAIRS_DELTA, PAIRS_LISTED, PA
                              PAIRS_THUMBNAIL_BYTES)
 from capgeo.errors import CapgeoError
 from capgeo.findings.gamma import SOLVED_LOSS
+from capgeo.findings.result import OMITTED_WHEN_NONE, Result, frozen_json, section
+from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
+from capgeo.geometry.typed_profile import Distribution, Pairs
 from capgeo.images import ImageVectors
 
 #: the K of R@K
@@ -53,6 +58,207 @@ TIE = 1e-12
 
 SCHEMA_KEYS = ("source", "n_pairs", "n_images", "n_images_missing", "alignment", "alignment_per_image",
                "retrieval", "mismatched", "false_negatives", "saturation", "twins", "thumbnails")
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    """What the exact pass (:func:`pair_pass`) counts and keeps; its fields' defaults are the only
+    defaults of its keywords."""
+
+    #: a false negative scores within this cosine of the pair's own caption
+    delta: float = PAIRS_DELTA
+    #: false-negative rows of largest margin kept
+    listed: int = PAIRS_LISTED
+    #: keep every false-negative row too (for --false-negatives FILE)
+    export: bool = False
+    max_export_rows: int = PAIRS_MAX_EXPORT_ROWS
+    block_values: int = BLOCK_VALUES
+
+
+@dataclass(frozen=True)
+class PairSectionOptions:
+    """What the ``pairs`` section computes beside its inputs (:func:`pairs_section`)."""
+
+    #: the headline batch size of the saturation and per-batch findings; None: left out
+    batch_size: int | None = None
+    n_batches: int | None = None
+    seed: int = 0
+    #: None: the checkpoint's logit scale, else the paper's
+    logit_scale: float | None = None
+    #: the headline gamma; None: the paper's 0.5
+    gamma: float | None = None
+    delta: float = PAIRS_DELTA
+    image_threshold: float = IMAGE_TWIN_THRESHOLD
+    listed: int = PAIRS_LISTED
+    #: write every false-negative row there too (Parquet, CSV or JSONL by suffix)
+    false_negatives_output: str | None = None
+
+
+# ---------------------------------------------------------------- results
+
+@dataclass(frozen=True)
+class Retrieval(Result):
+    """Retrieval at initialisation, exact (the section's ``retrieval``)."""
+
+    text_to_image_r1: float
+    text_to_image_r5: float
+    image_to_text_r1: float
+    image_to_text_r5: float
+    n_queries_text: int
+    n_queries_image: int
+    ties: str = "count for the pair: a hit when fewer than K others score strictly higher"
+
+
+@dataclass(frozen=True)
+class OwnCaption(Result):
+    id: str
+    text: str
+    alignment: float
+
+
+@dataclass(frozen=True)
+class HardestWrong(Result):
+    """An image's most similar caption of another image."""
+
+    id: str
+    image: str
+    text: str
+    cosine: float
+
+
+@dataclass(frozen=True)
+class PairCard(Result):
+    """One flagged image: its captions with their alignment, and its hardest wrong caption."""
+
+    image: str
+    caption_id: str
+    text: str
+    alignment: float
+    image_rank: int
+    text_rank: int
+    captions: tuple[OwnCaption, ...]
+    hardest_wrong: HardestWrong
+
+
+@dataclass(frozen=True)
+class Mismatched(Result):
+    """The pairs neither direction retrieves (the section's ``mismatched``)."""
+
+    rule: str
+    n_pairs: int
+    n_images: int
+    pairs: tuple[PairCard, ...]
+
+
+@dataclass(frozen=True)
+class NegativeRow(Result):
+    """A cross-modal false negative: caption k of another image scoring near pair m's own."""
+
+    image: str
+    caption_id: str
+    text: str
+    negative_id: str
+    negative_image: str
+    negative_text: str
+    cosine: float
+    own_cosine: float
+    margin: float
+    caption_cosine: float
+    boost: float
+    shared_words: tuple[str, ...]
+    spans_a: tuple
+    spans_b: tuple
+
+
+@dataclass(frozen=True)
+class FalseNegatives(Result):
+    """The cross-modal false negatives (the section's ``false_negatives``); the keys of the batch
+    findings and of the export only where they apply."""
+
+    delta: float
+    rule: str
+    n_rows: int
+    n_pairs: int
+    n_images: int
+    gamma: float
+    rows: tuple[NegativeRow, ...]
+    batch_size: int | None = None
+    output: str | None = None
+    batch_share_batches: float | None = dataclasses.field(default=None, metadata=OMITTED_WHEN_NONE)
+    batch_mean_per_batch: float | None = dataclasses.field(default=None, metadata=OMITTED_WHEN_NONE)
+    n_written: int | None = dataclasses.field(default=None, metadata=OMITTED_WHEN_NONE)
+
+
+@dataclass(frozen=True)
+class BatchFalseNegatives(Result):
+    share_batches: float
+    mean_per_batch: float
+
+
+@dataclass(frozen=True)
+class GammaSaturation(Result):
+    """Saturation at one gamma on the seeded training batches."""
+
+    gamma: float
+    share_batches_below: float
+    mean_loss: float
+    share_zero_gradients: float
+
+
+@dataclass(frozen=True)
+class BatchFindings(Result):
+    """:func:`batch_findings`: false negatives per batch, and saturation at gamma 0 and the headline gamma."""
+
+    false_negatives: BatchFalseNegatives
+    solved_loss: float
+    gammas: tuple[GammaSaturation, ...]
+
+
+@dataclass(frozen=True)
+class Saturation(Result):
+    """The section's ``saturation``: :class:`BatchFindings`' saturation with the batches it was read on."""
+
+    batch_size: int
+    n_batches: int
+    seed: int
+    logit_scale: float
+    logit_scale_source: str
+    solved_loss: float
+    gammas: tuple[GammaSaturation, ...]
+
+
+@dataclass(frozen=True)
+class TwinPair(Result):
+    a: str
+    b: str
+    cosine: float
+
+
+@dataclass(frozen=True)
+class ImageTwins(Result):
+    """Images of different group ids that are one image (the section's ``twins``)."""
+
+    threshold: float
+    hashes_known: bool
+    n_exact_sets: int
+    n_exact_images: int
+    exact_sets: tuple[tuple[str, ...], ...]
+    n_near_pairs: int
+    n_near_images: int
+    near_pairs: tuple[TwinPair, ...]
+
+
+class _Pairs(NamedTuple):
+    """The pairs the section reads (the captions whose image is present), in compact numbering."""
+
+    captions: Any
+    kept: np.ndarray           # row of each pair's caption in ``captions``
+    text: np.ndarray           # (n, d) its vector
+    codes: np.ndarray          # (n,) its image, 0..G-1
+    done: "PairPass"
+    image_names: list
+    image_vectors: np.ndarray  # (G, d)
+    gamma: float
 
 
 # ---------------------------------------------------------------- image vectors
@@ -137,12 +343,16 @@ def _own_alignment(text: np.ndarray, images: np.ndarray, codes: np.ndarray, bloc
     return out
 
 
-def pair_pass(text: np.ndarray, images: np.ndarray, codes: np.ndarray, *, delta: float = PAIRS_DELTA,
-              listed: int = PAIRS_LISTED, export: bool = False, max_export_rows: int = PAIRS_MAX_EXPORT_ROWS,
-              block_values: int = BLOCK_VALUES, progress: bool | None = None) -> PairPass:
+def pair_pass(text: np.ndarray, images: np.ndarray, codes: np.ndarray, options: PassOptions | None = None, *,
+              progress: bool | None = None, **fields) -> PairPass:
     """The exact pass: ``text`` (n, d) unit caption vectors, ``images`` (G, d) unit image vectors,
-    ``codes`` (n,) each caption's image 0..G-1 (every image holding a caption)."""
+    ``codes`` (n,) each caption's image 0..G-1 (every image holding a caption); ``options`` a
+    :class:`PassOptions`, its ``fields`` set by keyword (``delta=0.05``)."""
     from capgeo.progress import progress_bar
+
+    options = dataclasses.replace(options or PassOptions(), **fields)
+    delta, listed, export = options.delta, options.listed, options.export
+    max_export_rows, block_values = options.max_export_rows, options.block_values
 
     if not (math.isfinite(delta) and delta >= 0):
         raise CapgeoError(f"--delta: expected a cosine margin of 0 or more, got {delta}")
@@ -180,7 +390,7 @@ def pair_pass(text: np.ndarray, images: np.ndarray, codes: np.ndarray, *, delta:
             if len(mine) * (stop - start) <= DENSE_FACTOR * n_candidates:
                 # many candidates: each pair's row of the block compared with its thresholds is cheaper
                 # than sorting the candidates
-                found = _dense_block(scores, start, mine, codes, alignment, threshold, image_rank, false_negatives,
+                found = _dense_block(scores, start, mine, codes, (alignment, threshold), (image_rank, false_negatives),
                                      None if export else listed)
             else:
                 rows, cols = np.nonzero(candidate)
@@ -231,12 +441,14 @@ class _TopRows:
         self.rows = (pair[order], negative[order], cosine[order])
 
 
-def _dense_block(scores, start, mine, codes, alignment, threshold, image_rank, false_negatives,
-                 listed: int | None):
-    """A block's counts for the pairs ``mine`` by comparing each pair's row with its thresholds, in
-    chunks of pairs; returns the block's false-negative rows (pair, negative caption, cosine): all of
-    them, or with ``listed`` only those that can be among the ``listed`` of largest margin (they lie
-    in the rows of the ``listed`` pairs whose best margin is largest)."""
+def _dense_block(scores, start, mine, codes, limits, counters, listed: int | None):
+    """A block's counts for the pairs ``mine`` by comparing each pair's row with its thresholds
+    (``limits``: the pairs' alignments and false-negative thresholds), added to ``counters`` (their
+    image ranks and false-negative counts), in chunks of pairs; returns the block's false-negative
+    rows (pair, negative caption, cosine): all of them, or with ``listed`` only those that can be
+    among the ``listed`` of largest margin (they lie in the rows of the ``listed`` pairs whose best
+    margin is largest)."""
+    (alignment, threshold), (image_rank, false_negatives) = limits, counters
     found = ([], [], [])
     step = max(1, DENSE_CHUNK_VALUES // max(scores.shape[1], 1))
     for first in range(0, len(mine), step):
@@ -273,7 +485,7 @@ def _rows_of(chosen, rows, negatives, values, met, by_threshold, image_start):
 # ---------------------------------------------------------------- batches
 
 def batch_findings(text: np.ndarray, images: np.ndarray, codes: np.ndarray, batches: np.ndarray, *,
-                   logit_scale: float, gamma: float, delta: float) -> dict:
+                   logit_scale: float, gamma: float, delta: float) -> BatchFindings:
     """On the seeded training batches: false negatives per batch, and saturation (loss below
     SOLVED_LOSS, negative-logit gradients exactly zero in float32) at gamma 0 and ``gamma``."""
     from capgeo.findings.gamma import image_loss_diagnostics
@@ -293,19 +505,12 @@ def batch_findings(text: np.ndarray, images: np.ndarray, codes: np.ndarray, batc
     losses = image_loss_diagnostics(text, images, codes, batches, logit_scale, [gamma])
     size = batches.shape[1]
     entries = len(batches) * size * (size - 1)
-    return {
-        "false_negatives": {"share_batches": with_negative / len(batches),
-                            "mean_per_batch": float(np.mean(per_batch))},
-        "saturation": {
-            "solved_loss": SOLVED_LOSS,
-            "gammas": [
-                {"gamma": 0.0, "share_batches_below": losses["plain"]["share_batches_below"],
-                 "mean_loss": losses["plain"]["mean_loss"], "share_zero_gradients": zero[0.0] / entries},
-                {"gamma": float(gamma), "share_batches_below": losses["boosted"][0]["share_batches_below"],
-                 "mean_loss": losses["boosted"][0]["mean_loss"], "share_zero_gradients": zero[float(gamma)] / entries},
-            ],
-        },
-    }
+    return BatchFindings(
+        false_negatives=BatchFalseNegatives(with_negative / len(batches), float(np.mean(per_batch))),
+        solved_loss=SOLVED_LOSS,
+        gammas=(GammaSaturation(0.0, losses.plain.share_batches_below, losses.plain.mean_loss, zero[0.0] / entries),
+                GammaSaturation(float(gamma), losses.boosted[0].share_batches_below, losses.boosted[0].mean_loss,
+                                zero[float(gamma)] / entries)))
 
 
 def zero_negative_gradients(images32: np.ndarray, texts32: np.ndarray, logit_scale: float, gamma: float) -> int:
@@ -338,7 +543,7 @@ def _softmax32(logits: np.ndarray, axis: int) -> np.ndarray:
 # ---------------------------------------------------------------- image twins
 
 def image_twins(images: np.ndarray, hashes, names: list[str], *, threshold: float = IMAGE_TWIN_THRESHOLD,
-                listed: int = PAIRS_LISTED) -> dict:
+                listed: int = PAIRS_LISTED) -> ImageTwins:
     """Images of different group ids that are one image: the same bytes (``hashes``, where known)
     or image-image cosine >= ``threshold`` (exact, float64, blockwise). ``names``: each row's id."""
     if not -1.0 <= threshold <= 1.0:
@@ -352,16 +557,12 @@ def image_twins(images: np.ndarray, hashes, names: list[str], *, threshold: floa
         exact_sets = [rows for rows in by_hash.values() if len(rows) > 1]
     first, second, cosine = near_pairs(images, images, threshold, same=True)
     order = np.lexsort((second, first, -cosine))[:listed]
-    return {
-        "threshold": float(threshold),
-        "hashes_known": hashes is not None,
-        "n_exact_sets": len(exact_sets),
-        "n_exact_images": sum(len(rows) for rows in exact_sets),
-        "exact_sets": [[names[row] for row in rows] for rows in exact_sets[:listed]],
-        "n_near_pairs": int(len(cosine)),
-        "n_near_images": int(np.unique(np.concatenate([first, second])).size),
-        "near_pairs": [{"a": names[first[i]], "b": names[second[i]], "cosine": float(cosine[i])} for i in order],
-    }
+    return ImageTwins(
+        threshold=float(threshold), hashes_known=hashes is not None, n_exact_sets=len(exact_sets),
+        n_exact_images=sum(len(rows) for rows in exact_sets),
+        exact_sets=tuple(tuple(names[row] for row in rows) for rows in exact_sets[:listed]),
+        n_near_pairs=int(len(cosine)), n_near_images=int(np.unique(np.concatenate([first, second])).size),
+        near_pairs=tuple(TwinPair(names[first[i]], names[second[i]], float(cosine[i])) for i in order))
 
 
 def near_pairs(a: np.ndarray, b: np.ndarray, threshold: float, *, same: bool = False,
@@ -387,28 +588,24 @@ def near_pairs(a: np.ndarray, b: np.ndarray, threshold: float, *, same: bool = F
 
 # ---------------------------------------------------------------- the section
 
-def _summary(values: np.ndarray) -> dict:
+def _summary(values: np.ndarray) -> Distribution:
     from capgeo.geometry.inbatch import summarize_sample
 
     summary = summarize_sample(values)
     counts, edges = np.histogram(values, bins=40, range=(-1.0, 1.0))
     summary["histogram"] = {"start": -1.0, "width": 0.05, "counts": counts.tolist()}
-    return summary
+    return Distribution.from_dict(summary)
 
 
-def pairs_section(captions, embeddings, images: ImageVectors, *, batch_size: int | None = None,
-                  n_batches: int | None = None, seed: int = 0, logit_scale: float | None = None,
-                  gamma: float | None = None, delta: float = PAIRS_DELTA, image_threshold: float = IMAGE_TWIN_THRESHOLD,
-                  listed: int = PAIRS_LISTED, false_negatives_output: str | None = None,
-                  progress: bool | None = None) -> dict:
+def pairs_section(captions, embeddings, images: ImageVectors, options: PairSectionOptions | None = None, *,
+                  progress: bool | None = None, **fields) -> Pairs:
     """The ``pairs`` section of a profile (docs/pairs.md) for ``captions``, their ``embeddings`` (an
-    Embeddings or an (N, d) array) and ``images`` (row g: the image of group code g). ``gamma``: the
-    headline gamma (default: the paper's 0.5); ``false_negatives_output``: write every false-negative
-    row there too (Parquet, CSV or JSONL by suffix)."""
+    Embeddings or an (N, d) array) and ``images`` (row g: the image of group code g). ``options``: a
+    :class:`PairSectionOptions`, its ``fields`` set by keyword (``batch_size=8``)."""
     from capgeo.findings.gamma import REFERENCE, _resolve_logit_scale
-    from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
     from capgeo.geometry.batches import sample_batches
 
+    options = dataclasses.replace(options or PairSectionOptions(), **fields)
     checkpoint_scale = getattr(getattr(embeddings, "info", None), "logit_scale", None)
     text = np.ascontiguousarray(getattr(embeddings, "vectors", embeddings), dtype=np.float32)
     codes = np.asarray(captions.group_codes, dtype=np.int64)
@@ -416,8 +613,9 @@ def pairs_section(captions, embeddings, images: ImageVectors, *, batch_size: int
     if text.ndim != 2 or len(text) != len(codes):
         raise CapgeoError(f"caption vectors {text.shape} do not match {len(codes)} captions")
     images = _checked(images, n_groups, text.shape[1])
-    scale, scale_source = _resolve_logit_scale(logit_scale, checkpoint_scale)
-    gamma = REFERENCE.gamma if gamma is None else float(gamma)
+    scale, scale_source = _resolve_logit_scale(options.logit_scale, checkpoint_scale)
+    gamma = REFERENCE.gamma if options.gamma is None else float(options.gamma)
+    delta, listed, output = options.delta, options.listed, options.false_negatives_output
     present = np.asarray(images.present, dtype=bool)
     kept = np.flatnonzero(present[codes])                       # the pairs: captions whose image is there
     image_rows = np.flatnonzero(present)
@@ -428,116 +626,98 @@ def pairs_section(captions, embeddings, images: ImageVectors, *, batch_size: int
     pair_text = text[kept]
     if len(image_rows) < 2:
         raise CapgeoError(f"{images.source}: the pair analyses need at least 2 images, {len(image_rows)} present")
-    done = pair_pass(pair_text, image_vectors, pair_codes, delta=delta, listed=listed,
-                     export=false_negatives_output is not None, progress=progress)
+    done = pair_pass(pair_text, image_vectors, pair_codes, delta=delta, listed=listed, export=output is not None,
+                     progress=progress)
     names = captions.group_names
     image_names = [names[g] for g in image_rows]
+    pairs = _Pairs(captions, kept, pair_text, pair_codes, done, image_names, image_vectors, gamma)
     n = len(kept)
     # retrieval
     best_rank = np.full(len(image_rows), np.iinfo(np.int64).max)
     np.minimum.at(best_rank, pair_codes, done.image_rank)
-    retrieval = {f"text_to_image_r{k}": float((done.text_rank < k).mean()) for k in RECALL_AT}
-    retrieval.update({f"image_to_text_r{k}": float((best_rank < k).mean()) for k in RECALL_AT})
-    retrieval.update(n_queries_text=n, n_queries_image=len(image_rows),
-                     ties="count for the pair: a hit when fewer than K others score strictly higher")
+    recall = {f"text_to_image_r{k}": float((done.text_rank < k).mean()) for k in RECALL_AT}
+    recall.update({f"image_to_text_r{k}": float((best_rank < k).mean()) for k in RECALL_AT})
+    retrieval = Retrieval(**recall, n_queries_text=n, n_queries_image=len(image_rows))
     # mismatched pairs, the lowest alignment first, one per image
     bad = np.flatnonzero((done.image_rank >= MISMATCH_RANK) & (done.text_rank >= MISMATCH_RANK))
     bad = bad[np.lexsort((bad, done.alignment[bad]))]
     _, first_of_image = np.unique(pair_codes[bad], return_index=True)
     shown = bad[np.sort(first_of_image)][:listed]
     per_image = np.bincount(pair_codes, weights=done.alignment) / np.bincount(pair_codes)
-    mismatched = {
-        "rule": f"neither direction retrieves the pair at R@{MISMATCH_RANK}",
-        "n_pairs": int(len(bad)),
-        "n_images": int(np.unique(pair_codes[bad]).size),
-        "pairs": [_pair_card(captions, kept, pair_text, image_vectors, pair_codes, done, m, image_names)
-                  for m in shown],
-    }
-    # false negatives
-    fn_rows = done.top_rows
-    listed_negatives = [_negative_row(captions, kept, pair_text, pair_codes, done, int(m), int(k), float(c),
-                                      gamma, image_names) for (m, k), c in zip(fn_rows, done.top_cosines)]
-    false_negatives = {
-        "delta": float(delta),
-        "rule": "caption k of another image with S[image of m, k] >= S[image of m, m] - delta, per pair m",
-        "n_rows": int(done.false_negatives.sum()),
-        "n_pairs": int((done.false_negatives > 0).sum()),
-        "n_images": int(np.unique(pair_codes[done.false_negatives > 0]).size),
-        "gamma": gamma,
-        "rows": listed_negatives,
-    }
-    batches_entry = None
-    # every key written, None where it does not apply: the renderers read them by name
-    false_negatives.update(batch_size=None, output=None)
-    headline = batch_size
+    mismatched = Mismatched(rule=f"neither direction retrieves the pair at R@{MISMATCH_RANK}", n_pairs=int(len(bad)),
+                            n_images=int(np.unique(pair_codes[bad]).size),
+                            pairs=tuple(_pair_card(pairs, m) for m in shown))
+    # false negatives: every key written, None where it does not apply (the renderers read them by name)
+    false_negatives = FalseNegatives(
+        delta=float(delta),
+        rule="caption k of another image with S[image of m, k] >= S[image of m, m] - delta, per pair m",
+        n_rows=int(done.false_negatives.sum()), n_pairs=int((done.false_negatives > 0).sum()),
+        n_images=int(np.unique(pair_codes[done.false_negatives > 0]).size), gamma=gamma,
+        rows=tuple(_negative_row(pairs, int(m), int(k), float(c))
+                   for (m, k), c in zip(done.top_rows, done.top_cosines)))
+    saturation = None
+    headline = options.batch_size
     if headline is not None and headline > len(image_rows):
         headline = len(image_rows)
     if headline is not None and headline >= 2:
-        batches = sample_batches(pair_codes, headline, n_batches or DEFAULT_N_BATCHES, seed)
-        batches_entry = batch_findings(pair_text, image_vectors, pair_codes, batches, logit_scale=scale,
-                                       gamma=gamma, delta=delta)
-        false_negatives["batch_size"] = headline
-        false_negatives.update({f"batch_{key}": value for key, value in batches_entry["false_negatives"].items()})
-    if false_negatives_output is not None:
-        false_negatives["output"] = str(false_negatives_output)
-        false_negatives["n_written"] = write_false_negatives(captions, kept, pair_text, pair_codes, done,
-                                                             image_names, gamma, false_negatives_output)
+        n_batches = options.n_batches or DEFAULT_N_BATCHES
+        batches = sample_batches(pair_codes, headline, n_batches, options.seed)
+        found = batch_findings(pair_text, image_vectors, pair_codes, batches, logit_scale=scale, gamma=gamma,
+                               delta=delta)
+        false_negatives = dataclasses.replace(false_negatives, batch_size=headline,
+                                              batch_share_batches=found.false_negatives.share_batches,
+                                              batch_mean_per_batch=found.false_negatives.mean_per_batch)
+        saturation = Saturation(batch_size=headline, n_batches=int(n_batches), seed=options.seed, logit_scale=scale,
+                                logit_scale_source=scale_source, solved_loss=found.solved_loss, gammas=found.gammas)
+    if output is not None:
+        false_negatives = dataclasses.replace(false_negatives, output=str(output),
+                                              n_written=write_false_negatives(pairs, output))
     twins = image_twins(image_vectors, None if images.content_hashes is None
                         else [images.content_hashes[g] for g in image_rows], image_names,
-                        threshold=image_threshold, listed=listed)
-    section = {
-        "source": images.source,
-        "n_pairs": n,
-        "n_images": int(len(image_rows)),
-        "n_images_missing": int(n_groups - len(image_rows)),
-        "alignment": _summary(done.alignment),
-        "alignment_per_image": _summary(per_image),
-        "retrieval": retrieval,
-        "mismatched": mismatched,
-        "false_negatives": false_negatives,
-        "saturation": None if batches_entry is None else {
-            "batch_size": headline, "n_batches": int(n_batches or DEFAULT_N_BATCHES), "seed": seed,
-            "logit_scale": scale, "logit_scale_source": scale_source, **batches_entry["saturation"]},
-        "twins": twins,
-        "thumbnails": thumbnails_for(images, image_rows, image_names, mismatched, false_negatives, twins),
-    }
-    return section
+                        threshold=options.image_threshold, listed=listed)
+    mismatched, false_negatives, twins = frozen_json(mismatched), frozen_json(false_negatives), frozen_json(twins)
+    thumbnails = thumbnails_for(images, image_rows, image_names, mismatched, false_negatives, twins)
+    return section(
+        Pairs, source=images.source, n_pairs=n, n_images=int(len(image_rows)),
+        n_images_missing=int(n_groups - len(image_rows)), alignment=frozen_json(_summary(done.alignment)),
+        alignment_per_image=frozen_json(_summary(per_image)), retrieval=frozen_json(retrieval),
+        mismatched=mismatched, false_negatives=false_negatives,
+        saturation=None if saturation is None else frozen_json(saturation), twins=twins,
+        thumbnails=None if thumbnails is None else frozen_json(thumbnails))
 
 
-def _pair_card(captions, kept, pair_text, image_vectors, pair_codes, done, m, image_names) -> dict:
+def _pair_card(pairs: _Pairs, m: int) -> PairCard:
     """One flagged image: its captions with their alignment, and its hardest wrong caption."""
-    g = int(pair_codes[m])
-    own = np.flatnonzero(pair_codes == g)
-    scores = image_vectors[g].astype(np.float64) @ pair_text.astype(np.float64).T
+    captions, kept, image_names, done = pairs.captions, pairs.kept, pairs.image_names, pairs.done
+    g = int(pairs.codes[m])
+    own = np.flatnonzero(pairs.codes == g)
+    scores = pairs.image_vectors[g].astype(np.float64) @ pairs.text.astype(np.float64).T
     scores[own] = -np.inf
     wrong = int(np.argmax(scores))
-    return {
-        "image": image_names[g],
-        "caption_id": captions.ids[kept[m]], "text": captions.texts[kept[m]],
-        "alignment": float(done.alignment[m]), "image_rank": int(done.image_rank[m]),
-        "text_rank": int(done.text_rank[m]),
-        "captions": [{"id": captions.ids[kept[k]], "text": captions.texts[kept[k]],
-                      "alignment": float(done.alignment[k])} for k in own],
-        "hardest_wrong": {"id": captions.ids[kept[wrong]], "image": image_names[int(pair_codes[wrong])],
-                          "text": captions.texts[kept[wrong]], "cosine": float(scores[wrong])},
-    }
+    return PairCard(
+        image=image_names[g], caption_id=captions.ids[kept[m]], text=captions.texts[kept[m]],
+        alignment=float(done.alignment[m]), image_rank=int(done.image_rank[m]), text_rank=int(done.text_rank[m]),
+        captions=tuple(OwnCaption(captions.ids[kept[k]], captions.texts[kept[k]], float(done.alignment[k]))
+                       for k in own),
+        hardest_wrong=HardestWrong(captions.ids[kept[wrong]], image_names[int(pairs.codes[wrong])],
+                                   captions.texts[kept[wrong]], float(scores[wrong])))
 
 
-def _negative_row(captions, kept, pair_text, pair_codes, done, m, k, cosine, gamma, image_names) -> dict:
+def _negative_row(pairs: _Pairs, m: int, k: int, cosine: float) -> NegativeRow:
     from capgeo.findings.highlight import highlight_pair
 
-    caption_cosine = float(pair_text[m].astype(np.float64) @ pair_text[k].astype(np.float64))
+    captions, kept, image_names = pairs.captions, pairs.kept, pairs.image_names
+    own_cosine = float(pairs.done.alignment[m])
+    caption_cosine = float(pairs.text[m].astype(np.float64) @ pairs.text[k].astype(np.float64))
     own_text, other_text = captions.texts[kept[m]], captions.texts[kept[k]]
     highlight = highlight_pair(own_text, other_text)
-    return {
-        "image": image_names[int(pair_codes[m])], "caption_id": captions.ids[kept[m]], "text": own_text,
-        "negative_id": captions.ids[kept[k]], "negative_image": image_names[int(pair_codes[k])],
-        "negative_text": other_text, "cosine": cosine, "own_cosine": float(done.alignment[m]),
-        "margin": cosine - float(done.alignment[m]), "caption_cosine": caption_cosine,
-        "boost": gamma * caption_cosine, "shared_words": list(highlight.shared),
-        "spans_a": [span.to_dict() for span in highlight.spans_a],
-        "spans_b": [span.to_dict() for span in highlight.spans_b],
-    }
+    return NegativeRow(
+        image=image_names[int(pairs.codes[m])], caption_id=captions.ids[kept[m]], text=own_text,
+        negative_id=captions.ids[kept[k]], negative_image=image_names[int(pairs.codes[k])], negative_text=other_text,
+        cosine=cosine, own_cosine=own_cosine, margin=cosine - own_cosine, caption_cosine=caption_cosine,
+        boost=pairs.gamma * caption_cosine, shared_words=tuple(highlight.shared),
+        spans_a=tuple(span.to_dict() for span in highlight.spans_a),
+        spans_b=tuple(span.to_dict() for span in highlight.spans_b))
 
 
 #: the columns of a false-negative export, and their Parquet types
@@ -545,14 +725,15 @@ EXPORT_COLUMNS = ("image_id", "caption_id", "negative_image_id", "negative_capti
                   "caption_cosine", "boost")
 
 
-def write_false_negatives(captions, kept, pair_text, pair_codes, done, image_names, gamma, output) -> int:
-    """Every false-negative row to ``output`` (Parquet, CSV or JSONL by suffix, atomically): ids and
-    cosines, to mask during training."""
+def write_false_negatives(pairs: _Pairs, output) -> int:
+    """Every false-negative row of ``pairs``' pass to ``output`` (Parquet, CSV or JSONL by suffix,
+    atomically): ids and cosines, to mask during training."""
     import polars as pl
 
     from capgeo.findings.duplicates import write_rows
     from capgeo.findings.per_caption import table_format
 
+    captions, kept, pair_text, pair_codes, done, image_names, _, gamma = pairs
     fmt = table_format(str(output))
     pairs, negatives, cosines = done.exported
     caption = np.einsum("ij,ij->i", pair_text[pairs].astype(np.float64), pair_text[negatives].astype(np.float64))
@@ -567,9 +748,11 @@ def write_false_negatives(captions, kept, pair_text, pair_codes, done, image_nam
     return len(rows)
 
 
-def thumbnails_for(images: ImageVectors, image_rows, image_names, mismatched, false_negatives, twins) -> dict | None:
-    """Small JPEGs (base64) of the images the section lists, within PAIRS_THUMBNAIL_BYTES in all;
-    None when the images have no thumbnails (vectors read from a file)."""
+def thumbnails_for(images: ImageVectors, image_rows, image_names, mismatched, false_negatives,
+                   twins) -> Mapping[str, str] | None:
+    """Small JPEGs (base64) of the images the section lists (``mismatched``, ``false_negatives``,
+    ``twins``: the section's JSON of them), within PAIRS_THUMBNAIL_BYTES in all; None when the images
+    have no thumbnails (vectors read from a file)."""
     if images.thumbnail is None:
         return None
     row_of = {name: row for row, name in zip(image_rows, image_names)}

@@ -26,16 +26,20 @@ documents every field.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from capgeo.defaults import PAIR_BLOCK_SIZE, TOP_K, TRUNCATION_LISTED_PAIRS
 from capgeo.errors import CapgeoError, EncoderError
+from capgeo.findings.result import Result, as_json, frozen_json, section
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
+from capgeo.geometry.typed_profile import (BatchNearDuplicates, Buckets, Dataset, Distribution, Encoder, Options, Profile,
+                                           Provenance, Truncation, TruncationLength, TruncationNearDuplicates)
 from capgeo.progress import labelled, pass_label
 
 #: Lengths compared when none are given (those above the encoder's context are left out).
@@ -48,6 +52,78 @@ PAIR_CHUNK = 65536
 #: Quantile levels of the per-length summaries (the profile's keys p1..p99).
 
 _WORD_END = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class TruncationOptions:
+    """What the truncation section computes at each length: its fields' defaults are the only
+    defaults of :func:`truncation_section`'s keywords."""
+
+    #: None: the profile's (128, or the number of groups when smaller)
+    batch_size: int | None = None
+    n_batches: int = DEFAULT_N_BATCHES
+    seed: int = 0
+    #: None: the profile's near-duplicate threshold
+    threshold: float | None = None
+    #: None: the profile's bucket edges
+    edges: Sequence[float] | None = None
+    top_k: int = TOP_K
+    block_size: int | None = PAIR_BLOCK_SIZE
+    #: truncation-only pairs listed per length (all are counted)
+    max_listed: int = DEFAULT_LISTED_PAIRS
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class LengthEncoding:
+    """How `capgeo truncation` embeds the captions at each length (:func:`embed_at_lengths`)."""
+
+    #: None: DEFAULT_LENGTHS below the encoder's context; the context is always added
+    lengths: Sequence[int] | None = None
+    cache_dir: object = None
+    use_cache: bool = True
+
+
+def split_options(encoding: LengthEncoding | None = None, options: TruncationOptions | None = None,
+                  **fields) -> tuple[LengthEncoding, TruncationOptions]:
+    """``encoding`` and ``options`` (default: the defaults) with ``fields`` set, each to the one it names."""
+    encoding, options = encoding or LengthEncoding(), options or TruncationOptions()
+    mine = {field.name for field in dataclasses.fields(LengthEncoding)}
+    return (dataclasses.replace(encoding, **{key: value for key, value in fields.items() if key in mine}),
+            dataclasses.replace(options, **{key: value for key, value in fields.items() if key not in mine}))
+
+
+@dataclass(frozen=True)
+class Movement(Result):
+    """How far embeddings move at one length: cosines to the full-context embedding, of every caption
+    and of those the reference sees more of (a length's ``movement``)."""
+
+    all: Distribution
+    cut: Distribution
+
+
+@dataclass(frozen=True)
+class CutCaption(Result):
+    """One caption of a listed truncation-only pair, with where the length cuts it."""
+
+    index: int
+    id: str
+    group: str
+    text: str
+    tokens: int
+    cut: bool
+    cut_offset: int | None
+
+
+@dataclass(frozen=True)
+class TruncationPair(Result):
+    """A listed pair that is a near-duplicate only because of truncation (``truncation_only_pairs``)."""
+
+    max_tokens: int
+    cosine_at_length: float
+    cosine_full: float
+    a: CutCaption
+    b: CutCaption
 
 
 # --------------------------------------------------------------------------- lengths
@@ -121,7 +197,7 @@ def _cannot_recut(spec: str) -> EncoderError:
 
 
 def embed_at_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=None, use_cache: bool = True,
-                     progress: bool | None = None) -> dict:
+                     progress: bool | None = None) -> Mapping[int, object]:
     """Embeddings of ``captions`` at each length and at the full context, keyed by length (a loaded
     ``encoder``): :func:`capgeo.encoders.lengths.embed_lengths`. Only the captions a length cuts
     are encoded at it; CLIP and Long-CLIP towers give every length from one forward (exact, see
@@ -184,12 +260,19 @@ def cut_offsets(texts: Sequence[str], length: int, token_counts: Callable[[Seque
 # --------------------------------------------------------------------------- statistics
 
 
-def summarize_finite(values: np.ndarray) -> dict:
+def summarize_finite(values: np.ndarray) -> Distribution:
     """summarize_sample (count, mean, std, min, max, p1..p99) of the finite values; nulls when none."""
     from capgeo.geometry.inbatch import summarize_sample
 
     values = np.asarray(values, dtype=np.float64)
-    return summarize_sample(values[np.isfinite(values)])
+    return _typed(Distribution, summarize_sample(values[np.isfinite(values)]))
+
+
+def _typed(kind: type, summary):
+    """Section ``kind`` of a geometry summary, its values as JSON writes them (numpy as Python, NaN as null)."""
+    from capgeo.geometry.profile import to_json_ready
+
+    return kind.from_dict(to_json_ready(summary))
 
 
 def movement(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -201,15 +284,15 @@ def movement(vectors: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return np.clip(dots / norms, -1.0, 1.0)
 
 
-def _distribution(summary: dict) -> dict:
+def _distribution(summary) -> Distribution:
     """The compact form kept per length: count, mean, std, min, max, quantiles."""
     keys = ("count", "mean", "std", "min", "max", "quantiles", "quantile_resolution", "exact")
     compact = {key: summary[key] for key in keys if key in summary}
     compact.setdefault("count", summary.get("n"))
-    return compact
+    return _typed(Distribution, compact)
 
 
-@dataclass
+@dataclass(frozen=True)
 class NearDuplicates:
     """Different-group pairs at or above the threshold at one length, and those of them below it at full context."""
 
@@ -270,45 +353,42 @@ def _best(rows: np.ndarray, keep: int) -> np.ndarray:
 
 
 def length_statistics(captions, vectors: np.ndarray, full_vectors: np.ndarray, token_counts: np.ndarray,
-                      length: int, reference_length: int, *, batch_size: int, n_batches: int, seed: int, edges: Sequence[float],
-                      threshold: float, top_k: int, block_size: int | None, keep: int, device=None,
-                      progress: bool | None = None) -> tuple[dict, NearDuplicates]:
-    """Statistics of the captions' geometry at one length, and its near-duplicate pairs."""
+                      length: int, reference_length: int, options: TruncationOptions,
+                      progress: bool | None = None) -> tuple[TruncationLength, NearDuplicates]:
+    """Statistics of the captions' geometry at one length, and its near-duplicate pairs
+    (``options``: checked, as :func:`truncation_section` resolves them)."""
     from capgeo.geometry.inbatch import inbatch_statistics
     from capgeo.geometry.pairwise import scan_pairs
 
+    threshold = options.threshold
     group_codes = np.asarray(captions.group_codes)
-    k = max(1, min(top_k, len(captions) - 1))
+    k = max(1, min(options.top_k, len(captions) - 1))
     # one pass: distributions, companions and the near-duplicate pairs from the same tiles
-    scan = scan_pairs(vectors, group_codes, top_k=k, block_size=block_size, device=device, progress=progress,
-                      threshold=threshold, max_pairs=TWIN_PAIRS_KEPT)
-    # captions of which the reference sees more than L tokens
+    scan = scan_pairs(vectors, group_codes, top_k=k, block_size=options.block_size, device=options.device,
+                      progress=progress, threshold=threshold, max_pairs=TWIN_PAIRS_KEPT)
+    # captions of which the reference sees more than L tokens (none at the reference itself)
     more_seen = np.minimum(token_counts, reference_length) > length
-    near = near_duplicates_from_pairs(scan.extra["pairs"], full_vectors, more_seen, threshold, keep=keep)
-    inbatch = inbatch_statistics(vectors, group_codes, batch_size, n_batches=n_batches, seed=seed, edges=edges,
-                                 near_duplicate_threshold=threshold)
+    near = near_duplicates_from_pairs(scan.extra["pairs"], full_vectors, more_seen, threshold,
+                                      keep=options.max_listed)
+    inbatch = inbatch_statistics(vectors, group_codes, options.batch_size, n_batches=options.n_batches,
+                                 seed=options.seed, edges=options.edges, near_duplicate_threshold=threshold)
     n_cut = int(np.count_nonzero(token_counts > length))
-    stats = {
-        "max_tokens": int(length),
-        "n_cut": n_cut,
-        "share_cut": n_cut / len(captions),
-        "pairwise": _distribution(scan.pairwise_summary()),
-        "hardest_companion": _distribution(scan.hardest_companion_summary()),
-        "buckets": inbatch["buckets"],
-        "hardest_in_batch": inbatch["hardest_in_batch"],
-        "near_duplicate_in_batch": inbatch["near_duplicate"],
-        "near_duplicates": {
-            "threshold": float(threshold),
-            "n_pairs": near.n_pairs,
-            "n_captions": near.n_captions,
-            "n_truncation_only": near.n_truncation_only,
-        },
-    }
+    cosine_to_full = movement(vectors, full_vectors)
+    stats = section(
+        TruncationLength, max_tokens=int(length), n_cut=n_cut, share_cut=n_cut / len(captions),
+        pairwise=_distribution(scan.pairwise_summary()),
+        hardest_companion=_distribution(scan.hardest_companion_summary()),
+        buckets=_typed(Buckets, inbatch["buckets"]), hardest_in_batch=_typed(Distribution, inbatch["hardest_in_batch"]),
+        near_duplicate_in_batch=_typed(BatchNearDuplicates, inbatch["near_duplicate"]),
+        near_duplicates=section(TruncationNearDuplicates, threshold=float(threshold), n_pairs=near.n_pairs,
+                                n_captions=near.n_captions, n_truncation_only=near.n_truncation_only),
+        reference=length == reference_length,
+        movement=frozen_json(Movement(summarize_finite(cosine_to_full), summarize_finite(cosine_to_full[more_seen]))))
     return stats, near
 
 
-def _pair_rows(captions, rows, length: int, token_counts: np.ndarray, token_counter) -> list[dict]:
-    """JSON rows of listed truncation-only pairs, each caption with its cut offset at ``length``."""
+def _pair_rows(captions, rows, length: int, token_counts: np.ndarray, token_counter) -> list[TruncationPair]:
+    """The listed truncation-only pairs, each caption with its cut offset at ``length``."""
     if not rows:
         return []
     texts, ids, groups = captions.texts, captions.ids, captions.groups
@@ -317,15 +397,13 @@ def _pair_rows(captions, rows, length: int, token_counts: np.ndarray, token_coun
     if token_counter is not None:
         offsets = dict(zip(needed, cut_offsets([texts[i] for i in needed], length, token_counter)))
 
-    def caption(index: int) -> dict:
-        return {
-            "index": index, "id": ids[index], "group": groups[index], "text": texts[index],
-            "tokens": int(token_counts[index]), "cut": bool(token_counts[index] > length),
-            "cut_offset": offsets.get(index),
-        }
+    def caption(index: int) -> CutCaption:
+        return CutCaption(index=index, id=ids[index], group=groups[index], text=texts[index],
+                          tokens=int(token_counts[index]), cut=bool(token_counts[index] > length),
+                          cut_offset=offsets.get(index))
 
-    return [{"max_tokens": int(length), "cosine_at_length": cosine, "cosine_full": full_cosine,
-             "a": caption(a), "b": caption(b)} for a, b, cosine, full_cosine in rows]
+    return [TruncationPair(int(length), cosine, full_cosine, caption(a), caption(b))
+            for a, b, cosine, full_cosine in rows]
 
 
 # --------------------------------------------------------------------------- the section
@@ -349,21 +427,23 @@ def check_options(captions, threshold: float | None, edges: Sequence[float] | No
     return threshold, edges, batch_size
 
 
-def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, batch_size: int | None = None,
-                       n_batches: int = DEFAULT_N_BATCHES, seed: int = 0, threshold: float | None = None,
-                       edges: Sequence[float] | None = None, top_k: int = TOP_K, block_size: int | None = PAIR_BLOCK_SIZE,
-                       max_listed: int = DEFAULT_LISTED_PAIRS, device=None, progress: bool | None = None) -> dict:
+def truncation_section(captions, embeddings_by_length: Mapping, encoder=None, options: TruncationOptions | None = None,
+                       *, progress: bool | None = None, **fields) -> Truncation:
     """The ``truncation`` section (docs/truncation.md) from embeddings at several lengths.
 
     ``embeddings_by_length`` maps each maximum token length to the captions'
     :class:`~capgeo.encoders.base.Embeddings` (:func:`embed_at_lengths`); its
     largest length is the reference (normally the encoder's context).
     ``encoder`` (with ``token_counts``) places the cut points of listed pairs;
-    without it they are left out (``cut_offset`` null). ``threshold`` defaults
-    to the profile's near-duplicate threshold, ``batch_size`` to the profile's
-    (128, or the number of groups when smaller).
+    without it they are left out (``cut_offset`` null). ``options``: a
+    :class:`TruncationOptions`, its ``fields`` set by keyword (``batch_size=6``);
+    ``threshold`` defaults to the profile's near-duplicate threshold, ``batch_size``
+    to the profile's (128, or the number of groups when smaller).
     """
+    from capgeo.geometry.profile import to_json_ready
+
     started = time.perf_counter()
+    options = dataclasses.replace(options or TruncationOptions(), **fields)
     if not embeddings_by_length:
         raise CapgeoError("truncation: no lengths to compare")
     lengths = sorted(int(length) for length in embeddings_by_length)
@@ -379,7 +459,9 @@ def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, ba
     if token_counts.size != n or np.any(token_counts < 0):
         raise EncoderError("truncation needs token counts from the encoder's tokenizer; "
                            "precomputed vectors have none")
-    threshold, edges, batch_size = check_options(captions, threshold, edges, batch_size, max_listed)
+    threshold, edges, batch_size = check_options(captions, options.threshold, options.edges, options.batch_size,
+                                                 options.max_listed)
+    options = dataclasses.replace(options, threshold=threshold, edges=edges, batch_size=batch_size)
 
     full_vectors = np.asarray(reference.vectors, dtype=np.float32)
     token_counter = encoder.token_counts if encoder is not None else None
@@ -388,71 +470,52 @@ def truncation_section(captions, embeddings_by_length: dict, encoder=None, *, ba
         vectors = np.asarray(embeddings_by_length[length].vectors, dtype=np.float32)
         # one pass per length: each bar says which, or the next one reads as the first running again
         with labelled(pass_label(f"cosines at length {length}", place, len(lengths))):
-            stats, near = length_statistics(
-                captions, vectors, full_vectors, token_counts, length, reference_length, batch_size=batch_size,
-                n_batches=n_batches, seed=seed, edges=edges, threshold=threshold, top_k=top_k, block_size=block_size,
-                keep=max_listed, device=device, progress=progress)
-        stats["reference"] = length == reference_length
-        cosine_to_full = movement(vectors, full_vectors)
-        # captions of which the reference sees more than L tokens (none at the reference itself)
-        more_seen = np.minimum(token_counts, reference_length) > length
-        stats["movement"] = {"all": summarize_finite(cosine_to_full),
-                             "cut": summarize_finite(cosine_to_full[more_seen])}
+            stats, near = length_statistics(captions, vectors, full_vectors, token_counts, length, reference_length,
+                                            options, progress)
         per_length.append(stats)
         listed += _pair_rows(captions, near.truncation_only, length, token_counts, token_counter)
 
-    return {
-        "lengths": lengths,
-        "reference_length": reference_length,
-        "context_length": int(reference.info.context_length),
-        "threshold": threshold,
-        "batch_size": int(batch_size),
-        "n_batches": int(n_batches),
-        "seed": int(seed),
-        "bucket_edges": list(edges),
-        "top_k": int(top_k),
-        "max_listed": int(max_listed),
-        "n_captions": n,
-        "n_groups": int(captions.n_groups),
-        "tokens": summarize_finite(token_counts.astype(np.float64)),
-        "per_length": per_length,
-        "truncation_only_pairs": listed,
-        "cut_offset_method": "end of the longest whole-word prefix whose token count (encoder's own "
-                             "tokenizer, special tokens included) is at most the length; binary search",
-        "elapsed_s": round(time.perf_counter() - started, 3),
-    }
+    return section(
+        Truncation, lengths=tuple(lengths), reference_length=reference_length,
+        context_length=int(reference.info.context_length), threshold=threshold, batch_size=int(batch_size),
+        n_batches=int(options.n_batches), seed=int(options.seed), bucket_edges=tuple(edges),
+        top_k=int(options.top_k), max_listed=int(options.max_listed), n_captions=n,
+        n_groups=int(captions.n_groups), tokens=summarize_finite(token_counts.astype(np.float64)),
+        per_length=tuple(per_length), truncation_only_pairs=frozen_json(to_json_ready(as_json(listed))),
+        cut_offset_method="end of the longest whole-word prefix whose token count (encoder's own "
+                          "tokenizer, special tokens included) is at most the length; binary search",
+        elapsed_s=round(time.perf_counter() - started, 3))
 
 
 # --------------------------------------------------------------------------- one call
 
 
-def truncation_profile(captions, encoder=None, *, lengths: Sequence[int] | None = None, device: str | None = None,
-                       cache_dir=None, use_cache: bool = True, progress: bool | None = None,
-                       command: str | None = None, **options) -> dict:
-    """`capgeo truncation` in one call: a ``capgeo.profile/1`` dict with ``dataset``,
-    ``encoder``, ``truncation`` (:func:`truncation_section`; ``options`` go there),
-    ``options`` and ``provenance``. ``encoder`` is a spec, a loaded encoder or None
-    (the embedded default)."""
-    return truncation_run(captions, encoder, lengths=lengths, device=device, cache_dir=cache_dir, use_cache=use_cache,
-                          progress=progress, command=command, **options)[1]
+def truncation_profile(captions, encoder=None, encoding: LengthEncoding | None = None,
+                       options: TruncationOptions | None = None, *, progress: bool | None = None,
+                       command: str | None = None, **fields) -> Profile:
+    """`capgeo truncation` in one call: a typed ``capgeo.profile/1`` Profile with ``dataset``,
+    ``encoder``, ``truncation`` (:func:`truncation_section`), ``options`` and ``provenance``.
+    ``encoder`` is a spec, a loaded encoder or None (the embedded default); ``fields`` set those of
+    ``encoding`` (lengths, cache_dir, use_cache) and ``options`` (the rest) by name."""
+    return truncation_run(captions, encoder, encoding, options, progress=progress, command=command, **fields)[1]
 
 
-def truncation_run(captions, encoder=None, *, lengths: Sequence[int] | None = None, device: str | None = None,
-                   cache_dir=None, use_cache: bool = True, progress: bool | None = None, command: str | None = None,
-                   checked: bool = False, **options) -> tuple[dict, dict]:
+def truncation_run(captions, encoder=None, encoding: LengthEncoding | None = None,
+                   options: TruncationOptions | None = None, *, progress: bool | None = None,
+                   command: str | None = None, checked: bool = False, **fields) -> tuple[Mapping, Profile]:
     """:func:`truncation_profile`, and the embeddings at each length it was built from:
     (embeddings by length, profile). ``checked``: the options were checked already
     (capgeo.pipeline.plan_profile checks them with the run's other options)."""
     started = time.perf_counter()
+    encoding, options = split_options(encoding, options, **fields)
     if not checked:
         # fail on bad options before loading a model and encoding
-        check_options(captions, options.get("threshold"), options.get("edges"), options.get("batch_size"),
-                      options.get("max_listed", DEFAULT_LISTED_PAIRS))
-    text_encoder = truncation_encoder(encoder, device=device, cache_dir=cache_dir)
-    embeddings = embed_at_lengths(captions, text_encoder, resolve_lengths(lengths, text_encoder.info),
-                                  cache_dir=cache_dir, use_cache=use_cache, progress=progress)
-    return embeddings, truncation_result(captions, text_encoder, embeddings, device=device, progress=progress,
-                                         command=command, started=started, **options)
+        check_options(captions, options.threshold, options.edges, options.batch_size, options.max_listed)
+    text_encoder = truncation_encoder(encoder, device=options.device, cache_dir=encoding.cache_dir)
+    embeddings = embed_at_lengths(captions, text_encoder, resolve_lengths(encoding.lengths, text_encoder.info),
+                                  cache_dir=encoding.cache_dir, use_cache=encoding.use_cache, progress=progress)
+    return embeddings, truncation_result(captions, text_encoder, embeddings, options, progress=progress,
+                                         command=command, started=started)
 
 
 def truncation_encoder(encoder=None, *, device: str | None = None, cache_dir=None):
@@ -466,36 +529,33 @@ def truncation_encoder(encoder=None, *, device: str | None = None, cache_dir=Non
     return text_encoder
 
 
-def truncation_result(captions, text_encoder, embeddings_by_length: dict, *, device: str | None = None,
-                      progress: bool | None = None, command: str | None = None, started: float | None = None,
-                      **options) -> dict:
-    """The ``capgeo.profile/1`` dict of `capgeo truncation` from the embeddings at each length
-    (:func:`embed_at_lengths`): ``dataset``, ``encoder``, ``truncation`` (:func:`truncation_section`;
-    ``options`` go there), ``options`` and ``provenance`` (``started``: the run's start, a
+def truncation_result(captions, text_encoder, embeddings_by_length: Mapping, options: TruncationOptions | None = None,
+                      *, progress: bool | None = None, command: str | None = None,
+                      started: float | None = None) -> Profile:
+    """The typed ``capgeo.profile/1`` Profile of `capgeo truncation` from the embeddings at each length
+    (:func:`embed_at_lengths`): ``dataset``, ``encoder``, ``truncation`` (:func:`truncation_section`
+    with ``options``), ``options`` and ``provenance`` (``started``: the run's start, a
     ``time.perf_counter()``)."""
     from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
 
     started = time.perf_counter() if started is None else started
-    section = truncation_section(captions, embeddings_by_length, text_encoder, device=device, progress=progress,
-                                 **options)
+    options = options or TruncationOptions()
+    truncation = truncation_section(captions, embeddings_by_length, text_encoder, options, progress=progress)
     origins = sorted({item.origin for item in embeddings_by_length.values()})
-    profile = {
-        "schema": SCHEMA,
-        "dataset": summarize_dataset(captions),
-        "encoder": text_encoder.info.to_dict(),
-        "truncation": section,
-        "options": {
-            "lengths": section["lengths"],
-            "batch_size": section["batch_size"],
-            "n_batches": section["n_batches"],
-            "seed": section["seed"],
-            "near_duplicate_threshold": section["threshold"],
-            "buckets": section["bucket_edges"],
-            "top_k": section["top_k"],
-            "max_listed": section["max_listed"],
-            "device": device,
-        },
-        "provenance": provenance(command, started,
-                                 embeddings_origin=origins[0] if len(origins) == 1 else ",".join(origins)),
+    options_json = {
+        "lengths": list(truncation.lengths),
+        "batch_size": truncation.batch_size,
+        "n_batches": truncation.n_batches,
+        "seed": truncation.seed,
+        "near_duplicate_threshold": truncation.threshold,
+        "buckets": list(truncation.bucket_edges),
+        "top_k": truncation.top_k,
+        "max_listed": truncation.max_listed,
+        "device": options.device,
     }
-    return to_json_ready(profile)
+    made = provenance(command, started, embeddings_origin=origins[0] if len(origins) == 1 else ",".join(origins))
+    return Profile(schema=SCHEMA, dataset=Dataset.from_dict(to_json_ready(summarize_dataset(captions))),
+                   encoder=Encoder.from_dict(to_json_ready(text_encoder.info.to_dict())), truncation=truncation,
+                   options=Options.from_dict(to_json_ready(options_json)),
+                   provenance=Provenance.from_dict(to_json_ready(made)),
+                   order=("schema", "dataset", "encoder", "truncation", "options", "provenance"))

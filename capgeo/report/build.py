@@ -78,9 +78,9 @@ def add_sections(profile: Profile, captions, embeddings, *, dupes: bool = True, 
         # the profile's own near-duplicate threshold: a filled gallery counted at the default 0.95 beside
         # a summary counted at the profile's (0 pairs at >= 0.95 against 29 at >= 0.5, on one page)
         threshold = _threshold(profile)
-        profile = replace(profile, dupes=Dupes.from_dict(gallery_section(
+        profile = replace(profile, dupes=gallery_section(
             captions, embeddings, pairs=DUPES_PAIRS, quantiles=DUPES_QUANTILES, scan=scan,
-            **({} if threshold is None else {"near_duplicate_threshold": threshold}))))
+            **({} if threshold is None else {"near_duplicate_threshold": threshold})))
     elif not dupes and not profile.dupes:
         notes.append(NO_DUPES_NOTE)
     if gamma and not profile.gamma:

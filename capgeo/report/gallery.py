@@ -9,12 +9,13 @@ shared and differing content words; they are rendered by
 :func:`capgeo.report.html.highlight`, which escapes each piece separately.
 
 The section is read typed (``Profile.dupes``: capgeo.geometry.typed_profile's Dupes, its
-pairs DupesPair, its examples DupesExample); a caller holding JSON reads it first (Dupes.from_dict).
+pairs DupesPair, its examples DupesExample).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from capgeo.display import short_id
 from capgeo.geometry.typed_profile import Dupes, DupesExample, DupesPair
@@ -63,7 +64,7 @@ LEGEND = PAIR_LEGEND[:-len("</p>")] + (" A query's word is marked shared when it
                                        "neighbour (hover for which).</p>")
 
 
-def merged_query_spans(neighbours) -> list[dict]:
+def merged_query_spans(neighbours: Sequence[DupesPair]) -> list[dict]:
     """The query's spans over all its neighbours: a word is "shared" when it is shared with at
     least one neighbour (its tooltip names which), else "only". Every pair tokenises the query
     the same way, so spans of one word have the same offsets in every pair."""
@@ -156,7 +157,7 @@ def _copies_html(copies: ExactCopies, ids: CaptionIds) -> str:
 
 
 def gallery_html(dupes: Dupes, ids: CaptionIds | None = None) -> str:
-    """HTML body of the gallery section for one dupes section (already escaped)."""
+    """HTML body of the gallery section for one typed dupes section (already escaped)."""
     ids = ids or CaptionIds("dupe")
     parts = [LEGEND]
     examples = (dupes.examples or ())[:MAX_EXAMPLES]

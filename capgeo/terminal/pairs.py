@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from capgeo.display import counted, short_id, visible
-from capgeo.geometry.typed_profile import Pairs, as_section
+from capgeo.geometry.typed_profile import Pairs
 
 #: rows of each list printed (the JSON holds them all)
 PRINTED_ROWS = 3
@@ -14,9 +14,8 @@ def _clip(text: str, width: int = 70) -> str:
     return text if len(text) <= width else text[:width - 1] + "…"
 
 
-def pairs_lines(pairs: Pairs | dict) -> list[str]:
+def pairs_lines(pairs: Pairs) -> list[str]:
     """The section as plain lines (rich markup escaped by the caller's Text)."""
-    pairs = as_section(pairs, Pairs)
     alignment, retrieval = pairs.alignment or {}, pairs.retrieval or {}
     lines = [f"Pairs: {pairs.n_pairs:,} image-caption pairs, {pairs.n_images:,} images"
              + (f" ({pairs.n_images_missing:,} missing)" if pairs.n_images_missing else "")
@@ -68,7 +67,7 @@ def pairs_lines(pairs: Pairs | dict) -> list[str]:
     return [visible(line) for line in lines]
 
 
-def print_pairs(pairs: Pairs | dict, console) -> None:
+def print_pairs(pairs: Pairs, console) -> None:
     from rich.text import Text
 
     for line in pairs_lines(pairs):
