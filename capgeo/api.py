@@ -25,6 +25,8 @@ from capgeo.defaults import DUPES_TOP
 
 if TYPE_CHECKING:
     from typing import Unpack
+# the leak result is the one typed class the command, the report's section and Python share
+from capgeo.geometry.typed_profile import EvalLeak, Leak
 
 __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "BatchPlan", "near_duplicates", "leak",
            "suggest_gamma", "plan_batches"]
@@ -41,66 +43,6 @@ def __getattr__(name: str):
 
         return NearDuplicatePairs
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@dataclass(frozen=True)
-class EvalLeak:
-    """One evaluation set's captions with a twin in the training set (docs/leak.md)."""
-
-    source: str
-    n_captions: int
-    n_leaked: int
-    share_leaked: float
-    n_exact: int
-    leaked_ids: tuple[str, ...]
-    train_ids_to_drop: tuple[str, ...]
-    pairs: tuple[dict, ...]            # the closest (eval, train) pairs, closest first
-    n_train_twins: int | None = None   # training captions twinned with one of its captions
-    n_groups: int | None = None        # its images, and of them those with a caption twinned or with every one
-    n_groups_leaked: int | None = None
-    n_groups_all_leaked: int | None = None
-    n_train_groups_twinned: int | None = None  # training images holding a twin
-    images: dict | None = None         # its images that are training images (docs/pairs.md), where known
-
-
-@dataclass(frozen=True)
-class Leak:
-    """Evaluation captions with an exact or near twin in the training set (`capgeo leak`)."""
-
-    train_source: str
-    threshold: float
-    normalize: str
-    evals: tuple[EvalLeak, ...]        # one per evaluation set, in the order given
-    train_ids_to_drop: tuple[str, ...]  # every set's, in training-set order
-    encoder: dict | None
-    _json: dict = field(repr=False, compare=False)
-    n_train_captions: int | None = None
-
-    @classmethod
-    def from_dict(cls, result: dict) -> "Leak":
-        # the image counts are in every result leak_section makes; None in one without them
-        images = ("n_train_twins", "n_groups", "n_groups_leaked", "n_groups_all_leaked", "n_train_groups_twinned",
-                  "images")
-        evals = tuple(EvalLeak(entry["source"], entry["n_captions"], entry["n_leaked"], entry["share_leaked"],
-                               entry["n_exact"], tuple(entry["leaked_ids"]), tuple(entry["train_ids_to_drop"]),
-                               tuple(entry["pairs"]), **{name: entry[name] for name in images if name in entry})
-                      for entry in result["evals"])
-        return cls(result["train"]["source"], result["threshold"], result["normalize"], evals,
-                   tuple(result["train_ids_to_drop"]), result["encoder"], copy.deepcopy(result),
-                   n_train_captions=result["train"]["n_captions"])
-
-    @property
-    def n_leaked(self) -> int:
-        return sum(entry.n_leaked for entry in self.evals)
-
-    def to_dict(self) -> dict:
-        """The `capgeo leak --json` object (``capgeo.leak/1``)."""
-        return copy.deepcopy(self._json)
-
-    def to_polars(self):
-        """One row per listed pair of every evaluation set, its ``eval_source`` first."""
-        rows = [{"eval_source": entry.source, **pair} for entry in self.evals for pair in entry.pairs]
-        return _frame(rows, ("eval_source",))
 
 
 @dataclass(frozen=True)
@@ -438,9 +380,8 @@ def leak(train, eval_set, *more_evals, encoder: Any = None, **options: Unpack[Le
         train_embeddings, *eval_embeddings = [
             dataclasses.replace(e, info=dataclasses.replace(e.info, fingerprint=joint))
             if e.info.spec == ARRAY_SPEC else e for e in (train_embeddings, *eval_embeddings)]
-    result = leak_section(train_set, train_embeddings, list(zip(eval_sets, eval_embeddings)), device=device,
-                          **options)
-    return Leak.from_dict(result)
+    return leak_section(train_set, train_embeddings, list(zip(eval_sets, eval_embeddings)), device=device,
+                        **options)
 
 
 @checked_arguments(_load_options)

@@ -33,7 +33,8 @@ from capgeo.defaults import BATCHES_EPOCHS, NEAR_DUPLICATE_THRESHOLD, TOP_K
 from capgeo.errors import CapgeoError, EncoderError
 
 if TYPE_CHECKING:
-    from capgeo.geometry.typed_profile import Profile
+    from capgeo.findings.leak import LeakImageVectors
+    from capgeo.geometry.typed_profile import Leak, Profile
 
 
 @dataclass(frozen=True)
@@ -802,7 +803,7 @@ LEAK_NEEDS_IMAGES = ("image twins by content and by image cosine need a CLIP-sty
 
 
 def leak_datasets(train, evals, encoder=None, *, load_options: dict | None = None, on_skipped=None,
-                  progress: bool | None = None, notes: list | None = None, **options) -> dict:
+                  progress: bool | None = None, notes: list | None = None, **options) -> Leak:
     """Load (format detected) and embed a training set and evaluation sets with one encoder,
     and find the evaluation captions with a training twin (`capgeo leak`, docs/leak.md).
 
@@ -836,7 +837,7 @@ def leak_datasets(train, evals, encoder=None, *, load_options: dict | None = Non
 
 def leak_sets(train, eval_sets: Sequence, encode: EncodeOptions, *, train_embeddings=None,
               progress: bool | None = None, images: LeakImages | None = None, notes: list | None = None,
-              **leak_options) -> dict:
+              **leak_options) -> Leak:
     """:func:`leak_datasets` of sets already read (CaptionSets) under options already checked
     (``encode``, its cache folder included): embed them and find the leaked captions; with
     ``images`` (:class:`LeakImages`, its files checked here before any encoding) the sets' image
@@ -863,16 +864,17 @@ def leak_sets(train, eval_sets: Sequence, encode: EncodeOptions, *, train_embedd
     encoder = vectors_for_different_sets(encode.encoder, train, eval_sets)
     train_vectors = embedded(train, "TRAIN") if train_embeddings is None else train_embeddings
     evals = [(captions, embedded(captions, "EVAL")) for captions in eval_sets]
-    if images is not None:
-        leak_options.update(_leak_image_vectors(train, eval_sets, encode, images, progress,
-                                                notes if notes is not None else []))
-    return leak_section(train, train_vectors, evals, device=encode.device, progress=progress, **leak_options)
+    image_vectors = None if images is None else _leak_image_vectors(train, eval_sets, encode, images, progress,
+                                                                     notes if notes is not None else [])
+    return leak_section(train, train_vectors, evals, images=image_vectors, device=encode.device, progress=progress,
+                        **leak_options)
 
 
 def _leak_image_vectors(train, eval_sets: Sequence, encode: EncodeOptions, images: LeakImages, progress,
-                        notes: list) -> dict:
-    """leak_section's ``train_images`` and ``eval_images``: each set's ImageVectors (capgeo.images.image_vectors)
-    from its file, else from the encoder's image tower where the set names its images, else None."""
+                        notes: list) -> LeakImageVectors | None:
+    """leak_section's ``images``: each set's ImageVectors (capgeo.images.image_vectors) from its file, else
+    from the encoder's image tower where the set names its images, else None; None for no set."""
+    from capgeo.findings.leak import LeakImageVectors
     from capgeo.images import ImageVectors, image_vectors
     from capgeo.images.vectors import has_image_tower
     from capgeo.progress import labelled
@@ -882,11 +884,11 @@ def _leak_image_vectors(train, eval_sets: Sequence, encode: EncodeOptions, image
     named = [given is not None or getattr(captions, "image_source", None) is not None
              for captions, given in zip(sets, files)]
     if not any(named):  # no set names its images: nothing to compare, nothing to say
-        return {}
+        return None
     has_tower = images.tower and has_image_tower(encode)
     if not has_tower and all(given is None for given in files):
         notes.append(LEAK_NEEDS_IMAGES)
-        return {}
+        return None
     made = []
     for role, captions, given in zip(["TRAIN", *["EVAL"] * len(eval_sets)], sets, files):
         name = f"{role} {Path(str(captions.source)).name}"
@@ -910,7 +912,7 @@ def _leak_image_vectors(train, eval_sets: Sequence, encode: EncodeOptions, image
             set_notes.append(str(error))
             has_tower = False  # (the next sets are not tried again)
         notes.extend(f"{name}: {note}" for note in dict.fromkeys(set_notes))
-    return {"train_images": made[0], "eval_images": made[1:]}
+    return LeakImageVectors(train=made[0], evals=tuple(made[1:]))
 
 
 def checked_dataset(captions, encode: EncodeOptions | None = None, *, needs_negatives: bool = True,

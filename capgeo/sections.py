@@ -110,7 +110,7 @@ SECTIONS: tuple[SectionEntry, ...] = (
         name="leak", title="Train/eval leakage",
         lede="Evaluation captions with a twin in this (training) dataset.",
         compute="capgeo.findings.leak:leak_section",
-        html="capgeo.report.leak:leak_section_html"),
+        html="capgeo.report.leak:leak_html"),
     SectionEntry(
         name="pairs", title="Image-caption pairs",
         lede="The image side (docs/pairs.md): how well each image and its captions align before training, "

@@ -47,8 +47,8 @@ def test_the_block_sizes_have_one_meaning_each():
     assert choose_block_size(10**6, "cpu") == defaults.CPU_BLOCK_SIZE
     # the passes that keep one tile on every device
     assert cross.CrossOptions(threshold=0.5).block_size == defaults.FIXED_BLOCK_SIZE  # scan_cross' options
-    for function in (leak_findings.leak_section, leak_findings.eval_leak,
-                     negatives_findings.hard_negatives, negatives_findings.export_negatives, dedup.dedup_section):
+    assert leak_findings.LeakOptions().block_size == defaults.FIXED_BLOCK_SIZE   # leak_section's, eval_leak's
+    for function in (negatives_findings.hard_negatives, negatives_findings.export_negatives, dedup.dedup_section):
         assert inspect.signature(function).parameters["block_size"].default == defaults.FIXED_BLOCK_SIZE, function
     assert _option(leak, "block_size").default == _option(negatives, "block_size").default == defaults.FIXED_BLOCK_SIZE
 

@@ -40,7 +40,7 @@ def test_karpathy_test_and_val2017_names_meet_on_the_shared_images():
     shared = rng.choice(numbers, 593, replace=False)
     others = [n for n in range(1, 4000) if n not in set(numbers)][:907]
     val2017 = [f"{n:012d}.jpg" for n in [*shared.tolist(), *others]]
-    found = image_leak(names, val2017)
+    found = image_leak(names, val2017).to_dict()
     assert found["n_name_matches"] == 593 == found["n_shared"]
     assert found["ways"] == ["file name"] and found["n_images"] == 1500
     first = found["name_matches"][0]
@@ -64,11 +64,11 @@ def test_hashes_and_vectors_against_brute_force():
                        eval_images=ImageVectors(evals, np.ones(20, bool), "e", content_hashes=eval_hashes),
                        threshold=0.9)
     cosine = evals.astype(np.float64) @ train.astype(np.float64).T
-    assert found["n_near_images"] == int((cosine >= 0.9).any(axis=1).sum()) >= 4
-    assert found["n_hash_matches"] == 1 and found["hash_matches"][0]["train"].endswith("#5")
-    assert "n_name_matches" not in found
-    assert found["n_shared"] == len(set(np.flatnonzero((cosine >= 0.9).any(axis=1)).tolist()) | {0})
-    assert short_id(found["hash_matches"][0]["train"]) in describe_image_leak(found)
+    assert found.n_near_images == int((cosine >= 0.9).any(axis=1).sum()) >= 4
+    assert found.n_hash_matches == 1 and found.hash_matches[0].train.endswith("#5")
+    assert found.n_name_matches is None and "n_name_matches" not in found.to_dict()
+    assert found.n_shared == len(set(np.flatnonzero((cosine >= 0.9).any(axis=1)).tolist()) | {0})
+    assert short_id(found.hash_matches[0].train) in describe_image_leak(found)
 
 
 def test_leak_section_says_which_eval_images_are_training_images():
@@ -83,5 +83,5 @@ def test_leak_section_says_which_eval_images_are_training_images():
     rng = np.random.default_rng(0)
     result = leak_section(train, SimpleNamespace(vectors=unit(rng.standard_normal((50, 8)))),
                           [(eval_set, SimpleNamespace(vectors=unit(rng.standard_normal((3, 8)))))])
-    images = result["evals"][0]["images"]
-    assert images["n_name_matches"] == 2 and images["n_images"] == 3
+    images = result.evals[0].images
+    assert images.n_name_matches == 2 and images.n_images == 3

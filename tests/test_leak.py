@@ -59,7 +59,7 @@ def test_leak_section_finds_planted_twins_and_their_drop_list():
     train, evals = planted_vectors()
     train_set = caption_set([f"t{i // 2}" for i in range(200)], ids=[f"train{i}" for i in range(200)])
     eval_set = caption_set([f"e{i}" for i in range(60)], ids=[f"eval{i}" for i in range(60)])
-    result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], threshold=0.9)
+    result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], threshold=0.9).to_dict()
     similarity = evals.astype(np.float64) @ train.astype(np.float64).T
     entry = result["evals"][0]
     assert entry["leaked_ids"] == [f"eval{e}" for e in np.flatnonzero(similarity.max(axis=1) >= 0.9)]
@@ -90,7 +90,7 @@ def test_leak_decisions_are_float64_at_a_threshold_between_float32_and_float64(b
     assert min(exact, product32) < between < max(exact, product32)
     for threshold in (between, exact - 1e-12):
         result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))],
-                              threshold=float(threshold), block_size=block_size)
+                              threshold=float(threshold), block_size=block_size).to_dict()
         entry = result["evals"][0]
         expected = np.flatnonzero((similarity >= threshold).any(axis=1))
         assert entry["leaked_ids"] == [f"eval{row}" for row in expected]
@@ -102,7 +102,7 @@ def test_leak_of_a_set_with_itself_scores_copies_exactly_one_in_row_order():
     rng = np.random.default_rng(3)
     vectors = unit(rng.normal(size=(40, 32)))
     captions = caption_set([f"g{i}" for i in range(40)], texts=[f"text {i}" for i in range(40)])
-    entry = leak_section(captions, embeddings(vectors), [(captions, embeddings(vectors))], top=40)["evals"][0]
+    entry = leak_section(captions, embeddings(vectors), [(captions, embeddings(vectors))], top=40).to_dict()["evals"][0]
     assert [pair["cosine"] for pair in entry["pairs"]] == [1.0] * 40
     assert [pair["eval_id"] for pair in entry["pairs"]] == captions.ids  # ties: lower row first
 
@@ -154,7 +154,7 @@ def test_planted_overlap_in_real_coco_captions_is_found_exactly(shared_data):
                             [coco.ids[i] for i in train_rows])
     eval_set = caption_set([f"e{k}" for k in range(len(eval_texts))], eval_texts, eval_ids)
     result = leak_section(train_set, embeddings(train_vectors),
-                          [(eval_set, embeddings(bag_of_words(eval_texts, vocabulary)))], threshold=0.95)
+                          [(eval_set, embeddings(bag_of_words(eval_texts, vocabulary)))], threshold=0.95).to_dict()
     entry = result["evals"][0]
     assert entry["leaked_ids"] == eval_ids[len(clean):]
     assert entry["n_exact"] == 25
@@ -344,3 +344,34 @@ def test_too_many_pairs_names_the_threshold_given_not_the_candidates_margin(monk
     evals = caption_set([f"h{i}" for i in range(6)], [f"eval {i}" for i in range(6)], ids=[f"e{i}" for i in range(6)])
     with pytest.raises(CapgeoError, match=r"^more than 5 pairs reach cosine 0\.95; raise the twin threshold \(`capgeo leak --threshold T`\)$"):
         leak_section(train, embeddings(vectors), [(evals, embeddings(vectors))], threshold=0.95)
+
+
+def test_the_leak_result_is_one_typed_class_that_round_trips_its_json():
+    """leak_section returns the typed Leak that capgeo.leak returns and a profile's ``leak`` section
+    holds; its JSON reads back to an equal result, byte for byte (the encoder written as null
+    where the vectors have none)."""
+    import capgeo
+    from capgeo import api
+    from capgeo.geometry import typed_profile
+    from capgeo.geometry.typed_profile import EvalLeak, Leak, LeakTwin, Profile
+
+    assert api.Leak is Leak and api.EvalLeak is EvalLeak and Profile.__dataclass_fields__["leak"].type == "Leak | None"
+    train, evals = planted_vectors()
+    train_set = caption_set([f"t{i // 2}" for i in range(200)], ids=[f"train{i}" for i in range(200)])
+    eval_set = caption_set([f"e{i}" for i in range(60)], ids=[f"eval{i}" for i in range(60)])
+    result = leak_section(train_set, embeddings(train), [(eval_set, embeddings(evals))], threshold=0.9, top=2)
+    assert isinstance(result, Leak) and isinstance(result.evals[0], EvalLeak)
+    assert all(isinstance(pair, LeakTwin) for pair in result.evals[0].pairs) and len(result.evals[0].pairs) == 2
+    assert result.n_leaked == 4 and result.train_source == str(train_set.source) and result.n_train_captions == 200
+    written = result.to_dict()
+    assert written["encoder"] is None and list(written) == ["schema", "train", "encoder", "threshold", "normalize",
+                                                            "evals", "train_ids_to_drop"]
+    assert "images" not in written["evals"][0]   # no way to tell the images apart: left out, not null
+    again = Leak.from_dict(json.loads(json.dumps(written)))
+    assert again == result and json.dumps(again.to_dict()) == json.dumps(written)
+    with pytest.raises(TypeError):
+        result.evals[0].pairs[0].spans_eval[0]["start"] = 0   # read-only, as a loaded one is
+    assert typed_profile.EvalLeak.from_dict({"n_leaked": 1, "later": 2}).to_dict() == {"n_leaked": 1, "later": 2}
+    found = capgeo.leak(train_set, eval_set, encoder=[train, evals], threshold=0.9, top=2)
+    assert isinstance(found, Leak) and found.evals[0].leaked_ids == result.evals[0].leaked_ids
+    assert found.to_polars().height == 2 and found.to_polars().columns[0] == "eval_source"

@@ -48,7 +48,7 @@ def test_report_leak_cuts_the_evaluation_sets_as_the_training_set(tmp_path):
                          report=ReportOptions(dupes=False, gamma=False, leak=[str(evals)]),
                          progress=False).profile.leak.to_dict()
     alone = leak_datasets(str(train), [str(evals)], None, max_tokens=8, cache_dir=str(tmp_path / "cache"),
-                          progress=False)
+                          progress=False).to_dict()
     assert cut["evals"][0]["n_leaked"] == alone["evals"][0]["n_leaked"] == 1  # the same 8 tokens: a twin
     assert cut["train_ids_to_drop"] == alone["train_ids_to_drop"]
 
@@ -59,7 +59,7 @@ def test_leak_pair_cosines_and_order_do_not_depend_on_the_block_size():
     eval_vectors = train_vectors[[3, 3, 17, 25, 31]].copy()  # exact copies: float32 products round to ~1
     train, evals = caption_set([f"t{i}" for i in range(40)]), caption_set([f"e{i}" for i in range(5)])
     results = [leak_section(train, embeddings(train_vectors), [(evals, embeddings(eval_vectors))], threshold=0.9,
-                            top=10, block_size=block) for block in (3, 7, 2048)]
+                            top=10, block_size=block).to_dict() for block in (3, 7, 2048)]
     pairs = [[(p["eval_id"], p["train_id"], p["cosine"]) for p in r["evals"][0]["pairs"]] for r in results]
     assert pairs[0] == pairs[1] == pairs[2]
     assert all(cosine <= 1.0 for _, _, cosine in pairs[0])

@@ -28,7 +28,7 @@ def test_image_counts_match_a_count_over_the_leaked_captions():
         eval_vectors[e] = unit((train_vectors[t] + 0.01 * rng.normal(size=16))[None])[0]
     train = caption_set([f"t{i // 5}" for i in range(120)], ids=[f"train{i}" for i in range(120)])
     evals = caption_set(eval_groups, ids=[f"eval{i}" for i in range(40)])
-    result = leak_section(train, embeddings(train_vectors), [(evals, embeddings(eval_vectors))], threshold=0.95)
+    result = leak_section(train, embeddings(train_vectors), [(evals, embeddings(eval_vectors))], threshold=0.95).to_dict()
     entry = result["evals"][0]
     leaked_rows = [int(i[4:]) for i in entry["leaked_ids"]]
     assert sorted(leaked_rows) == sorted(twins)  # the planted twins, nothing else
@@ -87,12 +87,13 @@ def test_an_unknown_rule_is_refused():
 
 
 def test_the_report_section_names_the_images():
+    from capgeo.geometry.typed_profile import Leak
     from capgeo.report.leak import leak_html
 
     entry = {"source": "eval.json", "n_leaked": 3, "n_captions": 10, "share_leaked": 0.3, "n_exact": 2,
              "n_groups": 4, "n_groups_leaked": 2, "n_groups_all_leaked": 1, "n_train_groups_twinned": 3, "pairs": []}
-    page = leak_html({"threshold": 0.95, "train_ids_to_drop": ["a", "b"], "evals": [entry]})
+    page = leak_html(Leak.from_dict({"threshold": 0.95, "train_ids_to_drop": ["a", "b"], "evals": [entry]}))
     assert "2 of 4 evaluation images have a caption twinned in training, 1 every caption; the twins sit in 3 " \
            "training images" in page
     del entry["n_groups_leaked"]  # a profile saved without the counts still draws
-    assert "evaluation images" not in leak_html({"threshold": 0.95, "train_ids_to_drop": [], "evals": [entry]})
+    assert "evaluation images" not in leak_html(Leak.from_dict({"threshold": 0.95, "train_ids_to_drop": [], "evals": [entry]}))

@@ -13,6 +13,7 @@ from _action_fixtures import caption_set, unit, write_jsonl
 from capgeo import map as caption_map
 from capgeo.cli import main
 from capgeo.errors import CapgeoError
+from capgeo.geometry.typed_profile import Leak
 
 openTSNE = pytest.importorskip("openTSNE", reason="the map extra (openTSNE) is not installed")
 
@@ -36,7 +37,7 @@ def brute_hardest(vectors: np.ndarray, groups) -> np.ndarray:
 
 def test_each_point_carries_its_caption_hardest_companion_set_and_leak():
     captions, vectors = planted()
-    section = caption_map.dataset_map(captions, vectors, seed=3, leak={"train_ids_to_drop": [captions.ids[5]]},
+    section = caption_map.dataset_map(captions, vectors, seed=3, leak=Leak(train_ids_to_drop=(captions.ids[5],)),
                                       progress=False)
     n = len(captions)
     assert section["n_points"] == n and not section["sampled"]

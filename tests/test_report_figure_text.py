@@ -184,9 +184,10 @@ def test_captions_take_their_direction_from_their_text():
 
 def test_leak_legend_does_not_speak_of_queries():
     assert "query" not in PAIR_LEGEND and "query" in LEGEND
+    from capgeo.geometry.typed_profile import Leak
     from capgeo.report.leak import leak_html
 
-    leak = {"threshold": 0.9, "train_ids_to_drop": [], "evals": []}
+    leak = Leak.from_dict({"threshold": 0.9, "train_ids_to_drop": [], "evals": []})
     assert PAIR_LEGEND in leak_html(leak) and "query" not in leak_html(leak)
 
 

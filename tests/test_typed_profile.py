@@ -4,8 +4,10 @@ the ones docs/profile-schema.md documents, and other schema versions are refused
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import json
+import types as types_module
 import re
 from pathlib import Path
 
@@ -254,25 +256,94 @@ def test_profile_and_every_section_are_frozen(built):
     assert typed.gamma is None and with_gamma.gamma.suggested_gamma == 0.5
 
 
-def test_every_class_reads_and_writes_its_own_declared_keys():
-    """Explicit from_dict/to_dict per class: each names exactly the keys its fields hold."""
+def _sample(kind, read) -> object:
+    """A JSON value for a field of codec reader ``read`` (typed_profile._codec) and annotation ``kind``."""
+    if read is None:
+        return {"str": "x", "int": 3, "float": 0.5, "bool": True}.get(kind.split(" | ")[0], "x")
+    if getattr(read, "__self__", None) is not None:   # a section class's from_dict
+        return {}
+    if read is typed_profile._frozen:
+        return {"k": [1, [2, 3]], "n": None} if kind.startswith("Mapping") else [1, [2, 3], "x"]
+    return [{}, {}]   # a list of sections
+
+
+def test_every_class_round_trips_through_the_generic_codec():
+    """One codec for every class, from its fields: each declared key reads into its field (a section
+    into its class, a list of them into a tuple of it) and writes back byte for byte with the keys
+    written as null, the undeclared keys and the order they came in."""
     for kind in _classes():
-        if kind is typed_profile.Leak:
-            continue
-        fields = [item.name for item in dataclasses.fields(kind) if item.name not in ("nulls", "extra", "order")]
-        assert list(kind.KEYS) == fields, kind.__name__
-        data = {key: None for key in kind.KEYS}
+        assert "from_dict" not in vars(kind) or kind is Profile, kind.__name__   # Profile's checks, then the codec's
+        assert "to_dict" not in vars(kind) and not hasattr(kind, "KEYS"), kind.__name__
+        fields, keys = typed_profile._codec(kind)
+        declared = [item for item in dataclasses.fields(kind) if item.name not in ("nulls", "extra", "order")]
+        assert [name for name, *_ in fields] == [item.name for item in declared]
+        assert keys == {item.name for item in declared}
+        types = {item.name: item.type for item in declared}
+        data = {name: _sample(types[name], read) for name, _, read, _ in fields}
+        data = {"a later key": {"x": [1]}, **dict(reversed(data.items())), "written null": None}
         if kind is Profile:
             data.update(schema="capgeo.profile/1", dataset={}, encoder={})
-        assert kind.from_dict(data).to_dict() == data, kind.__name__
+        typed = kind.from_dict(data)
+        written = typed.to_dict()
+        assert written == data and list(written) == list(data), kind.__name__
+        assert json.dumps(written) == json.dumps(data)
+        assert set(typed.extra) == {"a later key", "written null"} and "written null" in typed.nulls
+        for name, _, read, write in fields:
+            value = getattr(typed, name)
+            if getattr(read, "__self__", None) is not None:
+                assert isinstance(value, read.__self__), (kind.__name__, name)
+            elif write is typed_profile._write_many:
+                assert isinstance(value, tuple) and all(isinstance(item, typed_profile._Section) for item in value)
+            elif read is typed_profile._frozen:
+                assert isinstance(value, (tuple, types_module.MappingProxyType)), (kind.__name__, name)
+        # absent stays absent and null stays null, field by field
+        empty = {key: None for _, key, _, _ in fields}
+        read = functools.partial(Profile.from_dict, check=False) if kind is Profile else kind.from_dict
+        assert read(empty).to_dict() == empty and read({}).to_dict() == {}
 
 
-def test_no_absent_sentinel_and_no_reflection_are_left():
-    """from_dict / to_dict name their keys; the one field lookup is the shared eq/repr's."""
-    source = Path(typed_profile.__file__).read_text(encoding="utf-8")
-    assert not hasattr(typed_profile, "ABSENT") and not hasattr(typed_profile, "known")
-    assert "get_type_hints" not in source and source.count("dataclasses.fields") == 1
-    assert "dataclasses.fields" in inspect.getsource(typed_profile._field_names)
+@typed_profile._section
+class Part(typed_profile._Section):
+    label: str | None = None
+    weights: tuple[float, ...] | None = None
+
+
+@typed_profile._section
+class Whole(typed_profile._Section):
+    name: str | None = None
+    main: Part | None = None
+    parts: tuple[Part, ...] | None = None
+    notes: dict | None = None
+    kind_of: str | None = dataclasses.field(default=None, metadata={"key": "kind-of"})
+    required: tuple[Part, ...] = ()   # not optional: still a list of sections
+
+
+def test_a_new_section_with_only_its_fields_declared_reads_and_writes_itself():
+    """A section class needs nothing but its fields: nested sections, lists of them, read-only JSON
+    values, and a JSON key other than the field's name (field metadata ``key``)."""
+    data = {"name": "w", "main": {"label": "m", "weights": [0.5, 1.0]}, "parts": [{"label": "a"}, {"weights": []}],
+            "notes": {"k": [1, {"x": None}]}, "kind-of": "thing", "required": [{"label": "r"}], "later": [[1]],
+            "gone": None}
+    whole = Whole.from_dict(data)
+    assert whole.main == Part(label="m", weights=(0.5, 1.0)) and whole.parts == (Part(label="a"), Part(weights=()))
+    assert whole.required == (Part(label="r"),)
+    assert whole.kind_of == "thing" and whole.notes["k"][1]["x"] is None and whole.extra["later"] == ((1,),)
+    assert whole.nulls == {"gone"}
+    assert whole.to_dict() == data and list(whole.to_dict()) == list(data)
+    with pytest.raises(TypeError):
+        whole.notes["k"] = 2   # read-only
+    made = Whole(name="n", parts=(Part(label="p"),), kind_of="k")   # made in code: declared order, no Nones
+    assert made.to_dict() == {"name": "n", "parts": [{"label": "p"}], "kind-of": "k", "required": []}
+    assert Whole(name="n", nulls=frozenset({"main"})).to_dict() == {"name": "n", "main": None, "required": []}
+
+
+def test_the_codec_is_worked_out_once_a_class():
+    typed_profile._codec.cache_clear()
+    Profile.from_dict(json.loads(SAVED.read_text(encoding="utf-8")))
+    calls = typed_profile._codec.cache_info()
+    Profile.from_dict(json.loads(SAVED.read_text(encoding="utf-8"))).to_dict()
+    again = typed_profile._codec.cache_info()
+    assert again.misses == calls.misses and again.hits > calls.hits
 
 
 def _generated_twin(kind: type) -> type:

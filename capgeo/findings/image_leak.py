@@ -19,6 +19,7 @@ import re
 import numpy as np
 
 from capgeo.defaults import IMAGE_TWIN_THRESHOLD, PAIRS_LISTED
+from capgeo.geometry.typed_profile import ImageLeak, ImageMatch, read_only
 
 #: file suffixes that make a group id an image file name
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
@@ -49,7 +50,7 @@ def name_matches(train_names, eval_names) -> list[tuple[int, int]]:
 
 
 def image_leak(train_names, eval_names, *, train_images=None, eval_images=None,
-               threshold: float = IMAGE_TWIN_THRESHOLD, listed: int = PAIRS_LISTED) -> dict | None:
+               threshold: float = IMAGE_TWIN_THRESHOLD, listed: int = PAIRS_LISTED) -> ImageLeak | None:
     """The images of one evaluation set that are also training images, by file name, content hash and
     image vectors (each where both sets allow it). ``*_names``: each set's group ids in group-code
     order; ``*_images``: their ImageVectors, or None. None when no way applies."""
@@ -59,13 +60,15 @@ def image_leak(train_names, eval_names, *, train_images=None, eval_images=None,
              and any(image_name_key(name) is not None for name in eval_names))
     if not named and (train_images is None or eval_images is None):
         return None
-    out: dict = {"ways": []}
+    ways: list[str] = []
+    found: dict = {}
     shared: set[int] = set()
     if named:
         matches = name_matches(train_names, eval_names)
-        out["ways"].append("file name")
-        out["n_name_matches"] = len({row for row, _ in matches})
-        out["name_matches"] = [{"eval": eval_names[row], "train": train_names[t]} for row, t in matches[:listed]]
+        ways.append("file name")
+        found.update(n_name_matches=len({row for row, _ in matches}),
+                     name_matches=tuple(ImageMatch(eval=eval_names[row], train=train_names[t])
+                                        for row, t in matches[:listed]))
         shared.update(row for row, _ in matches)
     if train_images is not None and eval_images is not None:
         widths = (np.shape(train_images.vectors)[1], np.shape(eval_images.vectors)[1])
@@ -74,7 +77,7 @@ def image_leak(train_names, eval_names, *, train_images=None, eval_images=None,
 
             raise CapgeoError(f"image vectors of {widths[1]} dimensions ({eval_images.source}) against the training "
                               f"set's of {widths[0]} ({train_images.source}); one image encoder must make both")
-        out["vectors"] = {"train": train_images.source, "eval": eval_images.source}
+        found["vectors"] = read_only({"train": train_images.source, "eval": eval_images.source})
         train_present = np.flatnonzero(train_images.present)
         eval_present = np.flatnonzero(eval_images.present)
         if train_images.content_hashes is not None and eval_images.content_hashes is not None:
@@ -82,37 +85,35 @@ def image_leak(train_names, eval_names, *, train_images=None, eval_images=None,
                        if train_images.content_hashes[g] is not None}
             hashed = [(g, by_hash[eval_images.content_hashes[g]]) for g in eval_present
                       if eval_images.content_hashes[g] in by_hash]
-            out["ways"].append("content hash")
-            out["n_hash_matches"] = len(hashed)
-            out["hash_matches"] = [{"eval": eval_names[g], "train": train_names[t]} for g, t in hashed[:listed]]
+            ways.append("content hash")
+            found.update(n_hash_matches=len(hashed),
+                         hash_matches=tuple(ImageMatch(eval=eval_names[g], train=train_names[t])
+                                            for g, t in hashed[:listed]))
             shared.update(g for g, _ in hashed)
         rows, cols, cosine = near_pairs(np.asarray(eval_images.vectors)[eval_present],
                                         np.asarray(train_images.vectors)[train_present], threshold)
         rows, cols = eval_present[rows], train_present[cols]
         order = np.lexsort((cols, rows, -cosine))[:listed]
-        out["ways"].append("image vectors")
-        out["threshold"] = float(threshold)
-        out["n_near_images"] = int(np.unique(rows).size)
-        out["near_matches"] = [{"eval": eval_names[rows[i]], "train": train_names[cols[i]],
-                                "cosine": float(cosine[i])} for i in order]
+        ways.append("image vectors")
+        found.update(threshold=float(threshold), n_near_images=int(np.unique(rows).size),
+                     near_matches=tuple(ImageMatch(eval=eval_names[rows[i]], train=train_names[cols[i]],
+                                                   cosine=float(cosine[i])) for i in order))
         shared.update(rows.tolist())
-    out["n_images"] = len(eval_names)
-    out["n_shared"] = len(shared)
-    return out
+    return ImageLeak(ways=tuple(ways), **found, n_images=len(eval_names), n_shared=len(shared))
 
 
-def describe_image_leak(images: dict) -> str:
-    """One line for an evaluation set's images that are training images (findings/image_leak.py)."""
+def describe_image_leak(images: ImageLeak) -> str:
+    """One line for an evaluation set's images that are training images (:func:`image_leak`)."""
     from capgeo.display import short_id
 
     parts = []
-    if "n_name_matches" in images:
-        parts.append(f"{images['n_name_matches']:,} by file name")
-    if "n_hash_matches" in images:
-        parts.append(f"{images['n_hash_matches']:,} by identical bytes")
-    if "n_near_images" in images:
-        parts.append(f"{images['n_near_images']:,} at image cosine >= {images['threshold']:g}")
-    examples = images.get("name_matches") or images.get("hash_matches") or images.get("near_matches") or []
-    example = (f", e.g. {short_id(examples[0]['eval'])} = {short_id(examples[0]['train'])}" if examples else "")
-    return (f"shared images: {images['n_shared']:,} of {images['n_images']:,} eval images are training images "
+    if images.n_name_matches is not None:
+        parts.append(f"{images.n_name_matches:,} by file name")
+    if images.n_hash_matches is not None:
+        parts.append(f"{images.n_hash_matches:,} by identical bytes")
+    if images.n_near_images is not None:
+        parts.append(f"{images.n_near_images:,} at image cosine >= {images.threshold:g}")
+    examples = images.name_matches or images.hash_matches or images.near_matches or ()
+    example = f", e.g. {short_id(examples[0].eval)} = {short_id(examples[0].train)}" if examples else ""
+    return (f"shared images: {images.n_shared:,} of {images.n_images:,} eval images are training images "
             f"({'; '.join(parts)}){example}")

@@ -10,7 +10,9 @@ The pass over train x eval is :func:`capgeo.geometry.cross.scan_cross`: blockwis
 
 from __future__ import annotations
 
-from typing import Sequence
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 import polars as pl
@@ -18,6 +20,7 @@ import polars as pl
 from capgeo.defaults import FIXED_BLOCK_SIZE, LEAK_NORMALIZE, LEAK_NORMALIZE_RULES, LEAK_THRESHOLD, LEAK_TOP
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair
+from capgeo.geometry.typed_profile import EvalLeak, Leak, LeakTrain, LeakTwin, read_only
 from capgeo.progress import labelled
 from capgeo.captions.exact_duplicates import normalized_texts
 
@@ -58,29 +61,62 @@ def exact_twins(train_texts: Sequence[str], eval_texts: Sequence[str],
     return joined["row"].to_numpy().astype(np.int64), joined["row_train"].to_numpy().astype(np.int64)
 
 
-def twin_row(train, eval_set, train_row: int, eval_row: int, cosine: float, exact: bool | None = None) -> dict:
-    """One (eval, train) pair as a JSON-ready dict, words highlighted as in `capgeo dupes`;
-    ``exact``: whether the two are exact twins under the leak's --normalize rule (default: under
-    every command's rule)."""
+def twin_row(train, eval_set, train_row: int, eval_row: int, cosine: float, exact: bool | None = None) -> LeakTwin:
+    """One (eval, train) pair, words highlighted as in `capgeo dupes`; ``exact``: whether the two are
+    exact twins under the leak's --normalize rule (default: under every command's rule)."""
     eval_text, train_text = eval_set.texts[eval_row], train.texts[train_row]
     highlight = highlight_pair(eval_text, train_text)
-    return {
-        "eval_id": eval_set.ids[eval_row], "eval_group": eval_set.groups[eval_row], "eval_text": eval_text,
-        "train_id": train.ids[train_row], "train_group": train.groups[train_row], "train_text": train_text,
-        "cosine": float(cosine), "jaccard": highlight.jaccard,
-        "exact_duplicate": highlight.exact_duplicate if exact is None else bool(exact),
-        "shared_words": list(highlight.shared), "only_eval_words": list(highlight.only_a),
-        "only_train_words": list(highlight.only_b),
-        "spans_eval": [span.to_dict() for span in highlight.spans_a],
-        "spans_train": [span.to_dict() for span in highlight.spans_b],
-    }
+    return LeakTwin(
+        eval_id=eval_set.ids[eval_row], eval_group=eval_set.groups[eval_row], eval_text=eval_text,
+        train_id=train.ids[train_row], train_group=train.groups[train_row], train_text=train_text,
+        cosine=float(cosine), jaccard=highlight.jaccard,
+        exact_duplicate=highlight.exact_duplicate if exact is None else bool(exact),
+        shared_words=tuple(highlight.shared), only_eval_words=tuple(highlight.only_a),
+        only_train_words=tuple(highlight.only_b),
+        spans_eval=tuple(read_only(span.to_dict()) for span in highlight.spans_a),
+        spans_train=tuple(read_only(span.to_dict()) for span in highlight.spans_b))
 
 
-def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float = DEFAULT_THRESHOLD,
-              top: int = DEFAULT_TOP, block_size: int = FIXED_BLOCK_SIZE, device: str | None = None,
-              progress: bool | None = None, normalize: str = LEAK_NORMALIZE) -> dict:
+@dataclass(frozen=True)
+class LeakOptions:
+    """What `capgeo leak` counts as a twin and shows (docs/leak.md)."""
+
+    #: an eval caption leaks when a training caption has cosine >= threshold with it
+    threshold: float = DEFAULT_THRESHOLD
+    #: closest (eval, train) pairs listed per evaluation set
+    top: int = DEFAULT_TOP
+    #: what two texts may differ by and still be exact twins (LEAK_NORMALIZE_RULES)
+    normalize: str = LEAK_NORMALIZE
+    #: rows per block of the train x eval pass
+    block_size: int = FIXED_BLOCK_SIZE
+    #: image cosine at which two images are one (None: capgeo.findings.image_leak's default)
+    image_threshold: float | None = None
+
+    def checked(self) -> "LeakOptions":
+        """These options, or CapgeoError naming the first bad one (before any pass)."""
+        if not -1.0 <= self.threshold <= 1.0:
+            raise CapgeoError(f"--threshold: expected a cosine between -1 and 1, got {self.threshold}")
+        if self.top < 0:
+            raise CapgeoError(f"--top: expected 0 or more pairs to show, got {self.top}")
+        twin_keys([], self.normalize)  # an unknown rule is refused before the pass
+        return self
+
+
+@dataclass(frozen=True)
+class LeakImageVectors:
+    """The sets' ImageVectors for the image twins across them (capgeo.findings.image_leak): the
+    training set's, and one per evaluation set (None where a set has none)."""
+
+    train: Any = None
+    evals: Sequence = ()
+
+
+def eval_leak(train, train_vectors, eval_set, eval_vectors, options: LeakOptions = LeakOptions(), *,
+              device: str | None = None, progress: bool | None = None) -> EvalLeak:
     """The leak of one evaluation set into the training set (fields in docs/leak.md)."""
     from capgeo.geometry.cross import scan_cross
+
+    threshold, top, normalize = options.threshold, options.top, options.normalize
 
     # the float32 tile products pick candidates a little below the threshold; the float64 cosines
     # decide (so which pairs leak, their cosines and their order do not move with the tile size,
@@ -88,7 +124,7 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
     width = np.shape(eval_vectors)[1]
     margin = width * 2.0 ** -22 + 1e-6
     scan = scan_cross(eval_vectors, train_vectors, threshold=max(-1.0, threshold - margin), top_k=0,
-                      block_size=block_size, device=device, progress=progress, asked_threshold=threshold)
+                      block_size=options.block_size, device=device, progress=progress, asked_threshold=threshold)
     scan_cosine = _cosines64(eval_vectors, train_vectors, scan.pair_query, scan.pair_reference)
     near = scan_cosine >= threshold
     exact_eval, exact_train = exact_twins(train.texts, eval_set.texts, normalize)
@@ -104,41 +140,30 @@ def eval_leak(train, train_vectors, eval_set, eval_vectors, *, threshold: float 
     best_train, best_cosine = twin_train[first], twin_cosine[first]   # aligned with ``leaked``
     order = np.lexsort((leaked, -best_cosine))[:top]
     exact_pairs = set(zip(exact_eval.tolist(), exact_train.tolist()))
-    return {
-        "source": str(eval_set.source),
-        "format": eval_set.format,
-        "n_captions": len(eval_set),
-        "n_leaked": int(leaked.size),
-        "share_leaked": leaked.size / len(eval_set),
-        "n_exact": int(np.unique(exact_eval).size),
-        "n_train_twins": int(drop.size),
-        **image_counts(eval_set, leaked, train, drop),
-        "leaked_ids": [eval_set.ids[row] for row in leaked],
-        "train_ids_to_drop": [train.ids[row] for row in drop],
-        "pairs": [twin_row(train, eval_set, int(best_train[index]), int(leaked[index]), best_cosine[index],
-                           exact=(int(leaked[index]), int(best_train[index])) in exact_pairs)
-                  for index in order],
-    }
+    return dataclasses.replace(
+        image_counts(eval_set, leaked, train, drop), source=str(eval_set.source), format=eval_set.format,
+        n_captions=len(eval_set), n_leaked=int(leaked.size), share_leaked=leaked.size / len(eval_set),
+        n_exact=int(np.unique(exact_eval).size), n_train_twins=int(drop.size),
+        leaked_ids=tuple(eval_set.ids[row] for row in leaked), train_ids_to_drop=tuple(train.ids[row] for row in drop),
+        pairs=tuple(twin_row(train, eval_set, int(best_train[index]), int(leaked[index]), best_cosine[index],
+                             exact=(int(leaked[index]), int(best_train[index])) in exact_pairs)
+                    for index in order))
 
 
-def image_counts(eval_set, leaked: np.ndarray, train, drop: np.ndarray) -> dict:
-    """The images behind the leaked captions: the evaluation images with at least one caption
-    twinned in training, those with every caption twinned, and the training images holding a twin
-    (groups in dataset order, by first caption)."""
+def image_counts(eval_set, leaked: np.ndarray, train, drop: np.ndarray) -> EvalLeak:
+    """The images behind the leaked captions (an EvalLeak of these counts alone): the evaluation images
+    with at least one caption twinned in training, those with every caption twinned, and the training
+    images holding a twin (groups in dataset order, by first caption)."""
     codes = np.asarray(eval_set.group_codes)
     sizes = np.bincount(codes, minlength=eval_set.n_groups)
     twinned = np.bincount(codes[leaked], minlength=eval_set.n_groups)
     names = eval_set.group_names
     some, every = np.flatnonzero(twinned > 0), np.flatnonzero((twinned == sizes) & (sizes > 0))
     train_codes = np.asarray(train.group_codes)
-    return {
-        "n_groups": int(eval_set.n_groups),
-        "n_groups_leaked": int(some.size),
-        "n_groups_all_leaked": int(every.size),
-        "n_train_groups_twinned": int(np.unique(train_codes[drop]).size),
-        "leaked_groups": [names[code] for code in some],
-        "all_leaked_groups": [names[code] for code in every],
-    }
+    return EvalLeak(n_groups=int(eval_set.n_groups), n_groups_leaked=int(some.size),
+                    n_groups_all_leaked=int(every.size), n_train_groups_twinned=int(np.unique(train_codes[drop]).size),
+                    leaked_groups=tuple(names[code] for code in some),
+                    all_leaked_groups=tuple(names[code] for code in every))
 
 
 #: pairs re-scored at a time (each holds two float64 rows)
@@ -158,25 +183,22 @@ def _cosines64(eval_vectors, train_vectors, eval_rows: np.ndarray, train_rows: n
     return np.clip(out, -1.0, 1.0)
 
 
-def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP,
-                 block_size: int = FIXED_BLOCK_SIZE, device: str | None = None, progress: bool | None = None,
-                 normalize: str = LEAK_NORMALIZE, train_images=None, eval_images: Sequence | None = None,
-                 image_threshold: float | None = None) -> dict:
+def leak_section(train, train_embeddings, evals, options: LeakOptions | None = None, *,
+                 images: LeakImageVectors | None = None, device: str | None = None, progress: bool | None = None,
+                 **fields) -> Leak:
     """The whole `capgeo leak` result: one entry per evaluation set and the union of the training
-    ids to drop. ``evals`` is a list of (CaptionSet, Embeddings); all embeddings from one encoder.
-    Each entry's ``images`` says which of its images are training images (capgeo.findings.image_leak:
-    by file name, and with ``train_images`` and ``eval_images``, ImageVectors, by content hash and
-    image cosine >= ``image_threshold``); absent where no way applies."""
+    ids to drop. ``evals`` is a list of (CaptionSet, Embeddings); all embeddings from one encoder;
+    ``options`` a LeakOptions, or its ``fields`` (threshold=, top=, ...). Each entry's ``images`` says
+    which of its images are training images (capgeo.findings.image_leak: by file name, and with
+    ``images``' ImageVectors, by content hash and image cosine >= ``image_threshold``); None where
+    no way applies."""
     from capgeo.findings.image_leak import image_leak
 
+    options = (options or LeakOptions(**fields)).checked()
     train_names = train.group_names
-    eval_images = list(eval_images) if eval_images is not None else [None] * len(evals)
-    image_options = {} if image_threshold is None else {"threshold": image_threshold}
-    if not -1.0 <= threshold <= 1.0:
-        raise CapgeoError(f"--threshold: expected a cosine between -1 and 1, got {threshold}")
-    if top < 0:
-        raise CapgeoError(f"--top: expected 0 or more pairs to show, got {top}")
-    twin_keys([], normalize)  # an unknown rule is refused before the pass
+    images = images or LeakImageVectors()
+    eval_images = list(images.evals) or [None] * len(evals)
+    image_options = {} if options.image_threshold is None else {"threshold": options.image_threshold}
     train_info = getattr(train_embeddings, "info", None)
     _check_rows(train, train_embeddings, "TRAIN")
     sets = []
@@ -191,24 +213,17 @@ def leak_section(train, train_embeddings, evals, *, threshold: float = DEFAULT_T
             raise CapgeoError(f"{eval_set.source}: embedded at {cut[1]} tokens, the training set at {cut[0]}; "
                               "leakage compares captions cut to one length")
         with labelled(f"EVAL {eval_set.source.name}"):
-            sets.append(eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors,
-                                  threshold=threshold, top=top, block_size=block_size, device=device,
-                                  progress=progress, normalize=normalize))
-        images = image_leak(train_names, eval_set.group_names, train_images=train_images,
-                            eval_images=eval_images[len(sets) - 1], **image_options)
-        if images is not None:
-            sets[-1]["images"] = images
-    drop = sorted(set().union(*(entry["train_ids_to_drop"] for entry in sets)), key=_row_of(train))
-    return {
-        "schema": SCHEMA,
-        "train": {"source": str(train.source), "format": train.format, "n_captions": len(train),
-                  "n_groups": train.n_groups},
-        "encoder": train_info.to_dict() if train_info is not None else None,
-        "threshold": float(threshold),
-        "normalize": normalize,
-        "evals": sets,
-        "train_ids_to_drop": drop,
-    }
+            entry = eval_leak(train, train_embeddings.vectors, eval_set, eval_embeddings.vectors, options,
+                              device=device, progress=progress)
+        sets.append(dataclasses.replace(entry, images=image_leak(
+            train_names, eval_set.group_names, train_images=images.train, eval_images=eval_images[len(sets)],
+            **image_options)))
+    drop = sorted(set().union(*(entry.train_ids_to_drop for entry in sets)), key=_row_of(train))
+    return Leak(schema=SCHEMA, train=LeakTrain(source=str(train.source), format=train.format, n_captions=len(train),
+                                               n_groups=train.n_groups),
+                encoder=None if train_info is None else read_only(train_info.to_dict()),
+                threshold=float(options.threshold), normalize=options.normalize, evals=tuple(sets),
+                train_ids_to_drop=tuple(drop), nulls=frozenset() if train_info is not None else frozenset({"encoder"}))
 
 
 def _check_rows(captions, embeddings, role: str) -> None:

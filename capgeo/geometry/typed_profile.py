@@ -1,9 +1,12 @@
 """The ``capgeo.profile/1`` profile as typed, frozen objects.
 
 :class:`Profile` mirrors docs/profile-schema.md: each documented JSON object is a frozen
-dataclass whose fields are its documented keys, each class with its own explicit
-``from_dict`` / ``to_dict``. JSON exists only at the edge: ``Profile.from_dict(d).to_dict() == d``
-for every profile of the schema, saved profiles of earlier versions included.
+dataclass whose fields are its documented keys, in the order they are written. One codec reads
+and writes them all (``_Section.from_dict`` / ``to_dict``), from the fields and their annotations:
+a new section declares its fields and nothing else. JSON exists only at the edge:
+``Profile.from_dict(d).to_dict() == d`` for every profile of the schema, saved profiles of earlier
+versions included. The `capgeo leak` result (:class:`Leak`) is a section too: the command, the
+profile's ``leak`` section and ``capgeo.leak`` share it.
 
 A key a JSON object did not have is None. Where the schema allows null, null and "not
 written" differ (``within_group`` is null for one caption per image, absent from a gamma-only
@@ -18,6 +21,7 @@ import dataclasses
 import functools
 import itertools
 import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -39,6 +43,10 @@ def _frozen(value):
             return tuple(map(tuple, value))
         return tuple(_frozen(item) for item in value)
     return value
+
+
+#: a JSON value made read-only as ``from_dict`` reads it, for a section made in code
+read_only = _frozen
 
 
 def _holds_containers(kinds: set) -> bool:
@@ -64,7 +72,7 @@ def _holds_frozen(kinds: set) -> bool:
     return any(issubclass(kind, (tuple, dict, types.MappingProxyType)) for kind in kinds)
 
 
-def _kept(data: Mapping[str, Any], declared: tuple[str, ...]) -> dict:
+def _kept(data: Mapping[str, Any], declared: frozenset[str]) -> dict:
     """What every section keeps of its JSON object beside its fields (:class:`_Section`): the keys
     written as null, the order the keys came in, and the undeclared keys, read-only."""
     kept = {key: _frozen(value) for key, value in data.items() if key not in declared}
@@ -72,39 +80,51 @@ def _kept(data: Mapping[str, Any], declared: tuple[str, ...]) -> dict:
             "extra": types.MappingProxyType(kept) if kept else _EMPTY}
 
 
-def _written(section: "_Section", values: dict) -> dict:
-    """``values`` (the declared keys, in schema order) without the absent ones, then ``extra``."""
-    out = {key: value for key, value in values.items() if value is not None or key in section.nulls}
-    out.update(_plain(section.extra))
-    if section.order and list(out) != list(section.order):
-        rank = {key: place for place, key in enumerate(section.order)}
-        out = dict(sorted(out.items(), key=lambda item: rank.get(item[0], len(rank))))
-    return out
+def _many(kind: type):
+    """The reader of a JSON list of ``kind`` objects."""
+    read = kind.from_dict
+    return lambda items: tuple(map(read, items))
 
 
-def _one(kind, value):
-    """``value`` (a JSON object or None) as section ``kind``."""
-    return None if value is None else kind.from_dict(value)
+def _write_many(sections) -> list:
+    return [section.to_dict() for section in sections]
 
 
-def _many(kind, value):
-    return None if value is None else tuple(kind.from_dict(item) for item in value)
+def _write_one(section) -> dict:
+    return section.to_dict()
 
 
-def _dict(section):
-    return None if section is None else section.to_dict()
+#: field types whose JSON values are read and written as they are
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def _dicts(sections):
-    return None if sections is None else [section.to_dict() for section in sections]
-
-
-def _tuple(value):
-    return None if value is None else _frozen(value)
-
-
-def _list(value):
-    return None if value is None else _plain(value)
+@functools.cache
+def _codec(section: type) -> tuple[tuple[tuple[str, str, Any, Any], ...], frozenset[str]]:
+    """``section``'s codec: per field (name, key, reader, writer), and the declared keys. From the
+    fields' resolved annotations, once a class: a field typed as a section class reads and writes
+    that class, ``tuple[Section, ...]`` a list of them, a plain value (str, int, float, bool) goes as
+    it is (reader and writer None), anything else through :func:`_frozen` / :func:`_plain`. Field
+    metadata ``key`` names a JSON key other than the field's name."""
+    hints = typing.get_type_hints(section)
+    fields = []
+    for item in dataclasses.fields(section):
+        if item.name in _SECTION_KEPT:
+            continue
+        hint = hints[item.name]
+        members = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        kinds = [kind for kind in members if kind is not type(None)]
+        kind = kinds[0] if len(kinds) == 1 else None
+        inner = typing.get_args(kind) if typing.get_origin(kind) is tuple else ()
+        if isinstance(kind, type) and issubclass(kind, _Section):
+            read, write = kind.from_dict, _write_one
+        elif len(inner) == 2 and inner[1] is Ellipsis and isinstance(inner[0], type) and issubclass(inner[0], _Section):
+            read, write = _many(inner[0]), _write_many
+        elif kinds and all(kind in _SCALARS for kind in kinds):
+            read = write = None
+        else:
+            read, write = _frozen, _plain
+        fields.append((item.name, item.metadata.get("key", item.name), read, write))
+    return tuple(fields), frozenset(key for _, key, _, _ in fields)
 
 
 #: every section's dataclass. ``__eq__``, ``__hash__`` and ``__repr__`` are _Section's, shared: Python 3.11
@@ -126,6 +146,35 @@ class _Section:
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, kw_only=True, repr=False)
     order: tuple[str, ...] = field(default=(), kw_only=True, repr=False, compare=False)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        """The section of its JSON object: each declared key read into its field (:func:`_codec`),
+        the rest kept (:func:`_kept`)."""
+        fields, keys = _codec(cls)
+        values, get = {}, data.get
+        for name, key, read, _ in fields:
+            value = get(key)
+            if value is not None:
+                values[name] = value if read is None else read(value)
+        return cls(**values, **_kept(data, keys))
+
+    def to_dict(self) -> dict:
+        """The JSON object (plain dicts and lists) :meth:`from_dict` read: the declared keys in field
+        order without the absent ones (None and not in ``nulls``), then ``extra``; in the order read."""
+        out, held, nulls = {}, self.__dict__, self.nulls
+        for name, key, _, write in _codec(self.__class__)[0]:
+            value = held[name]
+            if value is not None:
+                out[key] = value if write is None else write(value)
+            elif key in nulls:
+                out[key] = None
+        if self.extra:
+            out.update(_plain(self.extra))
+        if self.order and list(out) != list(self.order):
+            rank = {key: place for place, key in enumerate(self.order)}
+            out = dict(sorted(out.items(), key=lambda item: rank.get(item[0], len(rank))))
+        return out
+
     def __eq__(self, other):
         if other.__class__ is not self.__class__:
             return NotImplemented
@@ -138,6 +187,10 @@ class _Section:
     def __repr__(self):
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _field_names(self.__class__)[1])
         return f"{self.__class__.__qualname__}({shown})"
+
+
+#: the fields every section has beside its declared keys
+_SECTION_KEPT = frozenset({"nulls", "extra", "order"})
 
 
 @functools.cache
@@ -157,17 +210,6 @@ class Histogram(_Section):
     start: float | None = None
     width: float | None = None
 
-    KEYS = ("edges", "counts", "start", "width")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Histogram":
-        return cls(edges=_tuple(data.get("edges")), counts=_tuple(data.get("counts")), start=data.get("start"),
-                   width=data.get("width"), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"edges": _list(self.edges), "counts": _list(self.counts), "start": self.start,
-                               "width": self.width})
-
 
 @_section
 class CaptionsPerGroup(_Section):
@@ -175,17 +217,6 @@ class CaptionsPerGroup(_Section):
     mean: float | None = None
     max: int | None = None
     histogram: Mapping[str, int] | None = None
-
-    KEYS = ("min", "mean", "max", "histogram")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CaptionsPerGroup":
-        return cls(min=data.get("min"), mean=data.get("mean"), max=data.get("max"),
-                   histogram=_tuple(data.get("histogram")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"min": self.min, "mean": self.mean, "max": self.max,
-                               "histogram": _list(self.histogram)})
 
 
 @_section
@@ -204,27 +235,6 @@ class Dataset(_Section):
     texts_digest: str | None = None
     groups_digest: str | None = None
 
-    KEYS = ("format", "layout", "source", "n_captions", "n_groups", "captions_per_group", "splits",
-            "words_per_caption", "examples", "skipped", "fingerprint", "texts_digest", "groups_digest")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Dataset":
-        return cls(format=data.get("format"), layout=data.get("layout"), source=data.get("source"),
-                   n_captions=data.get("n_captions"), n_groups=data.get("n_groups"),
-                   captions_per_group=_one(CaptionsPerGroup, data.get("captions_per_group")),
-                   splits=_tuple(data.get("splits")), words_per_caption=_tuple(data.get("words_per_caption")),
-                   examples=_tuple(data.get("examples")), skipped=_tuple(data.get("skipped")),
-                   fingerprint=data.get("fingerprint"), texts_digest=data.get("texts_digest"),
-                   groups_digest=data.get("groups_digest"), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "format": self.format, "layout": self.layout, "source": self.source, "n_captions": self.n_captions,
-            "n_groups": self.n_groups, "captions_per_group": _dict(self.captions_per_group),
-            "splits": _list(self.splits), "words_per_caption": _list(self.words_per_caption),
-            "examples": _list(self.examples), "skipped": _list(self.skipped), "fingerprint": self.fingerprint,
-            "texts_digest": self.texts_digest, "groups_digest": self.groups_digest})
-
 
 @_section
 class Encoder(_Section):
@@ -235,19 +245,6 @@ class Encoder(_Section):
     context_length: int | None = None
     logit_scale: float | None = None
     fingerprint: str | None = None
-
-    KEYS = ("spec", "kind", "name", "width", "context_length", "logit_scale", "fingerprint")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Encoder":
-        return cls(spec=data.get("spec"), kind=data.get("kind"), name=data.get("name"), width=data.get("width"),
-                   context_length=data.get("context_length"), logit_scale=data.get("logit_scale"),
-                   fingerprint=data.get("fingerprint"), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"spec": self.spec, "kind": self.kind, "name": self.name, "width": self.width,
-                               "context_length": self.context_length, "logit_scale": self.logit_scale,
-                               "fingerprint": self.fingerprint})
 
 
 @_section
@@ -265,24 +262,6 @@ class Lengths(_Section):
     n_truncated: int | None = None
     share_truncated: float | None = None
     histogram: Histogram | None = None
-
-    KEYS = ("known", "n", "mean", "median", "p95", "p99", "min", "max", "context_length", "max_tokens",
-            "n_truncated", "share_truncated", "histogram")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Lengths":
-        return cls(known=data.get("known"), n=data.get("n"), mean=data.get("mean"), median=data.get("median"),
-                   p95=data.get("p95"), p99=data.get("p99"), min=data.get("min"), max=data.get("max"),
-                   context_length=data.get("context_length"), max_tokens=data.get("max_tokens"),
-                   n_truncated=data.get("n_truncated"), share_truncated=data.get("share_truncated"),
-                   histogram=_one(Histogram, data.get("histogram")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "known": self.known, "n": self.n, "mean": self.mean, "median": self.median, "p95": self.p95,
-            "p99": self.p99, "min": self.min, "max": self.max, "context_length": self.context_length,
-            "max_tokens": self.max_tokens, "n_truncated": self.n_truncated,
-            "share_truncated": self.share_truncated, "histogram": _dict(self.histogram)})
 
     @property
     def counted(self) -> bool:
@@ -315,33 +294,6 @@ class Distribution(_Section):
     precision: Mapping[str, Any] | None = None
     recall: Mapping[str, Any] | None = None
 
-    KEYS = ("n", "mean", "std", "min", "max", "quantiles", "quantile_resolution", "share_at_or_above", "histogram",
-            "missing", "n_captions", "n_with_companion", "mode", "pairs_total", "count", "exact", "bin_width",
-            "bounds", "precision", "recall")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Distribution":
-        return cls(n=data.get("n"), mean=data.get("mean"), std=data.get("std"), min=data.get("min"),
-                   max=data.get("max"), quantiles=_tuple(data.get("quantiles")),
-                   quantile_resolution=data.get("quantile_resolution"),
-                   share_at_or_above=_tuple(data.get("share_at_or_above")),
-                   histogram=_one(Histogram, data.get("histogram")), missing=data.get("missing"),
-                   n_captions=data.get("n_captions"), n_with_companion=data.get("n_with_companion"),
-                   mode=data.get("mode"), pairs_total=data.get("pairs_total"), count=data.get("count"),
-                   exact=data.get("exact"), bin_width=data.get("bin_width"), bounds=_tuple(data.get("bounds")),
-                   precision=_tuple(data.get("precision")), recall=_tuple(data.get("recall")),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "n": self.n, "mean": self.mean, "std": self.std, "min": self.min, "max": self.max,
-            "quantiles": _list(self.quantiles), "quantile_resolution": self.quantile_resolution,
-            "share_at_or_above": _list(self.share_at_or_above), "histogram": _dict(self.histogram),
-            "missing": self.missing, "n_captions": self.n_captions, "n_with_companion": self.n_with_companion,
-            "mode": self.mode, "pairs_total": self.pairs_total, "count": self.count, "exact": self.exact,
-            "bin_width": self.bin_width, "bounds": _list(self.bounds), "precision": _list(self.precision),
-            "recall": _list(self.recall)})
-
     def quantile(self, key: str) -> float | None:
         """Quantile ``key`` (``"p50"``), None when the summary has no such quantile."""
         return (self.quantiles or _EMPTY).get(key)
@@ -358,20 +310,6 @@ class Companions(_Section):
     top_ids: tuple[tuple[str, ...], ...] | None = None
     top_cosines: tuple[tuple[float, ...], ...] | None = None
 
-    KEYS = ("caption_id", "hardest_id", "hardest_cosine", "top_k", "top_ids", "top_cosines")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Companions":
-        return cls(caption_id=_tuple(data.get("caption_id")), hardest_id=_tuple(data.get("hardest_id")),
-                   hardest_cosine=_tuple(data.get("hardest_cosine")), top_k=data.get("top_k"),
-                   top_ids=_tuple(data.get("top_ids")), top_cosines=_tuple(data.get("top_cosines")),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"caption_id": _list(self.caption_id), "hardest_id": _list(self.hardest_id),
-                               "hardest_cosine": _list(self.hardest_cosine), "top_k": self.top_k,
-                               "top_ids": _list(self.top_ids), "top_cosines": _list(self.top_cosines)})
-
 
 @_section
 class ExactDuplicates(_Section):
@@ -386,27 +324,6 @@ class ExactDuplicates(_Section):
     n_redundant_cross_group: int | None = None
     examples: tuple | None = None
 
-    KEYS = ("normalization", "n_sets", "n_captions", "n_redundant_captions", "n_pairs", "n_pairs_cross_group",
-            "n_pairs_within_group", "n_sets_cross_group", "n_redundant_cross_group", "examples")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "ExactDuplicates":
-        return cls(normalization=data.get("normalization"), n_sets=data.get("n_sets"),
-                   n_captions=data.get("n_captions"), n_redundant_captions=data.get("n_redundant_captions"),
-                   n_pairs=data.get("n_pairs"), n_pairs_cross_group=data.get("n_pairs_cross_group"),
-                   n_pairs_within_group=data.get("n_pairs_within_group"),
-                   n_sets_cross_group=data.get("n_sets_cross_group"),
-                   n_redundant_cross_group=data.get("n_redundant_cross_group"), examples=_tuple(data.get("examples")),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "normalization": self.normalization, "n_sets": self.n_sets, "n_captions": self.n_captions,
-            "n_redundant_captions": self.n_redundant_captions, "n_pairs": self.n_pairs,
-            "n_pairs_cross_group": self.n_pairs_cross_group, "n_pairs_within_group": self.n_pairs_within_group,
-            "n_sets_cross_group": self.n_sets_cross_group, "n_redundant_cross_group": self.n_redundant_cross_group,
-            "examples": _list(self.examples)})
-
 
 @_section
 class NearDuplicates(_Section):
@@ -419,26 +336,6 @@ class NearDuplicates(_Section):
     n_captions_hardest_above: int | None = None
     share_captions_hardest_above: float | None = None
     exact: bool | None = None
-
-    KEYS = ("threshold", "n_pairs_cross_group", "count_method", "n_pairs_from_histogram", "bin_width", "share_pairs",
-            "n_captions_hardest_above", "share_captions_hardest_above", "exact")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "NearDuplicates":
-        return cls(threshold=data.get("threshold"), n_pairs_cross_group=data.get("n_pairs_cross_group"),
-                   count_method=data.get("count_method"), n_pairs_from_histogram=data.get("n_pairs_from_histogram"),
-                   bin_width=data.get("bin_width"), share_pairs=data.get("share_pairs"),
-                   n_captions_hardest_above=data.get("n_captions_hardest_above"),
-                   share_captions_hardest_above=data.get("share_captions_hardest_above"), exact=data.get("exact"),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "threshold": self.threshold, "n_pairs_cross_group": self.n_pairs_cross_group,
-            "count_method": self.count_method, "n_pairs_from_histogram": self.n_pairs_from_histogram,
-            "bin_width": self.bin_width, "share_pairs": self.share_pairs,
-            "n_captions_hardest_above": self.n_captions_hardest_above,
-            "share_captions_hardest_above": self.share_captions_hardest_above, "exact": self.exact})
 
 
 @_section
@@ -453,21 +350,6 @@ class Buckets(_Section):
     share_above: tuple[float, ...] | None = None
     expected_above_per_row: tuple[float, ...] | None = None
 
-    KEYS = ("kind", "edges", "quantile_levels", "labels", "shares", "share_above", "expected_above_per_row")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Buckets":
-        return cls(kind=data.get("kind"), edges=_tuple(data.get("edges")),
-                   quantile_levels=_tuple(data.get("quantile_levels")), labels=_tuple(data.get("labels")),
-                   shares=_tuple(data.get("shares")), share_above=_tuple(data.get("share_above")),
-                   expected_above_per_row=_tuple(data.get("expected_above_per_row")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "kind": self.kind, "edges": _list(self.edges), "quantile_levels": _list(self.quantile_levels),
-            "labels": _list(self.labels), "shares": _list(self.shares), "share_above": _list(self.share_above),
-            "expected_above_per_row": _list(self.expected_above_per_row)})
-
 
 @_section
 class BatchNearDuplicates(_Section):
@@ -477,17 +359,6 @@ class BatchNearDuplicates(_Section):
     share_batches: float | None = None
     mean_pairs_per_batch: float | None = None
 
-    KEYS = ("threshold", "share_batches", "mean_pairs_per_batch")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "BatchNearDuplicates":
-        return cls(threshold=data.get("threshold"), share_batches=data.get("share_batches"),
-                   mean_pairs_per_batch=data.get("mean_pairs_per_batch"), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"threshold": self.threshold, "share_batches": self.share_batches,
-                               "mean_pairs_per_batch": self.mean_pairs_per_batch})
-
 
 @_section
 class BatchExample(_Section):
@@ -496,17 +367,6 @@ class BatchExample(_Section):
     caption_ids: tuple[str, ...] | None = None
     group_ids: tuple[str, ...] | None = None
     cosine: tuple[tuple[float | None, ...], ...] | None = None
-
-    KEYS = ("caption_ids", "group_ids", "cosine")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "BatchExample":
-        return cls(caption_ids=_tuple(data.get("caption_ids")), group_ids=_tuple(data.get("group_ids")),
-                   cosine=_tuple(data.get("cosine")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"caption_ids": _list(self.caption_ids), "group_ids": _list(self.group_ids),
-                               "cosine": _list(self.cosine)})
 
 
 @_section
@@ -522,25 +382,6 @@ class BatchStatistics(_Section):
     hardest_in_batch: Distribution | None = None
     near_duplicate: BatchNearDuplicates | None = None
     example: BatchExample | None = None
-
-    KEYS = ("batch_size", "n_batches", "seed", "negatives_per_row", "buckets", "relative_buckets",
-            "hardest_in_batch", "near_duplicate", "example")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "BatchStatistics":
-        return cls(batch_size=data.get("batch_size"), n_batches=data.get("n_batches"), seed=data.get("seed"),
-                   negatives_per_row=data.get("negatives_per_row"), buckets=_one(Buckets, data.get("buckets")),
-                   relative_buckets=_one(Buckets, data.get("relative_buckets")),
-                   hardest_in_batch=_one(Distribution, data.get("hardest_in_batch")),
-                   near_duplicate=_one(BatchNearDuplicates, data.get("near_duplicate")),
-                   example=_one(BatchExample, data.get("example")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "batch_size": self.batch_size, "n_batches": self.n_batches, "seed": self.seed,
-            "negatives_per_row": self.negatives_per_row, "buckets": _dict(self.buckets),
-            "relative_buckets": _dict(self.relative_buckets), "hardest_in_batch": _dict(self.hardest_in_batch),
-            "near_duplicate": _dict(self.near_duplicate), "example": _dict(self.example)})
 
 
 @_section
@@ -568,35 +409,6 @@ class Options(_Section):
     include_companions: bool | None = None
     device: str | None = None
 
-    KEYS = ("batch_sizes", "headline_batch_size", "buckets", "relative_buckets", "relative_quantiles", "n_batches",
-            "top_k", "block_size", "block_size_used", "precision", "bins", "seed", "near_duplicate_threshold",
-            "mode", "mode_used", "sampled_above", "sampled_pairs", "companions", "include_companions", "device")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Options":
-        return cls(batch_sizes=_tuple(data.get("batch_sizes")), headline_batch_size=data.get("headline_batch_size"),
-                   buckets=_tuple(data.get("buckets")), relative_buckets=data.get("relative_buckets"),
-                   relative_quantiles=_tuple(data.get("relative_quantiles")), n_batches=data.get("n_batches"),
-                   top_k=data.get("top_k"), block_size=data.get("block_size"),
-                   block_size_used=data.get("block_size_used"), precision=data.get("precision"),
-                   bins=data.get("bins"), seed=data.get("seed"),
-                   near_duplicate_threshold=data.get("near_duplicate_threshold"), mode=data.get("mode"),
-                   mode_used=data.get("mode_used"), sampled_above=data.get("sampled_above"),
-                   sampled_pairs=data.get("sampled_pairs"), companions=data.get("companions"),
-                   include_companions=data.get("include_companions"), device=data.get("device"),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "batch_sizes": _list(self.batch_sizes), "headline_batch_size": self.headline_batch_size,
-            "buckets": _list(self.buckets), "relative_buckets": self.relative_buckets,
-            "relative_quantiles": _list(self.relative_quantiles), "n_batches": self.n_batches, "top_k": self.top_k,
-            "block_size": self.block_size, "block_size_used": self.block_size_used, "precision": self.precision,
-            "bins": self.bins, "seed": self.seed, "near_duplicate_threshold": self.near_duplicate_threshold,
-            "mode": self.mode, "mode_used": self.mode_used, "sampled_above": self.sampled_above,
-            "sampled_pairs": self.sampled_pairs, "companions": self.companions,
-            "include_companions": self.include_companions, "device": self.device})
-
 
 @_section
 class Provenance(_Section):
@@ -608,20 +420,6 @@ class Provenance(_Section):
     working_directory: str | None = None
     elapsed_s: float | None = None
     embeddings_origin: str | None = None
-
-    KEYS = ("capgeo_version", "created", "command", "working_directory", "elapsed_s", "embeddings_origin")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Provenance":
-        return cls(capgeo_version=data.get("capgeo_version"), created=data.get("created"),
-                   command=data.get("command"), working_directory=data.get("working_directory"),
-                   elapsed_s=data.get("elapsed_s"), embeddings_origin=data.get("embeddings_origin"),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"capgeo_version": self.capgeo_version, "created": self.created,
-                               "command": self.command, "working_directory": self.working_directory,
-                               "elapsed_s": self.elapsed_s, "embeddings_origin": self.embeddings_origin})
 
 
 @_section
@@ -637,23 +435,6 @@ class GammaSuggestion(_Section):
     clipped: bool | None = None
     range_clipped: tuple[bool, bool] | None = None
     clip_note: str | None = None
-
-    KEYS = ("gamma", "gamma_exact", "scaled_gamma", "range", "range_exact", "target_share", "clipped",
-            "range_clipped", "clip_note")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "GammaSuggestion":
-        return cls(gamma=data.get("gamma"), gamma_exact=data.get("gamma_exact"), scaled_gamma=data.get("scaled_gamma"),
-                   range=_tuple(data.get("range")), range_exact=_tuple(data.get("range_exact")),
-                   target_share=data.get("target_share"), clipped=data.get("clipped"),
-                   range_clipped=_tuple(data.get("range_clipped")), clip_note=data.get("clip_note"),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "gamma": self.gamma, "gamma_exact": self.gamma_exact, "scaled_gamma": self.scaled_gamma,
-            "range": _list(self.range), "range_exact": _list(self.range_exact), "target_share": self.target_share,
-            "clipped": self.clipped, "range_clipped": _list(self.range_clipped), "clip_note": self.clip_note})
 
 
 @_section
@@ -673,27 +454,6 @@ class GammaBatch(_Section):
     why: str | None = None
     grid: tuple | None = None
     image: Mapping[str, Any] | None = None
-
-    KEYS = ("batch_size", "negatives_per_row", "n_batches", "n_rows", "mean_cosine", "within_row_spread",
-            "suggestion", "margins", "gaussian_approximation", "why", "grid", "image")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "GammaBatch":
-        return cls(batch_size=data.get("batch_size"), negatives_per_row=data.get("negatives_per_row"),
-                   n_batches=data.get("n_batches"), n_rows=data.get("n_rows"), mean_cosine=data.get("mean_cosine"),
-                   within_row_spread=data.get("within_row_spread"),
-                   suggestion=_one(GammaSuggestion, data.get("suggestion")), margins=_tuple(data.get("margins")),
-                   gaussian_approximation=data.get("gaussian_approximation"), why=data.get("why"),
-                   grid=_tuple(data.get("grid")), image=_tuple(data.get("image")),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "batch_size": self.batch_size, "negatives_per_row": self.negatives_per_row, "n_batches": self.n_batches,
-            "n_rows": self.n_rows, "mean_cosine": self.mean_cosine, "within_row_spread": self.within_row_spread,
-            "suggestion": _dict(self.suggestion), "margins": _list(self.margins),
-            "gaussian_approximation": self.gaussian_approximation, "why": self.why, "grid": _list(self.grid),
-            "image": _list(self.image)})
 
 
 @_section
@@ -724,37 +484,6 @@ class Gamma(_Section):
     #: read-only
     sweep: Mapping[str, Any] | None = None
 
-    KEYS = ("rule", "concentration", "headline_batch_size", "suggested_gamma", "suggested_range",
-            "margin_matched_gamma", "encoder_caution", "paper_sweep", "paper_sweep_note", "logit_scale",
-            "logit_scale_source", "hard_edge", "gamma_grid", "n_batches", "seed", "clip", "image_embeddings",
-            "reference", "batches", "batch_sizes_left_out", "sweep")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Gamma":
-        return cls(rule=data.get("rule"), concentration=data.get("concentration"),
-                   headline_batch_size=data.get("headline_batch_size"), suggested_gamma=data.get("suggested_gamma"),
-                   suggested_range=_tuple(data.get("suggested_range")),
-                   margin_matched_gamma=data.get("margin_matched_gamma"), encoder_caution=data.get("encoder_caution"),
-                   paper_sweep=_tuple(data.get("paper_sweep")), paper_sweep_note=data.get("paper_sweep_note"),
-                   logit_scale=data.get("logit_scale"), logit_scale_source=data.get("logit_scale_source"),
-                   hard_edge=data.get("hard_edge"), gamma_grid=_tuple(data.get("gamma_grid")),
-                   n_batches=data.get("n_batches"), seed=data.get("seed"), clip=_tuple(data.get("clip")),
-                   image_embeddings=data.get("image_embeddings"), reference=_tuple(data.get("reference")),
-                   batches=_many(GammaBatch, data.get("batches")), batch_sizes_left_out=_tuple(data.get("batch_sizes_left_out")),
-                   sweep=_tuple(data.get("sweep")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "rule": self.rule, "concentration": self.concentration, "headline_batch_size": self.headline_batch_size,
-            "suggested_gamma": self.suggested_gamma, "suggested_range": _list(self.suggested_range),
-            "margin_matched_gamma": self.margin_matched_gamma, "encoder_caution": self.encoder_caution,
-            "paper_sweep": _list(self.paper_sweep), "paper_sweep_note": self.paper_sweep_note,
-            "logit_scale": self.logit_scale, "logit_scale_source": self.logit_scale_source,
-            "hard_edge": self.hard_edge, "gamma_grid": _list(self.gamma_grid), "n_batches": self.n_batches,
-            "seed": self.seed, "clip": _list(self.clip), "image_embeddings": self.image_embeddings,
-            "reference": _list(self.reference), "batches": _dicts(self.batches),
-            "batch_sizes_left_out": _list(self.batch_sizes_left_out), "sweep": _list(self.sweep)})
-
     @property
     def headline(self) -> GammaBatch | None:
         """The headline batch size's entry (the first), None without any."""
@@ -772,7 +501,7 @@ class Gamma(_Section):
 
     def with_sweep(self, sweep: Mapping[str, Any]) -> "Gamma":
         """This section with a measured curve (GammaSweep.to_dict), frozen as a loaded one is."""
-        return dataclasses.replace(self, sweep=_tuple(sweep))
+        return dataclasses.replace(self, sweep=_frozen(sweep))
 
 
 @_section
@@ -799,29 +528,6 @@ class DupesPair(_Section):
     spans_a: tuple[Mapping[str, Any], ...] | None = None
     spans_b: tuple[Mapping[str, Any], ...] | None = None
 
-    KEYS = ("rank", "neighbour_rank", "index_a", "index_b", "id_a", "id_b", "group_a", "group_b", "text_a", "text_b",
-            "cosine", "jaccard", "exact_duplicate", "shared_words", "only_a_words", "only_b_words", "spans_a",
-            "spans_b")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "DupesPair":
-        return cls(rank=data.get("rank"), neighbour_rank=data.get("neighbour_rank"), index_a=data.get("index_a"),
-                   index_b=data.get("index_b"), id_a=data.get("id_a"), id_b=data.get("id_b"),
-                   group_a=data.get("group_a"), group_b=data.get("group_b"), text_a=data.get("text_a"),
-                   text_b=data.get("text_b"), cosine=data.get("cosine"), jaccard=data.get("jaccard"),
-                   exact_duplicate=data.get("exact_duplicate"), shared_words=_tuple(data.get("shared_words")),
-                   only_a_words=_tuple(data.get("only_a_words")), only_b_words=_tuple(data.get("only_b_words")),
-                   spans_a=_tuple(data.get("spans_a")), spans_b=_tuple(data.get("spans_b")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "rank": self.rank, "neighbour_rank": self.neighbour_rank, "index_a": self.index_a,
-            "index_b": self.index_b, "id_a": self.id_a, "id_b": self.id_b, "group_a": self.group_a,
-            "group_b": self.group_b, "text_a": self.text_a, "text_b": self.text_b, "cosine": self.cosine,
-            "jaccard": self.jaccard, "exact_duplicate": self.exact_duplicate,
-            "shared_words": _list(self.shared_words), "only_a_words": _list(self.only_a_words),
-            "only_b_words": _list(self.only_b_words), "spans_a": _list(self.spans_a), "spans_b": _list(self.spans_b)})
-
 
 @_section
 class DupesQuery(_Section):
@@ -831,16 +537,6 @@ class DupesQuery(_Section):
     id: str | None = None
     group: str | None = None
     text: str | None = None
-
-    KEYS = ("index", "id", "group", "text")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "DupesQuery":
-        return cls(index=data.get("index"), id=data.get("id"), group=data.get("group"), text=data.get("text"),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"index": self.index, "id": self.id, "group": self.group, "text": self.text})
 
 
 @_section
@@ -852,19 +548,6 @@ class DupesExample(_Section):
     query: DupesQuery | None = None
     hardest_cosine: float | None = None
     neighbours: tuple[DupesPair, ...] | None = None
-
-    KEYS = ("quantile", "target_cosine", "query", "hardest_cosine", "neighbours")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "DupesExample":
-        return cls(quantile=data.get("quantile"), target_cosine=data.get("target_cosine"),
-                   query=_one(DupesQuery, data.get("query")), hardest_cosine=data.get("hardest_cosine"),
-                   neighbours=_many(DupesPair, data.get("neighbours")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"quantile": self.quantile, "target_cosine": self.target_cosine,
-                               "query": _dict(self.query), "hardest_cosine": self.hardest_cosine,
-                               "neighbours": _dicts(self.neighbours)})
 
 
 @_section
@@ -890,31 +573,6 @@ class Dupes(_Section):
     near_duplicates: Mapping[str, Any] | None = None
     dedup: Mapping[str, Any] | None = None
 
-    KEYS = ("schema", "n_captions", "n_groups", "threshold", "limit", "top_k", "pairs", "quantiles", "examples",
-            "components_threshold", "components", "warnings", "encoder", "skip_exact", "n_exact_skipped",
-            "near_duplicates", "dedup")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Dupes":
-        return cls(schema=data.get("schema"), n_captions=data.get("n_captions"), n_groups=data.get("n_groups"),
-                   threshold=data.get("threshold"), limit=data.get("limit"), top_k=data.get("top_k"),
-                   pairs=_many(DupesPair, data.get("pairs")), quantiles=_tuple(data.get("quantiles")),
-                   examples=_many(DupesExample, data.get("examples")), components_threshold=data.get("components_threshold"),
-                   components=_tuple(data.get("components")), warnings=_tuple(data.get("warnings")),
-                   encoder=_one(Encoder, data.get("encoder")), skip_exact=data.get("skip_exact"),
-                   n_exact_skipped=data.get("n_exact_skipped"), near_duplicates=_tuple(data.get("near_duplicates")),
-                   dedup=_tuple(data.get("dedup")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "schema": self.schema, "n_captions": self.n_captions, "n_groups": self.n_groups,
-            "threshold": self.threshold, "limit": self.limit, "top_k": self.top_k, "pairs": _dicts(self.pairs),
-            "quantiles": _list(self.quantiles), "examples": _dicts(self.examples),
-            "components_threshold": self.components_threshold, "components": _list(self.components),
-            "warnings": _list(self.warnings), "encoder": _dict(self.encoder), "skip_exact": self.skip_exact,
-            "n_exact_skipped": self.n_exact_skipped, "near_duplicates": _list(self.near_duplicates),
-            "dedup": _list(self.dedup)})
-
 
 @_section
 class TruncationNearDuplicates(_Section):
@@ -924,17 +582,6 @@ class TruncationNearDuplicates(_Section):
     n_pairs: int | None = None
     n_captions: int | None = None
     n_truncation_only: int | None = None
-
-    KEYS = ("threshold", "n_pairs", "n_captions", "n_truncation_only")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TruncationNearDuplicates":
-        return cls(threshold=data.get("threshold"), n_pairs=data.get("n_pairs"), n_captions=data.get("n_captions"),
-                   n_truncation_only=data.get("n_truncation_only"), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {"threshold": self.threshold, "n_pairs": self.n_pairs, "n_captions": self.n_captions,
-                               "n_truncation_only": self.n_truncation_only})
 
 
 @_section
@@ -953,29 +600,6 @@ class TruncationLength(_Section):
     near_duplicates: TruncationNearDuplicates | None = None
     reference: bool | None = None
     movement: Mapping[str, Any] | None = None
-
-    KEYS = ("max_tokens", "n_cut", "share_cut", "pairwise", "hardest_companion", "buckets", "hardest_in_batch",
-            "near_duplicate_in_batch", "near_duplicates", "reference", "movement")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TruncationLength":
-        return cls(max_tokens=data.get("max_tokens"), n_cut=data.get("n_cut"), share_cut=data.get("share_cut"),
-                   pairwise=_one(Distribution, data.get("pairwise")),
-                   hardest_companion=_one(Distribution, data.get("hardest_companion")),
-                   buckets=_one(Buckets, data.get("buckets")),
-                   hardest_in_batch=_one(Distribution, data.get("hardest_in_batch")),
-                   near_duplicate_in_batch=_one(BatchNearDuplicates, data.get("near_duplicate_in_batch")),
-                   near_duplicates=_one(TruncationNearDuplicates, data.get("near_duplicates")),
-                   reference=data.get("reference"), movement=_tuple(data.get("movement")), **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "max_tokens": self.max_tokens, "n_cut": self.n_cut, "share_cut": self.share_cut,
-            "pairwise": _dict(self.pairwise), "hardest_companion": _dict(self.hardest_companion),
-            "buckets": _dict(self.buckets), "hardest_in_batch": _dict(self.hardest_in_batch),
-            "near_duplicate_in_batch": _dict(self.near_duplicate_in_batch),
-            "near_duplicates": _dict(self.near_duplicates), "reference": self.reference,
-            "movement": _list(self.movement)})
 
 
 @_section
@@ -1000,46 +624,132 @@ class Truncation(_Section):
     cut_offset_method: str | None = None
     elapsed_s: float | None = None
 
-    KEYS = ("lengths", "reference_length", "context_length", "threshold", "batch_size", "n_batches", "seed",
-            "bucket_edges", "top_k", "max_listed", "n_captions", "n_groups", "tokens", "per_length",
-            "truncation_only_pairs", "cut_offset_method", "elapsed_s")
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Truncation":
-        return cls(lengths=_tuple(data.get("lengths")), reference_length=data.get("reference_length"),
-                   context_length=data.get("context_length"), threshold=data.get("threshold"),
-                   batch_size=data.get("batch_size"), n_batches=data.get("n_batches"), seed=data.get("seed"),
-                   bucket_edges=_tuple(data.get("bucket_edges")), top_k=data.get("top_k"),
-                   max_listed=data.get("max_listed"), n_captions=data.get("n_captions"), n_groups=data.get("n_groups"),
-                   tokens=_one(Distribution, data.get("tokens")),
-                   per_length=_many(TruncationLength, data.get("per_length")),
-                   truncation_only_pairs=_tuple(data.get("truncation_only_pairs")),
-                   cut_offset_method=data.get("cut_offset_method"), elapsed_s=data.get("elapsed_s"),
-                   **_kept(data, cls.KEYS))
+@_section
+class LeakTrain(_Section):
+    """The training set a leak was looked for in."""
 
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "lengths": _list(self.lengths), "reference_length": self.reference_length,
-            "context_length": self.context_length, "threshold": self.threshold, "batch_size": self.batch_size,
-            "n_batches": self.n_batches, "seed": self.seed, "bucket_edges": _list(self.bucket_edges),
-            "top_k": self.top_k, "max_listed": self.max_listed, "n_captions": self.n_captions,
-            "n_groups": self.n_groups, "tokens": _dict(self.tokens), "per_length": _dicts(self.per_length),
-            "truncation_only_pairs": _list(self.truncation_only_pairs), "cut_offset_method": self.cut_offset_method,
-            "elapsed_s": self.elapsed_s})
+    source: str | None = None
+    format: str | None = None
+    n_captions: int | None = None
+    n_groups: int | None = None
+
+
+@_section
+class LeakTwin(_Section):
+    """A leaked evaluation caption with its closest training twin, words marked as in `capgeo dupes`
+    (``spans_eval``/``spans_train`` are read-only ``{start, end, kind}`` mappings)."""
+
+    eval_id: str | None = None
+    eval_group: str | None = None
+    eval_text: str | None = None
+    train_id: str | None = None
+    train_group: str | None = None
+    train_text: str | None = None
+    cosine: float | None = None
+    jaccard: float | None = None
+    exact_duplicate: bool | None = None
+    shared_words: tuple[str, ...] | None = None
+    only_eval_words: tuple[str, ...] | None = None
+    only_train_words: tuple[str, ...] | None = None
+    spans_eval: tuple[Mapping[str, Any], ...] | None = None
+    spans_train: tuple[Mapping[str, Any], ...] | None = None
+
+
+@_section
+class ImageMatch(_Section):
+    """An evaluation image that is a training image: the two image ids (and their image cosine)."""
+
+    eval: str | None = None
+    train: str | None = None
+    cosine: float | None = None
+
+
+@_section
+class ImageLeak(_Section):
+    """An evaluation set's images that are training images (capgeo.findings.image_leak), in each way
+    both sets allow: file name, content hash, image vectors (a way's fields None where it did not apply)."""
+
+    ways: tuple[str, ...] | None = None
+    n_name_matches: int | None = None
+    name_matches: tuple[ImageMatch, ...] | None = None
+    #: where each set's image vectors came from: ``{"train": ..., "eval": ...}``
+    vectors: Mapping[str, Any] | None = None
+    n_hash_matches: int | None = None
+    hash_matches: tuple[ImageMatch, ...] | None = None
+    threshold: float | None = None
+    n_near_images: int | None = None
+    near_matches: tuple[ImageMatch, ...] | None = None
+    n_images: int | None = None
+    n_shared: int | None = None
+
+
+@_section
+class EvalLeak(_Section):
+    """One evaluation set's captions with a twin in the training set (docs/leak.md); the image counts
+    are None in a profile saved before they were written."""
+
+    source: str | None = None
+    format: str | None = None
+    n_captions: int | None = None
+    n_leaked: int | None = None
+    share_leaked: float | None = None
+    n_exact: int | None = None
+    #: training captions twinned with one of its captions
+    n_train_twins: int | None = None
+    #: its images, those with a caption twinned, those with every caption twinned
+    n_groups: int | None = None
+    n_groups_leaked: int | None = None
+    n_groups_all_leaked: int | None = None
+    #: training images holding a twin
+    n_train_groups_twinned: int | None = None
+    leaked_groups: tuple[str, ...] | None = None
+    all_leaked_groups: tuple[str, ...] | None = None
+    leaked_ids: tuple[str, ...] | None = None
+    train_ids_to_drop: tuple[str, ...] | None = None
+    #: the closest (eval, train) pairs, closest first
+    pairs: tuple[LeakTwin, ...] | None = None
+    images: ImageLeak | None = None
 
 
 @_section
 class Leak(_Section):
-    """The ``leak`` section (`capgeo report --leak`, docs/leak.md); its evaluation sets stay read-only JSON."""
+    """Evaluation captions with an exact or near twin in the training set: the `capgeo leak` result
+    (``capgeo.leak/1``, docs/leak.md), also a profile's ``leak`` section (`capgeo report --leak`)."""
 
-    body: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    schema: str | None = None
+    train: LeakTrain | None = None
+    #: the encoder's EncoderInfo (None, written as null, for vectors without one)
+    encoder: Mapping[str, Any] | None = None
+    threshold: float | None = None
+    normalize: str | None = None
+    #: one per evaluation set, in the order given
+    evals: tuple[EvalLeak, ...] | None = None
+    #: every set's training twins, in training-set order
+    train_ids_to_drop: tuple[str, ...] | None = None
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Leak":
-        return cls(body=_frozen(dict(data)))
+    @property
+    def n_leaked(self) -> int:
+        """Evaluation captions with a training twin, over every evaluation set."""
+        return sum(entry.n_leaked for entry in self.evals or ())
 
-    def to_dict(self) -> dict:
-        return _plain(self.body)
+    @property
+    def train_source(self) -> str | None:
+        return self.train.source if self.train else None
+
+    @property
+    def n_train_captions(self) -> int | None:
+        return self.train.n_captions if self.train else None
+
+    def to_polars(self):
+        """One row per listed pair of every evaluation set, its ``eval_source`` first."""
+        import polars as pl
+
+        rows = [{"eval_source": entry.source, **pair.to_dict()} for entry in self.evals or ()
+                for pair in entry.pairs or ()]
+        if not rows:
+            return pl.DataFrame(schema={"eval_source": pl.String})
+        return pl.DataFrame(rows, infer_schema_length=None)
 
 
 @_section
@@ -1059,27 +769,6 @@ class Pairs(_Section):
     saturation: Mapping[str, Any] | None = None
     twins: Mapping[str, Any] | None = None
     thumbnails: Mapping[str, str] | None = None
-
-    KEYS = ("source", "n_pairs", "n_images", "n_images_missing", "alignment", "alignment_per_image", "retrieval",
-            "mismatched", "false_negatives", "saturation", "twins", "thumbnails")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Pairs":
-        return cls(source=data.get("source"), n_pairs=data.get("n_pairs"), n_images=data.get("n_images"),
-                   n_images_missing=data.get("n_images_missing"), alignment=_tuple(data.get("alignment")),
-                   alignment_per_image=_tuple(data.get("alignment_per_image")),
-                   retrieval=_tuple(data.get("retrieval")), mismatched=_tuple(data.get("mismatched")),
-                   false_negatives=_tuple(data.get("false_negatives")), saturation=_tuple(data.get("saturation")),
-                   twins=_tuple(data.get("twins")), thumbnails=_tuple(data.get("thumbnails")),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "source": self.source, "n_pairs": self.n_pairs, "n_images": self.n_images,
-            "n_images_missing": self.n_images_missing, "alignment": _list(self.alignment),
-            "alignment_per_image": _list(self.alignment_per_image), "retrieval": _list(self.retrieval),
-            "mismatched": _list(self.mismatched), "false_negatives": _list(self.false_negatives),
-            "saturation": _list(self.saturation), "twins": _list(self.twins), "thumbnails": _list(self.thumbnails)})
 
 
 @_section
@@ -1109,35 +798,6 @@ class CaptionMap(_Section):
     #: distinct images among the points (of which ``thumbnails`` holds some)
     n_mapped_images: int | None = None
 
-    KEYS = ("method", "pca_dimensions", "neighbours", "seed", "n_captions", "n_points", "sampled", "seconds",
-            "near_duplicate_threshold", "text_chars", "x", "y", "caption_ids", "groups", "texts", "hardest_companion",
-            "near_duplicate_set", "leaked", "thumbnails", "n_mapped_images")
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CaptionMap":
-        return cls(method=data.get("method"), pca_dimensions=data.get("pca_dimensions"),
-                   neighbours=data.get("neighbours"), seed=data.get("seed"),
-                   n_captions=data.get("n_captions"), n_points=data.get("n_points"), sampled=data.get("sampled"),
-                   seconds=data.get("seconds"), near_duplicate_threshold=data.get("near_duplicate_threshold"),
-                   text_chars=data.get("text_chars"), x=_tuple(data.get("x")), y=_tuple(data.get("y")),
-                   caption_ids=_tuple(data.get("caption_ids")), groups=_tuple(data.get("groups")),
-                   texts=_tuple(data.get("texts")), hardest_companion=_tuple(data.get("hardest_companion")),
-                   near_duplicate_set=_tuple(data.get("near_duplicate_set")), leaked=_tuple(data.get("leaked")),
-                   thumbnails=_tuple(data.get("thumbnails")), n_mapped_images=data.get("n_mapped_images"),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        return _written(self, {
-            "method": self.method, "pca_dimensions": self.pca_dimensions, "neighbours": self.neighbours,
-            "seed": self.seed,
-            "n_captions": self.n_captions, "n_points": self.n_points, "sampled": self.sampled,
-            "seconds": self.seconds, "near_duplicate_threshold": self.near_duplicate_threshold,
-            "text_chars": self.text_chars, "x": _list(self.x), "y": _list(self.y),
-            "caption_ids": _list(self.caption_ids), "groups": _list(self.groups), "texts": _list(self.texts),
-            "hardest_companion": _list(self.hardest_companion), "near_duplicate_set": _list(self.near_duplicate_set),
-            "leaked": _list(self.leaked), "thumbnails": _list(self.thumbnails),
-            "n_mapped_images": self.n_mapped_images})
-
 
 @_section
 class Profile(_Section):
@@ -1165,10 +825,6 @@ class Profile(_Section):
     map: CaptionMap | None = None
     pairs: Pairs | None = None
 
-    KEYS = ("schema", "dataset", "encoder", "lengths", "pairwise", "within_group", "hardest_companion", "companions",
-            "exact_duplicates", "near_duplicates", "batches", "options", "provenance", "dupes", "gamma",
-            "gamma_left_out", "truncation", "leak", "map", "pairs")
-
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], where: str = "profile", *, check: bool = True) -> "Profile":
         """The typed profile of a ``capgeo.profile/1`` dict; CapgeoError for anything else
@@ -1178,33 +834,7 @@ class Profile(_Section):
 
         if check:
             check_profile(data, where)
-        return cls(schema=data.get("schema"), dataset=_one(Dataset, data.get("dataset")),
-                   encoder=_one(Encoder, data.get("encoder")), lengths=_one(Lengths, data.get("lengths")),
-                   pairwise=_one(Distribution, data.get("pairwise")),
-                   within_group=_one(Distribution, data.get("within_group")),
-                   hardest_companion=_one(Distribution, data.get("hardest_companion")),
-                   companions=_one(Companions, data.get("companions")),
-                   exact_duplicates=_one(ExactDuplicates, data.get("exact_duplicates")),
-                   near_duplicates=_one(NearDuplicates, data.get("near_duplicates")),
-                   batches=_many(BatchStatistics, data.get("batches")), options=_one(Options, data.get("options")),
-                   provenance=_one(Provenance, data.get("provenance")), dupes=_one(Dupes, data.get("dupes")),
-                   gamma=_one(Gamma, data.get("gamma")), gamma_left_out=data.get("gamma_left_out"),
-                   truncation=_one(Truncation, data.get("truncation")), leak=_one(Leak, data.get("leak")),
-                   map=_one(CaptionMap, data.get("map")), pairs=_one(Pairs, data.get("pairs")),
-                   **_kept(data, cls.KEYS))
-
-    def to_dict(self) -> dict:
-        """The ``capgeo.profile/1`` JSON object (plain dicts and lists), as :meth:`from_dict` read it."""
-        return _written(self, {
-            "schema": self.schema, "dataset": _dict(self.dataset), "encoder": _dict(self.encoder),
-            "lengths": _dict(self.lengths), "pairwise": _dict(self.pairwise),
-            "within_group": _dict(self.within_group), "hardest_companion": _dict(self.hardest_companion),
-            "companions": _dict(self.companions), "exact_duplicates": _dict(self.exact_duplicates),
-            "near_duplicates": _dict(self.near_duplicates), "batches": _dicts(self.batches),
-            "options": _dict(self.options), "provenance": _dict(self.provenance), "dupes": _dict(self.dupes),
-            "gamma": _dict(self.gamma), "gamma_left_out": self.gamma_left_out,
-            "truncation": _dict(self.truncation), "leak": _dict(self.leak), "map": _dict(self.map),
-            "pairs": _dict(self.pairs)})
+        return super().from_dict(data)
 
     @property
     def headline(self) -> BatchStatistics | None:

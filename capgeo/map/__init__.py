@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from capgeo.defaults import MAP_THUMBNAIL_CHARS, MAP_THUMBNAILS, NEAR_DUPLICATE_THRESHOLD, REPORT_PAGE_BYTES, TOP_K
 from capgeo.errors import CapgeoError
+
+if TYPE_CHECKING:
+    from capgeo.geometry.typed_profile import Leak
 
 #: `capgeo map` projects at most this many captions; above it, a seeded random sample of this many.
 DEFAULT_MAX_POINTS = 100_000
@@ -445,11 +448,11 @@ def _wrapped(text: str, width: int = 80) -> str:
     return "<br>".join(lines)
 
 
-def dataset_map(captions, vectors, options: MapOptions | None = None, *, scan=None, leak: dict | None = None,
+def dataset_map(captions, vectors, options: MapOptions | None = None, *, scan=None, leak: Leak | None = None,
                 device: str | None = None, progress: bool | None = None, **fields) -> dict:
     """:func:`map_section` with what it shows computed here: each caption's hardest companion and the
     near-duplicate sets from ``scan`` (the exact pairwise pass, run here when None or too short), the
-    leaked training captions from ``leak`` (a `capgeo leak` section: its ``train_ids_to_drop``), and
+    leaked training captions from ``leak`` (a `capgeo leak` result: its ``train_ids_to_drop``), and
     the options' ``thumbnail`` (the images' thumbnails, for the hover) as given. When
     every caption is mapped, that one pass also gives the projection's neighbour graph
     (:func:`knn_from_scan`); a sample gets a pass of its own (:func:`knn_graph`)."""
@@ -473,7 +476,7 @@ def dataset_map(captions, vectors, options: MapOptions | None = None, *, scan=No
     components = near_duplicate_components(captions, vectors, options.near_duplicate_threshold, scan=scan,
                                            device=device)
     neighbours = knn_from_scan(scan, captions.group_codes, vectors, neighbour_count(n)) if whole else None
-    leaked = (leak or {}).get("train_ids_to_drop") or ()
+    leaked = (leak.train_ids_to_drop if leak is not None else None) or ()
     return map_section(captions, vectors, options, points=MapPoints(hardest, components, leaked),
                        neighbours=neighbours, device=device, progress=progress)
 

@@ -23,7 +23,7 @@ from capgeo.captions.shards import is_pattern
 from capgeo.encoders.checkpoint import first_line
 from capgeo.errors import CapgeoError
 from capgeo.geometry.profile_options import ProfileOptions
-from capgeo.geometry.typed_profile import CaptionMap, Dataset, Dupes, Encoder, Leak, Lengths, Profile, Provenance
+from capgeo.geometry.typed_profile import CaptionMap, Dataset, Dupes, Encoder, Lengths, Profile, Provenance
 from capgeo.paths import check_output_paths, check_outputs, encoder_input_file, encoder_input_files, result_schema
 from capgeo.pipeline import EncodeOptions, load_set
 
@@ -219,7 +219,7 @@ def run_report(plan: ReportPlan, *, progress: bool | None = None, command: str |
         leak = leak_sets(captions, report.leak, encode, train_embeddings=embeddings, progress=progress,
                          images=_leak_images(pair_images, captions, embeddings, plan.profile.pairs),
                          image_threshold=getattr(report.pairs, "image_threshold", None), notes=leak_notes)
-        profile = replace(profile, leak=Leak.from_dict(leak))
+        profile = replace(profile, leak=leak)
         notes += [f"Leak: {note}." for note in leak_notes]
     if report.caption_map:
         profile, added = add_map_section(profile, captions, embeddings, scan=scan, seed=options.seed,
@@ -255,7 +255,7 @@ def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: 
     threshold = _threshold(profile)
     try:
         section = dataset_map(captions, embeddings.vectors, scan=scan,
-                              leak=profile.leak.to_dict() if profile.leak else None, seed=seed,
+                              leak=profile.leak, seed=seed,
                               max_points=REPORT_MAX_POINTS, thumbnail=thumbnail, device=device, progress=progress,
                               **({} if threshold is None else {"near_duplicate_threshold": threshold}))
     except MapUnavailable as error:
