@@ -25,8 +25,8 @@ from capgeo.defaults import DUPES_TOP
 
 if TYPE_CHECKING:
     from typing import Unpack
-# the leak result is the one typed class the command, the report's section and Python share
-from capgeo.geometry.typed_profile import EvalLeak, Leak
+
+    from capgeo.geometry.typed_profile import Leak
 
 __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "BatchPlan", "near_duplicates", "leak",
            "suggest_gamma", "plan_batches"]
@@ -36,12 +36,17 @@ __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "
 
 
 def __getattr__(name: str):
-    # NearDuplicates, the result of near_duplicates, is the `capgeo dupes` result itself
-    # (capgeo.findings.duplicates.NearDuplicatePairs), imported on first use: numpy stays unloaded
+    # the results are the commands' own typed classes, imported on first use so that `import capgeo`
+    # loads nothing else: NearDuplicates is the `capgeo dupes` result (NearDuplicatePairs), Leak and
+    # EvalLeak the `capgeo leak` result that the report's section holds too
     if name == "NearDuplicates":
         from capgeo.findings.duplicates import NearDuplicatePairs
 
         return NearDuplicatePairs
+    if name in ("Leak", "EvalLeak"):
+        from capgeo.geometry import typed_profile
+
+        return getattr(typed_profile, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -65,15 +65,16 @@ def test_the_gamma_section_built_is_the_section_its_json_loads_as():
 
 def test_the_pairs_section_built_is_the_section_its_json_loads_as():
     import capgeo
-    from capgeo.findings.pairs import PairSectionOptions, image_vectors_from_array, pairs_section
+    from capgeo.findings.pairs import PairSectionOptions, pairs_section
     from capgeo.geometry.typed_profile import Pairs
+    from capgeo.images.vectors import from_array
 
     rng = np.random.default_rng(1)
     captions = capgeo.load_captions([{"caption": f"a photo number {i} of thing {i // 2}", "image": f"img{i // 2}"}
                                      for i in range(24)])
     text = rng.standard_normal((24, 8)).astype(np.float32)
     text /= np.linalg.norm(text, axis=1, keepdims=True)
-    images = image_vectors_from_array(rng.standard_normal((12, 8)), "x", 12, 8)
+    images = from_array(captions, rng.standard_normal((12, 8)), "x", width=8)
     built = pairs_section(captions, text, images, PairSectionOptions(batch_size=4, n_batches=3, delta=0.5))
     written = json.loads(json.dumps(built.to_dict()))
     assert isinstance(built, Pairs) and Pairs.from_dict(written) == built

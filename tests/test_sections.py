@@ -30,7 +30,7 @@ PAGE_ORDER = ["alerts", "headline", "summary", "distributions", "hardest-negativ
 def _pairs_section() -> Pairs:
     """A real pairs section of 12 images and 24 captions, computed by the entry's own function."""
     from capgeo.captions import load_captions
-    from capgeo.findings.pairs import image_vectors_from_array
+    from capgeo.images.vectors import from_array
 
     rng = np.random.default_rng(0)
     images = rng.standard_normal((12, 16))
@@ -40,7 +40,7 @@ def _pairs_section() -> Pairs:
     captions = load_captions([{"id": f"c{k}", "group": f"img{g}", "text": f"caption {k} of image {g}"}
                               for k, g in enumerate(codes)], id_column="id", group_column="group", text_column="text")
     compute = resolve(next(entry for entry in SECTIONS if entry.name == "pairs").compute)
-    section = compute(captions, text, image_vectors_from_array(images, "images.npy", 12, 16), batch_size=4,
+    section = compute(captions, text, from_array(captions, images, "images.npy", width=16), batch_size=4,
                       n_batches=3)
     assert isinstance(section, Pairs)
     return section
