@@ -829,8 +829,9 @@ class NearDuplicatePairs:
         return NearDuplicateTotals.from_dict(self.section.near_duplicates)
 
     @property
-    def encoder(self) -> dict | None:
-        return None if self.section.encoder is None else self.section.encoder.to_dict()
+    def encoder(self) -> Encoder | None:
+        """The encoder the pairs were found under (``.spec``, ``.name``, ``.fingerprint`` ...)."""
+        return self.section.encoder
 
     @property
     def warnings(self) -> tuple[str, ...]:
