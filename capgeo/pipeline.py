@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from capgeo.defaults import BATCHES_EPOCHS, NEAR_DUPLICATE_THRESHOLD, TOP_K
 from capgeo.errors import CapgeoError, EncoderError
@@ -113,12 +113,38 @@ def embed_captions_at_lengths(captions, encode: EncodeOptions, lengths: Sequence
     """(the text encoder, the captions' Embeddings at each of ``lengths`` and at the full context,
     keyed by length): :func:`embed_captions` for `capgeo truncation`, which embeds from the encoder
     itself at each length (``encode.max_tokens`` does not apply; None: the lengths below the
-    context), through the same cache (capgeo.findings.truncation.embed_at_lengths)."""
-    from capgeo.findings.truncation import embed_at_lengths, resolve_lengths, truncation_encoder
+    context), through the same cache (:func:`embed_at_lengths`)."""
+    from capgeo.findings.truncation import resolve_lengths
 
     text_encoder = truncation_encoder(encode.encoder, device=encode.device, cache_dir=encode.cache_dir)
     return text_encoder, embed_at_lengths(captions, text_encoder, resolve_lengths(lengths, text_encoder.info),
                                           cache_dir=encode.cache_dir, use_cache=encode.use_cache, progress=progress)
+
+
+def truncation_encoder(encoder=None, *, device: str | None = None, cache_dir=None):
+    """The text encoder that embeds at each length: ``encoder`` when loaded already, else the one its
+    spec names (None: the embedded default), refused when it cannot cut captions itself."""
+    from capgeo.encoders import get_encoder
+    from capgeo.encoders.embed import _is_encoder
+    from capgeo.findings.truncation import check_encoder
+
+    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device, cache_dir=cache_dir)
+    check_encoder(text_encoder)
+    return text_encoder
+
+
+def embed_at_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=None, use_cache: bool = True,
+                     progress: bool | None = None) -> Mapping[int, Any]:
+    """Embeddings of ``captions`` at each length and at the full context, keyed by length (a loaded
+    ``encoder``): :func:`capgeo.encoders.lengths.embed_lengths`. Only the captions a length cuts
+    are encoded at it; CLIP and Long-CLIP towers give every length from one forward (exact, see
+    :mod:`capgeo.encoders.prefix`); each length is cached as ``embed(..., max_tokens=L)`` is."""
+    from capgeo.encoders.lengths import embed_lengths
+    from capgeo.findings.truncation import check_encoder, resolve_lengths
+
+    check_encoder(encoder)
+    resolve_lengths(lengths, encoder.info)  # a length above the context (or below 2) is an error here too
+    return embed_lengths(captions, encoder, lengths, cache_dir=cache_dir, use_cache=use_cache, progress=progress)
 
 
 def is_embeddings(value) -> bool:
@@ -648,6 +674,28 @@ def truncation_dataset(captions, encode: EncodeOptions | None = None, options=No
     ``options`` and ``provenance``."""
     return run_profile(captions, encode, options, passes=TruncationPasses(lengths, threshold, max_listed),
                        progress=progress, command=command)
+
+
+def truncation_profile(captions, encoder=None, encoding=None, options=None, *, progress: bool | None = None,
+                       command: str | None = None, **fields) -> Profile:
+    """`capgeo truncation` in one call on loaded captions: a typed ``capgeo.profile/1`` Profile with
+    ``dataset``, ``encoder``, ``truncation``, ``options`` and ``provenance``
+    (capgeo.findings.truncation.truncation_result of :func:`embed_captions_at_lengths`).
+    ``encoder`` is a spec, a loaded encoder or None (the embedded default); ``encoding`` a
+    LengthEncoding (lengths, cache_dir, use_cache), ``options`` a TruncationOptions (both
+    capgeo.findings.truncation); ``fields`` set theirs by name."""
+    import time
+
+    from capgeo.findings.truncation import check_options, split_options, truncation_result
+
+    started = time.perf_counter()
+    encoding, options = split_options(encoding, options, **fields)
+    # fail on bad options before loading a model and encoding
+    check_options(captions, options.threshold, options.edges, options.batch_size, options.max_listed)
+    encode = EncodeOptions(encoder, device=options.device, cache_dir=encoding.cache_dir, use_cache=encoding.use_cache)
+    text_encoder, embeddings = embed_captions_at_lengths(captions, encode, encoding.lengths, progress=progress)
+    return truncation_result(captions, text_encoder, embeddings, options, progress=progress, command=command,
+                             started=started)
 
 
 def with_gamma(profile: Profile, captions, embeddings, *, logit_scale: float | None = None,

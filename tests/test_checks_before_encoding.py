@@ -36,7 +36,7 @@ def files(tmp_path_factory):
 def no_encoding(monkeypatch):
     """Any encoder loaded or any caption embedded fails the test."""
     import capgeo.encoders
-    import capgeo.findings.truncation as truncation
+    import capgeo.pipeline as pipeline
     from capgeo.pipeline import EncodeOptions
 
     def never(*args, **kwargs):
@@ -45,7 +45,7 @@ def no_encoding(monkeypatch):
     monkeypatch.setattr(EncodeOptions, "embed", never)
     monkeypatch.setattr(capgeo.encoders, "embed", never)
     monkeypatch.setattr(capgeo.encoders, "get_encoder", never)
-    monkeypatch.setattr(truncation, "embed_at_lengths", never)
+    monkeypatch.setattr(pipeline, "embed_at_lengths", never)
 
 
 def refused(*args, says: str) -> None:

@@ -70,7 +70,7 @@ def test_gamma_json_is_gamma_profiles_own(dataset):
 
 
 def test_truncation_json_is_truncation_profiles_own(dataset):
-    from capgeo.findings.truncation import truncation_profile
+    from capgeo.pipeline import truncation_profile
 
     folder, data, _ = dataset
     cache = folder / "cache"
@@ -93,14 +93,14 @@ def test_truncation_json_is_truncation_profiles_own(dataset):
 ])
 def test_options_are_refused_before_any_encoding(dataset, monkeypatch, options, passes, says):
     import capgeo.encoders
-    import capgeo.findings.truncation as truncation
+    import capgeo.pipeline as pipeline
 
     def never(*args, **kwargs):
         raise AssertionError("encoded before the options were checked")
 
     monkeypatch.setattr(EncodeOptions, "embed", never)
     monkeypatch.setattr(capgeo.encoders, "get_encoder", never)
-    monkeypatch.setattr(truncation, "embed_at_lengths", never)
+    monkeypatch.setattr(pipeline, "embed_at_lengths", never)
     _, data, _ = dataset
     with pytest.raises(CapgeoError, match=says):
         run_profile(str(data), EncodeOptions(use_cache=False), options, passes=passes, progress=False)

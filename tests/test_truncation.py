@@ -15,13 +15,12 @@ from capgeo.errors import CapgeoError, EncoderError
 from capgeo.findings.truncation import (
     cut_offset,
     cut_offsets,
-    embed_at_lengths,
     parse_lengths,
     resolve_lengths,
-    truncation_profile,
     truncation_section,
 )
 from capgeo.geometry.batches import sample_batches
+from capgeo.pipeline import embed_at_lengths, truncation_profile
 
 
 def caption_set(texts, groups=None) -> CaptionSet:

@@ -74,7 +74,7 @@ def test_truncation_and_ray_workers_keep_the_memo_in_the_cache_folder_given(tmp_
     """`truncation` (and `report --truncation`) and the Ray workers' encoders wrote the memo to the
     default folder, outside --cache-dir: those runs hashed the checkpoint again every time."""
     from _action_fixtures import caption_set
-    from capgeo.findings.truncation import truncation_profile
+    from capgeo.pipeline import truncation_profile
     from capgeo.scale.encode import ShardEncoder
 
     default, chosen = tmp_path / "default", tmp_path / "chosen"

@@ -2,8 +2,9 @@
 
 A text encoder sees at most its context length in tokens; dense captions run
 far longer, so what a model trains on is the geometry of caption *openings*.
-This module embeds one dataset at several maximum token lengths L (the
-encoder's full context always included, as the reference) and compares, per L:
+This module takes one dataset's embeddings at several maximum token lengths L
+(the encoder's full context always included, as the reference; capgeo.pipeline
+encodes them) and compares, per L:
 
 * how many captions are cut at L;
 * the distribution of negative (different-group) cosines and of each caption's
@@ -76,7 +77,7 @@ class TruncationOptions:
 
 @dataclass(frozen=True)
 class LengthEncoding:
-    """How `capgeo truncation` embeds the captions at each length (:func:`embed_at_lengths`)."""
+    """How `capgeo truncation` embeds the captions at each length (:func:`capgeo.pipeline.embed_at_lengths`)."""
 
     #: None: DEFAULT_LENGTHS below the encoder's context; the context is always added
     lengths: Sequence[int] | None = None
@@ -191,22 +192,6 @@ def check_encoder_spec(spec: str | None) -> None:
 def _cannot_recut(spec: str) -> EncoderError:
     return EncoderError(f"{spec}: precomputed vectors have no tokenizer and cannot be re-encoded at other lengths; "
                         "pass an encoder to run (--encoder, e.g. ViT-L-14/openai or the default all-MiniLM-L6-v2)")
-
-
-# --------------------------------------------------------------------------- embedding
-
-
-def embed_at_lengths(captions, encoder, lengths: Sequence[int], *, cache_dir=None, use_cache: bool = True,
-                     progress: bool | None = None) -> Mapping[int, object]:
-    """Embeddings of ``captions`` at each length and at the full context, keyed by length (a loaded
-    ``encoder``): :func:`capgeo.encoders.lengths.embed_lengths`. Only the captions a length cuts
-    are encoded at it; CLIP and Long-CLIP towers give every length from one forward (exact, see
-    :mod:`capgeo.encoders.prefix`); each length is cached as ``embed(..., max_tokens=L)`` is."""
-    from capgeo.encoders.lengths import embed_lengths
-
-    check_encoder(encoder)
-    resolve_lengths(lengths, encoder.info)  # a length above the context (or below 2) is an error here too
-    return embed_lengths(captions, encoder, lengths, cache_dir=cache_dir, use_cache=use_cache, progress=progress)
 
 
 # --------------------------------------------------------------------------- cut points
@@ -432,7 +417,7 @@ def truncation_section(captions, embeddings_by_length: Mapping, encoder=None, op
     """The ``truncation`` section (docs/truncation.md) from embeddings at several lengths.
 
     ``embeddings_by_length`` maps each maximum token length to the captions'
-    :class:`~capgeo.encoders.base.Embeddings` (:func:`embed_at_lengths`); its
+    :class:`~capgeo.encoders.base.Embeddings` (:func:`capgeo.pipeline.embed_at_lengths`); its
     largest length is the reference (normally the encoder's context).
     ``encoder`` (with ``token_counts``) places the cut points of listed pairs;
     without it they are left out (``cut_offset`` null). ``options``: a
@@ -487,53 +472,11 @@ def truncation_section(captions, embeddings_by_length: Mapping, encoder=None, op
         elapsed_s=round(time.perf_counter() - started, 3))
 
 
-# --------------------------------------------------------------------------- one call
-
-
-def truncation_profile(captions, encoder=None, encoding: LengthEncoding | None = None,
-                       options: TruncationOptions | None = None, *, progress: bool | None = None,
-                       command: str | None = None, **fields) -> Profile:
-    """`capgeo truncation` in one call: a typed ``capgeo.profile/1`` Profile with ``dataset``,
-    ``encoder``, ``truncation`` (:func:`truncation_section`), ``options`` and ``provenance``.
-    ``encoder`` is a spec, a loaded encoder or None (the embedded default); ``fields`` set those of
-    ``encoding`` (lengths, cache_dir, use_cache) and ``options`` (the rest) by name."""
-    return truncation_run(captions, encoder, encoding, options, progress=progress, command=command, **fields)[1]
-
-
-def truncation_run(captions, encoder=None, encoding: LengthEncoding | None = None,
-                   options: TruncationOptions | None = None, *, progress: bool | None = None,
-                   command: str | None = None, checked: bool = False, **fields) -> tuple[Mapping, Profile]:
-    """:func:`truncation_profile`, and the embeddings at each length it was built from:
-    (embeddings by length, profile). ``checked``: the options were checked already
-    (capgeo.pipeline.plan_profile checks them with the run's other options)."""
-    started = time.perf_counter()
-    encoding, options = split_options(encoding, options, **fields)
-    if not checked:
-        # fail on bad options before loading a model and encoding
-        check_options(captions, options.threshold, options.edges, options.batch_size, options.max_listed)
-    text_encoder = truncation_encoder(encoder, device=options.device, cache_dir=encoding.cache_dir)
-    embeddings = embed_at_lengths(captions, text_encoder, resolve_lengths(encoding.lengths, text_encoder.info),
-                                  cache_dir=encoding.cache_dir, use_cache=encoding.use_cache, progress=progress)
-    return embeddings, truncation_result(captions, text_encoder, embeddings, options, progress=progress,
-                                         command=command, started=started)
-
-
-def truncation_encoder(encoder=None, *, device: str | None = None, cache_dir=None):
-    """The text encoder that embeds at each length: ``encoder`` when loaded already, else the one its
-    spec names (None: the embedded default), refused when it cannot cut captions itself."""
-    from capgeo.encoders import get_encoder
-    from capgeo.encoders.embed import _is_encoder
-
-    text_encoder = encoder if _is_encoder(encoder) else get_encoder(encoder, device=device, cache_dir=cache_dir)
-    check_encoder(text_encoder)
-    return text_encoder
-
-
 def truncation_result(captions, text_encoder, embeddings_by_length: Mapping, options: TruncationOptions | None = None,
                       *, progress: bool | None = None, command: str | None = None,
                       started: float | None = None) -> Profile:
     """The typed ``capgeo.profile/1`` Profile of `capgeo truncation` from the embeddings at each length
-    (:func:`embed_at_lengths`): ``dataset``, ``encoder``, ``truncation`` (:func:`truncation_section`
+    (:func:`capgeo.pipeline.embed_at_lengths`): ``dataset``, ``encoder``, ``truncation`` (:func:`truncation_section`
     with ``options``), ``options`` and ``provenance`` (``started``: the run's start, a
     ``time.perf_counter()``)."""
     from capgeo.geometry.profile import SCHEMA, provenance, summarize_dataset, to_json_ready
