@@ -35,6 +35,7 @@ from capgeo.errors import CapgeoError, EncoderError
 if TYPE_CHECKING:
     from capgeo.findings.leak import LeakImageVectors
     from capgeo.geometry.typed_profile import Leak, Profile
+    from capgeo.training.plan import BatchPlan
 
 
 @dataclass(frozen=True)
@@ -1003,14 +1004,14 @@ class BatchesOptions:
 
 def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None,
                     output: str | Path | None = None, keep_batches: bool = False, progress: bool | None = None,
-                    force: bool = False, **plan) -> dict:
+                    force: bool = False, **plan) -> BatchPlan:
     """`capgeo batches` in one call (docs/batches.md): check the options and the dataset
     (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), plan
     ``epochs`` epochs of batches of ``batch_size`` with no two captions of one image, exact copies
     or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan; ``plan``:
     :class:`BatchesOptions`' fields), write them to ``output`` (batches.jsonl) when given, and
-    return the ``capgeo.batches/1`` result; with ``keep_batches`` it also holds the batches under
-    "batches" (``[epoch][k]``: row numbers). ``output`` never replaces the dataset, nor, unless
+    return the ``capgeo.batches/1`` result (capgeo.training.plan.BatchPlan); with ``keep_batches``
+    it also holds the batches (``batches[epoch][k]``: row numbers). ``output`` never replaces the dataset, nor, unless
     ``force``, an existing file capgeo did not write."""
     from capgeo.paths import check_outputs
     from capgeo.preflight import check_pair_threshold
@@ -1033,11 +1034,8 @@ def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings
 
         write_batches(str(output), plans, captions.ids)
     encoder = embeddings.info.to_dict() if getattr(embeddings, "info", None) is not None else None
-    result = plan_section(conflicts, plans, n_groups=captions.n_groups, encoder=encoder,
-                          output=None if output is None else str(output))
-    if keep_batches:
-        result["batches"] = tuple(tuple(tuple(batch.tolist()) for batch in plan.batches) for plan in plans)
-    return result
+    return plan_section(conflicts, plans, n_groups=captions.n_groups, encoder=encoder,
+                        output=None if output is None else str(output), keep_batches=keep_batches)
 
 
 def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str | Path | None = None,
