@@ -33,6 +33,7 @@ from capgeo.defaults import BATCHES_EPOCHS, NEAR_DUPLICATE_THRESHOLD, TOP_K
 from capgeo.errors import CapgeoError, EncoderError
 
 if TYPE_CHECKING:
+    from capgeo.encoders.embed import EncodeSummary
     from capgeo.findings.leak import LeakImageVectors
     from capgeo.geometry.typed_profile import Leak, Profile
     from capgeo.training.plan import BatchPlan
@@ -1039,12 +1040,13 @@ def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings
 
 
 def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str | Path | None = None,
-                   progress: bool | None = None, force: bool = False) -> dict:
+                   progress: bool | None = None, force: bool = False) -> EncodeSummary:
     """`capgeo encode` in one call: check (:func:`checked_dataset`; a dataset of one image is
     fine), embed under ``encode`` and return the ``capgeo.encode/1`` summary
     (capgeo.encoders.embed.encode_summary); with ``output`` (.npy, .npz or .parquet) the vectors
     are written there too, and the summary says how they are aligned. ``output`` never replaces the
     dataset or the encoder's files, nor, unless ``force``, an existing file capgeo did not write."""
+    import dataclasses
     import time
 
     from capgeo.encoders.embed import encode_summary
@@ -1064,7 +1066,7 @@ def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str
         from capgeo.encoders.precomputed import write_vector_file
 
         alignment = write_vector_file(str(output), embeddings.vectors, captions.ids, captions.groups)
-        summary["output"] = {"path": str(output), "aligned_by": alignment}
+        summary = dataclasses.replace(summary, output={"path": str(output), "aligned_by": alignment})
     return summary
 
 
