@@ -1012,8 +1012,8 @@ def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings
     or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan; ``plan``:
     :class:`BatchesOptions`' fields), write them to ``output`` (batches.jsonl) when given, and
     return the ``capgeo.batches/1`` result (capgeo.training.plan.BatchPlan); with ``keep_batches``
-    it also holds the batches (``batches[epoch][k]``: row numbers). ``output`` never replaces the dataset, nor, unless
-    ``force``, an existing file capgeo did not write."""
+    it also holds the batches (``batches[epoch][k]``: row numbers). ``output`` never replaces the
+    dataset, nor, unless ``force``, an existing file capgeo did not write."""
     from capgeo.paths import check_outputs
     from capgeo.preflight import check_pair_threshold
     from capgeo.training.plan import (check_batch_size, check_epochs, check_seed, conflicts_of, plan_epochs,
