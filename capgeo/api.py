@@ -15,7 +15,6 @@ imported inside the functions.
 
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence, TypedDict
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from typing import Unpack
 
     from capgeo.geometry.typed_profile import Leak
+    from capgeo.training.plan import BatchPlan
 
 __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "BatchPlan", "near_duplicates", "leak",
            "suggest_gamma", "plan_batches"]
@@ -38,7 +38,8 @@ __all__ = ["profile", "NearDuplicates", "Leak", "EvalLeak", "GammaSuggestion", "
 def __getattr__(name: str):
     # the results are the commands' own typed classes, imported on first use so that `import capgeo`
     # loads nothing else: NearDuplicates is the `capgeo dupes` result (NearDuplicatePairs), Leak and
-    # EvalLeak the `capgeo leak` result that the report's section holds too
+    # EvalLeak the `capgeo leak` result that the report's section holds too, BatchPlan the `capgeo
+    # batches` result
     if name == "NearDuplicates":
         from capgeo.findings.duplicates import NearDuplicatePairs
 
@@ -47,6 +48,10 @@ def __getattr__(name: str):
         from capgeo.geometry import typed_profile
 
         return getattr(typed_profile, name)
+    if name == "BatchPlan":
+        from capgeo.training.plan import BatchPlan
+
+        return BatchPlan
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -136,33 +141,6 @@ class GammaSuggestion:
         """The diagnostics table: one row per (batch size, gamma of the grid)."""
         rows = [{"batch_size": entry["batch_size"], **row} for entry in self.batches for row in entry["grid"]]
         return _frame(rows, ("batch_size",))
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """Epochs of training batches without false negatives (`capgeo batches`, docs/batches.md)."""
-
-    batch_size: int
-    threshold: float
-    seed: int
-    batches: tuple[tuple[tuple[int, ...], ...], ...]  # batches[epoch][k]: caption row numbers
-    n_placed: int                      # over all epochs
-    n_not_placed: int
-    share_not_placed: float
-    n_rearranged_batches: int
-    conflicts_avoided: dict            # pairs a plain shuffle puts in one batch, by kind
-    encoder: dict | None
-    _json: dict = field(repr=False, compare=False)
-
-    def to_dict(self) -> dict:
-        """The `capgeo batches --json` object (``capgeo.batches/1``)."""
-        return copy.deepcopy(self._json)
-
-    def to_polars(self):
-        """One row per batch: epoch, batch, indices (the lines of batches.jsonl, without ids)."""
-        rows = [{"epoch": e, "batch": k, "indices": list(batch)} for e, epoch in enumerate(self.batches)
-                for k, batch in enumerate(epoch)]
-        return _frame(rows, ("epoch", "batch", "indices"))
 
 
 def _frame(rows: Sequence[dict], columns: Sequence[str]):
@@ -447,9 +425,5 @@ def plan_batches(data, *, batch_size: int, encoder: Any = None, output: str | os
     else:
         encode, embeddings = EncodeOptions(device=device), _embeddings(captions, encoder, device=device,
                                                                        cache_dir=cache_dir)
-    result = batches_dataset(captions, encode, embeddings=embeddings, batch_size=batch_size, output=output,
-                             keep_batches=True, force=force, **plan)
-    batches = result.pop("batches")
-    return BatchPlan(result["batch_size"], result["threshold"], result["seed"], batches, result["n_placed"],
-                     result["n_not_placed"], result["share_not_placed"], result["n_rearranged_batches"],
-                     result["conflicts_avoided"], result["encoder"], copy.deepcopy(result))
+    return batches_dataset(captions, encode, embeddings=embeddings, batch_size=batch_size, output=output,
+                           keep_batches=True, force=force, **plan)

@@ -33,8 +33,10 @@ from capgeo.defaults import BATCHES_EPOCHS, NEAR_DUPLICATE_THRESHOLD, TOP_K
 from capgeo.errors import CapgeoError, EncoderError
 
 if TYPE_CHECKING:
+    from capgeo.encoders.embed import EncodeSummary
     from capgeo.findings.leak import LeakImageVectors
     from capgeo.geometry.typed_profile import Leak, Profile
+    from capgeo.training.plan import BatchPlan
 
 
 @dataclass(frozen=True)
@@ -1051,15 +1053,15 @@ class BatchesOptions:
 
 def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings=None,
                     output: str | Path | None = None, keep_batches: bool = False, progress: bool | None = None,
-                    force: bool = False, **plan) -> dict:
+                    force: bool = False, **plan) -> BatchPlan:
     """`capgeo batches` in one call (docs/batches.md): check the options and the dataset
     (:func:`checked_dataset`), embed it under ``encode`` (unless ``embeddings`` are given), plan
     ``epochs`` epochs of batches of ``batch_size`` with no two captions of one image, exact copies
     or near-duplicates (cosine >= ``threshold``) in one batch (capgeo.training.plan; ``plan``:
     :class:`BatchesOptions`' fields), write them to ``output`` (batches.jsonl) when given, and
-    return the ``capgeo.batches/1`` result; with ``keep_batches`` it also holds the batches under
-    "batches" (``[epoch][k]``: row numbers). ``output`` never replaces the dataset, nor, unless
-    ``force``, an existing file capgeo did not write."""
+    return the ``capgeo.batches/1`` result (capgeo.training.plan.BatchPlan); with ``keep_batches``
+    it also holds the batches (``batches[epoch][k]``: row numbers). ``output`` never replaces the
+    dataset, nor, unless ``force``, an existing file capgeo did not write."""
     from capgeo.paths import check_outputs
     from capgeo.preflight import check_pair_threshold
     from capgeo.training.plan import (check_batch_size, check_epochs, check_seed, conflicts_of, plan_epochs,
@@ -1081,20 +1083,18 @@ def batches_dataset(captions, encode: EncodeOptions | None = None, *, embeddings
 
         write_batches(str(output), plans, captions.ids)
     encoder = embeddings.info.to_dict() if getattr(embeddings, "info", None) is not None else None
-    result = plan_section(conflicts, plans, n_groups=captions.n_groups, encoder=encoder,
-                          output=None if output is None else str(output))
-    if keep_batches:
-        result["batches"] = tuple(tuple(tuple(batch.tolist()) for batch in plan.batches) for plan in plans)
-    return result
+    return plan_section(conflicts, plans, n_groups=captions.n_groups, encoder=encoder,
+                        output=None if output is None else str(output), keep_batches=keep_batches)
 
 
 def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str | Path | None = None,
-                   progress: bool | None = None, force: bool = False) -> dict:
+                   progress: bool | None = None, force: bool = False) -> EncodeSummary:
     """`capgeo encode` in one call: check (:func:`checked_dataset`; a dataset of one image is
     fine), embed under ``encode`` and return the ``capgeo.encode/1`` summary
     (capgeo.encoders.embed.encode_summary); with ``output`` (.npy, .npz or .parquet) the vectors
     are written there too, and the summary says how they are aligned. ``output`` never replaces the
     dataset or the encoder's files, nor, unless ``force``, an existing file capgeo did not write."""
+    import dataclasses
     import time
 
     from capgeo.encoders.embed import encode_summary
@@ -1114,7 +1114,7 @@ def encode_dataset(captions, encode: EncodeOptions | None = None, *, output: str
         from capgeo.encoders.precomputed import write_vector_file
 
         alignment = write_vector_file(str(output), embeddings.vectors, captions.ids, captions.groups)
-        summary["output"] = {"path": str(output), "aligned_by": alignment}
+        summary = dataclasses.replace(summary, output={"path": str(output), "aligned_by": alignment})
     return summary
 
 

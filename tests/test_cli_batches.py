@@ -85,6 +85,27 @@ def test_json_to_stdout_is_the_same_plan_as_the_library(tmp_path, dataset):
     assert plan.n_not_placed == printed["n_not_placed"] and plan.to_polars().height == 15
 
 
+def test_the_library_and_the_command_share_one_frozen_result(tmp_path, dataset):
+    import dataclasses
+
+    import capgeo
+    from capgeo.pipeline import EncodeOptions, batches_dataset, loaded_captions
+    from capgeo.training.plan import BatchPlan
+
+    data, encoder, *_ = dataset
+    plan = capgeo.plan_batches(data, batch_size=8, encoder=encoder)
+    assert capgeo.BatchPlan is BatchPlan and isinstance(plan, BatchPlan)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.n_placed = 0
+    changed = plan.to_dict()
+    changed["conflicts_avoided"]["same_image"] += 1
+    changed["per_epoch"][0]["n_placed"] += 1
+    assert plan.to_dict() != changed  # a copy: changing it changes no result
+    # the CLI's call keeps no batches; everything else is the same result
+    command = batches_dataset(loaded_captions(data, {}), EncodeOptions(encoder), batch_size=8)
+    assert command.batches is None and command == dataclasses.replace(plan, batches=None)
+
+
 def test_refuses_to_replace_a_file_capgeo_did_not_write(tmp_path, dataset):
     data, encoder, *_ = dataset
     out = tmp_path / "batches.jsonl"

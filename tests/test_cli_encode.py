@@ -126,3 +126,28 @@ def test_user_mistakes_exit_2_with_one_line(tmp_path, monkeypatch, extra, messag
     assert error.startswith(f"Error: {message}") and "\n" not in error, error
     assert "Traceback" not in result.output
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_the_library_summary_is_a_frozen_result_whose_dict_is_the_json(tmp_path, monkeypatch):
+    import dataclasses
+
+    from capgeo.encoders.embed import EncodeSummary
+    from capgeo.pipeline import EncodeOptions, encode_dataset, loaded_captions
+
+    monkeypatch.chdir(tmp_path)
+    rows = [{"id": f"c{i}", "image": f"i{i // 2}", "caption": f"caption number {i}"} for i in range(6)]
+    Path("d.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    vectors = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    np.save("v.npy", vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+    captions = loaded_captions("d.jsonl", {})
+    alone = encode_dataset(captions, EncodeOptions("vectors:v.npy"))
+    written = encode_dataset(captions, EncodeOptions("vectors:v.npy"), output="out.npy")
+    assert isinstance(alone, EncodeSummary) and alone.output is None
+    assert written.output == {"path": "out.npy", "aligned_by": "row"} and Path("out.npy").exists()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        alone.width = 3
+    printed = json.loads(run("encode", "d.jsonl", "--encoder", "vectors:v.npy", "--json", "-").output)
+    # "output" only when the vectors were written, the keys in the command's order
+    assert list(alone.to_dict()) == list(printed) and "output" not in printed
+    assert {**alone.to_dict(), "seconds": 0} == {**printed, "seconds": 0}
+    assert list(written.to_dict())[-1] == "output" and alone.captions == 6 and alone.groups == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -171,7 +172,34 @@ def _embed_precomputed(encoder, ids: Sequence[str], max_tokens: int | None) -> E
 ENCODE_SCHEMA = "capgeo.encode/1"
 
 
-def encode_summary(captions, embeddings: Embeddings, seconds: float) -> dict:
+@dataclass(frozen=True)
+class EncodeSummary:
+    """What `capgeo encode` reports (``capgeo.encode/1``): the encoder, the counts, token lengths
+    and timing, and where the vectors were written (``output``: path and aligned_by) if they were."""
+
+    encoder: dict                      # the encoder's info (EncoderInfo.to_dict())
+    captions: int
+    groups: int | None
+    width: int
+    max_tokens: int
+    tokens: dict | None                # mean, median, p99, max, truncated, truncated_fraction; None: unknown
+    origin: str
+    seconds: float
+    notes: tuple[str, ...]
+    output: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The `capgeo encode --json` object, a copy; "output" only when the vectors were written."""
+        summary = {"schema": ENCODE_SCHEMA, "encoder": dict(self.encoder), "captions": self.captions,
+                   "groups": self.groups, "width": self.width, "max_tokens": self.max_tokens,
+                   "tokens": None if self.tokens is None else dict(self.tokens), "origin": self.origin,
+                   "seconds": self.seconds, "notes": list(self.notes)}
+        if self.output is not None:
+            summary["output"] = dict(self.output)
+        return summary
+
+
+def encode_summary(captions, embeddings: Embeddings, seconds: float) -> EncodeSummary:
     """What `capgeo encode` reports: the encoder, the counts, token lengths and timing."""
     counts = embeddings.token_counts
     known = counts[counts >= 0]
@@ -183,15 +211,14 @@ def encode_summary(captions, embeddings: Embeddings, seconds: float) -> dict:
             "truncated": int(embeddings.truncated.sum()),
             "truncated_fraction": float(embeddings.truncated.mean()),
         }
-    return {
-        "schema": ENCODE_SCHEMA,
-        "encoder": embeddings.info.to_dict(),
-        "captions": int(embeddings.vectors.shape[0]),
-        "groups": int(captions.n_groups) if hasattr(captions, "n_groups") else None,
-        "width": int(embeddings.vectors.shape[1]),
-        "max_tokens": int(embeddings.max_tokens),
-        "tokens": tokens,
-        "origin": embeddings.origin,
-        "seconds": round(float(seconds), 3),
-        "notes": list(embeddings.notes),
-    }
+    return EncodeSummary(
+        encoder=embeddings.info.to_dict(),
+        captions=int(embeddings.vectors.shape[0]),
+        groups=int(captions.n_groups) if hasattr(captions, "n_groups") else None,
+        width=int(embeddings.vectors.shape[1]),
+        max_tokens=int(embeddings.max_tokens),
+        tokens=tokens,
+        origin=embeddings.origin,
+        seconds=round(float(seconds), 3),
+        notes=tuple(embeddings.notes),
+    )

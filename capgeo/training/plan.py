@@ -366,26 +366,78 @@ def plan_epochs(conflicts: Conflicts, batch_size: int, *, seed: int = 0, epochs:
 SCHEMA = "capgeo.batches/1"
 
 
+@dataclass(frozen=True)
+class BatchPlan:
+    """Epochs of training batches without false negatives: the ``capgeo.batches/1`` result of
+    `capgeo batches` and ``capgeo.plan_batches`` (fields in docs/batches.md). ``batches`` holds
+    the batches themselves (``batches[epoch][k]``: caption row numbers) when they were kept; it is
+    not part of the JSON."""
+
+    n_captions: int
+    n_groups: int
+    batch_size: int
+    threshold: float
+    seed: int
+    epochs: int
+    encoder: dict | None               # the encoder's info, None for vectors without it
+    conflict_pairs: dict               # pairs of each kind in the whole dataset
+    n_batches: int                     # over all epochs
+    n_placed: int
+    n_not_placed: int
+    share_not_placed: float
+    n_rearranged_batches: int
+    n_short_batches: int
+    conflicts_avoided: dict            # pairs a plain shuffle puts in one batch, by kind
+    per_epoch: tuple[dict, ...]        # each epoch's EpochPlan.summary()
+    output: str | None                 # batches.jsonl, when written
+    batches: tuple[tuple[tuple[int, ...], ...], ...] | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        """The `capgeo batches --json` object (``capgeo.batches/1``), a copy."""
+        import copy
+
+        return {"schema": SCHEMA, "n_captions": self.n_captions, "n_groups": self.n_groups,
+                "batch_size": self.batch_size, "threshold": self.threshold, "seed": self.seed,
+                "epochs": self.epochs, "encoder": copy.deepcopy(self.encoder),
+                "conflict_pairs": dict(self.conflict_pairs), "n_batches": self.n_batches,
+                "n_placed": self.n_placed, "n_not_placed": self.n_not_placed,
+                "share_not_placed": self.share_not_placed, "n_rearranged_batches": self.n_rearranged_batches,
+                "n_short_batches": self.n_short_batches, "conflicts_avoided": dict(self.conflicts_avoided),
+                "per_epoch": copy.deepcopy(list(self.per_epoch)), "output": self.output}
+
+    def to_polars(self):
+        """One row per batch: epoch, batch, indices (the lines of batches.jsonl, without ids)."""
+        import polars as pl
+
+        rows = [{"epoch": e, "batch": k, "indices": list(batch)} for e, epoch in enumerate(self.batches or ())
+                for k, batch in enumerate(epoch)]
+        if not rows:
+            return pl.DataFrame(schema={"epoch": pl.Int64, "batch": pl.Int64, "indices": pl.List(pl.Int64)})
+        return pl.DataFrame(rows, infer_schema_length=None)
+
+
 def plan_section(conflicts: Conflicts, plans: list[EpochPlan], *, n_groups: int, encoder: dict | None = None,
-                 output: str | None = None) -> dict:
-    """The ``capgeo.batches/1`` result (fields in docs/batches.md): the totals over ``plans`` and
-    each epoch's summary."""
+                 output: str | None = None, keep_batches: bool = False) -> BatchPlan:
+    """The ``capgeo.batches/1`` result: the totals over ``plans`` and each epoch's summary; with
+    ``keep_batches`` the batches too."""
     epochs = [plan.summary() for plan in plans]
     n_not_placed = sum(entry["n_not_placed"] for entry in epochs)
-    return {
-        "schema": SCHEMA,
-        "n_captions": conflicts.n, "n_groups": int(n_groups),
-        "batch_size": plans[0].batch_size, "threshold": conflicts.threshold, "seed": plans[0].seed,
-        "epochs": len(plans),
-        "encoder": encoder,
-        "conflict_pairs": conflicts.pair_counts(),
-        "n_batches": sum(entry["n_batches"] for entry in epochs),
-        "n_placed": sum(entry["n_placed"] for entry in epochs),
-        "n_not_placed": n_not_placed,
-        "share_not_placed": n_not_placed / (conflicts.n * len(plans)),
-        "n_rearranged_batches": sum(entry["n_rearranged_batches"] for entry in epochs),
-        "n_short_batches": sum(entry["n_short_batches"] for entry in epochs),
-        "conflicts_avoided": {kind: sum(entry["shuffle_conflicts"][kind] for entry in epochs) for kind in KINDS},
-        "per_epoch": epochs,
-        "output": output,
-    }
+    batches = (tuple(tuple(tuple(batch.tolist()) for batch in plan.batches) for plan in plans)
+               if keep_batches else None)
+    return BatchPlan(
+        n_captions=conflicts.n, n_groups=int(n_groups),
+        batch_size=plans[0].batch_size, threshold=conflicts.threshold, seed=plans[0].seed,
+        epochs=len(plans),
+        encoder=encoder,
+        conflict_pairs=conflicts.pair_counts(),
+        n_batches=sum(entry["n_batches"] for entry in epochs),
+        n_placed=sum(entry["n_placed"] for entry in epochs),
+        n_not_placed=n_not_placed,
+        share_not_placed=n_not_placed / (conflicts.n * len(plans)),
+        n_rearranged_batches=sum(entry["n_rearranged_batches"] for entry in epochs),
+        n_short_batches=sum(entry["n_short_batches"] for entry in epochs),
+        conflicts_avoided={kind: sum(entry["shuffle_conflicts"][kind] for entry in epochs) for kind in KINDS},
+        per_epoch=tuple(epochs),
+        output=output,
+        batches=batches,
+    )
