@@ -209,7 +209,7 @@ def test_pairs_section_is_typed_documented_and_round_trips():
     vectors = ImageVectors(vectors=images, present=np.ones(12, bool), source="t", thumbnail=lambda g: jpeg(g))
     section = json.loads(json.dumps(pairs_section(_captions(codes), text, vectors, batch_size=4, n_batches=3).to_dict()))
     typed = Pairs.from_dict(section)
-    assert typed.to_dict() == section and typed.retrieval["text_to_image_r1"] == section["retrieval"]["text_to_image_r1"]
+    assert typed.to_dict() == section and typed.retrieval.text_to_image_r1 == section["retrieval"]["text_to_image_r1"]
     doc = (Path(__file__).resolve().parents[1] / "docs" / "profile-schema.md").read_text(encoding="utf-8")
     body = doc.split("\n## `pairs`", 1)[1].split("\n## ", 1)[0]
     documented = {key for line in body.splitlines() if line.startswith("| `")
