@@ -133,8 +133,9 @@ def test_thumbnails_stop_at_their_byte_budget():
     big = b"\xff\xd8" + bytes(200_000)
     images = ImageVectors(np.eye(10, dtype=np.float32), np.ones(10, bool), "t", thumbnail=lambda g: big)
     names = [f"i{g}" for g in range(10)]
-    kept = thumbnails_for(images, np.arange(10), names, PairMismatched(pairs=tuple(PairCard(image=name) for name in names)),
-                          PairFalseNegatives(rows=()), ImageTwins(near_pairs=(), exact_sets=()))
+    listed = PairMismatched(pairs=tuple(PairCard(image=name) for name in names))
+    kept = thumbnails_for(images, np.arange(10), names, listed, PairFalseNegatives(rows=()),
+                          ImageTwins(near_pairs=(), exact_sets=()))
     assert len(kept) == PAIRS_THUMBNAIL_BYTES // len(big) < 10
 
 
