@@ -127,13 +127,15 @@ def test_report_inlines_the_listed_images_thumbnails(coco, tmp_path):
 def test_thumbnails_stop_at_their_byte_budget():
     from capgeo.defaults import PAIRS_THUMBNAIL_BYTES
     from capgeo.findings.pairs import thumbnails_for
+    from capgeo.geometry.typed_profile import ImageTwins, PairCard, PairFalseNegatives, PairMismatched
     from capgeo.images import ImageVectors
 
     big = b"\xff\xd8" + bytes(200_000)
     images = ImageVectors(np.eye(10, dtype=np.float32), np.ones(10, bool), "t", thumbnail=lambda g: big)
     names = [f"i{g}" for g in range(10)]
-    kept = thumbnails_for(images, np.arange(10), names, {"pairs": [{"image": name} for name in names]},
-                          {"rows": []}, {"near_pairs": [], "exact_sets": []})
+    listed = PairMismatched(pairs=tuple(PairCard(image=name) for name in names))
+    kept = thumbnails_for(images, np.arange(10), names, listed, PairFalseNegatives(rows=()),
+                          ImageTwins(near_pairs=(), exact_sets=()))
     assert len(kept) == PAIRS_THUMBNAIL_BYTES // len(big) < 10
 
 
@@ -155,5 +157,5 @@ def test_capgeo_profile_from_python_takes_image_vectors(coco):
     folder, captions = coco
     profile = capgeo.profile(captions, f"vectors:{folder / 'captions.npy'}", batch_size=8, n_batches=5,
                              image_embeddings=np.load(folder / "images.npy"))
-    assert profile.pairs.n_pairs == N_CAPTIONS and profile.pairs.saturation["batch_size"] == 8
+    assert profile.pairs.n_pairs == N_CAPTIONS and profile.pairs.saturation.batch_size == 8
     assert profile.pairs.source == "image embeddings"

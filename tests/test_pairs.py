@@ -209,7 +209,7 @@ def test_pairs_section_is_typed_documented_and_round_trips():
     vectors = ImageVectors(vectors=images, present=np.ones(12, bool), source="t", thumbnail=lambda g: jpeg(g))
     section = json.loads(json.dumps(pairs_section(_captions(codes), text, vectors, batch_size=4, n_batches=3).to_dict()))
     typed = Pairs.from_dict(section)
-    assert typed.to_dict() == section and typed.retrieval["text_to_image_r1"] == section["retrieval"]["text_to_image_r1"]
+    assert typed.to_dict() == section and typed.retrieval.text_to_image_r1 == section["retrieval"]["text_to_image_r1"]
     doc = (Path(__file__).resolve().parents[1] / "docs" / "profile-schema.md").read_text(encoding="utf-8")
     body = doc.split("\n## `pairs`", 1)[1].split("\n## ", 1)[0]
     documented = {key for line in body.splitlines() if line.startswith("| `")
@@ -225,3 +225,33 @@ def test_short_id_shortens_hash_ids_only():
     assert short_id(full) == "sha256:0123456789…#3"
     assert short_id("sha256:" + "ab" * 32) == "sha256:abababab" + "ab…"
     assert short_id("COCO_val2014_000000391895.jpg#0") == "COCO_val2014_000000391895.jpg#0"
+
+
+def test_pairs_findings_are_typed_and_load_as_built(tmp_path):
+    """Each finding of the section is a typed section, read back from its JSON as it was built: the keys
+    written as null (batch_size, output) and those written only when set (n_written) included."""
+    from capgeo.geometry.typed_profile import (Distribution, ImageTwinPair, ImageTwins, PairCard, PairFalseNegatives,
+                                               PairGammaSaturation, PairMismatched, PairNegativeRow, PairRetrieval,
+                                               Pairs, PairSaturation)
+
+    images, text, codes = dataset(n_images=12, per_image=2)
+    images[3] = unit(images[4:5] + 1e-3)[0]
+    vectors = ImageVectors(vectors=images, present=np.ones(12, bool), source="t", thumbnail=lambda g: jpeg(g))
+    for fields in ({}, {"batch_size": 4, "n_batches": 3, "false_negatives_output": str(tmp_path / "fn.csv")}):
+        built = pairs_section(_captions(codes), text, vectors, delta=0.5, **fields)
+        written = json.loads(json.dumps(built.to_dict()))
+        assert Pairs.from_dict(written) == built and Pairs.from_dict(written).to_dict() == written
+        assert isinstance(built.alignment, Distribution) and isinstance(built.alignment_per_image, Distribution)
+        assert isinstance(built.retrieval, PairRetrieval) and isinstance(built.mismatched, PairMismatched)
+        assert all(isinstance(card, PairCard) for card in built.mismatched.pairs)
+        negatives = built.false_negatives
+        assert isinstance(negatives, PairFalseNegatives) and negatives.rows
+        assert all(isinstance(row, PairNegativeRow) for row in negatives.rows)
+        assert isinstance(built.twins, ImageTwins) and isinstance(built.twins.near_pairs[0], ImageTwinPair)
+        if fields:
+            assert negatives.n_written == negatives.n_rows == written["false_negatives"]["n_written"]
+            assert isinstance(built.saturation, PairSaturation)
+            assert all(isinstance(entry, PairGammaSaturation) for entry in built.saturation.gammas)
+        else:
+            assert written["false_negatives"]["batch_size"] is None and written["false_negatives"]["output"] is None
+            assert "n_written" not in written["false_negatives"] and written["saturation"] is None

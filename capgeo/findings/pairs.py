@@ -35,9 +35,12 @@ from capgeo.defaults import (IMAGE_TWIN_THRESHOLD, PAIRS_DELTA, PAIRS_LISTED, PA
                              PAIRS_THUMBNAIL_BYTES)
 from capgeo.errors import CapgeoError
 from capgeo.findings.gamma import SOLVED_LOSS
-from capgeo.findings.result import OMITTED_WHEN_NONE, Result, frozen_json, section
+from capgeo.findings.result import Result, section
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
-from capgeo.geometry.typed_profile import Distribution, Pairs
+from capgeo.geometry.typed_profile import (Distribution, ImageTwinPair, ImageTwins, PairCaption, PairCard,
+                                           PairFalseNegatives, PairGammaSaturation, PairHardestWrong,
+                                           PairMismatched, PairNegativeRow, PairRetrieval, Pairs, PairSaturation,
+                                           read_only)
 from capgeo.images import ImageVectors
 
 #: the K of R@K
@@ -96,97 +99,8 @@ class PairSectionOptions:
 
 # ---------------------------------------------------------------- results
 
-@dataclass(frozen=True)
-class Retrieval(Result):
-    """Retrieval at initialisation, exact (the section's ``retrieval``)."""
-
-    text_to_image_r1: float
-    text_to_image_r5: float
-    image_to_text_r1: float
-    image_to_text_r5: float
-    n_queries_text: int
-    n_queries_image: int
-    ties: str = "count for the pair: a hit when fewer than K others score strictly higher"
-
-
-@dataclass(frozen=True)
-class OwnCaption(Result):
-    id: str
-    text: str
-    alignment: float
-
-
-@dataclass(frozen=True)
-class HardestWrong(Result):
-    """An image's most similar caption of another image."""
-
-    id: str
-    image: str
-    text: str
-    cosine: float
-
-
-@dataclass(frozen=True)
-class PairCard(Result):
-    """One flagged image: its captions with their alignment, and its hardest wrong caption."""
-
-    image: str
-    caption_id: str
-    text: str
-    alignment: float
-    image_rank: int
-    text_rank: int
-    captions: tuple[OwnCaption, ...]
-    hardest_wrong: HardestWrong
-
-
-@dataclass(frozen=True)
-class Mismatched(Result):
-    """The pairs neither direction retrieves (the section's ``mismatched``)."""
-
-    rule: str
-    n_pairs: int
-    n_images: int
-    pairs: tuple[PairCard, ...]
-
-
-@dataclass(frozen=True)
-class NegativeRow(Result):
-    """A cross-modal false negative: caption k of another image scoring near pair m's own."""
-
-    image: str
-    caption_id: str
-    text: str
-    negative_id: str
-    negative_image: str
-    negative_text: str
-    cosine: float
-    own_cosine: float
-    margin: float
-    caption_cosine: float
-    boost: float
-    shared_words: tuple[str, ...]
-    spans_a: tuple
-    spans_b: tuple
-
-
-@dataclass(frozen=True)
-class FalseNegatives(Result):
-    """The cross-modal false negatives (the section's ``false_negatives``); the keys of the batch
-    findings and of the export only where they apply."""
-
-    delta: float
-    rule: str
-    n_rows: int
-    n_pairs: int
-    n_images: int
-    gamma: float
-    rows: tuple[NegativeRow, ...]
-    batch_size: int | None = None
-    output: str | None = None
-    batch_share_batches: float | None = dataclasses.field(default=None, metadata=OMITTED_WHEN_NONE)
-    batch_mean_per_batch: float | None = dataclasses.field(default=None, metadata=OMITTED_WHEN_NONE)
-    n_written: int | None = dataclasses.field(default=None, metadata=OMITTED_WHEN_NONE)
+#: how retrieval counts ties (the ``retrieval`` part's ``ties``)
+RETRIEVAL_TIES = "count for the pair: a hit when fewer than K others score strictly higher"
 
 
 @dataclass(frozen=True)
@@ -196,56 +110,12 @@ class BatchFalseNegatives(Result):
 
 
 @dataclass(frozen=True)
-class GammaSaturation(Result):
-    """Saturation at one gamma on the seeded training batches."""
-
-    gamma: float
-    share_batches_below: float
-    mean_loss: float
-    share_zero_gradients: float
-
-
-@dataclass(frozen=True)
 class BatchFindings(Result):
     """:func:`batch_findings`: false negatives per batch, and saturation at gamma 0 and the headline gamma."""
 
     false_negatives: BatchFalseNegatives
     solved_loss: float
-    gammas: tuple[GammaSaturation, ...]
-
-
-@dataclass(frozen=True)
-class Saturation(Result):
-    """The section's ``saturation``: :class:`BatchFindings`' saturation with the batches it was read on."""
-
-    batch_size: int
-    n_batches: int
-    seed: int
-    logit_scale: float
-    logit_scale_source: str
-    solved_loss: float
-    gammas: tuple[GammaSaturation, ...]
-
-
-@dataclass(frozen=True)
-class TwinPair(Result):
-    a: str
-    b: str
-    cosine: float
-
-
-@dataclass(frozen=True)
-class ImageTwins(Result):
-    """Images of different group ids that are one image (the section's ``twins``)."""
-
-    threshold: float
-    hashes_known: bool
-    n_exact_sets: int
-    n_exact_images: int
-    exact_sets: tuple[tuple[str, ...], ...]
-    n_near_pairs: int
-    n_near_images: int
-    near_pairs: tuple[TwinPair, ...]
+    gammas: tuple[PairGammaSaturation, ...]
 
 
 class _Pairs(NamedTuple):
@@ -498,9 +368,13 @@ def batch_findings(text: np.ndarray, images: np.ndarray, codes: np.ndarray, batc
     return BatchFindings(
         false_negatives=BatchFalseNegatives(with_negative / len(batches), float(np.mean(per_batch))),
         solved_loss=SOLVED_LOSS,
-        gammas=(GammaSaturation(0.0, losses.plain.share_batches_below, losses.plain.mean_loss, zero[0.0] / entries),
-                GammaSaturation(float(gamma), losses.boosted[0].share_batches_below, losses.boosted[0].mean_loss,
-                                zero[float(gamma)] / entries)))
+        gammas=(_gamma_saturation(0.0, losses.plain, zero[0.0] / entries),
+                _gamma_saturation(float(gamma), losses.boosted[0], zero[float(gamma)] / entries)))
+
+
+def _gamma_saturation(gamma: float, losses, share_zero_gradients: float) -> PairGammaSaturation:
+    return PairGammaSaturation(gamma=gamma, share_batches_below=losses.share_batches_below,
+                               mean_loss=losses.mean_loss, share_zero_gradients=share_zero_gradients)
 
 
 def zero_negative_gradients(images32: np.ndarray, texts32: np.ndarray, logit_scale: float, gamma: float) -> int:
@@ -552,7 +426,8 @@ def image_twins(images: np.ndarray, hashes, names: list[str], *, threshold: floa
         n_exact_images=sum(len(rows) for rows in exact_sets),
         exact_sets=tuple(tuple(names[row] for row in rows) for rows in exact_sets[:listed]),
         n_near_pairs=int(len(cosine)), n_near_images=int(np.unique(np.concatenate([first, second])).size),
-        near_pairs=tuple(TwinPair(names[first[i]], names[second[i]], float(cosine[i])) for i in order))
+        near_pairs=tuple(ImageTwinPair(a=names[first[i]], b=names[second[i]], cosine=float(cosine[i]))
+                         for i in order))
 
 
 def near_pairs(a: np.ndarray, b: np.ndarray, threshold: float, *, same: bool = False,
@@ -627,24 +502,26 @@ def pairs_section(captions, embeddings, images: ImageVectors, options: PairSecti
     np.minimum.at(best_rank, pair_codes, done.image_rank)
     recall = {f"text_to_image_r{k}": float((done.text_rank < k).mean()) for k in RECALL_AT}
     recall.update({f"image_to_text_r{k}": float((best_rank < k).mean()) for k in RECALL_AT})
-    retrieval = Retrieval(**recall, n_queries_text=n, n_queries_image=len(image_rows))
+    retrieval = PairRetrieval(**recall, n_queries_text=n, n_queries_image=len(image_rows), ties=RETRIEVAL_TIES)
     # mismatched pairs, the lowest alignment first, one per image
     bad = np.flatnonzero((done.image_rank >= MISMATCH_RANK) & (done.text_rank >= MISMATCH_RANK))
     bad = bad[np.lexsort((bad, done.alignment[bad]))]
     _, first_of_image = np.unique(pair_codes[bad], return_index=True)
     shown = bad[np.sort(first_of_image)][:listed]
     per_image = np.bincount(pair_codes, weights=done.alignment) / np.bincount(pair_codes)
-    mismatched = Mismatched(rule=f"neither direction retrieves the pair at R@{MISMATCH_RANK}", n_pairs=int(len(bad)),
-                            n_images=int(np.unique(pair_codes[bad]).size),
-                            pairs=tuple(_pair_card(pairs, m) for m in shown))
-    # false negatives: every key written, None where it does not apply (the renderers read them by name)
-    false_negatives = FalseNegatives(
+    mismatched = PairMismatched(rule=f"neither direction retrieves the pair at R@{MISMATCH_RANK}",
+                                n_pairs=int(len(bad)), n_images=int(np.unique(pair_codes[bad]).size),
+                                pairs=tuple(_pair_card(pairs, m) for m in shown))
+    # false negatives: batch_size and output written, as null where they do not apply; the per-batch
+    # shares and n_written only where they do
+    negatives = dict(
         delta=float(delta),
         rule="caption k of another image with S[image of m, k] >= S[image of m, m] - delta, per pair m",
         n_rows=int(done.false_negatives.sum()), n_pairs=int((done.false_negatives > 0).sum()),
         n_images=int(np.unique(pair_codes[done.false_negatives > 0]).size), gamma=gamma,
         rows=tuple(_negative_row(pairs, int(m), int(k), float(c))
-                   for (m, k), c in zip(done.top_rows, done.top_cosines)))
+                   for (m, k), c in zip(done.top_rows, done.top_cosines)),
+        batch_size=None, output=None)
     saturation = None
     headline = options.batch_size
     if headline is not None and headline > len(image_rows):
@@ -654,26 +531,24 @@ def pairs_section(captions, embeddings, images: ImageVectors, options: PairSecti
         batches = sample_batches(pair_codes, headline, n_batches, options.seed)
         found = batch_findings(pair_text, image_vectors, pair_codes, batches, logit_scale=scale, gamma=gamma,
                                delta=delta)
-        false_negatives = dataclasses.replace(false_negatives, batch_size=headline,
-                                              batch_share_batches=found.false_negatives.share_batches,
-                                              batch_mean_per_batch=found.false_negatives.mean_per_batch)
-        saturation = Saturation(batch_size=headline, n_batches=int(n_batches), seed=options.seed, logit_scale=scale,
-                                logit_scale_source=scale_source, solved_loss=found.solved_loss, gammas=found.gammas)
+        negatives.update(batch_size=headline, batch_share_batches=found.false_negatives.share_batches,
+                         batch_mean_per_batch=found.false_negatives.mean_per_batch)
+        saturation = PairSaturation(batch_size=headline, n_batches=int(n_batches), seed=options.seed,
+                                    logit_scale=scale, logit_scale_source=scale_source, solved_loss=found.solved_loss,
+                                    gammas=found.gammas)
     if output is not None:
-        false_negatives = dataclasses.replace(false_negatives, output=str(output),
-                                              n_written=write_false_negatives(pairs, output))
+        negatives.update(output=str(output), n_written=write_false_negatives(pairs, output))
+    false_negatives = section(PairFalseNegatives, **negatives)
     twins = image_twins(image_vectors, None if images.content_hashes is None
                         else [images.content_hashes[g] for g in image_rows], image_names,
                         threshold=options.image_threshold, listed=listed)
-    mismatched, false_negatives, twins = frozen_json(mismatched), frozen_json(false_negatives), frozen_json(twins)
     thumbnails = thumbnails_for(images, image_rows, image_names, mismatched, false_negatives, twins)
     return section(
         Pairs, source=images.source, n_pairs=n, n_images=int(len(image_rows)),
-        n_images_missing=int(n_groups - len(image_rows)), alignment=frozen_json(_summary(done.alignment)),
-        alignment_per_image=frozen_json(_summary(per_image)), retrieval=frozen_json(retrieval),
-        mismatched=mismatched, false_negatives=false_negatives,
-        saturation=None if saturation is None else frozen_json(saturation), twins=twins,
-        thumbnails=None if thumbnails is None else frozen_json(thumbnails))
+        n_images_missing=int(n_groups - len(image_rows)), alignment=_summary(done.alignment),
+        alignment_per_image=_summary(per_image), retrieval=retrieval, mismatched=mismatched,
+        false_negatives=false_negatives, saturation=saturation, twins=twins,
+        thumbnails=None if thumbnails is None else read_only(thumbnails))
 
 
 def _pair_card(pairs: _Pairs, m: int) -> PairCard:
@@ -687,13 +562,13 @@ def _pair_card(pairs: _Pairs, m: int) -> PairCard:
     return PairCard(
         image=image_names[g], caption_id=captions.ids[kept[m]], text=captions.texts[kept[m]],
         alignment=float(done.alignment[m]), image_rank=int(done.image_rank[m]), text_rank=int(done.text_rank[m]),
-        captions=tuple(OwnCaption(captions.ids[kept[k]], captions.texts[kept[k]], float(done.alignment[k]))
-                       for k in own),
-        hardest_wrong=HardestWrong(captions.ids[kept[wrong]], image_names[int(pairs.codes[wrong])],
-                                   captions.texts[kept[wrong]], float(scores[wrong])))
+        captions=tuple(PairCaption(id=captions.ids[kept[k]], text=captions.texts[kept[k]],
+                                   alignment=float(done.alignment[k])) for k in own),
+        hardest_wrong=PairHardestWrong(id=captions.ids[kept[wrong]], image=image_names[int(pairs.codes[wrong])],
+                                       text=captions.texts[kept[wrong]], cosine=float(scores[wrong])))
 
 
-def _negative_row(pairs: _Pairs, m: int, k: int, cosine: float) -> NegativeRow:
+def _negative_row(pairs: _Pairs, m: int, k: int, cosine: float) -> PairNegativeRow:
     from capgeo.findings.highlight import highlight_pair
 
     captions, kept, image_names = pairs.captions, pairs.kept, pairs.image_names
@@ -701,13 +576,13 @@ def _negative_row(pairs: _Pairs, m: int, k: int, cosine: float) -> NegativeRow:
     caption_cosine = float(pairs.text[m].astype(np.float64) @ pairs.text[k].astype(np.float64))
     own_text, other_text = captions.texts[kept[m]], captions.texts[kept[k]]
     highlight = highlight_pair(own_text, other_text)
-    return NegativeRow(
+    return PairNegativeRow(
         image=image_names[int(pairs.codes[m])], caption_id=captions.ids[kept[m]], text=own_text,
         negative_id=captions.ids[kept[k]], negative_image=image_names[int(pairs.codes[k])], negative_text=other_text,
         cosine=cosine, own_cosine=own_cosine, margin=cosine - own_cosine, caption_cosine=caption_cosine,
         boost=pairs.gamma * caption_cosine, shared_words=tuple(highlight.shared),
-        spans_a=tuple(span.to_dict() for span in highlight.spans_a),
-        spans_b=tuple(span.to_dict() for span in highlight.spans_b))
+        spans_a=tuple(read_only(span.to_dict()) for span in highlight.spans_a),
+        spans_b=tuple(read_only(span.to_dict()) for span in highlight.spans_b))
 
 
 #: the columns of a false-negative export, and their Parquet types
@@ -738,20 +613,20 @@ def write_false_negatives(pairs: _Pairs, output) -> int:
     return len(rows)
 
 
-def thumbnails_for(images: ImageVectors, image_rows, image_names, mismatched, false_negatives,
-                   twins) -> Mapping[str, str] | None:
-    """Small JPEGs (base64) of the images the section lists (``mismatched``, ``false_negatives``,
-    ``twins``: the section's JSON of them), within PAIRS_THUMBNAIL_BYTES in all; None when the images
-    have no thumbnails (vectors read from a file)."""
+def thumbnails_for(images: ImageVectors, image_rows, image_names, mismatched: PairMismatched,
+                   false_negatives: PairFalseNegatives, twins: ImageTwins) -> Mapping[str, str] | None:
+    """Small JPEGs (base64) of the images the section lists (its ``mismatched``, ``false_negatives``,
+    ``twins``), within PAIRS_THUMBNAIL_BYTES in all; None when the images have no thumbnails (vectors
+    read from a file)."""
     if images.thumbnail is None:
         return None
     row_of = {name: row for row, name in zip(image_rows, image_names)}
-    wanted = [card["image"] for card in mismatched["pairs"]]
-    for row in false_negatives["rows"]:
-        wanted += [row["image"], row["negative_image"]]
-    for pair in twins["near_pairs"]:
-        wanted += [pair["a"], pair["b"]]
-    for names in twins["exact_sets"]:
+    wanted = [card.image for card in mismatched.pairs]
+    for row in false_negatives.rows:
+        wanted += [row.image, row.negative_image]
+    for pair in twins.near_pairs:
+        wanted += [pair.a, pair.b]
+    for names in twins.exact_sets:
         wanted += names[:2]
     out, total = {}, 0
     for name in dict.fromkeys(wanted):

@@ -753,21 +753,167 @@ class Leak(_Section):
 
 
 @_section
+class PairRetrieval(_Section):
+    """Retrieval at initialisation, exact (the ``pairs`` section's ``retrieval``): R@1 and R@5 each way."""
+
+    text_to_image_r1: float | None = None
+    text_to_image_r5: float | None = None
+    image_to_text_r1: float | None = None
+    image_to_text_r5: float | None = None
+    n_queries_text: int | None = None
+    n_queries_image: int | None = None
+    #: how ties count (for the pair)
+    ties: str | None = None
+
+
+@_section
+class PairCaption(_Section):
+    """One of a flagged image's own captions, with its alignment."""
+
+    id: str | None = None
+    text: str | None = None
+    alignment: float | None = None
+
+
+@_section
+class PairHardestWrong(_Section):
+    """An image's most similar caption of another image."""
+
+    id: str | None = None
+    image: str | None = None
+    text: str | None = None
+    cosine: float | None = None
+
+
+@_section
+class PairCard(_Section):
+    """One flagged image: its captions with their alignment, and its hardest wrong caption."""
+
+    image: str | None = None
+    caption_id: str | None = None
+    text: str | None = None
+    alignment: float | None = None
+    image_rank: int | None = None
+    text_rank: int | None = None
+    captions: tuple[PairCaption, ...] | None = None
+    hardest_wrong: PairHardestWrong | None = None
+
+
+@_section
+class PairMismatched(_Section):
+    """The pairs neither direction retrieves (the ``pairs`` section's ``mismatched``), one card per image."""
+
+    rule: str | None = None
+    n_pairs: int | None = None
+    n_images: int | None = None
+    pairs: tuple[PairCard, ...] | None = None
+
+
+@_section
+class PairNegativeRow(_Section):
+    """A cross-modal false negative: caption k of another image scoring near pair m's own caption
+    (``spans_a``/``spans_b`` are read-only ``{start, end, kind}`` mappings)."""
+
+    image: str | None = None
+    caption_id: str | None = None
+    text: str | None = None
+    negative_id: str | None = None
+    negative_image: str | None = None
+    negative_text: str | None = None
+    cosine: float | None = None
+    own_cosine: float | None = None
+    margin: float | None = None
+    caption_cosine: float | None = None
+    boost: float | None = None
+    shared_words: tuple[str, ...] | None = None
+    spans_a: tuple[Mapping[str, Any], ...] | None = None
+    spans_b: tuple[Mapping[str, Any], ...] | None = None
+
+
+@_section
+class PairFalseNegatives(_Section):
+    """The cross-modal false negatives (the ``pairs`` section's ``false_negatives``). ``batch_size``
+    and ``output`` are written as null where they do not apply; the per-batch shares and
+    ``n_written`` only where they do."""
+
+    delta: float | None = None
+    rule: str | None = None
+    n_rows: int | None = None
+    n_pairs: int | None = None
+    n_images: int | None = None
+    gamma: float | None = None
+    #: the rows of largest margin, largest first
+    rows: tuple[PairNegativeRow, ...] | None = None
+    batch_size: int | None = None
+    output: str | None = None
+    batch_share_batches: float | None = None
+    batch_mean_per_batch: float | None = None
+    n_written: int | None = None
+
+
+@_section
+class PairGammaSaturation(_Section):
+    """Saturation at one gamma on the seeded training batches."""
+
+    gamma: float | None = None
+    share_batches_below: float | None = None
+    mean_loss: float | None = None
+    share_zero_gradients: float | None = None
+
+
+@_section
+class PairSaturation(_Section):
+    """Saturation at the training batch (the ``pairs`` section's ``saturation``), at gamma 0 and the
+    headline gamma, with the batches it was read on."""
+
+    batch_size: int | None = None
+    n_batches: int | None = None
+    seed: int | None = None
+    logit_scale: float | None = None
+    logit_scale_source: str | None = None
+    solved_loss: float | None = None
+    gammas: tuple[PairGammaSaturation, ...] | None = None
+
+
+@_section
+class ImageTwinPair(_Section):
+    """Two images of different ids at image cosine >= the threshold."""
+
+    a: str | None = None
+    b: str | None = None
+    cosine: float | None = None
+
+
+@_section
+class ImageTwins(_Section):
+    """Images of different group ids that are one image (the ``pairs`` section's ``twins``):
+    identical bytes (where the hashes are known) and near pairs."""
+
+    threshold: float | None = None
+    hashes_known: bool | None = None
+    n_exact_sets: int | None = None
+    n_exact_images: int | None = None
+    exact_sets: tuple[tuple[str, ...], ...] | None = None
+    n_near_pairs: int | None = None
+    n_near_images: int | None = None
+    near_pairs: tuple[ImageTwinPair, ...] | None = None
+
+
+@_section
 class Pairs(_Section):
-    """The ``pairs`` section (docs/pairs.md): the image side, where image vectors were given; its
-    findings stay read-only JSON."""
+    """The ``pairs`` section (docs/pairs.md): the image side, where image vectors were given."""
 
     source: str | None = None
     n_pairs: int | None = None
     n_images: int | None = None
     n_images_missing: int | None = None
-    alignment: Mapping[str, Any] | None = None
-    alignment_per_image: Mapping[str, Any] | None = None
-    retrieval: Mapping[str, Any] | None = None
-    mismatched: Mapping[str, Any] | None = None
-    false_negatives: Mapping[str, Any] | None = None
-    saturation: Mapping[str, Any] | None = None
-    twins: Mapping[str, Any] | None = None
+    alignment: Distribution | None = None
+    alignment_per_image: Distribution | None = None
+    retrieval: PairRetrieval | None = None
+    mismatched: PairMismatched | None = None
+    false_negatives: PairFalseNegatives | None = None
+    saturation: PairSaturation | None = None
+    twins: ImageTwins | None = None
     thumbnails: Mapping[str, str] | None = None
 
 
