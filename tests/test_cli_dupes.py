@@ -243,7 +243,7 @@ def test_highlighted_text_styles_exactly_the_spans():
 
     text_a, text_b = "Deux cafés près du lac, 日本語 dogs", "Un café près des dogs"
     pair = highlight_pair(text_a, text_b)
-    rendered = highlighted(text_a, [span.to_dict() for span in pair.spans_a])
+    rendered = highlighted(text_a, pair.spans_a)
     assert rendered.plain == text_a
     styled = [(span.start, span.end, str(span.style)) for span in rendered.spans]
     assert styled == [(s.start, s.end, SHARED_STYLE if s.kind == "shared" else DIFFERING_STYLE) for s in pair.spans_a]

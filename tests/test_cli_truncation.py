@@ -125,14 +125,17 @@ def test_precomputed_vectors_exit_2(tmp_path):
 
 
 def test_seen_part_normal_unseen_part_dim():
+    import dataclasses
+
+    from capgeo.geometry.typed_profile import CutCaption
     from capgeo.terminal.truncation import UNSEEN_STYLE, _caption_text
 
     text = "a red bus in the rain next to a clock tower"
-    caption = {"id": "c1", "group": "g1", "tokens": 14, "text": text, "cut_offset": len("a red bus in the rain")}
+    caption = CutCaption(id="c1", group="g1", tokens=14, text=text, cut_offset=len("a red bus in the rain"))
     rendered = _caption_text(caption).renderable
     plain = rendered.plain
     body_start = plain.index(text[:5])
-    seen_end = body_start + caption["cut_offset"]
+    seen_end = body_start + caption.cut_offset
     dim_spans = [span for span in rendered.spans if span.style == UNSEEN_STYLE and span.start >= body_start]
     assert len(dim_spans) == 1
     assert plain[dim_spans[0].start:dim_spans[0].end] == "next to a clock tower"
@@ -140,7 +143,7 @@ def test_seen_part_normal_unseen_part_dim():
     assert plain[body_start:seen_end] == "a red bus in the rain"
     assert "‖" in plain[seen_end:dim_spans[0].start]
     # a caption that was not cut has no mark and nothing dim
-    whole = _caption_text({**caption, "cut_offset": len(text)}).renderable
+    whole = _caption_text(dataclasses.replace(caption, cut_offset=len(text))).renderable
     assert "‖" not in whole.plain
     assert not any(span.style == UNSEEN_STYLE and span.start >= body_start for span in whole.spans)
 

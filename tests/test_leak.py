@@ -3,6 +3,7 @@ COCO captions, paraphrased twins under the real MiniLM, and the command's files 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -369,8 +370,8 @@ def test_the_leak_result_is_one_typed_class_that_round_trips_its_json():
     assert "images" not in written["evals"][0]   # no way to tell the images apart: left out, not null
     again = Leak.from_dict(json.loads(json.dumps(written)))
     assert again == result and json.dumps(again.to_dict()) == json.dumps(written)
-    with pytest.raises(TypeError):
-        result.evals[0].pairs[0].spans_eval[0]["start"] = 0   # read-only, as a loaded one is
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.evals[0].pairs[0].spans_eval[0].start = 0   # read-only, as a loaded one is
     assert typed_profile.EvalLeak.from_dict({"n_leaked": 1, "later": 2}).to_dict() == {"n_leaked": 1, "later": 2}
     found = capgeo.leak(train_set, eval_set, encoder=[train, evals], threshold=0.9, top=2)
     assert isinstance(found, Leak) and found.evals[0].leaked_ids == result.evals[0].leaked_ids

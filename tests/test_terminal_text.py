@@ -5,7 +5,6 @@ markup, highlights land on the words they mark, and tables keep their numbers wh
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -61,7 +60,7 @@ def test_highlights_land_on_their_words_after_line_breaks_and_bells():
     first = "A wooden bench in a park.\r\nA red bicycle \x07\x07leans against the bench."
     second = "A wooden bench in a park.\r\nA blue bicycle leans against the bench."
     pair = highlight_pair(first, second)
-    spans = [asdict(span) for span in pair.spans_a]
+    spans = pair.spans_a
     rendered = highlighted(first, spans)
     styled = {rendered.plain[span.start:span.end].lower(): str(span.style) for span in rendered.spans}
     assert styled["red"] == DIFFERING_STYLE

@@ -474,4 +474,4 @@ def test_dupes_declares_the_skipped_copies_and_the_dedup_and_the_text_reads_them
             texts_printed.append(console.export_text())
         assert texts_printed[0] == texts_printed[1]
     assert Dupes.from_dict(pairs).n_exact_skipped == 8
-    assert Dupes.from_dict(sets).dedup["keep"] == "longest"
+    assert Dupes.from_dict(sets).dedup.keep == "longest"

@@ -56,7 +56,7 @@ def test_readers_agree_on_a_profile_read_checked_or_not_and_on_sections_read_alo
 
 
 def test_the_gallery_of_a_typed_profile_keeps_its_word_marks():
-    """A typed profile holds spans as read-only mappings, not dicts: the page must still mark them."""
+    """A typed profile holds spans as Span sections, not dicts: the page must still mark them."""
     import html
 
     from capgeo.report.single import render_report
@@ -67,6 +67,26 @@ def test_the_gallery_of_a_typed_profile_keeps_its_word_marks():
     word = pair["text_a"][shared["start"]:shared["end"]]
     page = render_report(Profile.from_dict(saved), created="T")
     assert f'<mark class="shared" title="shared word">{html.escape(word)}</mark>' in page
+
+
+def test_dupes_parts_are_typed_and_write_their_nulls():
+    """Spans, sets, totals and the dedup decision read into their classes and write back as read,
+    nulls (a set's min_member_cosine, keep "first"'s seed, uncounted totals) included."""
+    from capgeo.geometry.typed_profile import DedupDecision, Dupes, NearDuplicateSet, NearDuplicateTotals, Span
+
+    data = {"pairs": [{"spans_a": [{"start": 0, "end": 3, "kind": "shared", "word": "dog"}]}],
+            "components": [{"component": 1, "size": 2, "min_member_cosine": None, "ids": ["a", "b"]}],
+            "near_duplicates": {"threshold": 0.95, "n_pairs": None, "more_than": 1000000,
+                                "n_exact_duplicate_pairs": None},
+            "dedup": {"keep": "first", "seed": None, "n_sets": 1, "dropped_ids": ["b"]}}
+    dupes = Dupes.from_dict(data)
+    assert dupes.pairs[0].spans_a == (Span(start=0, end=3, kind="shared", word="dog"),)
+    assert isinstance(dupes.components[0], NearDuplicateSet) and dupes.components[0].ids == ("a", "b")
+    assert isinstance(dupes.near_duplicates, NearDuplicateTotals) and isinstance(dupes.dedup, DedupDecision)
+    assert dupes.near_duplicates.text() == ("Near-duplicates (cosine >= 0.95): more than 1,000,000 pairs of "
+                                            "different images in all.")
+    assert dupes.dedup.dropped_ids == ("b",) and dupes.dedup.seed is None
+    assert json.dumps(dupes.to_dict()) == json.dumps(data)
 
 
 def test_provenance_declares_every_key_a_profile_writes(saved):

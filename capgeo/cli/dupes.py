@@ -147,7 +147,7 @@ def _write_drop_list(section, drop_list: str | None) -> None:
         return
     from capgeo.findings.leak import write_id_list
 
-    dropped = list(section.dedup["dropped_ids"])
+    dropped = list(section.dedup.dropped_ids)
     write_id_list(dropped, drop_list)
     click.echo(f"Wrote {drop_list} ({len(dropped):,} caption ids)", err=True)
 

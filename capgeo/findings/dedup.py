@@ -9,7 +9,6 @@ companion that is not dropped), with captions whose whole list was dropped re-se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -18,6 +17,8 @@ import numpy as np
 # (ties: first); random: uniform, seeded
 from capgeo.defaults import FIXED_BLOCK_SIZE, KEEP_POLICIES
 from capgeo.errors import CapgeoError
+from capgeo.findings.result import section
+from capgeo.geometry.typed_profile import DedupDecision
 
 
 def choose_kept(texts: Sequence[str], components, keep: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -73,33 +74,6 @@ def hardest_after_drop(vectors: np.ndarray, group_codes: np.ndarray, scan, dropp
     return hardest
 
 
-@dataclass(frozen=True)
-class DedupDecision:
-    """Keeping the ``keep`` caption of each of ``n_sets`` near-duplicate sets: what dropping the others
-    removes, and the hardest-companion mean before and after (fields in docs/dupes.md)."""
-
-    keep: str
-    seed: int | None                  # the seed of keep "random", else None
-    n_sets: int
-    n_captions_dropped: int
-    n_groups_dropped: int
-    n_captions_after: int
-    n_groups_after: int
-    hardest_companion_mean_before: float | None
-    hardest_companion_mean_after: float | None
-    kept_ids: tuple[str, ...]
-    dropped_ids: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        """The ``dedup`` object of a dupes section."""
-        return {"keep": self.keep, "seed": self.seed, "n_sets": self.n_sets,
-                "n_captions_dropped": self.n_captions_dropped, "n_groups_dropped": self.n_groups_dropped,
-                "n_captions_after": self.n_captions_after, "n_groups_after": self.n_groups_after,
-                "hardest_companion_mean_before": self.hardest_companion_mean_before,
-                "hardest_companion_mean_after": self.hardest_companion_mean_after,
-                "kept_ids": list(self.kept_ids), "dropped_ids": list(self.dropped_ids)}
-
-
 def dedup_section(captions, vectors: np.ndarray | None, scan, components, keep: str, seed: int = 0,
                   block_size: int = FIXED_BLOCK_SIZE, device: str | None = None) -> DedupDecision:
     """The dedup decision of a dupes section (its ``dedup`` part, fields in docs/dupes.md)."""
@@ -112,8 +86,8 @@ def dedup_section(captions, vectors: np.ndarray | None, scan, components, keep: 
     before = np.asarray(scan.companion_cosine, dtype=np.float64)[:, 0]
     after = hardest_after_drop(vectors, codes, scan, dropped, block_size, device)
     ids = captions.ids
-    return DedupDecision(
-        keep=keep, seed=int(seed) if keep == "random" else None, n_sets=len(kept),
+    return section(
+        DedupDecision, keep=keep, seed=int(seed) if keep == "random" else None, n_sets=len(kept),
         n_captions_dropped=int(dropped.size), n_groups_dropped=int(n_groups - remaining_groups),
         n_captions_after=int(len(ids) - dropped.size), n_groups_after=int(remaining_groups),
         hardest_companion_mean_before=_nan_mean(before), hardest_companion_mean_after=_nan_mean(after),

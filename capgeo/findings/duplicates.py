@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -32,7 +31,9 @@ from capgeo.findings.dupes_options import ExampleOptions, MiningOptions, PairLis
 from capgeo.findings.highlight import highlight_pair, is_exact_duplicate
 from capgeo.geometry.inbatch import DEFAULT_NEAR_DUPLICATE_THRESHOLD
 from capgeo.geometry.row_norms import row_norms
-from capgeo.geometry.typed_profile import Dupes, DupesExample, DupesPair, DupesQuery, Encoder
+from capgeo.findings.result import section
+from capgeo.geometry.typed_profile import (Dupes, DupesExample, DupesPair, DupesQuery, Encoder, NearDuplicateSet,
+                                          NearDuplicateTotals)
 from capgeo.preflight import check_pair_threshold
 from capgeo.progress import labelled, progress_bar
 
@@ -424,16 +425,6 @@ def near_duplicate_components(captions, source, threshold: float, *, member_cosi
 # --------------------------------------------------------------------------- typed rows and results
 
 
-def _read_only(value):
-    """A JSON value as the read-only one a :class:`Dupes` holds where it has no class of its own:
-    objects as MappingProxyType, lists as tuples (written back as objects and lists)."""
-    if isinstance(value, dict):
-        return MappingProxyType({key: _read_only(item) for key, item in value.items()})
-    if isinstance(value, (list, tuple)):
-        return tuple(_read_only(item) for item in value)
-    return value
-
-
 def pair_row(captions, index_a: int, index_b: int, cosine: float, *, rank: int | None = None,
              neighbour_rank: int | None = None, columns=None) -> DupesPair:
     """One pair, typed: ids, groups, texts, cosine, Jaccard, highlights (a ``rank`` in a pair list,
@@ -447,8 +438,7 @@ def pair_row(captions, index_a: int, index_b: int, cosine: float, *, rank: int |
         text_a=texts[index_a], text_b=texts[index_b], cosine=float(cosine), jaccard=highlight.jaccard,
         exact_duplicate=highlight.exact_duplicate, shared_words=highlight.shared, only_a_words=highlight.only_a,
         only_b_words=highlight.only_b,
-        spans_a=tuple(MappingProxyType(span.to_dict()) for span in highlight.spans_a),
-        spans_b=tuple(MappingProxyType(span.to_dict()) for span in highlight.spans_b))
+        spans_a=highlight.spans_a, spans_b=highlight.spans_b)
 
 
 def pair_rows(captions, pairs: Sequence[Pair]) -> tuple[DupesPair, ...]:
@@ -461,37 +451,11 @@ def pair_rows(captions, pairs: Sequence[Pair]) -> tuple[DupesPair, ...]:
     return tuple(rows)
 
 
-@dataclass(frozen=True)
-class NearDuplicateSet:
-    """A near-duplicate set as `capgeo dupes-sets` lists it: a :class:`Component` numbered
-    (``component``, 1 = the largest) with its members' ids, images and texts."""
-
-    component: int
-    size: int
-    threshold: float
-    n_groups: int
-    n_edges: int
-    weakest_link: float
-    strongest_link: float
-    min_member_cosine: float | None
-    indices: tuple[int, ...]
-    ids: tuple[str, ...]
-    groups: tuple[str, ...]
-    texts: tuple[str, ...]
-
-    def to_dict(self) -> dict:
-        """The row of `capgeo dupes-sets` (columns in docs/dupes.md)."""
-        return {"component": self.component, "size": self.size, "threshold": self.threshold,
-                "n_groups": self.n_groups, "n_edges": self.n_edges, "weakest_link": self.weakest_link,
-                "strongest_link": self.strongest_link, "min_member_cosine": self.min_member_cosine,
-                "indices": list(self.indices), "ids": list(self.ids), "groups": list(self.groups),
-                "texts": list(self.texts)}
-
-
 def component_rows(captions, components: Iterable[Component], threshold: float) -> tuple[NearDuplicateSet, ...]:
     texts, ids, groups = captions.texts, captions.ids, captions.groups
-    return tuple(NearDuplicateSet(
-        component=number, size=c.size, threshold=threshold, n_groups=len({groups[m] for m in c.members}),
+    return tuple(section(
+        NearDuplicateSet, component=number, size=c.size, threshold=threshold,
+        n_groups=len({groups[m] for m in c.members}),
         n_edges=c.n_edges, weakest_link=c.weakest_link, strongest_link=c.strongest_link,
         min_member_cosine=c.min_member_cosine, indices=tuple(c.members), ids=tuple(ids[m] for m in c.members),
         groups=tuple(groups[m] for m in c.members), texts=tuple(texts[m] for m in c.members),
@@ -503,34 +467,6 @@ CHAINING_WARNING = ("components chain through links: members are joined when a p
                     "(min_member_cosine, the smallest cosine between two members, shows how far)")
 
 
-@dataclass(frozen=True)
-class NearDuplicateTotals:
-    """How many pairs of different images are near-duplicates (cosine >= ``threshold``) and how many
-    of those are exact copies; ``n_pairs`` None: more than ``more_than``, too many to count."""
-
-    threshold: float
-    n_pairs: int | None
-    more_than: int | None
-    n_exact_duplicate_pairs: int | None
-
-    @classmethod
-    def from_dict(cls, data) -> "NearDuplicateTotals":
-        """The totals of a ``near_duplicates`` object (a dupes section's, read from JSON)."""
-        return cls(data["threshold"], data["n_pairs"], data["more_than"], data["n_exact_duplicate_pairs"])
-
-    def to_dict(self) -> dict:
-        return {"threshold": self.threshold, "n_pairs": self.n_pairs, "more_than": self.more_than,
-                "n_exact_duplicate_pairs": self.n_exact_duplicate_pairs}
-
-    def text(self) -> str:
-        """One sentence for the totals, the same in the terminal and the report."""
-        head = f"Near-duplicates (cosine >= {self.threshold:g}): "
-        if self.n_pairs is None:
-            return head + f"more than {self.more_than:,} pairs of different images in all."
-        copies = f", {self.n_exact_duplicate_pairs:,} of them exact copies" if self.n_exact_duplicate_pairs else ""
-        return head + f"{self.n_pairs:,} pairs of different images in all{copies}."
-
-
 def near_duplicate_totals(captions, source, threshold: float = DEFAULT_NEAR_DUPLICATE_THRESHOLD, *,
                           scan=None, mining: MiningOptions | None = None) -> NearDuplicateTotals:
     """How many pairs of different groups are near-duplicates (cosine >= ``threshold``), and how
@@ -540,16 +476,12 @@ def near_duplicate_totals(captions, source, threshold: float = DEFAULT_NEAR_DUPL
     try:
         low, high, _ = _mined_links(captions, source, threshold, None, mining, scan, None)
     except CapgeoError:  # too many to list: say so rather than stop the command that asked for a top N
-        return NearDuplicateTotals(float(threshold), None, mining.max_pairs, None)
+        return section(NearDuplicateTotals, threshold=float(threshold), n_pairs=None, more_than=mining.max_pairs,
+                       n_exact_duplicate_pairs=None)
     codes = text_codes(captions.texts)  # each text normalised once, not once per pair
     exact = int(np.count_nonzero(codes[low] == codes[high]))
-    return NearDuplicateTotals(float(threshold), int(low.size), None, exact)
-
-
-def near_duplicate_total_text(near) -> str:
-    """One sentence for the totals of :func:`near_duplicate_totals` (or a dupes section's
-    ``near_duplicates`` object), the same in the terminal and the report."""
-    return (near if isinstance(near, NearDuplicateTotals) else NearDuplicateTotals.from_dict(near)).text()
+    return section(NearDuplicateTotals, threshold=float(threshold), n_pairs=int(low.size), more_than=None,
+                   n_exact_duplicate_pairs=exact)
 
 
 def text_codes(texts: Sequence[str]) -> np.ndarray:
@@ -652,7 +584,7 @@ def dupes_section(captions, source, *, pairs: PairListOptions | None = PairListO
         with labelled("near-duplicate totals"):
             totals = collecting(near_duplicate_totals, captions, source, near_duplicate_threshold, scan=scan,
                                 mining=mining)
-        fields["near_duplicates"] = _read_only(totals.to_dict())
+        fields["near_duplicates"] = totals
     if examples is not None:
         with labelled("examples"):
             chosen = examples_at_quantiles(captions, source, examples.quantiles, n_per_quantile=examples.per_quantile,
@@ -712,10 +644,10 @@ def _pair_rows(captions, source, vectors, listing: PairListOptions, mining: Mini
 
 def _sets(captions, source, vectors, sets: SetOptions, mining: MiningOptions, scan, collecting, notes: list[str]):
     """The near-duplicate set rows of a dupes section and, with ``sets.keep``, the dedup decision (else
-    None), read-only as the section holds them; the chaining warning goes to ``notes``."""
+    None), typed as the section holds them; the chaining warning goes to ``notes``."""
     with labelled("near-duplicate sets"):
         found = collecting(near_duplicate_components, captions, source, sets.threshold, scan=scan, mining=mining)
-    rows = tuple(_read_only(row.to_dict()) for row in component_rows(captions, found, sets.threshold))
+    rows = component_rows(captions, found, sets.threshold)
     # a pair, or a set whose every two members are at or above the threshold, does not chain
     if any(component.size > 2 and (component.min_member_cosine is None
                                     or component.min_member_cosine < sets.threshold)
@@ -726,7 +658,7 @@ def _sets(captions, source, vectors, sets: SetOptions, mining: MiningOptions, sc
     from capgeo.findings.dedup import dedup_section
 
     decision = dedup_section(captions, vectors, scan, found, sets.keep, sets.seed, mining.block_size, mining.device)
-    return rows, _read_only(decision.to_dict())
+    return rows, decision
 
 
 def pairs_section(captions, source, *, threshold: float | None = None, top: int | None = DUPES_TOP,
@@ -826,7 +758,7 @@ class NearDuplicatePairs:
     @property
     def totals(self) -> NearDuplicateTotals:
         """How many pairs of the dataset are near-duplicates, and how many of them exact copies."""
-        return NearDuplicateTotals.from_dict(self.section.near_duplicates)
+        return self.section.near_duplicates
 
     @property
     def encoder(self) -> Encoder | None:

@@ -42,9 +42,10 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from capgeo.captions.exact_duplicates import normalize_text
+from capgeo.geometry.typed_profile import Span
 
 #: English function words ignored when comparing captions. Counting words
 #: ("one", "two") and colours are content: they are what tells captions apart.
@@ -183,19 +184,6 @@ SHARED, ONLY_A, ONLY_B = "shared", "only_a", "only_b"
 
 
 @dataclass(frozen=True)
-class Span:
-    """A highlighted word: ``text[start:end]`` of the original caption, its kind and key."""
-
-    start: int
-    end: int
-    kind: str  # "shared" | "only_a" | "only_b"
-    word: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
 class PairHighlight:
     """Lexical comparison of two captions.
 
@@ -204,7 +192,7 @@ class PairHighlight:
     of appearance. Spans cover every occurrence, so repeated words are all marked.
     """
 
-    spans_a: tuple[Span, ...]
+    spans_a: tuple[Span, ...]  # typed, as a dupes pair holds them (capgeo.geometry.typed_profile.Span)
     spans_b: tuple[Span, ...]
     shared: tuple[str, ...]
     only_a: tuple[str, ...]

@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from capgeo.defaults import IMAGE_TWIN_THRESHOLD, PAIRS_LISTED
-from capgeo.geometry.typed_profile import ImageLeak, ImageMatch, read_only
+from capgeo.geometry.typed_profile import ImageLeak, ImageMatch, ImageVectorSources
 
 #: file suffixes that make a group id an image file name
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
@@ -77,7 +77,7 @@ def image_leak(train_names, eval_names, *, train_images=None, eval_images=None,
 
             raise CapgeoError(f"image vectors of {widths[1]} dimensions ({eval_images.source}) against the training "
                               f"set's of {widths[0]} ({train_images.source}); one image encoder must make both")
-        found["vectors"] = read_only({"train": train_images.source, "eval": eval_images.source})
+        found["vectors"] = ImageVectorSources(train=train_images.source, eval=eval_images.source)
         train_present = np.flatnonzero(train_images.present)
         eval_present = np.flatnonzero(eval_images.present)
         if train_images.content_hashes is not None and eval_images.content_hashes is not None:

@@ -20,7 +20,7 @@ import polars as pl
 from capgeo.defaults import FIXED_BLOCK_SIZE, LEAK_NORMALIZE, LEAK_NORMALIZE_RULES, LEAK_THRESHOLD, LEAK_TOP
 from capgeo.errors import CapgeoError
 from capgeo.findings.highlight import highlight_pair
-from capgeo.geometry.typed_profile import EvalLeak, Leak, LeakTrain, LeakTwin, read_only
+from capgeo.geometry.typed_profile import Encoder, EvalLeak, Leak, LeakTrain, LeakTwin
 from capgeo.progress import labelled
 from capgeo.captions.exact_duplicates import normalized_texts
 
@@ -73,8 +73,7 @@ def twin_row(train, eval_set, train_row: int, eval_row: int, cosine: float, exac
         exact_duplicate=highlight.exact_duplicate if exact is None else bool(exact),
         shared_words=tuple(highlight.shared), only_eval_words=tuple(highlight.only_a),
         only_train_words=tuple(highlight.only_b),
-        spans_eval=tuple(read_only(span.to_dict()) for span in highlight.spans_a),
-        spans_train=tuple(read_only(span.to_dict()) for span in highlight.spans_b))
+        spans_eval=highlight.spans_a, spans_train=highlight.spans_b)
 
 
 @dataclass(frozen=True)
@@ -221,9 +220,15 @@ def leak_section(train, train_embeddings, evals, options: LeakOptions | None = N
     drop = sorted(set().union(*(entry.train_ids_to_drop for entry in sets)), key=_row_of(train))
     return Leak(schema=SCHEMA, train=LeakTrain(source=str(train.source), format=train.format, n_captions=len(train),
                                                n_groups=train.n_groups),
-                encoder=None if train_info is None else read_only(train_info.to_dict()),
+                encoder=None if train_info is None else _encoder(train_info),
                 threshold=float(options.threshold), normalize=options.normalize, evals=tuple(sets),
                 train_ids_to_drop=tuple(drop), nulls=frozenset() if train_info is not None else frozenset({"encoder"}))
+
+
+def _encoder(info) -> Encoder:
+    """The typed encoder of an EncoderInfo, its unknown fields (logit_scale) written as null."""
+    fields = info.to_dict()
+    return Encoder(**fields, nulls=frozenset(key for key, value in fields.items() if value is None))
 
 
 def _check_rows(captions, embeddings, role: str) -> None:

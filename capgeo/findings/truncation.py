@@ -37,10 +37,11 @@ import numpy as np
 
 from capgeo.defaults import PAIR_BLOCK_SIZE, TOP_K, TRUNCATION_LISTED_PAIRS
 from capgeo.errors import CapgeoError, EncoderError
-from capgeo.findings.result import Result, as_json, frozen_json, section
+from capgeo.findings.result import section
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES
-from capgeo.geometry.typed_profile import (BatchNearDuplicates, Buckets, Dataset, Distribution, Encoder, Options, Profile,
-                                           Provenance, Truncation, TruncationLength, TruncationNearDuplicates)
+from capgeo.geometry.typed_profile import (BatchNearDuplicates, Buckets, CutCaption, Dataset, Distribution, Encoder,
+                                           Movement, Options, Profile, Provenance, Truncation, TruncationLength,
+                                           TruncationNearDuplicates, TruncationPair)
 from capgeo.progress import labelled, pass_label
 
 #: Lengths compared when none are given (those above the encoder's context are left out).
@@ -92,39 +93,6 @@ def split_options(encoding: LengthEncoding | None = None, options: TruncationOpt
     mine = {field.name for field in dataclasses.fields(LengthEncoding)}
     return (dataclasses.replace(encoding, **{key: value for key, value in fields.items() if key in mine}),
             dataclasses.replace(options, **{key: value for key, value in fields.items() if key not in mine}))
-
-
-@dataclass(frozen=True)
-class Movement(Result):
-    """How far embeddings move at one length: cosines to the full-context embedding, of every caption
-    and of those the reference sees more of (a length's ``movement``)."""
-
-    all: Distribution
-    cut: Distribution
-
-
-@dataclass(frozen=True)
-class CutCaption(Result):
-    """One caption of a listed truncation-only pair, with where the length cuts it."""
-
-    index: int
-    id: str
-    group: str
-    text: str
-    tokens: int
-    cut: bool
-    cut_offset: int | None
-
-
-@dataclass(frozen=True)
-class TruncationPair(Result):
-    """A listed pair that is a near-duplicate only because of truncation (``truncation_only_pairs``)."""
-
-    max_tokens: int
-    cosine_at_length: float
-    cosine_full: float
-    a: CutCaption
-    b: CutCaption
 
 
 # --------------------------------------------------------------------------- lengths
@@ -368,7 +336,7 @@ def length_statistics(captions, vectors: np.ndarray, full_vectors: np.ndarray, t
         near_duplicates=section(TruncationNearDuplicates, threshold=float(threshold), n_pairs=near.n_pairs,
                                 n_captions=near.n_captions, n_truncation_only=near.n_truncation_only),
         reference=length == reference_length,
-        movement=frozen_json(Movement(summarize_finite(cosine_to_full), summarize_finite(cosine_to_full[more_seen]))))
+        movement=Movement(all=summarize_finite(cosine_to_full), cut=summarize_finite(cosine_to_full[more_seen])))
     return stats, near
 
 
@@ -383,11 +351,13 @@ def _pair_rows(captions, rows, length: int, token_counts: np.ndarray, token_coun
         offsets = dict(zip(needed, cut_offsets([texts[i] for i in needed], length, token_counter)))
 
     def caption(index: int) -> CutCaption:
-        return CutCaption(index=index, id=ids[index], group=groups[index], text=texts[index],
-                          tokens=int(token_counts[index]), cut=bool(token_counts[index] > length),
-                          cut_offset=offsets.get(index))
+        offset = offsets.get(index)
+        return section(CutCaption, index=int(index), id=ids[index], group=groups[index], text=texts[index],
+                       tokens=int(token_counts[index]), cut=bool(token_counts[index] > length),
+                       cut_offset=None if offset is None else int(offset))
 
-    return [TruncationPair(int(length), cosine, full_cosine, caption(a), caption(b))
+    return [TruncationPair(max_tokens=int(length), cosine_at_length=float(cosine), cosine_full=float(full_cosine),
+                           a=caption(a), b=caption(b))
             for a, b, cosine, full_cosine in rows]
 
 
@@ -425,8 +395,6 @@ def truncation_section(captions, embeddings_by_length: Mapping, encoder=None, op
     ``threshold`` defaults to the profile's near-duplicate threshold, ``batch_size``
     to the profile's (128, or the number of groups when smaller).
     """
-    from capgeo.geometry.profile import to_json_ready
-
     started = time.perf_counter()
     options = dataclasses.replace(options or TruncationOptions(), **fields)
     if not embeddings_by_length:
@@ -466,7 +434,7 @@ def truncation_section(captions, embeddings_by_length: Mapping, encoder=None, op
         n_batches=int(options.n_batches), seed=int(options.seed), bucket_edges=tuple(edges),
         top_k=int(options.top_k), max_listed=int(options.max_listed), n_captions=n,
         n_groups=int(captions.n_groups), tokens=summarize_finite(token_counts.astype(np.float64)),
-        per_length=tuple(per_length), truncation_only_pairs=frozen_json(to_json_ready(as_json(listed))),
+        per_length=tuple(per_length), truncation_only_pairs=tuple(listed),
         cut_offset_method="end of the longest whole-word prefix whose token count (encoder's own "
                           "tokenizer, special tokens included) is at most the length; binary search",
         elapsed_s=round(time.perf_counter() - started, 3))

@@ -505,9 +505,20 @@ class Gamma(_Section):
 
 
 @_section
+class Span(_Section):
+    """A highlighted word (capgeo.findings.highlight): ``text[start:end]`` of its caption, its kind
+    ("shared", "only_a" or "only_b") and its matching key."""
+
+    start: int | None = None
+    end: int | None = None
+    kind: str | None = None
+    word: str | None = None
+
+
+@_section
 class DupesPair(_Section):
     """Two captions of different images and how alike they are (a row of ``dupes.pairs``, or a
-    neighbour of an example query); ``spans_a``/``spans_b`` are read-only ``{start, end, kind}`` mappings."""
+    neighbour of an example query), its words marked in ``spans_a``/``spans_b``."""
 
     rank: int | None = None
     neighbour_rank: int | None = None
@@ -525,8 +536,8 @@ class DupesPair(_Section):
     shared_words: tuple[str, ...] | None = None
     only_a_words: tuple[str, ...] | None = None
     only_b_words: tuple[str, ...] | None = None
-    spans_a: tuple[Mapping[str, Any], ...] | None = None
-    spans_b: tuple[Mapping[str, Any], ...] | None = None
+    spans_a: tuple[Span, ...] | None = None
+    spans_b: tuple[Span, ...] | None = None
 
 
 @_section
@@ -551,9 +562,65 @@ class DupesExample(_Section):
 
 
 @_section
+class NearDuplicateSet(_Section):
+    """A near-duplicate set as `capgeo dupes-sets` lists it (a row of ``dupes.components``): a
+    connected component numbered (``component``, 1 = the largest) with its members' ids, images and texts."""
+
+    component: int | None = None
+    size: int | None = None
+    threshold: float | None = None
+    n_groups: int | None = None
+    n_edges: int | None = None
+    weakest_link: float | None = None
+    strongest_link: float | None = None
+    min_member_cosine: float | None = None
+    indices: tuple[int, ...] | None = None
+    ids: tuple[str, ...] | None = None
+    groups: tuple[str, ...] | None = None
+    texts: tuple[str, ...] | None = None
+
+
+@_section
+class NearDuplicateTotals(_Section):
+    """How many pairs of different images are near-duplicates (cosine >= ``threshold``) and how many
+    of those are exact copies; ``n_pairs`` None: more than ``more_than``, too many to count."""
+
+    threshold: float | None = None
+    n_pairs: int | None = None
+    more_than: int | None = None
+    n_exact_duplicate_pairs: int | None = None
+
+    def text(self) -> str:
+        """One sentence for the totals, the same in the terminal and the report."""
+        head = f"Near-duplicates (cosine >= {self.threshold:g}): "
+        if self.n_pairs is None:
+            return head + f"more than {self.more_than:,} pairs of different images in all."
+        copies = f", {self.n_exact_duplicate_pairs:,} of them exact copies" if self.n_exact_duplicate_pairs else ""
+        return head + f"{self.n_pairs:,} pairs of different images in all{copies}."
+
+
+@_section
+class DedupDecision(_Section):
+    """Keeping the ``keep`` caption of each of ``n_sets`` near-duplicate sets (a dupes section's
+    ``dedup``): what dropping the others removes, and the hardest-companion mean before and after
+    (fields in docs/dupes.md); ``seed`` is keep "random"'s, else None."""
+
+    keep: str | None = None
+    seed: int | None = None
+    n_sets: int | None = None
+    n_captions_dropped: int | None = None
+    n_groups_dropped: int | None = None
+    n_captions_after: int | None = None
+    n_groups_after: int | None = None
+    hardest_companion_mean_before: float | None = None
+    hardest_companion_mean_after: float | None = None
+    kept_ids: tuple[str, ...] | None = None
+    dropped_ids: tuple[str, ...] | None = None
+
+
+@_section
 class Dupes(_Section):
-    """The ``dupes`` section: a ``capgeo.dupes/1`` result (docs/dupes.md); its components,
-    near-duplicate totals and ``dedup`` stay read-only JSON."""
+    """The ``dupes`` section: a ``capgeo.dupes/1`` result (docs/dupes.md)."""
 
     schema: str | None = None
     n_captions: int | None = None
@@ -565,13 +632,13 @@ class Dupes(_Section):
     quantiles: tuple[float, ...] | None = None
     examples: tuple[DupesExample, ...] | None = None
     components_threshold: float | None = None
-    components: tuple | None = None
+    components: tuple[NearDuplicateSet, ...] | None = None
     warnings: tuple[str, ...] | None = None
     encoder: Encoder | None = None
     skip_exact: bool | None = None
     n_exact_skipped: int | None = None
-    near_duplicates: Mapping[str, Any] | None = None
-    dedup: Mapping[str, Any] | None = None
+    near_duplicates: NearDuplicateTotals | None = None
+    dedup: DedupDecision | None = None
 
 
 @_section
@@ -585,9 +652,17 @@ class TruncationNearDuplicates(_Section):
 
 
 @_section
+class Movement(_Section):
+    """How far embeddings move at one length (a length's ``movement``): cosines to the full-context
+    embedding, of every caption and of those the reference sees more of."""
+
+    all: Distribution | None = None
+    cut: Distribution | None = None
+
+
+@_section
 class TruncationLength(_Section):
-    """The geometry at one maximum token length (an entry of ``truncation.per_length``); ``movement``
-    stays read-only JSON."""
+    """The geometry at one maximum token length (an entry of ``truncation.per_length``)."""
 
     max_tokens: int | None = None
     n_cut: int | None = None
@@ -599,12 +674,37 @@ class TruncationLength(_Section):
     near_duplicate_in_batch: BatchNearDuplicates | None = None
     near_duplicates: TruncationNearDuplicates | None = None
     reference: bool | None = None
-    movement: Mapping[str, Any] | None = None
+    movement: Movement | None = None
+
+
+@_section
+class CutCaption(_Section):
+    """One caption of a listed truncation-only pair, with where the length cuts it (``cut_offset``
+    null when the encoder's tokenizer could not say)."""
+
+    index: int | None = None
+    id: str | None = None
+    group: str | None = None
+    text: str | None = None
+    tokens: int | None = None
+    cut: bool | None = None
+    cut_offset: int | None = None
+
+
+@_section
+class TruncationPair(_Section):
+    """A listed pair that is a near-duplicate only because of truncation (``truncation_only_pairs``)."""
+
+    max_tokens: int | None = None
+    cosine_at_length: float | None = None
+    cosine_full: float | None = None
+    a: CutCaption | None = None
+    b: CutCaption | None = None
 
 
 @_section
 class Truncation(_Section):
-    """The ``truncation`` section (docs/truncation.md); the truncation-only pairs stay read-only JSON."""
+    """The ``truncation`` section (docs/truncation.md)."""
 
     lengths: tuple[int, ...] | None = None
     reference_length: int | None = None
@@ -620,7 +720,7 @@ class Truncation(_Section):
     n_groups: int | None = None
     tokens: Distribution | None = None
     per_length: tuple[TruncationLength, ...] | None = None
-    truncation_only_pairs: tuple | None = None
+    truncation_only_pairs: tuple[TruncationPair, ...] | None = None
     cut_offset_method: str | None = None
     elapsed_s: float | None = None
 
@@ -638,7 +738,7 @@ class LeakTrain(_Section):
 @_section
 class LeakTwin(_Section):
     """A leaked evaluation caption with its closest training twin, words marked as in `capgeo dupes`
-    (``spans_eval``/``spans_train`` are read-only ``{start, end, kind}`` mappings)."""
+    (``spans_eval``/``spans_train``)."""
 
     eval_id: str | None = None
     eval_group: str | None = None
@@ -652,8 +752,8 @@ class LeakTwin(_Section):
     shared_words: tuple[str, ...] | None = None
     only_eval_words: tuple[str, ...] | None = None
     only_train_words: tuple[str, ...] | None = None
-    spans_eval: tuple[Mapping[str, Any], ...] | None = None
-    spans_train: tuple[Mapping[str, Any], ...] | None = None
+    spans_eval: tuple[Span, ...] | None = None
+    spans_train: tuple[Span, ...] | None = None
 
 
 @_section
@@ -666,6 +766,14 @@ class ImageMatch(_Section):
 
 
 @_section
+class ImageVectorSources(_Section):
+    """Where each set's image vectors came from (an image leak's ``vectors``)."""
+
+    train: str | None = None
+    eval: str | None = None
+
+
+@_section
 class ImageLeak(_Section):
     """An evaluation set's images that are training images (capgeo.findings.image_leak), in each way
     both sets allow: file name, content hash, image vectors (a way's fields None where it did not apply)."""
@@ -673,8 +781,7 @@ class ImageLeak(_Section):
     ways: tuple[str, ...] | None = None
     n_name_matches: int | None = None
     name_matches: tuple[ImageMatch, ...] | None = None
-    #: where each set's image vectors came from: ``{"train": ..., "eval": ...}``
-    vectors: Mapping[str, Any] | None = None
+    vectors: ImageVectorSources | None = None
     n_hash_matches: int | None = None
     hash_matches: tuple[ImageMatch, ...] | None = None
     threshold: float | None = None
@@ -720,7 +827,7 @@ class Leak(_Section):
     schema: str | None = None
     train: LeakTrain | None = None
     #: the encoder's EncoderInfo (None, written as null, for vectors without one)
-    encoder: Mapping[str, Any] | None = None
+    encoder: Encoder | None = None
     threshold: float | None = None
     normalize: str | None = None
     #: one per evaluation set, in the order given

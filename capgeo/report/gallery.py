@@ -71,9 +71,9 @@ def merged_query_spans(neighbours: Sequence[DupesPair]) -> list[dict]:
     merged: dict[tuple[int, int], dict] = {}
     for rank, neighbour in enumerate(neighbours, start=1):
         for span in neighbour.spans_a or ():
-            key = (int(span["start"]), int(span["end"]))
+            key = (int(span.start), int(span.end))
             entry = merged.setdefault(key, {"start": key[0], "end": key[1], "kind": "only_a", "with": []})
-            if span["kind"] == "shared":
+            if span.kind == "shared":
                 entry["kind"] = "shared"
                 entry["with"].append(str(_rank(neighbour, rank)))
     for entry in merged.values():
@@ -167,10 +167,8 @@ def gallery_html(dupes: Dupes, ids: CaptionIds | None = None) -> str:
     pairs = exact_copies_once(dupes.pairs or ())[:MAX_PAIRS]
     if pairs:
         parts.append("<h3>Most similar caption pairs of different images</h3>")
-        if dupes.near_duplicates:  # profiles saved before the totals existed have none
-            from capgeo.findings.duplicates import near_duplicate_total_text
-
-            parts.append(f'<p class="stats">{escape(near_duplicate_total_text(dupes.near_duplicates))}</p>')
+        if dupes.near_duplicates is not None:  # profiles saved before the totals existed have none
+            parts.append(f'<p class="stats">{escape(dupes.near_duplicates.text())}</p>')
         for row in pairs:
             body = (_copies_html(row, ids) if isinstance(row, ExactCopies)
                     else _pair_html(row, ids, "caption A", "caption B"))

@@ -66,7 +66,7 @@ def heatmap_batch(profile: Profile) -> BatchStatistics | None:
 
 def _seen_unseen(caption) -> str:
     """A caption with the part the encoder saw in normal text and the rest greyed."""
-    text, offset = caption["text"] or "", caption["cut_offset"]
+    text, offset = caption.text or "", caption.cut_offset
     if offset is None or not 0 <= offset <= len(text):
         return f'<p class="caption">{escape(text)}</p>'
     return (f'<p class="caption">{escape(text[:offset])}<span class="unseen" title="cut: the encoder did not see this">'
@@ -80,13 +80,13 @@ def truncation_pairs_html(truncation: Truncation) -> str:
     parts = ["<h3>Pairs that are near-duplicates only because they were cut</h3>",
              '<p class="stats">Grey: the part of the caption the encoder did not see at that length.</p>']
     for pair in pairs:
-        # a truncation-only pair: {max_tokens, cosine_at_length, cosine_full, a, b} (docs/truncation.md)
-        stats = (f'<div class="stats">at L={pair["max_tokens"]} tokens cosine '
-                 f'<strong>{pair["cosine_at_length"]:.4f}</strong>; at the full context '
-                 f'{pair["cosine_full"]:.4f}</div>')
-        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(short_id(c["id"]))} · image '
-                        f'{escape(short_id(c["group"]))} · {escape(c["tokens"])} tokens</div>{_seen_unseen(c)}</div>'
-                        for c in (pair["a"], pair["b"]))
+        # a truncation-only pair (TruncationPair, docs/truncation.md)
+        stats = (f'<div class="stats">at L={pair.max_tokens} tokens cosine '
+                 f'<strong>{pair.cosine_at_length:.4f}</strong>; at the full context '
+                 f'{pair.cosine_full:.4f}</div>')
+        boxes = "".join(f'<div class="caption-box"><div class="meta">id {escape(short_id(c.id))} · image '
+                        f'{escape(short_id(c.group))} · {escape(c.tokens)} tokens</div>{_seen_unseen(c)}</div>'
+                        for c in (pair.a, pair.b))
         parts.append(f'<div class="example">{stats}<div class="pair">{boxes}</div></div>')
     return "".join(parts)
 

@@ -25,14 +25,14 @@ def highlighted(text: str, spans, plain: bool = False):
     # and Text(caption).stylize(span) moved every mark after a "\r" or BEL, which Text drops
     rendered, at = Text(), 0
     for span in spans:  # sorted and never overlapping (`capgeo docs dupes`)
-        rendered.append(visible(text[at:span["start"]]))
-        word = visible(text[span["start"]:span["end"]])
+        rendered.append(visible(text[at:span.start]))
+        word = visible(text[span.start:span.end])
         if plain:
-            opening, closing = SHARED_MARKS if span["kind"] == "shared" else DIFFERING_MARKS
+            opening, closing = SHARED_MARKS if span.kind == "shared" else DIFFERING_MARKS
             rendered.append(f"{opening}{word}{closing}")
         else:
-            rendered.append(word, style=SHARED_STYLE if span["kind"] == "shared" else DIFFERING_STYLE)
-        at = span["end"]
+            rendered.append(word, style=SHARED_STYLE if span.kind == "shared" else DIFFERING_STYLE)
+        at = span.end
     rendered.append(visible(text[at:]))
     return rendered
 
@@ -93,7 +93,7 @@ def _caption_block(label: str, caption_id: str, group: str, text: str, spans, pl
 def pairs_title(dupes) -> str:
     """What the list is: near-duplicates only when every pair listed reaches the near-duplicate threshold."""
     pairs = dupes.pairs or ()
-    near = dupes.near_duplicates["threshold"]
+    near = dupes.near_duplicates.threshold
     threshold, limit = dupes.threshold, dupes.limit
     listed_near = threshold is not None and threshold >= near
     kind = "near-duplicate pairs" if listed_near else "most similar pairs"
@@ -110,9 +110,7 @@ def pairs_title(dupes) -> str:
 
 def totals_line(dupes) -> str:
     """The exact count of near-duplicates behind the list, however many it shows."""
-    from capgeo.findings.duplicates import near_duplicate_total_text
-
-    line = near_duplicate_total_text(dupes.near_duplicates)
+    line = dupes.near_duplicates.text()
     if dupes.skip_exact:
         line += f" {dupes.n_exact_skipped or 0:,} exact copies ranked above the last pair shown were skipped."
     elif any(row.exact_duplicate for row in dupes.pairs or ()):
@@ -170,17 +168,17 @@ def _render_components(dupes, console) -> None:
     # one line per caption, cut to the width left over
     table.add_column("first captions", ratio=1, no_wrap=True, overflow="ellipsis")
     for row in components[:50]:
-        member_min = "" if row["min_member_cosine"] is None else f"{row['min_member_cosine']:.4f}"
+        member_min = "" if row.min_member_cosine is None else f"{row.min_member_cosine:.4f}"
         # a caption's own line breaks made one caption look like several
-        first = "\n".join(shown(" ".join(text.split())) for text in row["texts"][:3])
-        table.add_row(str(row["component"]), str(row["size"]), str(row["n_groups"]), f"{row['weakest_link']:.4f}",
-                      f"{row['strongest_link']:.4f}", member_min, first)
+        first = "\n".join(shown(" ".join(text.split())) for text in row.texts[:3])
+        table.add_row(str(row.component), str(row.size), str(row.n_groups), f"{row.weakest_link:.4f}",
+                      f"{row.strongest_link:.4f}", member_min, first)
     console.print(table)
     if len(components) > 50:
         console.print(f"[dim]... {len(components) - 50:,} more sets (all of them in --output-format jsonl)[/]")
     console.print("[dim]min pair: the smallest cosine between any two members; weakest: the smallest "
                   "cosine among the pairs that hold the set together (its maximum spanning tree)[/]")
-    if dupes.dedup:
+    if dupes.dedup is not None:
         _render_dedup(dupes.dedup, dupes.n_captions, dupes.n_groups, console)
 
 
@@ -188,7 +186,7 @@ def _render_dedup(dedup, n_captions: int, n_groups: int, console) -> None:
     def mean(value):
         return "n/a" if value is None else f"{value:.4f}"
 
-    console.print(f"[bold]Keeping the {dedup['keep']} caption of each of the {dedup['n_sets']:,} sets[/] drops "
-                  f"{dedup['n_captions_dropped']:,} of {n_captions:,} captions and {dedup['n_groups_dropped']:,} "
+    console.print(f"[bold]Keeping the {dedup.keep} caption of each of the {dedup.n_sets:,} sets[/] drops "
+                  f"{dedup.n_captions_dropped:,} of {n_captions:,} captions and {dedup.n_groups_dropped:,} "
                   f"of {n_groups:,} images (images left with no caption); hardest-companion mean "
-                  f"{mean(dedup['hardest_companion_mean_before'])} -> {mean(dedup['hardest_companion_mean_after'])}")
+                  f"{mean(dedup.hardest_companion_mean_before)} -> {mean(dedup.hardest_companion_mean_after)}")

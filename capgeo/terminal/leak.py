@@ -21,7 +21,7 @@ def print_leak(leak: "Leak", written_to: str | None = None) -> None:
 
     console = terminal.console(highlight=False)
     plain = is_plain(console)  # piped, the shared and differing words are marked as `dupes` marks them
-    spec = None if leak.encoder is None else leak.encoder["spec"]
+    spec = None if leak.encoder is None else leak.encoder.spec
     console.print(f"[dim]train {shown(leak.train_source)}: {leak.n_train_captions:,} captions; encoder "
                   f"{shown(spec)}; twin = exact duplicate or cosine >= {leak.threshold:g}"
                   + (f" (exact: --normalize {leak.normalize})" if leak.normalize else "") + "[/dim]")

@@ -23,8 +23,6 @@ def print_truncation(result, console=None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from capgeo.geometry.typed_profile import Distribution
-
     console = console or terminal.console(highlight=False)
     section, encoder, dataset = result.truncation, result.encoder, result.dataset
     tokens = section.tokens
@@ -71,7 +69,7 @@ def print_truncation(result, console=None) -> None:
         moved.add_column(column, justify="right")
     for name, entry in zip(names, per_length):
         # each a summary of cosines to the full-context embedding: of every caption, of the cut ones
-        every, cut = (Distribution.from_dict(entry.movement[key]) for key in ("all", "cut"))
+        every, cut = entry.movement.all, entry.movement.cut
         moved.add_row(name, _fmt(every.mean), _fmt(every.quantile("p10")), f"{cut.count:,}",
                       _fmt(cut.mean), _fmt(cut.quantile("p10")), _fmt(cut.min))
     console.print(moved)
@@ -98,21 +96,21 @@ def _render_pairs(section, console) -> None:
         ("seen by the encoder", SEEN_STYLE), CUT_MARK, ("not seen", UNSEEN_STYLE)))
     for number, pair in enumerate(pairs, start=1):
         console.print(Text.assemble(
-            (f"{number}. L={pair['max_tokens']}", "bold"),
-            f"  cosine {pair['cosine_at_length']:.4f} at {pair['max_tokens']} tokens, "
-            f"{pair['cosine_full']:.4f} at {section.reference_length}"))
-        for side in ("a", "b"):
-            console.print(_caption_text(pair[side]))
+            (f"{number}. L={pair.max_tokens}", "bold"),
+            f"  cosine {pair.cosine_at_length:.4f} at {pair.max_tokens} tokens, "
+            f"{pair.cosine_full:.4f} at {section.reference_length}"))
+        for caption in (pair.a, pair.b):
+            console.print(_caption_text(caption))
 
 
 def _caption_text(caption):
-    """One caption of a listed pair (its JSON object), the part the encoder did not see dimmed."""
+    """One caption of a listed pair (a CutCaption), the part the encoder did not see dimmed."""
     from rich.padding import Padding
     from rich.text import Text
 
-    text, offset = caption["text"], caption["cut_offset"]
-    heading = Text.assemble((visible(caption["id"]), "cyan"),
-                            (f"  (group {visible(caption['group'])}, {caption['tokens']} tokens)", "dim"))
+    text, offset = caption.text, caption.cut_offset
+    heading = Text.assemble((visible(caption.id), "cyan"),
+                            (f"  (group {visible(caption.group)}, {caption.tokens} tokens)", "dim"))
     body = Text()
     if offset is None:
         body.append(visible(text))
