@@ -60,7 +60,7 @@ def test_the_gamma_section_built_is_the_section_its_json_loads_as():
     assert json.dumps(Gamma.from_dict(written).to_dict()) == json.dumps(built.to_dict())   # the same keys, in order
     # the keywords set the options' fields, as the options object does
     assert gamma_section(vectors, np.arange(80) // 2, batch_sizes=(8, 4), n_batches=3, image_vectors=images) == built
-    assert built.batches[0].image["plain"]["mean_loss"] == written["batches"][0]["image"]["plain"]["mean_loss"]
+    assert built.batches[0].image.plain.mean_loss == written["batches"][0]["image"]["plain"]["mean_loss"]
 
 
 def test_the_pairs_section_built_is_the_section_its_json_loads_as():
