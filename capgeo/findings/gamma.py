@@ -30,13 +30,13 @@ from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
 from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
-from capgeo.findings.result import frozen_json, section
+from capgeo.findings.result import section
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 from capgeo.geometry.row_norms import first_non_finite_row, row_norms
 from capgeo.geometry.typed_profile import (Dataset, Encoder, Gamma, GammaBatch, GammaBoostedLoss, GammaGridRow,
                                            GammaImageLosses, GammaLossShare, GammaMarginCosines, GammaMargins,
-                                           GammaPaperMargins, GammaReference, GammaSuggestion, Options, Profile,
-                                           Provenance)
+                                           GammaPaperMargins, GammaReference, GammaSuggestion, Options,
+                                           PaperSweepPoint, Profile, Provenance)
 
 #: gamma grid of the diagnostics table: 0 to 1 in steps of 1/8
 DEFAULT_GRID = tuple(k / 8 for k in range(9))
@@ -845,7 +845,7 @@ def gamma_section(embeddings, group_codes, options: GammaOptions | None = None, 
         headline_batch_size=batch_sizes[0], suggested_gamma=headline.suggestion.gamma,
         suggested_range=headline.suggestion.range, margin_matched_gamma=headline.margins.margin_matched_gamma,
         encoder_caution=encoder_caution(encoder),
-        paper_sweep=frozen_json([{"gamma": g, "average_r_at_1": r} for g, r in PAPER_SWEEP.items()]),
+        paper_sweep=tuple(PaperSweepPoint(g, r) for g, r in PAPER_SWEEP.items()),
         paper_sweep_note=PAPER_SWEEP_NOTE, logit_scale=scale, logit_scale_source=scale_source, hard_edge=hard_edge,
         gamma_grid=tuple(grid), n_batches=n_batches, seed=seed, clip=tuple(GAMMA_CLIP),
         image_embeddings=image_vectors is not None, reference=_reference_summary(reference),

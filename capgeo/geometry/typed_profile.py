@@ -570,6 +570,14 @@ class GammaBatch(_Section):
 
 
 @_section
+class PaperSweepPoint(_Section):
+    """One gamma of the paper's sweep and its average R@1 (an entry of the gamma section's ``paper_sweep``)."""
+
+    gamma: float | None = None
+    average_r_at_1: float | None = None
+
+
+@_section
 class GammaReference(_Section):
     """The reference geometry the rule transfers from, and what it gives (the gamma section's ``reference``)."""
 
@@ -592,7 +600,7 @@ class GammaReference(_Section):
 
 @_section
 class Gamma(_Section):
-    """The ``gamma`` section (docs/gamma.md); its ``paper_sweep`` stays read-only JSON."""
+    """The ``gamma`` section (docs/gamma.md)."""
 
     rule: str | None = None
     concentration: str | None = None
@@ -601,7 +609,7 @@ class Gamma(_Section):
     suggested_range: tuple[float, float] | None = None
     margin_matched_gamma: float | None = None
     encoder_caution: str | None = None
-    paper_sweep: tuple | None = None
+    paper_sweep: tuple[PaperSweepPoint, ...] | None = None
     paper_sweep_note: str | None = None
     logit_scale: float | None = None
     logit_scale_source: str | None = None
