@@ -60,7 +60,31 @@ def test_the_gamma_section_built_is_the_section_its_json_loads_as():
     assert json.dumps(Gamma.from_dict(written).to_dict()) == json.dumps(built.to_dict())   # the same keys, in order
     # the keywords set the options' fields, as the options object does
     assert gamma_section(vectors, np.arange(80) // 2, batch_sizes=(8, 4), n_batches=3, image_vectors=images) == built
-    assert built.batches[0].image["plain"]["mean_loss"] == written["batches"][0]["image"]["plain"]["mean_loss"]
+    assert built.batches[0].image.plain.mean_loss == written["batches"][0]["image"]["plain"]["mean_loss"]
+
+
+def test_the_gamma_parts_are_sections_and_an_older_grid_row_still_loads():
+    from capgeo.findings.gamma import REFERENCE, GammaOptions, gamma_section
+    from capgeo.geometry.typed_profile import GammaGridRow, GammaImageLosses, GammaMargins, GammaReference
+
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((40, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    built = gamma_section(vectors, np.arange(40) // 2, GammaOptions(batch_sizes=(4,), n_batches=2, grid=(0.0, 0.5)),
+                          image_vectors=rng.standard_normal((20, 8)).astype(np.float32))
+    entry = built.batches[0]
+    assert isinstance(entry.margins, GammaMargins) and isinstance(entry.image, GammaImageLosses)
+    assert isinstance(built.reference, GammaReference) and built.reference.batch_size == REFERENCE.batch_size
+    assert all(isinstance(row, GammaGridRow) for row in entry.grid) and [row.gamma for row in entry.grid] == [0.0, 0.5]
+    # the margin view's suggested margins are gamma * G at the rows' own cosines
+    assert entry.margins.suggested.median == pytest.approx(entry.suggestion.gamma_exact * entry.margins.cosines.median)
+    assert [loss.gamma for loss in entry.image.boosted] == [0.0, 0.5]
+    # a profile saved before the boosts were recorded: the rows load without them and write back as they were
+    written = json.loads(json.dumps(built.to_dict()))
+    for row in written["batches"][0]["grid"]:
+        del row["boost_gap"]
+    older = Gamma.from_dict(written)
+    assert older.batches[0].grid[0].boost_gap is None and older.to_dict() == written
 
 
 def test_the_pairs_section_built_is_the_section_its_json_loads_as():

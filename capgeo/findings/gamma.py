@@ -30,11 +30,13 @@ from capgeo.encoders.base import UNIT_NORM_TOLERANCE
 from capgeo.errors import CapgeoError
 from capgeo.findings.encoder_caution import encoder_caution
 from capgeo.findings.hnclip_loss import boosted_caption_cosine, hnclip_loss_grid
-from capgeo.findings.result import Result, frozen_json, section
+from capgeo.findings.result import section
 from capgeo.geometry.batch_size import DEFAULT_N_BATCHES, check_gamma_batch_size, resolve_batch_sizes
 from capgeo.geometry.row_norms import first_non_finite_row, row_norms
-from capgeo.geometry.typed_profile import (Dataset, Encoder, Gamma, GammaBatch, GammaSuggestion, Options, Profile,
-                                           Provenance)
+from capgeo.geometry.typed_profile import (Dataset, Encoder, Gamma, GammaBatch, GammaBoostedLoss, GammaGridRow,
+                                           GammaImageLosses, GammaLossShare, GammaMarginCosines, GammaMargins,
+                                           GammaPaperMargins, GammaReference, GammaSuggestion, Options,
+                                           PaperSweepPoint, Profile, Provenance)
 
 #: gamma grid of the diagnostics table: 0 to 1 in steps of 1/8
 DEFAULT_GRID = tuple(k / 8 for k in range(9))
@@ -106,96 +108,6 @@ class Masses(NamedTuple):
     hard_mass: np.ndarray
     top_mass: np.ndarray
 
-
-@dataclass(frozen=True)
-class MarginCosines(Result):
-    """Mean over rows of each row's median, 90th-percentile and largest negative cosine, or the
-    margins gamma * G at them (:func:`margins_at`)."""
-
-    median: float
-    p90: float
-    hardest: float
-
-
-@dataclass(frozen=True)
-class PaperMargins(MarginCosines):
-    """The paper default's margins on the reference rows, and at DOCCI's mean hardest companion."""
-
-    hardest_companion: float
-
-
-@dataclass(frozen=True)
-class MarginView(Result):
-    """The margin reading of gamma beside the concentration rule (:func:`margin_view`)."""
-
-    cosines: MarginCosines
-    suggested: MarginCosines
-    paper_default: PaperMargins
-    paper_margin_at_mean: float
-    margin_matched_gamma: float | None
-
-
-@dataclass(frozen=True)
-class GridRow(Result):
-    """How concentrated the caption-geometry part of each row's softmax is at one gamma (:func:`grid_diagnostics`)."""
-
-    gamma: float
-    scaled_gamma: float
-    effective_negatives: float
-    effective_share: float
-    hard_bucket_mass: float
-    top_decile_mass: float
-    boost_median: float
-    boost_hardest: float
-    #: what the softmax feels: weight(hardest) / weight(median) = exp(boost_gap)
-    boost_gap: float
-
-
-@dataclass(frozen=True)
-class LossShare(Result):
-    """Share of batches whose loss is below SOLVED_LOSS, and the mean loss, at initialisation."""
-
-    share_batches_below: float
-    mean_loss: float
-
-
-@dataclass(frozen=True)
-class BoostedLoss(Result):
-    """:class:`LossShare` of HN-CLIP's boosted loss at one gamma."""
-
-    gamma: float
-    share_batches_below: float
-    mean_loss: float
-
-
-@dataclass(frozen=True)
-class ImageLosses(Result):
-    """The losses at initialisation with image vectors (:func:`image_loss_diagnostics`)."""
-
-    solved_loss: float
-    plain: LossShare
-    boosted: tuple[BoostedLoss, ...]
-
-
-@dataclass(frozen=True)
-class ReferenceSummary(Result):
-    """The reference geometry the rule transfers from, and what it gives (the section's ``reference``)."""
-
-    mean_pairwise: float
-    mean_hardest_companion: float
-    n_captions: int
-    share_at_least_0_8: float
-    gamma: float
-    logit_scale: float
-    batch_size: int
-    range_gammas: tuple[float, float]
-    within_row_spread: float
-    between_row_spread: float
-    effective_share: float
-    effective_negatives: float
-    range_shares: tuple[float, float]
-    synthetic_rows: int
-    seed: int
 
 #: E[max of n standard normals] (expected_max_standard_normal) and the standard normal quantile
 #: (scipy.stats.norm.ppf) at the default reference's n - 1 and share, as scipy computes them
@@ -620,7 +532,7 @@ def in_batch_negative_rows(vectors: np.ndarray, batches: np.ndarray, max_values:
 
 
 def grid_diagnostics(rows, logit_scale: float, gammas, hard_edge: float, *,
-                     cosines: MarginCosines | None = None) -> list[GridRow]:
+                     cosines: GammaMarginCosines | None = None) -> list[GammaGridRow]:
     """For each gamma: how concentrated the caption-geometry part of each row's softmax is.
 
     Row i's weights over its negatives are w_ij ∝ exp(s * gamma * G_ij) (S is unknown at
@@ -637,7 +549,7 @@ def grid_diagnostics(rows, logit_scale: float, gammas, hard_edge: float, *,
     for k, gamma in enumerate(gammas):
         scaled = logit_scale * gamma
         effective = sums.effective[k] / n_rows
-        out.append(GridRow(
+        out.append(GammaGridRow(
             gamma=float(gamma), scaled_gamma=float(scaled), effective_negatives=float(effective),
             effective_share=float(effective / n_negatives), hard_bucket_mass=float(sums.hard_mass[k] / n_rows),
             top_decile_mass=float(sums.top_mass[k] / n_rows), boost_median=float(scaled * median),
@@ -645,19 +557,19 @@ def grid_diagnostics(rows, logit_scale: float, gammas, hard_edge: float, *,
     return out
 
 
-def margin_cosines(rows) -> MarginCosines:
+def margin_cosines(rows) -> GammaMarginCosines:
     """Mean over rows of each row's median, 90th-percentile (linear interpolation) and largest
     negative cosine: the G_ij at which the margin gamma * G_ij is read. ``rows``: the in-batch
     rows or their _ShareCurve."""
     curve = _curve(rows)
     median, p90, hardest = curve.order_statistics.sum(axis=1) / max(curve.n_rows, 1)
-    return MarginCosines(float(median), float(p90), float(hardest))
+    return GammaMarginCosines(float(median), float(p90), float(hardest))
 
 
-def margins_at(gamma: float, cosines: MarginCosines) -> MarginCosines:
+def margins_at(gamma: float, cosines: MarginCosines) -> GammaMarginCosines:
     """gamma * G at the median, p90 and hardest in-batch negative: the extra amount (in cosine
     units, before s) by which the positive must beat that negative."""
-    return MarginCosines(gamma * cosines.median, gamma * cosines.p90, gamma * cosines.hardest)
+    return GammaMarginCosines(gamma * cosines.median, gamma * cosines.p90, gamma * cosines.hardest)
 
 
 def paper_margin(reference: ReferenceGeometry = REFERENCE) -> float:
@@ -666,7 +578,7 @@ def paper_margin(reference: ReferenceGeometry = REFERENCE) -> float:
 
 
 def margin_view(rows, mean_cosine: float, suggested_gamma: float,
-                reference: ReferenceGeometry = REFERENCE, *, cosines: MarginCosines | None = None) -> MarginView:
+                reference: ReferenceGeometry = REFERENCE, *, cosines: GammaMarginCosines | None = None) -> GammaMargins:
     """The margin reading of gamma beside the concentration rule: margins gamma * G at the
     suggested gamma on these rows, the paper default's on the reference rows, and the
     *margin-matched gamma* whose margin at this dataset's mean negative cosine equals
@@ -675,9 +587,9 @@ def margin_view(rows, mean_cosine: float, suggested_gamma: float,
     target = paper_margin(reference)
     cosines = margin_cosines(rows) if cosines is None else cosines
     paper = margins_at(reference.gamma, _reference_margin_cosines(reference))
-    return MarginView(
-        cosines=cosines, suggested=margins_at(suggested_gamma, cosines),
-        paper_default=PaperMargins(paper.median, paper.p90, paper.hardest,
+    return section(
+        GammaMargins, cosines=cosines, suggested=margins_at(suggested_gamma, cosines),
+        paper_default=GammaPaperMargins(paper.median, paper.p90, paper.hardest,
                                    reference.gamma * reference.mean_hardest_companion),
         paper_margin_at_mean=target, margin_matched_gamma=target / mean_cosine if mean_cosine > 0 else None)
 
@@ -693,25 +605,25 @@ MARGIN_VIEW_NOTE = ("The margin view is a second reading, not a second suggestio
 def describe_margins(margins, gamma: float) -> str:
     """The margin view in one line: gamma * G at the median, p90 and hardest in-batch negative,
     the paper default's on its DOCCI geometry, and the margin-matched gamma. ``margins``: a gamma
-    batch's ``margins`` (the JSON of :class:`MarginView`)."""
-    mine, paper = margins["suggested"], margins["paper_default"]
-    matched = margins["margin_matched_gamma"]
+    batch's ``margins`` (a :class:`GammaMargins`)."""
+    mine, paper = margins.suggested, margins.paper_default
+    matched = margins.margin_matched_gamma
     matched_text = (f"margin-matched gamma {matched:.2f} (its margin at this data's mean negative cosine equals the "
-                    f"paper's {margins['paper_margin_at_mean']:.2f})" if matched is not None
+                    f"paper's {margins.paper_margin_at_mean:.2f})" if matched is not None
                     else "no margin-matched gamma (mean negative cosine is not positive)")
     return (f"margin view: gamma {gamma:.2f} asks the positive to beat its median / p90 / hardest in-batch negative "
-            f"by {mine['median']:.3f} / {mine['p90']:.3f} / {mine['hardest']:.3f} (paper default on DOCCI: "
-            f"{paper['median']:.3f} / {paper['p90']:.3f} / {paper['hardest']:.3f}); {matched_text}")
+            f"by {mine.median:.3f} / {mine.p90:.3f} / {mine.hardest:.3f} (paper default on DOCCI: "
+            f"{paper.median:.3f} / {paper.p90:.3f} / {paper.hardest:.3f}); {matched_text}")
 
 
 @lru_cache(maxsize=8)
-def _reference_margin_cosines(reference: ReferenceGeometry) -> MarginCosines:
+def _reference_margin_cosines(reference: ReferenceGeometry) -> GammaMarginCosines:
     return margin_cosines(_reference_curve(reference))
 
 
 def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, group_codes: np.ndarray,
                            batches: np.ndarray, logit_scale: float, gammas, pool=None,
-                           threads: int = 1) -> ImageLosses:
+                           threads: int = 1) -> GammaImageLosses:
     """At initialisation: share of batches whose plain InfoNCE / boosted loss is below SOLVED_LOSS.
 
     ``pool`` (from cpu_pass.block_threads, of ``threads`` threads) runs batches side by side: each
@@ -735,10 +647,10 @@ def image_loss_diagnostics(text_vectors: np.ndarray, image_vectors: np.ndarray, 
     losses = losses[:, [distinct.index(gamma.hex()) for gamma in wanted]]
     # (laid out as each batch's losses are read below: the plain ones together, the boosted ones a row a batch)
     plain, boosted = np.ascontiguousarray(losses[:, 0]), np.ascontiguousarray(losses[:, 1:])
-    return ImageLosses(
+    return GammaImageLosses(
         solved_loss=SOLVED_LOSS,
-        plain=LossShare(float((plain < SOLVED_LOSS).mean()), float(plain.mean())),
-        boosted=tuple(BoostedLoss(float(gamma), float((boosted[:, k] < SOLVED_LOSS).mean()),
+        plain=GammaLossShare(float((plain < SOLVED_LOSS).mean()), float(plain.mean())),
+        boosted=tuple(GammaBoostedLoss(float(gamma), float((boosted[:, k] < SOLVED_LOSS).mean()),
                                   float(boosted[:, k].mean())) for k, gamma in enumerate(gammas)))
 
 
@@ -774,10 +686,10 @@ def suggest_for_rows(rows, logit_scale: float, reference: ReferenceGeometry = RE
                    clipped=clipped is not None, range_clipped=tuple(ends_clipped), clip_note=note)
 
 
-def _reference_summary(reference: ReferenceGeometry) -> ReferenceSummary:
+def _reference_summary(reference: ReferenceGeometry) -> GammaReference:
     share = reference_share(reference.gamma, reference)
-    return ReferenceSummary(
-        mean_pairwise=reference.mean_pairwise, mean_hardest_companion=reference.mean_hardest_companion,
+    return section(
+        GammaReference, mean_pairwise=reference.mean_pairwise, mean_hardest_companion=reference.mean_hardest_companion,
         n_captions=reference.n_captions, share_at_least_0_8=reference.share_at_least_0_8, gamma=reference.gamma,
         logit_scale=reference.logit_scale, batch_size=reference.batch_size,
         range_gammas=tuple(reference.range_gammas), within_row_spread=reference_within_row_spread(reference),
@@ -917,12 +829,12 @@ def gamma_section(embeddings, group_codes, options: GammaOptions | None = None, 
             per_batch_size.append(section(
                 GammaBatch, batch_size=batch_size, negatives_per_row=batch_size - 1, n_batches=n_batches,
                 n_rows=int(rows.shape[0]), mean_cosine=mean_cosine, within_row_spread=spread, suggestion=suggestion,
-                margins=frozen_json(margins),
+                margins=margins,
                 # closed form if rows were normal: the effective share depends on s*gamma*sigma only
                 gaussian_approximation=reference.gamma * reference.logit_scale / scale
                 * reference_within_row_spread(reference) / spread if spread > 0 else None,
-                why=_why(suggestion, batch_size, scale, spread, reference), grid=frozen_json(grid_rows),
-                image=None if image is None else frozen_json(image)))
+                why=_why(suggestion, batch_size, scale, spread, reference), grid=tuple(grid_rows),
+                image=image))
             bar.advance(1)
     headline = per_batch_size[0]
     return section(
@@ -931,12 +843,12 @@ def gamma_section(embeddings, group_codes, options: GammaOptions | None = None, 
         concentration="exp(entropy) of each row's softmax of s*gamma*cosine over its B-1 in-batch negatives, "
                       "as a share of B-1, averaged over rows",
         headline_batch_size=batch_sizes[0], suggested_gamma=headline.suggestion.gamma,
-        suggested_range=headline.suggestion.range, margin_matched_gamma=headline.margins["margin_matched_gamma"],
+        suggested_range=headline.suggestion.range, margin_matched_gamma=headline.margins.margin_matched_gamma,
         encoder_caution=encoder_caution(encoder),
-        paper_sweep=frozen_json([{"gamma": g, "average_r_at_1": r} for g, r in PAPER_SWEEP.items()]),
+        paper_sweep=tuple(PaperSweepPoint(g, r) for g, r in PAPER_SWEEP.items()),
         paper_sweep_note=PAPER_SWEEP_NOTE, logit_scale=scale, logit_scale_source=scale_source, hard_edge=hard_edge,
         gamma_grid=tuple(grid), n_batches=n_batches, seed=seed, clip=tuple(GAMMA_CLIP),
-        image_embeddings=image_vectors is not None, reference=frozen_json(_reference_summary(reference)),
+        image_embeddings=image_vectors is not None, reference=_reference_summary(reference),
         batches=tuple(per_batch_size))
 
 

@@ -270,6 +270,49 @@ class Lengths(_Section):
 
 
 @_section
+class SampleBounds(_Section):
+    """How far a sampled distribution's statistics may be from the dataset's (a distribution's
+    ``bounds``, sampled mode only; ``{sampled: false, population}`` where every same-group pair was taken)."""
+
+    sampled: bool | None = None
+    sample_size: int | None = None
+    population: int | None = None
+    confidence: float | None = None
+    mean_standard_error: float | None = None
+    mean_interval: tuple[float, float] | None = None
+    cdf_epsilon: float | None = None
+    quantile_intervals: Mapping[str, tuple[float, float]] | None = None
+    method: str | None = None
+
+
+@_section
+class ProductPrecision(_Section):
+    """How far tf32 / bf16 tile products may move the pairwise cosines (``pairwise.precision``)."""
+
+    mode: str | None = None
+    cosine_error_bound: float | None = None
+    product: str | None = None
+    measured_max_error: float | None = None
+    measured_pairs: int | None = None
+    measured_share_of_bins_changed: float | None = None
+    rows_too_close_to_call: int | None = None
+    pairs_rescored: int | None = None
+    companions: str | None = None
+
+
+@_section
+class CompanionRecall(_Section):
+    """Recall of faiss companions against an exact sample (``hardest_companion.recall``)."""
+
+    queries: int | None = None
+    recall_at_1: float | None = None
+    recall_at_k: float | None = None
+    k: int | None = None
+    hardest_cosine_mean_error: float | None = None
+    method: str | None = None
+
+
+@_section
 class Distribution(_Section):
     """A summary of a set of cosines (pairwise, within_group, hardest_companion, hardest in-batch)."""
 
@@ -290,9 +333,9 @@ class Distribution(_Section):
     count: int | None = None
     exact: bool | None = None
     bin_width: float | None = None
-    bounds: Mapping[str, Any] | None = None
-    precision: Mapping[str, Any] | None = None
-    recall: Mapping[str, Any] | None = None
+    bounds: SampleBounds | None = None
+    precision: ProductPrecision | None = None
+    recall: CompanionRecall | None = None
 
     def quantile(self, key: str) -> float | None:
         """Quantile ``key`` (``"p50"``), None when the summary has no such quantile."""
@@ -438,9 +481,79 @@ class GammaSuggestion(_Section):
 
 
 @_section
+class GammaMarginCosines(_Section):
+    """Mean over rows of each row's median, 90th-percentile and largest negative cosine, or the
+    margins gamma * G at them (a gamma batch's ``margins.cosines`` / ``margins.suggested``)."""
+
+    median: float | None = None
+    p90: float | None = None
+    hardest: float | None = None
+
+
+@_section
+class GammaPaperMargins(GammaMarginCosines):
+    """The paper default's margins on the reference rows, and at DOCCI's mean hardest companion."""
+
+    hardest_companion: float | None = None
+
+
+@_section
+class GammaMargins(_Section):
+    """The margin reading of gamma beside the concentration rule (a gamma batch's ``margins``)."""
+
+    cosines: GammaMarginCosines | None = None
+    suggested: GammaMarginCosines | None = None
+    paper_default: GammaPaperMargins | None = None
+    paper_margin_at_mean: float | None = None
+    margin_matched_gamma: float | None = None
+
+
+@_section
+class GammaGridRow(_Section):
+    """How concentrated the caption-geometry part of each row's softmax is at one gamma (a row of
+    a gamma batch's ``grid``; profiles saved before the masses and boosts were recorded lack them)."""
+
+    gamma: float | None = None
+    scaled_gamma: float | None = None
+    effective_negatives: float | None = None
+    effective_share: float | None = None
+    hard_bucket_mass: float | None = None
+    top_decile_mass: float | None = None
+    boost_median: float | None = None
+    boost_hardest: float | None = None
+    #: what the softmax feels: weight(hardest) / weight(median) = exp(boost_gap)
+    boost_gap: float | None = None
+
+
+@_section
+class GammaLossShare(_Section):
+    """Share of batches whose loss is below the solved loss, and the mean loss, at initialisation."""
+
+    share_batches_below: float | None = None
+    mean_loss: float | None = None
+
+
+@_section
+class GammaBoostedLoss(_Section):
+    """:class:`GammaLossShare` of HN-CLIP's boosted loss at one gamma."""
+
+    gamma: float | None = None
+    share_batches_below: float | None = None
+    mean_loss: float | None = None
+
+
+@_section
+class GammaImageLosses(_Section):
+    """The losses at initialisation with image vectors (a gamma batch's ``image``)."""
+
+    solved_loss: float | None = None
+    plain: GammaLossShare | None = None
+    boosted: tuple[GammaBoostedLoss, ...] | None = None
+
+
+@_section
 class GammaBatch(_Section):
-    """The gamma diagnostics at one batch size (an entry of ``gamma.batches``); ``grid`` rows,
-    ``margins`` and ``image`` stay read-only JSON."""
+    """The gamma diagnostics at one batch size (an entry of ``gamma.batches``)."""
 
     batch_size: int | None = None
     negatives_per_row: int | None = None
@@ -449,16 +562,45 @@ class GammaBatch(_Section):
     mean_cosine: float | None = None
     within_row_spread: float | None = None
     suggestion: GammaSuggestion | None = None
-    margins: Mapping[str, Any] | None = None
+    margins: GammaMargins | None = None
     gaussian_approximation: float | None = None
     why: str | None = None
-    grid: tuple | None = None
-    image: Mapping[str, Any] | None = None
+    grid: tuple[GammaGridRow, ...] | None = None
+    image: GammaImageLosses | None = None
+
+
+@_section
+class PaperSweepPoint(_Section):
+    """One gamma of the paper's sweep and its average R@1 (an entry of the gamma section's ``paper_sweep``)."""
+
+    gamma: float | None = None
+    average_r_at_1: float | None = None
+
+
+@_section
+class GammaReference(_Section):
+    """The reference geometry the rule transfers from, and what it gives (the gamma section's ``reference``)."""
+
+    mean_pairwise: float | None = None
+    mean_hardest_companion: float | None = None
+    n_captions: int | None = None
+    share_at_least_0_8: float | None = None
+    gamma: float | None = None
+    logit_scale: float | None = None
+    batch_size: int | None = None
+    range_gammas: tuple[float, float] | None = None
+    within_row_spread: float | None = None
+    between_row_spread: float | None = None
+    effective_share: float | None = None
+    effective_negatives: float | None = None
+    range_shares: tuple[float, float] | None = None
+    synthetic_rows: int | None = None
+    seed: int | None = None
 
 
 @_section
 class Gamma(_Section):
-    """The ``gamma`` section (docs/gamma.md); its ``reference`` and ``paper_sweep`` stay read-only JSON."""
+    """The ``gamma`` section (docs/gamma.md)."""
 
     rule: str | None = None
     concentration: str | None = None
@@ -467,7 +609,7 @@ class Gamma(_Section):
     suggested_range: tuple[float, float] | None = None
     margin_matched_gamma: float | None = None
     encoder_caution: str | None = None
-    paper_sweep: tuple | None = None
+    paper_sweep: tuple[PaperSweepPoint, ...] | None = None
     paper_sweep_note: str | None = None
     logit_scale: float | None = None
     logit_scale_source: str | None = None
@@ -477,7 +619,7 @@ class Gamma(_Section):
     seed: int | None = None
     clip: tuple[float, float] | None = None
     image_embeddings: bool | None = None
-    reference: Mapping[str, Any] | None = None
+    reference: GammaReference | None = None
     batches: tuple[GammaBatch, ...] | None = None
     batch_sizes_left_out: tuple[int, ...] | None = None
     #: the measured curve of `--sweep` (gamma, profile, report; capgeo.findings.gamma_sweep.GammaSweep.to_dict),

@@ -387,14 +387,14 @@ def gamma_figure(gamma: Gamma, title: str = "Gamma sweep: how HN-CLIP's boost co
         if not grid:
             continue
         colour = PALETTE[index % len(PALETTE)]
-        gammas = [point["gamma"] for point in grid]
+        gammas = [point.gamma for point in grid]
         label = f"B={entry.batch_size}"
-        figure.add_trace(go.Scatter(x=gammas, y=[100 * p["effective_share"] for p in grid], mode="lines+markers",
+        figure.add_trace(go.Scatter(x=gammas, y=[100 * p.effective_share for p in grid], mode="lines+markers",
                                     name=f"{label}: effective negatives (% of B-1)", line=dict(color=colour),
                                     hovertemplate="γ=%{x}<br>effective negatives %{y:.1f}% of B-1<extra></extra>"),
                          row=1, col=1)
         if _grid_has(grid, "hard_bucket_mass"):
-            figure.add_trace(go.Scatter(x=gammas, y=[100 * p["hard_bucket_mass"] for p in grid], mode="lines+markers",
+            figure.add_trace(go.Scatter(x=gammas, y=[100 * p.hard_bucket_mass for p in grid], mode="lines+markers",
                                         name=f"{label}: softmax mass on cosine >= {_or(gamma.hard_edge, GAMMA_HARD_EDGE)} (%)",
                                         line=dict(color=colour, dash="dash"),
                                         hovertemplate="γ=%{x}<br>mass on hardest bucket %{y:.1f}%<extra></extra>"),
@@ -402,7 +402,7 @@ def gamma_figure(gamma: Gamma, title: str = "Gamma sweep: how HN-CLIP's boost co
         for key, name, dash in (("boost_median", "median negative", "dot"), ("boost_hardest", "hardest negative", "solid")):
             if not _grid_has(grid, key):
                 continue
-            figure.add_trace(go.Scatter(x=gammas, y=[p[key] for p in grid], mode="lines", name=f"{label}: boost, {name}",
+            figure.add_trace(go.Scatter(x=gammas, y=[getattr(p, key) for p in grid], mode="lines", name=f"{label}: boost, {name}",
                                         line=dict(color=colour, dash=dash),
                                         hovertemplate="γ=%{x}<br>boost %{y:.1f} logits<extra></extra>"),
                              row=1, col=2)
@@ -482,7 +482,7 @@ def gamma_sweep_figure(sweep, title: str = "Measured gamma: the proxy fine-tune 
 
 def _grid_has(grid, key: str) -> bool:
     """Whether the gamma grid's points carry ``key`` (profiles saved before it was recorded lack it)."""
-    return grid[0][key] is not None if key in grid[0] else False
+    return getattr(grid[0], key) is not None
 
 
 def _or(value, default):

@@ -29,11 +29,11 @@ def print_gamma(profile, console=None) -> None:
         console.print(f"  [bold green]gamma {measured_headline(section.sweep)}[/bold green]; the rule's instant "
                       f"estimate below, the measured curve at the end")
     console.print(f"  logit scale s = {section.logit_scale:g}  (from {section.logit_scale_source})")
-    console.print(f"  reference: gamma {reference['gamma']}, s {reference['logit_scale']:g}, B {reference['batch_size']}"
-                  f" on DOCCI-like geometry (mean pairwise {reference['mean_pairwise']}, hardest companion "
-                  f"{reference['mean_hardest_companion']}; within-row spread {reference['within_row_spread']:.4f})")
-    console.print(f"  reference concentration: effective negatives {reference['effective_negatives']:.1f} of "
-                  f"{reference['batch_size'] - 1} ({reference['effective_share']:.1%})")
+    console.print(f"  reference: gamma {reference.gamma}, s {reference.logit_scale:g}, B {reference.batch_size}"
+                  f" on DOCCI-like geometry (mean pairwise {reference.mean_pairwise}, hardest companion "
+                  f"{reference.mean_hardest_companion}; within-row spread {reference.within_row_spread:.4f})")
+    console.print(f"  reference concentration: effective negatives {reference.effective_negatives:.1f} of "
+                  f"{reference.batch_size - 1} ({reference.effective_share:.1%})")
     if section.encoder_caution:
         console.print(f"[bold yellow]Caution:[/bold yellow] {shown(section.encoder_caution)}")
     for index, entry in enumerate(section.batches):
@@ -73,15 +73,15 @@ def _grid_table(entry, hard_edge: float):
         table.add_column(title, justify="right", overflow="fold")
     if image:
         table.add_column("loss", justify="right", overflow="fold")
-        table.add_column(f"batches\n<{image['solved_loss']:g}", justify="right", overflow="fold")
-        table.add_row(*["plain"] + [""] * 8 + [f"{image['plain']['mean_loss']:.3g}",
-                                               f"{image['plain']['share_batches_below']:.0%}"])
+        table.add_column(f"batches\n<{image.solved_loss:g}", justify="right", overflow="fold")
+        table.add_row(*["plain"] + [""] * 8 + [f"{image.plain.mean_loss:.3g}",
+                                               f"{image.plain.share_batches_below:.0%}"])
     for k, row in enumerate(entry.grid):
-        cells = [f"{row['gamma']:g}", f"{row['scaled_gamma']:.1f}", f"{row['effective_negatives']:.1f}",
-                 f"{row['effective_share']:.0%}", f"{row['hard_bucket_mass']:.0%}", f"{row['top_decile_mass']:.0%}",
-                 f"{row['boost_median']:.1f}", f"{row['boost_hardest']:.1f}", f"{row['boost_gap']:.2f}"]
+        cells = [f"{row.gamma:g}", f"{row.scaled_gamma:.1f}", f"{row.effective_negatives:.1f}",
+                 f"{row.effective_share:.0%}", f"{row.hard_bucket_mass:.0%}", f"{row.top_decile_mass:.0%}",
+                 f"{row.boost_median:.1f}", f"{row.boost_hardest:.1f}", f"{row.boost_gap:.2f}"]
         if image:
-            boosted = image["boosted"][k]
-            cells += [f"{boosted['mean_loss']:.3g}", f"{boosted['share_batches_below']:.0%}"]
+            boosted = image.boosted[k]
+            cells += [f"{boosted.mean_loss:.3g}", f"{boosted.share_batches_below:.0%}"]
         table.add_row(*cells)
     return table

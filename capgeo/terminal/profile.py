@@ -18,17 +18,17 @@ def _mode_text(result: Profile) -> str:
         precision = pairwise.precision
         if not precision:
             return "exact (all pairs)"
-        return (f"all pairs, {precision['mode']} products: every cosine within +-{precision['cosine_error_bound']:.1e} "
-                f"of fp32 (measured max {precision['measured_max_error']:.1e}; "
-                f"{precision['measured_share_of_bins_changed']:.2%} of cosines changed histogram bin); "
+        return (f"all pairs, {precision.mode} products: every cosine within +-{precision.cosine_error_bound:.1e} "
+                f"of fp32 (measured max {precision.measured_max_error:.1e}; "
+                f"{precision.measured_share_of_bins_changed:.2%} of cosines changed histogram bin); "
                 f"companions exact")
     bounds = pairwise.bounds
-    text = (f"sampled: {bounds['sample_size']:,} of {bounds['population']:,} negative pairs; "
-            f"mean +-{1.96 * bounds['mean_standard_error']:.4f}, every share +-{bounds['cdf_epsilon']:.4f} "
+    text = (f"sampled: {bounds.sample_size:,} of {bounds.population:,} negative pairs; "
+            f"mean +-{1.96 * bounds.mean_standard_error:.4f}, every share +-{bounds.cdf_epsilon:.4f} "
             f"(95%)")
     recall = result.hardest_companion.recall
     if recall:
-        text += f"; faiss companions, recall@1 {recall['recall_at_1']:.3f} on {recall['queries']:,} captions"
+        text += f"; faiss companions, recall@1 {recall.recall_at_1:.3f} on {recall.queries:,} captions"
     return text
 
 
@@ -152,7 +152,7 @@ def _near_duplicate_precision(result: Profile, near) -> str:
         return f" (to +/- one bin of {near.bin_width:g})"
     if near.count_method == "sampled":
         bounds = result.pairwise.bounds
-        spread = bounds["cdf_epsilon"] * bounds["population"]
+        spread = bounds.cdf_epsilon * bounds.population
         return f" (estimated from the sampled pairs: +/- {spread:,.0f} pairs, 95%)"
     return ""
 
