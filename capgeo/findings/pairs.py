@@ -581,8 +581,7 @@ def _negative_row(pairs: _Pairs, m: int, k: int, cosine: float) -> PairNegativeR
         negative_id=captions.ids[kept[k]], negative_image=image_names[int(pairs.codes[k])], negative_text=other_text,
         cosine=cosine, own_cosine=own_cosine, margin=cosine - own_cosine, caption_cosine=caption_cosine,
         boost=pairs.gamma * caption_cosine, shared_words=tuple(highlight.shared),
-        spans_a=tuple(read_only(span.to_dict()) for span in highlight.spans_a),
-        spans_b=tuple(read_only(span.to_dict()) for span in highlight.spans_b))
+        spans_a=tuple(highlight.spans_a), spans_b=tuple(highlight.spans_b))
 
 
 #: the columns of a false-negative export, and their Parquet types

@@ -1061,7 +1061,7 @@ class PairMismatched(_Section):
 @_section
 class PairNegativeRow(_Section):
     """A cross-modal false negative: caption k of another image scoring near pair m's own caption
-    (``spans_a``/``spans_b`` are read-only ``{start, end, kind}`` mappings)."""
+    (its words marked in ``spans_a``/``spans_b``: :class:`Span`)."""
 
     image: str | None = None
     caption_id: str | None = None
@@ -1075,8 +1075,8 @@ class PairNegativeRow(_Section):
     caption_cosine: float | None = None
     boost: float | None = None
     shared_words: tuple[str, ...] | None = None
-    spans_a: tuple[Mapping[str, Any], ...] | None = None
-    spans_b: tuple[Mapping[str, Any], ...] | None = None
+    spans_a: tuple[Span, ...] | None = None
+    spans_b: tuple[Span, ...] | None = None
 
 
 @_section
