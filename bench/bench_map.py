@@ -84,7 +84,7 @@ def main() -> None:
     clock.lap("neighbour graph (the lists merged with each image's captions)")
     section = map_section(captions, vectors, points=MapPoints(scan.companion_cosine[:, 0], components),
                           neighbours=neighbours, seed=args.seed, progress=False)
-    print(f"  of which the projection (openTSNE): {section['seconds']:.1f} s wall", flush=True)
+    print(f"  of which the projection (openTSNE): {section.seconds:.1f} s wall", flush=True)
     clock.lap("map section (projection and per-point lists)")
     clock.total(f"whole map section, load average now {os.getloadavg()[0]:.1f}")
     whole = time.perf_counter() - clock.started[0]
@@ -94,7 +94,7 @@ def main() -> None:
     # layout quality: the share of each caption's 10 most similar captions among its 10 nearest on the map
     from scipy.spatial import cKDTree
 
-    layout = np.column_stack([section["x"], section["y"]])
+    layout = np.column_stack([section.x, section.y])
     _, nearest = cKDTree(layout).query(layout, 11)
     shared = [len(set(a) & set(b)) for a, b in zip(neighbours[0][:, :10].tolist(), nearest[:, 1:].tolist())]
     print(f"10-NN preservation of the layout: {np.mean(shared) / 10:.3f}", flush=True)

@@ -13,7 +13,7 @@ from _action_fixtures import caption_set, unit, write_jsonl
 from capgeo import map as caption_map
 from capgeo.cli import main
 from capgeo.errors import CapgeoError
-from capgeo.geometry.typed_profile import Leak
+from capgeo.geometry.typed_profile import CaptionMap, Leak
 
 openTSNE = pytest.importorskip("openTSNE", reason="the map extra (openTSNE) is not installed")
 
@@ -40,14 +40,14 @@ def test_each_point_carries_its_caption_hardest_companion_set_and_leak():
     section = caption_map.dataset_map(captions, vectors, seed=3, leak=Leak(train_ids_to_drop=(captions.ids[5],)),
                                       progress=False)
     n = len(captions)
-    assert section["n_points"] == n and not section["sampled"]
-    assert len(section["x"]) == len(section["y"]) == n
-    assert section["caption_ids"] == captions.ids and section["groups"] == captions.groups
-    np.testing.assert_allclose(section["hardest_companion"], brute_hardest(vectors, captions.groups), atol=1e-4)
-    sets = section["near_duplicate_set"]
+    assert section.n_points == n and not section.sampled
+    assert len(section.x) == len(section.y) == n
+    assert list(section.caption_ids) == list(captions.ids) and list(section.groups) == list(captions.groups)
+    np.testing.assert_allclose(section.hardest_companion, brute_hardest(vectors, captions.groups), atol=1e-4)
+    sets = section.near_duplicate_set
     assert sets[0] is not None and sets[0] == sets[2]
     assert sum(s is not None for s in sets) == 2
-    assert section["leaked"] == [i == 5 for i in range(n)]
+    assert list(section.leaked) == [i == 5 for i in range(n)]
     figure = caption_map.map_figure(section)
     assert figure.data[0].type == "scattergl"
     assert [trace.name.split(":")[0] for trace in figure.data[1:]] == [
@@ -59,10 +59,10 @@ def test_deterministic_for_a_seed_and_a_stated_sample_above_max_points():
     captions, vectors = planted(n_groups=20)
     first = caption_map.map_section(captions, vectors, seed=7, max_points=30, progress=False)
     again = caption_map.map_section(captions, vectors, seed=7, max_points=30, progress=False)
-    assert first["x"] == again["x"] and first["y"] == again["y"]
-    assert first["sampled"] and first["n_points"] == 30 and first["n_captions"] == 40
+    assert first.x == again.x and first.y == again.y
+    assert first.sampled and first.n_points == 30 and first.n_captions == 40
     rows = caption_map.sample_rows(40, 30, 7)
-    assert first["caption_ids"] == [captions.ids[row] for row in rows]
+    assert list(first.caption_ids) == [captions.ids[row] for row in rows]
     assert list(rows) == sorted(set(rows.tolist())) and rows.size == 30
     assert "A random sample of 30 of the 40 captions (seed 7)." == caption_map.sample_note(first)
     with pytest.raises(CapgeoError, match="--max-points"):
@@ -95,8 +95,21 @@ def test_cli_writes_the_map_page(tmp_path):
     # a map saved before the neighbour graph says how it was drawn, not "None"
     old = {"method": "openTSNE", "pca_dimensions": 50, "seed": 0, "n_captions": 1, "n_points": 1, "text_chars": 300,
            "x": [0.0], "y": [0.0], "caption_ids": ["a"], "groups": ["g"], "texts": ["t"]}
-    body = caption_map.map_body(old)
+    body = caption_map.map_body(CaptionMap.from_dict(old))
     assert "after PCA to 50 dimensions" in body and "None" not in body
+
+
+def test_cli_map_marks_the_captions_that_leak_and_names_the_evaluation_set(tmp_path):
+    captions, _ = planted()
+    texts = [f"a photo of thing {i}" for i in range(len(captions))]
+    data = write_jsonl(tmp_path / "captions.jsonl", captions.ids, captions.groups, texts)
+    evaluation = write_jsonl(tmp_path / "eval.jsonl", ["e0", "e1"], ["x0", "x1"], [texts[3], "an unrelated text"])
+    output = tmp_path / "map.html"
+    result = CliRunner().invoke(main, ["map", str(data), "-o", str(output), "--leak", str(evaluation)])
+    assert result.exit_code == 0, result.output
+    page = output.read_text(encoding="utf-8")
+    assert "Evaluation sets (--leak)" in page and "eval.jsonl" in page
+    assert "leaks into an evaluation set" in page
 
 
 def test_without_opentsne_one_error_line_and_the_report_leaves_the_map_out(tmp_path, monkeypatch):
@@ -164,7 +177,7 @@ def test_the_map_projects_the_pass_neighbour_graph(monkeypatch):
     monkeypatch.setattr(caption_map, "project", recording)
     section = caption_map.dataset_map(captions, vectors, seed=1, progress=False)
     k = caption_map.neighbour_count(len(captions))
-    assert section["neighbours"] == k == min(len(captions) - 1, 90)
+    assert section.neighbours == k == min(len(captions) - 1, 90)
     index, cosine = seen["neighbours"]
     expected_index, expected_cosine = brute_top_k(vectors, k)
     np.testing.assert_array_equal(index, expected_index)

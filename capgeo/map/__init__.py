@@ -25,6 +25,7 @@ import numpy as np
 
 from capgeo.defaults import MAP_THUMBNAIL_CHARS, MAP_THUMBNAILS, NEAR_DUPLICATE_THRESHOLD, REPORT_PAGE_BYTES, TOP_K
 from capgeo.errors import CapgeoError
+from capgeo.geometry.typed_profile import CaptionMap
 
 if TYPE_CHECKING:
     from capgeo.geometry.typed_profile import Leak
@@ -296,8 +297,8 @@ def map_thumbnails(thumbnail, codes: np.ndarray, names: Sequence[str], order: np
 
 
 def map_section(captions, vectors, options: MapOptions | None = None, *, points: MapPoints | None = None,
-                neighbours=None, device: str | None = None, progress: bool | None = None, **fields) -> dict:
-    """The ``map`` section: the projection of ``vectors`` (one per caption of ``captions``) and what each
+                neighbours=None, device: str | None = None, progress: bool | None = None, **fields) -> CaptionMap:
+    """The ``map`` section (typed): the projection of ``vectors`` (one per caption of ``captions``) and what each
     point shows (``points``: :class:`MapPoints`). ``options``: :class:`MapOptions` (``fields``: its
     fields in place of its own); ``neighbours``: the sampled points' neighbour graph
     (:func:`project`), found here when None; the options' ``thumbnail``: the images' thumbnails,
@@ -338,7 +339,7 @@ def map_section(captions, vectors, options: MapOptions | None = None, *, points:
         images = {"thumbnails": map_thumbnails(thumbnail, codes, captions.group_names,
                                                np.lexsort((rows, -crowded, ~flagged))),
                   "n_mapped_images": int(np.unique(codes).size)}
-    return {
+    return CaptionMap.from_dict({
         "method": "openTSNE",
         "pca_dimensions": int(min(PCA_DIMENSIONS, max(1, rows.size - 1), vectors.shape[1])),
         "neighbours": int(neighbour_count(rows.size)) if rows.size >= 8 else 0,
@@ -359,19 +360,11 @@ def map_section(captions, vectors, options: MapOptions | None = None, *, points:
         "near_duplicate_set": [int(set_of[row]) if set_of[row] > 0 else None for row in rows],
         "leaked": [str(ids[row]) in leaked for row in rows] if leaked else None,
         **images,
-    }
-
-
-def _typed(section):
-    """A ``map`` section (its JSON object, or typed) as the typed CaptionMap the page code reads."""
-    from capgeo.geometry.typed_profile import CaptionMap, as_section
-
-    return as_section(section, CaptionMap)
+    })
 
 
 def sample_note(section) -> str:
     """What the map shows: every caption, or a stated random sample."""
-    section = _typed(section)
     if section.sampled:
         return f"A random sample of {section.n_points:,} of the {section.n_captions:,} captions (seed {section.seed})."
     return f"All {section.n_captions:,} captions."
@@ -384,7 +377,6 @@ def map_figure(section, title: str = "Caption map") -> "go.Figure":  # noqa: F82
 
     from capgeo.report.figures import _LAYOUT, plotly_text
 
-    section = _typed(section)
     x = np.asarray(section.x, dtype=np.float32)
     y = np.asarray(section.y, dtype=np.float32)
     hardest = section.hardest_companion
@@ -449,7 +441,7 @@ def _wrapped(text: str, width: int = 80) -> str:
 
 
 def dataset_map(captions, vectors, options: MapOptions | None = None, *, scan=None, leak: Leak | None = None,
-                device: str | None = None, progress: bool | None = None, **fields) -> dict:
+                device: str | None = None, progress: bool | None = None, **fields) -> CaptionMap:
     """:func:`map_section` with what it shows computed here: each caption's hardest companion and the
     near-duplicate sets from ``scan`` (the exact pairwise pass, run here when None or too short), the
     leaked training captions from ``leak`` (a `capgeo leak` result: its ``train_ids_to_drop``), and
@@ -542,7 +534,6 @@ if (plot && store && plot.on) {
 
 def thumbnail_note(section) -> str:
     """How many of the map's images show a thumbnail on hover, and why not all ('' without thumbnails)."""
-    section = _typed(section)
     if section.thumbnails is None:
         return ""
     count, images = len(section.thumbnails), section.n_mapped_images or 0
@@ -563,7 +554,6 @@ def fewer_thumbnails(section, chars: int):
     import types
     from dataclasses import replace
 
-    section = _typed(section)
     kept = dict(section.thumbnails or {})
     dropped = 0
     for name in reversed(list(kept)):
@@ -579,7 +569,6 @@ def map_body(section, title: str = "Caption map") -> str:
 
     from capgeo.report.html import escape, figure_div
 
-    section = _typed(section)
     legend = ("Colour: each caption's hardest-companion cosine (its most similar caption of another image); "
               "red rings: captions in a near-duplicate set")
     if section.leaked is not None:
@@ -662,9 +651,9 @@ def write_map(captions, output, options: MapOptions | None = None, *, encode=Non
     rows = [("Made with", f"capgeo {escape(__version__)}"),
             ("Command to reproduce", f'<pre class="command">{escape(command or "(built from the library)")}</pre>'),
             ("Data file", escape(str(captions.source))), ("Encoder", escape(encoder_name)),
-            ("Projection", escape(section["method"]))]
+            ("Projection", escape(section.method))]
     if leak_result is not None:
-        rows.append(("Evaluation sets (--leak)", escape(", ".join(entry["source"] for entry in leak_result["evals"]))))
+        rows.append(("Evaluation sets (--leak)", escape(", ".join(entry.source for entry in leak_result.evals))))
     page = map_page(section, title=f"capgeo map: {Path(str(captions.source)).name}",
                     subtitle=f"{len(captions):,} captions of {captions.n_groups:,} images · encoder {encoder_name}",
                     provenance=rows)

@@ -260,7 +260,7 @@ def add_map_section(profile: Profile, captions, embeddings, *, scan=None, seed: 
                               **({} if threshold is None else {"near_duplicate_threshold": threshold}))
     except MapUnavailable as error:
         return profile, [f"Caption map: left out: {error}."]
-    return replace(profile, map=CaptionMap.from_dict(section)), []
+    return replace(profile, map=section), []
 
 
 #: how a library caller adds what a profile's page lacks (:func:`library_report`)
