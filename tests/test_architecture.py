@@ -41,8 +41,10 @@ def test_no_function_takes_more_than_eight_parameters():
 
 
 def test_no_finding_returns_a_dict():
-    # a finding's result is a frozen class; only its to_dict() (the JSON edge) gives a dict
-    returning = [f"{path}:{node.lineno} {node.name}" for path, node in _functions(PACKAGE / "findings")
+    # a finding's result is a frozen class; only its to_dict() (the JSON edge) gives a dict. The
+    # caption map is a finding computed in its own package (it needs openTSNE)
+    returning = [f"{path}:{node.lineno} {node.name}" for folder in ("findings", "map")
+                 for path, node in _functions(PACKAGE / folder)
                  if node.returns is not None and node.name != "to_dict"
                  and ast.unparse(node.returns).split(" | ")[0] == "dict"]
     assert returning == []
