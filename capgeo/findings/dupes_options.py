@@ -12,7 +12,7 @@ Defaults live in capgeo.defaults.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 from capgeo.defaults import DUPES_NEIGHBOURS, DUPES_PER_QUANTILE, DUPES_QUANTILES, DUPES_TOP, PAIR_BLOCK_SIZE, TOP_K
@@ -35,7 +35,9 @@ class MiningOptions:
     @classmethod
     def of(cls, given: "MiningOptions | None" = None, **changes) -> "MiningOptions":
         """``given`` (default: the defaults) with ``changes`` (top_k=..., device=...) applied."""
-        return replace(given or cls(), **changes)
+        from capgeo.arguments import with_fields
+
+        return with_fields(cls, given, cls.__name__, changes)
 
 
 @dataclass(frozen=True)

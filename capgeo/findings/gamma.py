@@ -18,7 +18,7 @@ of the paper's sweep (0.25 and 0.75) the same way.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple, Sequence
 
@@ -98,7 +98,9 @@ class GammaOptions:
     @classmethod
     def of(cls, options: "GammaOptions | None" = None, **fields) -> "GammaOptions":
         """``options`` (default: the defaults) with ``fields`` set."""
-        return replace(options or cls(), **fields)
+        from capgeo.arguments import with_fields
+
+        return with_fields(cls, options, cls.__name__, fields)
 
 
 class Masses(NamedTuple):

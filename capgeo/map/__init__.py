@@ -83,7 +83,9 @@ class MapOptions:
     @classmethod
     def of(cls, options: "MapOptions | None" = None, **fields) -> "MapOptions":
         """``options`` (default: MapOptions()) with ``fields`` in place of its own."""
-        return replace(options or cls(), **fields)
+        from capgeo.arguments import with_fields
+
+        return with_fields(cls, options, cls.__name__, fields)
 
 
 @dataclass(frozen=True)
